@@ -1,0 +1,31 @@
+# Two commands set everything up on a fresh machine (Python 3.11 and the package registries):
+#   make run   - install Ottla in .venv and start a single node on 127.0.0.1:9092
+#   make test  - install the test dependencies in .venv and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test lint bench install install-test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+
+run: install
+	$(BIN)/ottla server
+
+lint: install-test
+	$(BIN)/ruff check src tests benchmarks
+
+test: install-test
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache

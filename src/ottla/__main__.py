@@ -1,0 +1,5 @@
+import sys
+
+from ottla.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The broker: request handlers by API, the replica manager, partitions, fetch sessions."""

@@ -1,0 +1,93 @@
+"""Incremental fetch sessions (KIP-227).
+
+A client that fetches many partitions can open a session with a full fetch (epoch 0); the
+broker remembers the partitions and what it last told the client about each. Later
+fetches (epoch 1, 2, ...) name only partitions whose fetch position changed plus those to
+forget, and the response carries only partitions with something new: records, a moved
+high watermark, log start offset or last stable offset, or an error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+EVICTION_IDLE_MS = 120_000
+
+
+@dataclass(slots=True)
+class CachedPartition:
+    topic: str
+    topic_id: Any
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    # What the last response told the client:
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+    def must_respond(self, data: dict[str, Any]) -> bool:
+        """Whether a partition's fresh data differs from what the client already knows;
+        also remembers what is sent."""
+        changed = (data.get("error_code", 0) != 0 or data.get("records")
+                   or data["high_watermark"] != self.high_watermark
+                   or data["last_stable_offset"] != self.last_stable_offset
+                   or data["log_start_offset"] != self.log_start_offset)
+        self.high_watermark = data["high_watermark"]
+        self.last_stable_offset = data["last_stable_offset"]
+        self.log_start_offset = data["log_start_offset"]
+        return bool(changed)
+
+
+@dataclass(slots=True)
+class FetchSession:
+    id: int
+    epoch: int
+    """The epoch the next incremental fetch must carry."""
+    partitions: OrderedDict[tuple[Any, int], CachedPartition]
+    uses_topic_ids: bool
+    last_used_ms: int
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int, rng: random.Random | None = None) -> None:
+        self.max_slots = max_slots
+        self.sessions: dict[int, FetchSession] = {}
+        self.rng = rng or random.Random()
+        self._ids = itertools.count(1)
+
+    def create(self, partitions: OrderedDict[tuple[Any, int], CachedPartition],
+               uses_topic_ids: bool, now_ms: int) -> int:
+        """Cache a new session; INVALID_SESSION_ID if there is no room for it."""
+        if self.max_slots <= 0:
+            return INVALID_SESSION_ID
+        if len(self.sessions) >= self.max_slots:
+            oldest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
+            if now_ms - oldest.last_used_ms < EVICTION_IDLE_MS:
+                return INVALID_SESSION_ID
+            del self.sessions[oldest.id]
+        session_id = self._new_id()
+        self.sessions[session_id] = FetchSession(session_id, 1, partitions, uses_topic_ids,
+                                                 now_ms)
+        return session_id
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self.rng.randrange(1, 2**31 - 1)
+            if session_id not in self.sessions:
+                return session_id
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> None:
+        self.sessions.pop(session_id, None)

@@ -1,0 +1,175 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+
+Describing a config reports where its value comes from, with Kafka's precedence: a topic
+override, then the broker synonyms (dynamic per-broker, dynamic cluster-wide, static
+``server.properties``), then the built-in default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.config import ConfigKey
+from ottla.metadata.image import ConfigResourceType
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+from ottla.storage.log_config import TOPIC_CONFIGS
+
+# ConfigSource ids of DescribeConfigs.
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+def _broker_sources(broker: Any, name: str) -> list[tuple[str, str | None, int]]:
+    """(name, value, source) of every level at which broker key ``name`` is set, most
+    specific first, ending with its default if it has one."""
+    definitions = broker.config.definitions
+    key: ConfigKey | None = definitions.keys.get(name)
+    found = []
+    per_broker = broker.image.broker_configs(broker.node_id)
+    cluster = broker.image.broker_configs(None)
+    if name in per_broker:
+        found.append((name, per_broker[name], DYNAMIC_BROKER_CONFIG))
+    if name in cluster:
+        found.append((name, cluster[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+    if name in broker.config.explicit and key is not None:
+        found.append((name, key.render(broker.config.explicit[name]), STATIC_BROKER_CONFIG))
+    if key is not None and key.default is not None:
+        found.append((name, key.render(key.default), DEFAULT_CONFIG))
+    return found
+
+
+def _synonym_to_topic_value(synonym: str, value: str | None, key: ConfigKey) -> str | None:
+    if value is None:
+        return None
+    if synonym.endswith(".hours"):
+        return str(int(value) * 3600000) if int(value) >= 0 else value
+    if synonym.endswith(".minutes"):
+        return str(int(value) * 60000) if int(value) >= 0 else value
+    return value
+
+
+def describe_topic_configs(broker: Any, topic: str, keys: Sequence[str] | None = None,
+                           include_synonyms: bool = False, include_docs: bool = False
+                           ) -> list[dict[str, Any]]:
+    overrides = broker.image.topic_configs(topic)
+    result = []
+    for name, key in TOPIC_CONFIGS.keys.items():
+        if keys is not None and name not in keys:
+            continue
+        synonyms: list[tuple[str, str | None, int]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        for synonym in key.synonyms:
+            for syn_name, value, source in _broker_sources(broker, synonym):
+                if source == DEFAULT_CONFIG:
+                    continue
+                synonyms.append((syn_name, value, source))
+        default = key.render(key.default)
+        if synonyms:
+            first_name, first_value, source = synonyms[0]
+            value = first_value if source == DYNAMIC_TOPIC_CONFIG \
+                else _synonym_to_topic_value(first_name, first_value, key)
+        else:
+            # The broker defaults of synonyms (e.g. log.retention.hours=168) decide it.
+            value, source = default, DEFAULT_CONFIG
+            for synonym in key.synonyms:
+                syn_key = broker.config.definitions.keys.get(synonym)
+                if syn_key is not None and syn_key.default is not None:
+                    value = _synonym_to_topic_value(synonym, syn_key.render(syn_key.default),
+                                                    key)
+                    break
+        synonyms.append((name, default, DEFAULT_CONFIG))
+        result.append({
+            "name": name, "value": value, "read_only": False, "config_source": source,
+            "is_sensitive": key.sensitive,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms]
+            if include_synonyms else [],
+            "config_type": int(key.type),
+            "documentation": key.doc if include_docs else None,
+        })
+    return result
+
+
+def describe_broker_configs(broker: Any, keys: Sequence[str] | None, include_synonyms: bool,
+                            include_docs: bool) -> list[dict[str, Any]]:
+    from_dynamic_keys = broker.config.dynamic_keys
+    result = []
+    for name, key in broker.config.definitions.keys.items():
+        if keys is not None and name not in keys:
+            continue
+        sources = _broker_sources(broker, name)
+        value, source = (sources[0][1], sources[0][2]) if sources else (None, DEFAULT_CONFIG)
+        result.append({
+            "name": name, "value": None if key.sensitive else value,
+            "read_only": name not in from_dynamic_keys, "config_source": source,
+            "is_sensitive": key.sensitive,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in sources]
+            if include_synonyms else [],
+            "config_type": int(key.type),
+            "documentation": key.doc if include_docs else None,
+        })
+    return result
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
+def handle_describe_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    results = []
+    include_synonyms = bool(getattr(req, "include_synonyms", False))
+    include_docs = bool(getattr(req, "include_documentation", False))
+    for res in req.resources:
+        entry: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None,
+                                 "resource_type": res.resource_type,
+                                 "resource_name": res.resource_name, "configs": []}
+        keys = res.configuration_keys
+        if res.resource_type == ConfigResourceType.TOPIC:
+            if res.resource_name not in broker.image.topics_by_name:
+                entry["error_code"] = ErrorCode.unknown_topic_or_partition
+                entry["error_message"] = f"Topic {res.resource_name} does not exist."
+            else:
+                entry["configs"] = describe_topic_configs(broker, res.resource_name, keys,
+                                                          include_synonyms, include_docs)
+        elif res.resource_type == ConfigResourceType.BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                entry["error_code"] = ErrorCode.invalid_request
+                entry["error_message"] = f"Unexpected broker id {res.resource_name}"
+            else:
+                entry["configs"] = describe_broker_configs(broker, keys, include_synonyms,
+                                                           include_docs)
+        elif res.resource_type == ConfigResourceType.BROKER_LOGGER:
+            entry["configs"] = []
+        else:
+            entry["error_code"] = ErrorCode.invalid_request
+            entry["error_message"] = f"Unsupported resource type {res.resource_type}"
+        results.append(entry)
+    return {"throttle_time": 0, "results": results}
+
+
+def _alter_response(results: list[tuple[int, str, ErrorCode, str | None]]) -> dict[str, Any]:
+    return {"throttle_time": 0, "responses": [
+        {"error_code": code, "error_message": msg, "resource_type": rtype,
+         "resource_name": rname} for rtype, rname, code, msg in results]}
+
+
+@handles(ApiKey.ALTER_CONFIGS, 0, 2)
+async def handle_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    resources = [(res.resource_type, res.resource_name,
+                  {c.name: c.value for c in res.configs}) for res in req.resources]
+    results = await broker.controller.submit(
+        lambda c: c.alter_configs(resources, req.validate_only))
+    return _alter_response(results)
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+async def handle_incremental_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    resources = [(res.resource_type, res.resource_name,
+                  [(c.name, c.config_operation, c.value) for c in res.configs])
+                 for res in req.resources]
+    results = await broker.controller.submit(
+        lambda c: c.incremental_alter_configs(resources, req.validate_only))
+    return _alter_response(results)

@@ -1,0 +1,226 @@
+"""Fetch: long-polling reads with byte limits and incremental fetch sessions (KIP-227).
+
+The response waits (up to ``max_wait_ms``) until ``min_bytes`` are available; appends to
+any fetched partition wake it. Limits follow Kafka: the response carries at most
+``max_bytes`` (and the broker's ``fetch.max.bytes``), each partition at most its
+``partition_max_bytes``, except that the first partition with data returns at least one
+whole batch so a large batch never blocks a consumer (KIP-74).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any
+
+from ottla.broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+)
+from ottla.broker.handlers import handles
+from ottla.broker.partition import READ_COMMITTED
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import ms
+
+ZERO_UUID_INT = 0
+
+
+def _requested(broker: Any, req: Any, uses_ids: bool
+               ) -> OrderedDict[tuple[Any, int], CachedPartition]:
+    image = broker.image
+    parts: OrderedDict[tuple[Any, int], CachedPartition] = OrderedDict()
+    for topic in req.topics:
+        if uses_ids:
+            known = image.topics_by_id.get(topic.topic_id)
+            name = known.name if known is not None else ""
+            topic_key = topic.topic_id
+        else:
+            name = topic.topic
+            known = image.topics_by_name.get(name)
+            topic_key = name
+        topic_id = known.topic_id if known is not None else getattr(topic, "topic_id", None)
+        for p in topic.partitions:
+            parts[(topic_key, p.partition)] = CachedPartition(
+                name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1))
+    return parts
+
+
+def _forgotten(req: Any, uses_ids: bool) -> list[tuple[Any, int]]:
+    keys = []
+    for topic in getattr(req, "forgotten_topics_data", ()) or ():
+        topic_key = topic.topic_id if uses_ids else topic.topic
+        keys.extend((topic_key, p) for p in topic.partitions)
+    return keys
+
+
+def _error_response(error: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "session_id": INVALID_SESSION_ID,
+            "responses": [], "node_endpoints": []}
+
+
+def _read_partition(broker: Any, cached: CachedPartition, max_bytes: int, isolation: int,
+                    min_one: bool, uses_ids: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "partition_index": cached.partition, "error_code": ErrorCode.none,
+        "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+        "aborted_transactions": [] if isolation == READ_COMMITTED else None,
+        "preferred_read_replica": -1, "records": b"",
+    }
+    if not cached.topic:
+        data["error_code"] = ErrorCode.unknown_topic_id if uses_ids \
+            else ErrorCode.unknown_topic_or_partition
+        return data
+    partition = None
+    try:
+        partition = broker.replica_manager.require(cached.topic, cached.partition, broker.image)
+        read = partition.read(cached.fetch_offset, max_bytes, isolation,
+                              cached.current_leader_epoch, min_one)
+        if read.records is not None:
+            data["records"] = read.records.read()
+    except KafkaError as e:
+        data["error_code"] = e.code
+        if e.code == ErrorCode.not_leader_or_follower:
+            data["current_leader"] = {"leader_id": -1, "leader_epoch": -1}
+    if partition is not None:
+        data["high_watermark"] = partition.high_watermark
+        data["last_stable_offset"] = partition.last_stable_offset
+        data["log_start_offset"] = partition.log.log_start_offset
+    return data
+
+
+def _read_all(broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
+              max_bytes: int, isolation: int, uses_ids: bool
+              ) -> tuple[dict[tuple[Any, int], dict[str, Any]], int, bool]:
+    remaining = max_bytes
+    min_one = True
+    results = {}
+    total = 0
+    errors = False
+    for key, cached in parts.items():
+        data = _read_partition(broker, cached, min(cached.max_bytes, remaining), isolation,
+                               min_one, uses_ids)
+        size = len(data["records"])
+        if size:
+            min_one = False
+            remaining = max(0, remaining - size)
+            total += size
+        errors = errors or data["error_code"] != ErrorCode.none
+        results[key] = data
+    return results, total, errors
+
+
+@handles(ApiKey.FETCH, 4, 17)
+async def handle_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    uses_ids = version >= 13
+    now_ms = broker.now_ms()
+    sessions = broker.fetch_sessions
+    session_id = getattr(req, "session_id", 0)
+    epoch = getattr(req, "session_epoch", FINAL_EPOCH)
+    requested = _requested(broker, req, uses_ids)
+    session = None
+    create_session = False
+    if epoch == FINAL_EPOCH:
+        if session_id != INVALID_SESSION_ID:
+            sessions.remove(session_id)
+        parts = requested
+    elif epoch == INITIAL_EPOCH:
+        if session_id != INVALID_SESSION_ID:
+            sessions.remove(session_id)
+        parts = requested
+        create_session = version >= 7
+    else:
+        session = sessions.get(session_id)
+        if session is None:
+            return _error_response(ErrorCode.fetch_session_id_not_found)
+        if session.epoch != epoch or session.uses_topic_ids != uses_ids:
+            return _error_response(ErrorCode.invalid_fetch_session_epoch)
+        for key in _forgotten(req, uses_ids):
+            session.partitions.pop(key, None)
+        for key, cached in requested.items():
+            existing = session.partitions.get(key)
+            if existing is None:
+                session.partitions[key] = cached
+            else:
+                existing.fetch_offset = cached.fetch_offset
+                existing.max_bytes = cached.max_bytes
+                existing.current_leader_epoch = cached.current_leader_epoch
+                existing.last_fetched_epoch = cached.last_fetched_epoch
+        session.epoch += 1
+        session.last_used_ms = now_ms
+        parts = session.partitions
+
+    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config["fetch.max.bytes"])
+    isolation = getattr(req, "isolation_level", 0)
+    max_wait = ms(req.max_wait)
+    min_bytes = req.min_bytes
+    deadline = asyncio.get_running_loop().time() + max(0, max_wait) / 1000
+    keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
+    while True:
+        results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids)
+        remaining = deadline - asyncio.get_running_loop().time()
+        if total >= min_bytes or errors or not keys or remaining <= 0:
+            break
+        if session is not None and _has_news(parts, results):
+            break
+        woken = asyncio.get_running_loop().create_future()
+
+        def wake(fut: asyncio.Future[None] = woken) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        unwatch = broker.replica_manager.watch(keys, wake)
+        try:
+            await asyncio.wait_for(woken, remaining)
+        except TimeoutError:
+            pass
+        finally:
+            unwatch()
+
+    if create_session:
+        session_id = sessions.create(parts, uses_ids, now_ms)
+        for key, data in results.items():
+            parts[key].must_respond(data)
+    elif session is None:
+        session_id = INVALID_SESSION_ID
+    selected = results
+    if session is not None:
+        selected = {key: data for key, data in results.items()
+                    if parts[key].must_respond(data)}
+        for key, data in selected.items():
+            if data["records"]:
+                parts.move_to_end(key)  # rotate so every partition gets its turn
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
+            "responses": _group(parts, selected, uses_ids), "node_endpoints": []}
+
+
+def _has_news(parts: OrderedDict[tuple[Any, int], CachedPartition],
+              results: dict[tuple[Any, int], dict[str, Any]]) -> bool:
+    """An incremental fetch also answers early when a watermark moved."""
+    for key, data in results.items():
+        cached = parts[key]
+        if (data["high_watermark"], data["last_stable_offset"], data["log_start_offset"]) != \
+                (cached.high_watermark, cached.last_stable_offset, cached.log_start_offset):
+            return True
+    return False
+
+
+def _group(parts: OrderedDict[tuple[Any, int], CachedPartition],
+           selected: dict[tuple[Any, int], dict[str, Any]], uses_ids: bool
+           ) -> list[dict[str, Any]]:
+    topics: dict[Any, dict[str, Any]] = {}
+    for key, data in selected.items():
+        topic_key = key[0]
+        entry = topics.get(topic_key)
+        if entry is None:
+            cached = parts[key]
+            entry = topics[topic_key] = {"topic": cached.topic, "topic_id": cached.topic_id
+                                         if uses_ids else None, "partitions": []}
+            if uses_ids:
+                entry["topic_id"] = topic_key
+        entry["partitions"].append(data)
+    return list(topics.values())

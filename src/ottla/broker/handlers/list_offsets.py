@@ -1,0 +1,118 @@
+"""ListOffsets (earliest, latest, by timestamp, max timestamp), OffsetForLeaderEpoch and
+DeleteRecords: the APIs that ask a partition leader about offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.broker.partition import READ_COMMITTED
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) that ListOffsets answers for one partition."""
+    log = partition.log
+    cache = log.leader_epoch_cache
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        offset = log.log_start_offset
+        return -1, offset, cache.epoch_for_offset(offset)
+    if timestamp == LATEST:
+        offset = partition.last_stable_offset if isolation == READ_COMMITTED \
+            else partition.high_watermark
+        return -1, offset, cache.latest_epoch
+    if timestamp == MAX_TIMESTAMP:
+        ts, offset = log.max_timestamp_and_offset()
+        if offset < 0:
+            return -1, -1, -1
+        return ts, offset, cache.epoch_for_offset(offset)
+    if timestamp == LATEST_TIERED:
+        return -1, -1, -1
+    if timestamp < 0:
+        raise KafkaError(ErrorCode.invalid_request, f"Invalid timestamp {timestamp}")
+    found = log.offset_for_timestamp(timestamp)
+    if found is None or found[1] >= partition.high_watermark:
+        return -1, -1, -1
+    return found[0], found[1], cache.epoch_for_offset(found[1])
+
+
+@handles(ApiKey.LIST_OFFSETS, 1, 10)
+def handle_list_offsets(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    isolation = getattr(req, "isolation_level", 0)
+    topics = []
+    seen: set[tuple[str, int]] = set()
+    for topic in req.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
+                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            try:
+                if (topic.name, p.partition_index) in seen:
+                    raise KafkaError(ErrorCode.invalid_request, "Duplicate partition")
+                seen.add((topic.name, p.partition_index))
+                partition = broker.replica_manager.require(topic.name, p.partition_index,
+                                                           broker.image)
+                partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),
+                                             require_leader=req.replica_id != -2)
+                ts, offset, epoch = _offset_for(partition, p.timestamp, isolation)
+                result.update(timestamp=ts, offset=offset, leader_epoch=epoch)
+            except KafkaError as e:
+                result["error_code"] = e.code
+            partitions.append(result)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
+def handle_offset_for_leader_epoch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = {"error_code": ErrorCode.none, "partition": p.partition,
+                      "leader_epoch": -1, "end_offset": -1}
+            try:
+                partition = broker.replica_manager.require(topic.topic, p.partition,
+                                                           broker.image)
+                partition.check_leader_epoch(p.current_leader_epoch)
+                log = partition.log
+                epoch, end = log.leader_epoch_cache.end_offset_for(p.leader_epoch,
+                                                                   log.log_end_offset)
+                result.update(leader_epoch=epoch, end_offset=end)
+            except KafkaError as e:
+                result["error_code"] = e.code
+            partitions.append(result)
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+@handles(ApiKey.DELETE_RECORDS, 0, 2)
+def handle_delete_records(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        partitions = []
+        for p in topic.partitions:
+            result = {"partition_index": p.partition_index, "low_watermark": -1,
+                      "error_code": ErrorCode.none}
+            try:
+                partition = broker.replica_manager.require(topic.name, p.partition_index,
+                                                           broker.image)
+                partition.check_leader_epoch(-1)
+                offset = partition.high_watermark if p.offset == -1 else p.offset
+                if offset < 0:
+                    raise KafkaError(ErrorCode.offset_out_of_range, "Negative offset")
+                result["low_watermark"] = partition.log.delete_records_before(offset)
+            except KafkaError as e:
+                result["error_code"] = e.code
+            partitions.append(result)
+        topics.append({"name": topic.name, "partitions": partitions})
+    # The new log start offsets must survive a crash: checkpoint them now.
+    broker.replica_manager.log_manager.checkpoint()
+    return {"throttle_time": 0, "topics": topics}

@@ -1,0 +1,174 @@
+"""Metadata (with auto topic creation) and DescribeCluster, served from the broker's image."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.controller.quorum_controller import (
+    ControllerError,
+    NewTopic,
+    is_internal_topic,
+    validate_topic_name,
+)
+from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+# Bits of the AclOperation codes a principal may perform (ACLs come later: all allowed).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
+
+
+def broker_endpoints(image: MetadataImage, listener: str, include_fenced: bool = False
+                     ) -> list[dict[str, Any]]:
+    brokers = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        endpoint = b.endpoints.get(listener)
+        if endpoint is None or (b.fenced and not include_fenced):
+            continue
+        brokers.append({"node_id": b.broker_id, "host": endpoint.host, "port": endpoint.port,
+                        "rack": b.rack, "is_fenced": b.fenced})
+    return brokers
+
+
+def leader_endpoint(image: MetadataImage, leader: int, listener: str) -> dict[str, Any] | None:
+    broker = image.brokers.get(leader)
+    if broker is None or broker.fenced or listener not in broker.endpoints:
+        return None
+    endpoint = broker.endpoints[listener]
+    return {"node_id": leader, "host": endpoint.host, "port": endpoint.port, "rack": broker.rack}
+
+
+def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str,
+                   include_operations: bool) -> dict[str, Any]:
+    partitions = []
+    for index in sorted(topic.partitions):
+        reg = topic.partitions[index]
+        live = {b.broker_id for b in image.brokers.values() if not b.fenced}
+        leader = reg.leader
+        error = ErrorCode.none
+        if leader == NO_LEADER:
+            error = ErrorCode.leader_not_available
+        elif leader_endpoint(image, leader, listener) is None:
+            error = ErrorCode.listener_not_found if leader in live \
+                else ErrorCode.leader_not_available
+            leader = NO_LEADER
+        partitions.append({
+            "error_code": error, "partition_index": index, "leader_id": leader,
+            "leader_epoch": reg.leader_epoch, "replica_nodes": reg.replicas,
+            "isr_nodes": reg.isr,
+            "offline_replicas": [b for b in reg.replicas if b not in live],
+        })
+    return {
+        "error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
+        "is_internal": is_internal_topic(topic.name), "partitions": partitions,
+        "topic_authorized_operations": TOPIC_OPERATIONS if include_operations
+        else AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def _unknown(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict[str, Any]:
+    return {"error_code": error, "name": name, "topic_id": topic_id or uuid.UUID(int=0),
+            "is_internal": False, "partitions": [],
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+@handles(ApiKey.METADATA, 0, 13)
+async def handle_metadata(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    image: MetadataImage = broker.image
+    include_ops = bool(getattr(req, "include_topic_authorized_operations", False))
+    requested = req.topics
+    if requested is None or (version == 0 and not requested):
+        topics = [topic_metadata(image, t, ctx.listener_name, include_ops)
+                  for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)]
+    else:
+        allow_create = getattr(req, "allow_auto_topic_creation", True) and \
+            broker.config["auto.create.topics.enable"]
+        missing = [t.name for t in requested
+                   if t.name and t.name not in image.topics_by_name]
+        creation_errors: dict[str, ErrorCode] = {}
+        if missing and allow_create:
+            creation_errors = await _auto_create(broker, missing)
+        topics = []
+        seen = set()
+        for t in requested:
+            name = t.name
+            topic_id = getattr(t, "topic_id", None)
+            key = name or topic_id
+            if key in seen:
+                continue
+            seen.add(key)
+            if not name and topic_id is not None and topic_id.int != 0:
+                topic = image.topics_by_id.get(topic_id)
+                if topic is None:
+                    topics.append(_unknown(None, topic_id, ErrorCode.unknown_topic_id))
+                    continue
+            else:
+                topic = image.topics_by_name.get(name or "")
+            if topic is None:
+                error = creation_errors.get(name or "", ErrorCode.unknown_topic_or_partition)
+                topics.append(_unknown(name, None, error))
+            else:
+                topics.append(topic_metadata(image, topic, ctx.listener_name, include_ops))
+    response = {
+        "throttle_time": 0,
+        "brokers": broker_endpoints(image, ctx.listener_name),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "error_code": ErrorCode.none,
+    }
+    if getattr(req, "include_cluster_authorized_operations", False):
+        response["cluster_authorized_operations"] = CLUSTER_OPERATIONS
+    else:
+        response["cluster_authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
+    return response
+
+
+async def _auto_create(broker: Any, names: list[str]) -> dict[str, ErrorCode]:
+    """Create unknown topics with the broker defaults; returns the errors by name."""
+    errors: dict[str, ErrorCode] = {}
+    valid = []
+    for name in names:
+        try:
+            validate_topic_name(name)
+        except ControllerError as e:
+            errors[name] = e.code
+            continue
+        if is_internal_topic(name):
+            errors[name] = ErrorCode.unknown_topic_or_partition
+            continue
+        valid.append(NewTopic(name))
+    if valid:
+        results = await broker.controller.submit(lambda c: c.create_topics(valid))
+        for result in results:
+            if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                errors[result.name] = (ErrorCode.invalid_replication_factor
+                                       if result.error == ErrorCode.invalid_replication_factor
+                                       else ErrorCode.unknown_topic_or_partition)
+    return errors
+
+
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+def handle_describe_cluster(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type != 1:
+        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
+                "error_message": "Only brokers (endpoint type 1) are served here",
+                "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
+                "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    include_fenced = bool(getattr(req, "include_fenced_brokers", False))
+    return {
+        "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+        "endpoint_type": 1, "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
+                     "rack": b["rack"], "is_fenced": b["is_fenced"]}
+                    for b in broker_endpoints(broker.image, ctx.listener_name, include_fenced)],
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if req.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
+    }

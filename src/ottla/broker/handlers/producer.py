@@ -1,0 +1,49 @@
+"""InitProducerId (idempotent producers) and DescribeProducers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+
+@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
+async def handle_init_producer_id(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    if req.transactional_id is not None:
+        # Transactions (the transaction coordinator) are a later subsystem.
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
+                "producer_id": -1, "producer_epoch": -1}
+    producer_id = await broker.producer_ids.generate(broker.broker_epoch)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id,
+            "producer_epoch": 0}
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def handle_describe_producers(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            result: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.none,
+                                      "error_message": None, "active_producers": []}
+            try:
+                partition = broker.replica_manager.require(topic.name, index, broker.image)
+                partition.check_leader_epoch(-1)
+                for entry in partition.log.producer_state.producers.values():
+                    txn_start = entry.current_txn_first_offset
+                    result["active_producers"].append({
+                        "producer_id": entry.producer_id,
+                        "producer_epoch": entry.producer_epoch,
+                        "last_sequence": entry.last_seq,
+                        "last_timestamp": entry.last_timestamp,
+                        "coordinator_epoch": entry.coordinator_epoch,
+                        "current_txn_start_offset": -1 if txn_start is None else txn_start,
+                    })
+            except KafkaError as e:
+                result["error_code"] = e.code
+                result["error_message"] = e.message
+            partitions.append(result)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}

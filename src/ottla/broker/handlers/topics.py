@@ -1,0 +1,74 @@
+"""CreateTopics, DeleteTopics and CreatePartitions, forwarded to the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.broker.handlers.configs import describe_topic_configs
+from ottla.controller.quorum_controller import NewTopic
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+
+
+@handles(ApiKey.CREATE_TOPICS, 2, 7)
+async def handle_create_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    new_topics = [NewTopic(
+        name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+        assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
+        configs={c.name: c.value for c in t.configs}) for t in req.topics]
+    validate_only = req.validate_only
+    results = await broker.controller.submit(
+        lambda c: c.create_topics(new_topics, validate_only))
+    topics = []
+    for new, result in zip(new_topics, results):
+        entry: dict[str, Any] = {
+            "name": result.name, "topic_id": result.topic_id, "error_code": result.error,
+            "error_message": result.message, "topic_config_error_code": 0,
+            "num_partitions": result.num_partitions,
+            "replication_factor": result.replication_factor, "configs": None,
+        }
+        if result.error == ErrorCode.none:
+            if validate_only:
+                entry["configs"] = _configs_for_new_topic(broker, new)
+            else:
+                entry["configs"] = describe_topic_configs(broker, new.name)
+        topics.append(entry)
+    return {"throttle_time": 0, "topics": topics}
+
+
+def _configs_for_new_topic(broker: Any, new: NewTopic) -> list[dict[str, Any]]:
+    """What a validate_only create reports: the defaults with the requested overrides."""
+    configs = []
+    for entry in describe_topic_configs(broker, new.name):
+        if new.configs.get(entry["name"]) is not None:
+            entry = dict(entry, value=new.configs[entry["name"]], config_source=1)
+        configs.append(entry)
+    return configs
+
+
+@handles(ApiKey.DELETE_TOPICS, 1, 6)
+async def handle_delete_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    if ctx.api_version >= 6:
+        names = [t.name for t in req.topics]
+        ids = [t.topic_id if t.topic_id is not None and t.topic_id.int else None
+               for t in req.topics]
+    else:
+        names = list(req.topic_names)
+        ids = [None] * len(names)
+    results = await broker.controller.submit(lambda c: c.delete_topics(names, ids))
+    return {"throttle_time": 0, "responses": [
+        {"name": name, "topic_id": topic_id, "error_code": code, "error_message": msg}
+        for name, topic_id, code, msg in results]}
+
+
+@handles(ApiKey.CREATE_PARTITIONS, 0, 3)
+async def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    requests = [(t.name, t.count,
+                 [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
+                for t in req.topics]
+    results = await broker.controller.submit(
+        lambda c: c.create_partitions(requests, req.validate_only))
+    return {"throttle_time": 0, "results": [
+        {"name": name, "error_code": code, "error_message": msg}
+        for name, code, msg in results]}

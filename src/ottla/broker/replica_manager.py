@@ -1,0 +1,128 @@
+"""The replica manager: the partitions this broker hosts, kept in line with the metadata.
+
+It opens a log for every partition the metadata image assigns to this broker, removes the
+logs of deleted topics, keeps each log's config current, and is the one place produce
+appends and fetch reads go through. Appends notify watchers, which is how long-polling
+fetches learn that data arrived.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ottla.broker.log_validator import validate_batch
+from ottla.broker.partition import Partition, PartitionState
+from ottla.metadata.image import MetadataImage
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.log import AppendInfo
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_manager: LogManager,
+                 topic_defaults: Callable[[MetadataImage], dict[str, Any]]) -> None:
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.topic_defaults = topic_defaults
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._watchers: dict[TopicPartition, list[Callable[[], None]]] = {}
+
+    # --- following the metadata --------------------------------------------------------
+
+    def log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        return LogConfig.resolve(image.topic_configs(topic), self.topic_defaults(image))
+
+    def apply_metadata(self, image: MetadataImage, now_ms: int) -> None:
+        """Make the hosted partitions match the image (create, update, delete)."""
+        wanted: dict[TopicPartition, tuple[uuid.UUID, PartitionState]] = {}
+        for topic in image.topics_by_name.values():
+            for index, reg in topic.partitions.items():
+                if self.broker_id in reg.replicas:
+                    wanted[(topic.name, index)] = (topic.topic_id, PartitionState(
+                        reg.leader, reg.leader_epoch, reg.partition_epoch, list(reg.replicas),
+                        list(reg.isr)))
+        for tp in [tp for tp in self.partitions if tp not in wanted]:
+            partition = self.partitions.pop(tp)
+            log.info("Removing partition %s-%d", *tp)
+            self.log_manager.delete_log(tp)
+            del partition
+            self._notify(tp)
+        configs: dict[str, LogConfig] = {}
+        for tp, (topic_id, state) in wanted.items():
+            config = configs.get(tp[0])
+            if config is None:
+                config = configs[tp[0]] = self.log_config(image, tp[0])
+            partition = self.partitions.get(tp)
+            if partition is not None and partition.topic_id != topic_id:
+                # The topic was deleted and created again under the same name.
+                self.partitions.pop(tp)
+                self.log_manager.delete_log(tp)
+                partition = None
+            if partition is None:
+                log_ = self.log_manager.load_log(tp, config, topic_id, now_ms)
+                self.partitions[tp] = Partition(tp[0], tp[1], topic_id, log_, self.broker_id,
+                                                state)
+            else:
+                partition.log.config = config
+                partition.update_state(state)
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    # --- produce -----------------------------------------------------------------------
+
+    def append(self, partition: Partition, records: bytes | None, required_acks: int,
+               now_ms: int) -> AppendInfo:
+        """Validate and append one produced batch; raises KafkaError with the partition's
+        error code."""
+        config = partition.log.config
+        batch, header = validate_batch(records, config, now_ms)
+        info = partition.append_as_leader(batch, header, now_ms, required_acks,
+                                          config["min.insync.replicas"])
+        if not info.duplicate:
+            self._notify((partition.topic, partition.index))
+        return info
+
+    # --- watchers (long-polling fetches) ---------------------------------------------
+
+    def watch(self, keys: list[TopicPartition], callback: Callable[[], None]
+              ) -> Callable[[], None]:
+        """Call ``callback`` when any of ``keys`` gets data; returns the unwatch function."""
+        for key in keys:
+            self._watchers.setdefault(key, []).append(callback)
+
+        def unwatch() -> None:
+            for key in keys:
+                callbacks = self._watchers.get(key)
+                if callbacks is not None:
+                    try:
+                        callbacks.remove(callback)
+                    except ValueError:
+                        pass
+                    if not callbacks:
+                        del self._watchers[key]
+        return unwatch
+
+    def _notify(self, key: TopicPartition) -> None:
+        for callback in list(self._watchers.get(key, ())):
+            callback()
+
+    def require(self, topic: str, index: int, image: MetadataImage) -> Partition:
+        """The hosted partition, or the error Kafka gives for it."""
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition
+        known = image.topics_by_name.get(topic)
+        if known is not None and index in known.partitions:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"This broker does not host {topic}-{index}")
+        raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                         "This server does not host this topic-partition.")

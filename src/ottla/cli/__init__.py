@@ -1,0 +1,1 @@
+"""The ``ottla`` command: the node and Kafka's command-line tools, with Kafka's flags."""

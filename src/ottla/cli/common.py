@@ -1,0 +1,28 @@
+"""Helpers shared by the client tools."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def parse_properties(items: list[str] | None, flag: str) -> dict[str, str]:
+    """``key=value`` items of a repeatable flag."""
+    props = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"error: {flag} expects key=value, got {item!r}")
+        props[key.strip()] = value
+    return props
+
+
+def fail(message: str) -> int:
+    print(f"Error: {message}", file=sys.stderr)
+    return 1
+
+
+def client_config(bootstrap: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    conf.update(extra or {})
+    return conf

@@ -1,0 +1,38 @@
+"""Entry point of the ``ottla`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ottla.cli import console, dump_log, server, storage, topics
+
+    parser = argparse.ArgumentParser(
+        prog="ottla", description="Ottla: a Kafka-compatible event-streaming platform.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    server.add_parser(sub)
+    storage.add_parser(sub)
+    topics.add_parser(sub)
+    console.add_producer_parser(sub)
+    console.add_consumer_parser(sub)
+    dump_log.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The QuorumController: admin operations turned into metadata records, sans-I/O."""

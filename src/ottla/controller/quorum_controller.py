@@ -1,0 +1,429 @@
+"""The QuorumController: validates admin operations and turns them into metadata records.
+
+Sans-I/O, as seed 003 describes the controller: each operation reads the current state,
+returns ``ControllerResult(records, response)`` and changes nothing itself; the driver
+appends the records to the metadata log, replays them through ``replay`` (the one path
+that changes state, also used to load the log on start) and releases the response once
+they are committed. Randomness (topic ids, placement) comes from an injected generator.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ottla.config import ConfigError
+from ottla.controller.placement import place
+from ottla.metadata import records as r
+from ottla.metadata.image import NO_LEADER, ConfigResourceType, MetadataImage
+from ottla.protocol.errors import ErrorCode
+from ottla.storage.log_config import TOPIC_CONFIGS, validate_topic_configs
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+METADATA_VERSION = "metadata.version"
+METADATA_VERSION_LEVEL = 25  # 4.0-IV3
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+# IncrementalAlterConfigs operations.
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class ControllerResult:
+    records: list[Any]
+    response: Any = None
+
+
+@dataclass(slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+class ControllerError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_topic_name(name: str) -> None:
+    if not name:
+        raise ControllerError(ErrorCode.invalid_topic_exception,
+                              "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise ControllerError(ErrorCode.invalid_topic_exception,
+                              "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise ControllerError(ErrorCode.invalid_topic_exception,
+                              f"Topic name is illegal, it can't be longer than "
+                              f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}")
+    if not _LEGAL_TOPIC.match(name):
+        raise ControllerError(ErrorCode.invalid_topic_exception,
+                              f"Topic name \"{name}\" is illegal, it contains a character "
+                              "other than ASCII alphanumerics, '.', '_' and '-'")
+
+
+def is_internal_topic(name: str) -> bool:
+    return name in ("__consumer_offsets", "__transaction_state", "__share_group_state")
+
+
+class QuorumController:
+    def __init__(self, node_id: int, *, default_num_partitions: int = 1,
+                 default_replication_factor: int = 1, delete_topic_enable: bool = True,
+                 rng: random.Random | None = None,
+                 broker_config_validator: Callable[[str, str | None], None] | None = None
+                 ) -> None:
+        self.node_id = node_id
+        self.broker_config_validator = broker_config_validator
+        """Checks a dynamic broker config (raises ControllerError); the server supplies it
+        because the broker's config keys are defined above this layer."""
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.delete_topic_enable = delete_topic_enable
+        self.rng = rng or random.Random()
+        self.image = MetadataImage()
+
+    def replay(self, record: Any, offset: int | None = None) -> None:
+        self.image.replay(record, offset)
+
+    def _uuid(self) -> uuid.UUID:
+        while True:
+            value = uuid.UUID(int=self.rng.getrandbits(128), version=4)
+            if value not in self.image.topics_by_id:
+                return value
+
+    # --- bootstrap and brokers -------------------------------------------------------
+
+    def bootstrap_records(self) -> list[Any]:
+        """The records a freshly formatted cluster starts its log with."""
+        return [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL)]
+
+    def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
+                        endpoints: Sequence[tuple[str, str, int, int]], rack: str | None,
+                        broker_epoch: int) -> ControllerResult:
+        """Register (or re-register after a restart) a broker and unfence it.
+
+        ``broker_epoch`` is the offset the registration record will get, as in KRaft.
+        """
+        record = r.RegisterBrokerRecord(
+            broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
+            end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
+                             for n, h, p, s in endpoints),
+            rack=rack, fenced=True)
+        unfence = r.UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch)
+        return ControllerResult([record, unfence], broker_epoch)
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
+        """A block of producer ids for a broker (AllocateProducerIds): (start, length)."""
+        start = self.image.next_producer_id
+        record = r.ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                     next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)
+        return ControllerResult([record], (start, PRODUCER_ID_BLOCK_SIZE))
+
+    # --- topics ----------------------------------------------------------------------
+
+    def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False
+                      ) -> ControllerResult:
+        records: list[Any] = []
+        results: list[TopicResult] = []
+        seen: set[str] = set()
+        for topic in topics:
+            if topic.name in seen:
+                results.append(TopicResult(topic.name, ErrorCode.invalid_request,
+                                           f"Duplicate topic name {topic.name} in the request"))
+                continue
+            seen.add(topic.name)
+            try:
+                topic_records, result = self._create_topic(topic, records)
+            except ControllerError as e:
+                results.append(TopicResult(topic.name, e.code, e.message))
+                continue
+            if not validate_only:
+                records.extend(topic_records)
+            results.append(result)
+        return ControllerResult(records, results)
+
+    def _create_topic(self, topic: NewTopic, pending: list[Any]
+                      ) -> tuple[list[Any], TopicResult]:
+        validate_topic_name(topic.name)
+        if topic.name in self.image.topics_by_name:
+            raise ControllerError(ErrorCode.topic_already_exists,
+                                  f"Topic '{topic.name}' already exists.")
+        collision = topic.name.replace(".", "_")
+        pending_names = [rec.name for rec in pending if isinstance(rec, r.TopicRecord)]
+        for existing in list(self.image.topics_by_name) + pending_names:
+            if existing != topic.name and existing.replace(".", "_") == collision:
+                raise ControllerError(ErrorCode.invalid_topic_exception,
+                                      f"Topic '{topic.name}' collides with existing topic: "
+                                      f"{existing}")
+        try:
+            validate_topic_configs(topic.configs)
+        except ConfigError as e:
+            raise ControllerError(ErrorCode.invalid_config, str(e)) from None
+        brokers = self.image.live_brokers()
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise ControllerError(ErrorCode.invalid_request,
+                                      "Both numPartitions or replicationFactor and "
+                                      "replicasAssignments were set. Both cannot be used at "
+                                      "the same time.")
+            assignments = self._validate_assignments(topic.assignments, 0)
+        else:
+            partitions = (self.default_num_partitions if topic.num_partitions == -1
+                          else topic.num_partitions)
+            rf = (self.default_replication_factor if topic.replication_factor == -1
+                  else topic.replication_factor)
+            if partitions <= 0:
+                raise ControllerError(ErrorCode.invalid_partitions,
+                                      "Number of partitions was set to an invalid non-positive "
+                                      "value.")
+            if rf <= 0:
+                raise ControllerError(ErrorCode.invalid_replication_factor,
+                                      "Replication factor must be larger than 0, or -1 to use "
+                                      "the default value.")
+            try:
+                assignments = place(partitions, rf, brokers, self.rng)
+            except ValueError as e:
+                raise ControllerError(ErrorCode.invalid_replication_factor, str(e)) from None
+        topic_id = self._uuid()
+        records: list[Any] = [r.TopicRecord(name=topic.name, topic_id=topic_id)]
+        for name, value in sorted(topic.configs.items()):
+            if value is not None:
+                records.append(r.ConfigRecord(resource_type=ConfigResourceType.TOPIC,
+                                              resource_name=topic.name, name=name, value=value))
+        records.extend(self._partition_record(topic_id, p, replicas)
+                       for p, replicas in enumerate(assignments))
+        return records, TopicResult(topic.name, topic_id=topic_id,
+                                    num_partitions=len(assignments),
+                                    replication_factor=len(assignments[0]))
+
+    def _partition_record(self, topic_id: uuid.UUID, partition: int, replicas: list[int]
+                          ) -> r.PartitionRecord:
+        live = {b.broker_id for b in self.image.live_brokers()}
+        isr = [b for b in replicas if b in live] or list(replicas)
+        leader = next((b for b in replicas if b in live), NO_LEADER)
+        return r.PartitionRecord(partition_id=partition, topic_id=topic_id,
+                                 replicas=tuple(replicas), isr=tuple(isr), leader=leader,
+                                 leader_epoch=0, partition_epoch=0)
+
+    def _validate_assignments(self, assignments: Mapping[int, Sequence[int]], first: int
+                              ) -> list[list[int]]:
+        registered = set(self.image.brokers)
+        expected = list(range(first, first + len(assignments)))
+        if sorted(assignments) != expected:
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  "Partitions should be a consecutive 0-based integer sequence")
+        result = []
+        rf = None
+        for p in expected:
+            replicas = list(assignments[p])
+            if not replicas:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes an empty "
+                                      f"replica list for partition {p}.")
+            if len(set(replicas)) != len(replicas):
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes the broker "
+                                      f"{replicas} more than once.")
+            unknown = [b for b in replicas if b not in registered]
+            if unknown:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes broker "
+                                      f"{unknown[0]}, but no such broker is registered.")
+            if rf is not None and len(replicas) != rf:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      "The manual partition assignment includes a partition "
+                                      f"with {len(replicas)} replica(s), but this is not "
+                                      f"consistent with previous partitions, which have {rf} "
+                                      "replica(s).")
+            rf = len(replicas)
+            result.append(replicas)
+        return result
+
+    def delete_topics(self, names: Sequence[str | None], ids: Sequence[uuid.UUID | None]
+                      ) -> ControllerResult:
+        """Delete topics by name or id; response: [(name, topic_id, error, message)]."""
+        records: list[Any] = []
+        results = []
+        removed: set[uuid.UUID] = set()
+        for name, topic_id in zip(names, ids):
+            topic = (self.image.topics_by_name.get(name) if name
+                     else self.image.topics_by_id.get(topic_id))  # type: ignore[arg-type]
+            if topic is None:
+                code = ErrorCode.unknown_topic_id if not name else \
+                    ErrorCode.unknown_topic_or_partition
+                msg = "This server does not host this topic ID." if not name else \
+                    "This server does not host this topic-partition."
+                results.append((name, topic_id, code, msg))
+                continue
+            if not self.delete_topic_enable:
+                results.append((topic.name, topic.topic_id, ErrorCode.topic_deletion_disabled,
+                                "Topic deletion is disabled."))
+                continue
+            if topic.topic_id not in removed:
+                removed.add(topic.topic_id)
+                records.append(r.RemoveTopicRecord(topic_id=topic.topic_id))
+            results.append((topic.name, topic.topic_id, ErrorCode.none, None))
+        return ControllerResult(records, results)
+
+    def create_partitions(self, requests: Sequence[tuple[str, int, list[list[int]] | None]],
+                          validate_only: bool = False) -> ControllerResult:
+        """Add partitions: (topic, new total count, assignments or None) per topic."""
+        records: list[Any] = []
+        results = []
+        for name, count, assignments in requests:
+            try:
+                topic = self.image.topics_by_name.get(name)
+                if topic is None:
+                    raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                          f"The topic '{name}' does not exist.")
+                current = len(topic.partitions)
+                if count < current:
+                    raise ControllerError(ErrorCode.invalid_partitions,
+                                          f"Topic currently has {current} partitions, which is "
+                                          f"higher than the requested {count}.")
+                if count == current:
+                    raise ControllerError(ErrorCode.invalid_partitions,
+                                          f"Topic already has {current} partitions.")
+                rf = len(next(iter(topic.partitions.values())).replicas)
+                new = count - current
+                if assignments is not None:
+                    if len(assignments) != new:
+                        raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                              f"Attempted to add {new} additional partition(s), "
+                                              f"but only {len(assignments)} assignment(s) were "
+                                              "specified.")
+                    placed = self._validate_assignments(
+                        dict(enumerate(assignments, start=current)), current)
+                else:
+                    try:
+                        placed = place(new, rf, self.image.live_brokers(), self.rng, current)
+                    except ValueError as e:
+                        raise ControllerError(ErrorCode.invalid_replication_factor,
+                                              str(e)) from None
+                if not validate_only:
+                    records.extend(self._partition_record(topic.topic_id, current + i, replicas)
+                                   for i, replicas in enumerate(placed))
+                results.append((name, ErrorCode.none, None))
+            except ControllerError as e:
+                results.append((name, e.code, e.message))
+        return ControllerResult(records, results)
+
+    # --- configs ---------------------------------------------------------------------
+
+    def _check_resource(self, resource_type: int, name: str) -> None:
+        if resource_type == ConfigResourceType.TOPIC:
+            if name not in self.image.topics_by_name:
+                raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                      f"Topic {name} does not exist.")
+        elif resource_type == ConfigResourceType.BROKER:
+            if name and (not name.isdigit() or int(name) not in self.image.brokers):
+                raise ControllerError(ErrorCode.invalid_request,
+                                      f"Unexpected broker id {name}")
+        else:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"Unsupported resource type {resource_type}")
+
+    def _validate_config(self, resource_type: int, name: str, value: str | None) -> None:
+        try:
+            if resource_type == ConfigResourceType.TOPIC:
+                if name not in TOPIC_CONFIGS:
+                    raise ControllerError(ErrorCode.invalid_config,
+                                          f"Unknown topic config name: {name}")
+                if value is not None:
+                    TOPIC_CONFIGS[name].parse(value)
+            elif self.broker_config_validator is not None:
+                self.broker_config_validator(name, value)
+        except ConfigError as e:
+            raise ControllerError(ErrorCode.invalid_config, str(e)) from None
+
+    def alter_configs(self, resources: Sequence[tuple[int, str, dict[str, str | None]]],
+                      validate_only: bool = False) -> ControllerResult:
+        """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
+        records: list[Any] = []
+        results = []
+        for resource_type, name, configs in resources:
+            try:
+                self._check_resource(resource_type, name)
+                for key, value in configs.items():
+                    self._validate_config(resource_type, key, value)
+                current = self.image.configs.get((resource_type, name), {})
+                changes = [(k, v) for k, v in configs.items() if current.get(k) != v]
+                changes += [(k, None) for k in current if k not in configs]
+                if not validate_only:
+                    records.extend(r.ConfigRecord(resource_type=resource_type, resource_name=name,
+                                                  name=k, value=v) for k, v in changes)
+                results.append((resource_type, name, ErrorCode.none, None))
+            except ControllerError as e:
+                results.append((resource_type, name, e.code, e.message))
+        return ControllerResult(records, results)
+
+    def incremental_alter_configs(
+            self, resources: Sequence[tuple[int, str, list[tuple[str, int, str | None]]]],
+            validate_only: bool = False) -> ControllerResult:
+        records: list[Any] = []
+        results = []
+        for resource_type, name, ops in resources:
+            try:
+                self._check_resource(resource_type, name)
+                current = dict(self.image.configs.get((resource_type, name), {}))
+                keys = [key for key, _, _ in ops]
+                if len(set(keys)) != len(keys):
+                    raise ControllerError(ErrorCode.invalid_request,
+                                          "Error due to duplicate config keys")
+                new = dict(current)
+                for key, op, value in ops:
+                    if op == OP_SET:
+                        new[key] = value  # type: ignore[assignment]
+                    elif op == OP_DELETE:
+                        new.pop(key, None)
+                    elif op in (OP_APPEND, OP_SUBTRACT):
+                        new[key] = self._list_op(resource_type, name, key, op, value, current)
+                    else:
+                        raise ControllerError(ErrorCode.invalid_request,
+                                              f"Unknown alter config operation {op}")
+                    self._validate_config(resource_type, key, new.get(key))
+                changes = [(k, v) for k, v in new.items() if current.get(k) != v]
+                changes += [(k, None) for k in current if k not in new]
+                if not validate_only:
+                    records.extend(r.ConfigRecord(resource_type=resource_type, resource_name=name,
+                                                  name=k, value=v) for k, v in changes)
+                results.append((resource_type, name, ErrorCode.none, None))
+            except ControllerError as e:
+                results.append((resource_type, name, e.code, e.message))
+        return ControllerResult(records, results)
+
+    def _list_op(self, resource_type: int, name: str, key: str, op: int, value: str | None,
+                 current: Mapping[str, str]) -> str:
+        if resource_type != ConfigResourceType.TOPIC or key not in TOPIC_CONFIGS or \
+                TOPIC_CONFIGS[key].type.name != "LIST":
+            raise ControllerError(ErrorCode.invalid_config,
+                                  f"Config value append is not allowed for config key: {key}")
+        existing = current.get(key)
+        items = ([v.strip() for v in existing.split(",") if v.strip()] if existing is not None
+                 else list(TOPIC_CONFIGS[key].default))
+        values = [v.strip() for v in (value or "").split(",") if v.strip()]
+        if op == OP_APPEND:
+            items += [v for v in values if v not in items]
+        else:
+            items = [v for v in items if v not in values]
+        return ",".join(items)

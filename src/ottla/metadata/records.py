@@ -1,0 +1,221 @@
+"""The record types of the ``__cluster_metadata`` log, with Kafka's field layouts.
+
+``kio`` ships the RPC schemas but not these internal ones, so they are declared here in
+``kio``'s dataclass form (which lets ``kio``'s reader and writer handle them) following
+``metadata/src/main/resources/common/metadata/*.json`` in Apache Kafka. Each record is
+stored as the value of a log record, framed as::
+
+    frame version (uvarint, 0) | record type = apiKey (uvarint) | version (uvarint) | data
+"""
+
+# No ``from __future__ import annotations``: kio introspects the real field types.
+
+import io
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+from ottla.protocol.codec import read_unsigned_varint
+
+FRAME_VERSION = 0
+
+
+def _meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
+    return {"kafka_type": kafka_type} if tag is None else {"kafka_type": kafka_type, "tag": tag}
+
+
+class _Record:
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    __api_key__: ClassVar[int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_meta("string"))
+    host: str = field(metadata=_meta("string"))
+    port: int = field(metadata=_meta("uint16"))
+    security_protocol: int = field(metadata=_meta("int16"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerFeature:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_meta("string"))
+    min_supported_version: int = field(metadata=_meta("int16"))
+    max_supported_version: int = field(metadata=_meta("int16"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecord(_Record):
+    __api_key__: ClassVar[int] = 0
+    __version__: ClassVar[int] = 1
+    broker_id: int = field(metadata=_meta("int32"))
+    incarnation_id: uuid.UUID = field(metadata=_meta("uuid"))
+    broker_epoch: int = field(metadata=_meta("int64"))
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = field(metadata=_meta("string"), default=None)
+    fenced: bool = field(metadata=_meta("bool"), default=True)
+    in_controlled_shutdown: bool = field(metadata=_meta("bool"), default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterBrokerRecord(_Record):
+    __api_key__: ClassVar[int] = 1
+    broker_id: int = field(metadata=_meta("int32"))
+    broker_epoch: int = field(metadata=_meta("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicRecord(_Record):
+    __api_key__: ClassVar[int] = 2
+    name: str = field(metadata=_meta("string"))
+    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRecord(_Record):
+    __api_key__: ClassVar[int] = 3
+    partition_id: int = field(metadata=_meta("int32"), default=-1)
+    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+    replicas: tuple[int, ...] = field(metadata=_meta("int32"))
+    isr: tuple[int, ...] = field(metadata=_meta("int32"))
+    removing_replicas: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    adding_replicas: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    leader: int = field(metadata=_meta("int32"), default=-1)
+    leader_recovery_state: int = field(metadata=_meta("int8", tag=0), default=0)
+    leader_epoch: int = field(metadata=_meta("int32"), default=-1)
+    partition_epoch: int = field(metadata=_meta("int32"), default=-1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord(_Record):
+    __api_key__: ClassVar[int] = 4
+    resource_type: int = field(metadata=_meta("int8"))
+    resource_name: str = field(metadata=_meta("string"))
+    name: str = field(metadata=_meta("string"))
+    value: str | None = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionChangeRecord(_Record):
+    __api_key__: ClassVar[int] = 5
+    partition_id: int = field(metadata=_meta("int32"), default=-1)
+    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+    isr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=0), default=None)
+    leader: int = field(metadata=_meta("int32", tag=1), default=-2)
+    replicas: tuple[int, ...] | None = field(metadata=_meta("int32", tag=2), default=None)
+    removing_replicas: tuple[int, ...] | None = field(metadata=_meta("int32", tag=3),
+                                                      default=None)
+    adding_replicas: tuple[int, ...] | None = field(metadata=_meta("int32", tag=4), default=None)
+    leader_recovery_state: int = field(metadata=_meta("int8", tag=5), default=-1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FenceBrokerRecord(_Record):
+    __api_key__: ClassVar[int] = 7
+    id: int = field(metadata=_meta("int32"))
+    epoch: int = field(metadata=_meta("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnfenceBrokerRecord(_Record):
+    __api_key__: ClassVar[int] = 8
+    id: int = field(metadata=_meta("int32"))
+    epoch: int = field(metadata=_meta("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveTopicRecord(_Record):
+    __api_key__: ClassVar[int] = 9
+    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureLevelRecord(_Record):
+    __api_key__: ClassVar[int] = 12
+    name: str = field(metadata=_meta("string"))
+    feature_level: int = field(metadata=_meta("int16"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdsRecord(_Record):
+    __api_key__: ClassVar[int] = 15
+    broker_id: int = field(metadata=_meta("int32"))
+    broker_epoch: int = field(metadata=_meta("int64"), default=-1)
+    next_producer_id: int = field(metadata=_meta("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoOpRecord(_Record):
+    __api_key__: ClassVar[int] = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeginTransactionRecord(_Record):
+    __api_key__: ClassVar[int] = 23
+    name: str | None = field(metadata=_meta("string", tag=0), default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndTransactionRecord(_Record):
+    __api_key__: ClassVar[int] = 24
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortTransactionRecord(_Record):
+    __api_key__: ClassVar[int] = 25
+    reason: str | None = field(metadata=_meta("string", tag=0), default=None)
+
+
+RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
+    RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
+    PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
+    FeatureLevelRecord, ProducerIdsRecord, NoOpRecord, BeginTransactionRecord,
+    EndTransactionRecord, AbortTransactionRecord)}
+
+_writers = {cls: entity_writer(cls) for cls in RECORD_TYPES.values()}
+_readers = {cls: entity_reader(cls) for cls in RECORD_TYPES.values()}
+
+
+class UnknownMetadataRecord(ValueError):
+    pass
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode(record: Any) -> bytes:
+    """A metadata record as the value bytes of a log record."""
+    cls = type(record)
+    buf = io.BytesIO()
+    buf.write(_uvarint(FRAME_VERSION) + _uvarint(cls.__api_key__) + _uvarint(cls.__version__))
+    _writers[cls](buf, record)
+    return buf.getvalue()
+
+
+def decode(value: bytes) -> Any:
+    frame, pos = read_unsigned_varint(value, 0)
+    api_key, pos = read_unsigned_varint(value, pos)
+    version, pos = read_unsigned_varint(value, pos)
+    cls = RECORD_TYPES.get(api_key)
+    if frame != FRAME_VERSION or cls is None or version != cls.__version__:
+        raise UnknownMetadataRecord(f"metadata record type {api_key} v{version}")
+    record, _ = _readers[cls](value, pos)
+    return record

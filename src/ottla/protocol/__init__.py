@@ -1,0 +1,1 @@
+"""The Kafka wire protocol: framing, request/response codec, error codes, record batches."""

@@ -1,0 +1,30 @@
+"""Kafka API keys and the ``kio`` schema classes for each (api key, version)."""
+
+from __future__ import annotations
+
+import functools
+from enum import IntEnum
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map
+
+# One member per Kafka API, named as Kafka names it (PRODUCE, FETCH, ...), values the
+# api keys of the wire protocol.
+ApiKey = IntEnum("ApiKey", {name.upper(): key for key, name in api_key_map.items()})  # type: ignore[misc]
+
+
+@functools.cache
+def request_schema(api_key: int, version: int) -> type:
+    """The ``kio`` request class of an API version (raises ``KioIndexError`` if unknown)."""
+    return load_request_schema(api_key, version)
+
+
+@functools.cache
+def response_schema(api_key: int, version: int) -> type:
+    return load_response_schema(api_key, version)
+
+
+@functools.cache
+def is_flexible(api_key: int, version: int) -> bool:
+    """Whether this API version uses compact encodings and tagged fields (KIP-482)."""
+    return bool(request_schema(api_key, version).__flexible__)

@@ -1,0 +1,1 @@
+"""The node: configuration, the asyncio network layer, bootstrap and shutdown."""

@@ -1,0 +1,376 @@
+"""Broker and controller configuration: ``server.properties`` keys, Kafka's defaults.
+
+Unknown keys are reported and ignored, as Kafka does; a known key with a bad value is an
+error that stops the node before it binds a port.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ottla.config import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigKey,
+    ConfigType,
+    at_least,
+    between,
+    one_of,
+)
+from ottla.storage.log_config import TOPIC_CONFIGS
+
+log = logging.getLogger(__name__)
+T = ConfigType
+
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+# Broker keys: (name, type, default, doc[, validator]). Keys the node does not act on yet
+# are accepted so that a Kafka server.properties starts Ottla; docs/configuration.md says
+# which ones have an effect.
+_KEYS: list[ConfigKey] = [
+    ConfigKey("process.roles", T.LIST, [], "The roles of this node: broker, controller or both.",
+              one_of("broker", "controller"), read_only=True),
+    ConfigKey("node.id", T.INT, -1, "The node id of this server.", read_only=True),
+    ConfigKey("broker.id", T.INT, -1, "Synonym of node.id.", read_only=True),
+    ConfigKey("controller.quorum.voters", T.LIST, [],
+              "The static voters of the metadata quorum: id@host:port,...", read_only=True),
+    ConfigKey("controller.quorum.bootstrap.servers", T.LIST, [],
+              "Controllers to bootstrap the quorum connection from.", read_only=True),
+    ConfigKey("controller.listener.names", T.LIST, [],
+              "Names of the listeners the controller serves.", read_only=True),
+    ConfigKey("listeners", T.LIST, ["PLAINTEXT://:9092"],
+              "Listeners: NAME://host:port, comma separated.", read_only=True),
+    ConfigKey("advertised.listeners", T.LIST, None,
+              "Listeners published to clients if different from listeners.", read_only=True),
+    ConfigKey("listener.security.protocol.map", T.LIST,
+              ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
+               "SASL_PLAINTEXT:SASL_PLAINTEXT"],
+              "Map of listener names to security protocols.", read_only=True),
+    ConfigKey("inter.broker.listener.name", T.STRING, None,
+              "The listener brokers use to talk to each other.", read_only=True),
+    ConfigKey("log.dirs", T.LIST, None, "The directories holding the log data.", read_only=True),
+    ConfigKey("log.dir", T.LIST, ["/tmp/kafka-logs"], "Used if log.dirs is not set.",
+              read_only=True),
+    ConfigKey("metadata.log.dir", T.STRING, None,
+              "Where the metadata log lives; defaults to the first log dir.", read_only=True),
+    ConfigKey("num.partitions", T.INT, 1, "Default partition count of new topics.", at_least(1)),
+    ConfigKey("default.replication.factor", T.INT, 1, "Default replication factor of new topics.",
+              at_least(1)),
+    ConfigKey("auto.create.topics.enable", T.BOOLEAN, True,
+              "Create a topic when a client asks for its metadata.", read_only=True),
+    ConfigKey("delete.topic.enable", T.BOOLEAN, True, "Allow topics to be deleted.",
+              read_only=True),
+    ConfigKey("message.max.bytes", T.INT, 1048588,
+              "The largest record batch size allowed (topic default of max.message.bytes).",
+              at_least(0)),
+    ConfigKey("log.segment.bytes", T.INT, 1073741824, "The size of a log segment file.",
+              at_least(14)),
+    ConfigKey("log.roll.ms", T.LONG, None, "Maximum age of a segment before it is rolled."),
+    ConfigKey("log.roll.hours", T.INT, 168, "Maximum age of a segment in hours.", at_least(1)),
+    ConfigKey("log.roll.jitter.ms", T.LONG, None, "Jitter subtracted from the roll time."),
+    ConfigKey("log.roll.jitter.hours", T.INT, 0, "Jitter in hours.", at_least(0)),
+    ConfigKey("log.retention.ms", T.LONG, None, "How long logs are kept (-1: forever)."),
+    ConfigKey("log.retention.minutes", T.INT, None, "How long logs are kept, in minutes."),
+    ConfigKey("log.retention.hours", T.INT, 168, "How long logs are kept, in hours."),
+    ConfigKey("log.retention.bytes", T.LONG, -1, "The largest a partition may grow."),
+    ConfigKey("log.retention.check.interval.ms", T.LONG, 300000,
+              "How often retention is checked.", at_least(1)),
+    ConfigKey("log.index.size.max.bytes", T.INT, 10485760, "Offset index size bound.",
+              at_least(4)),
+    ConfigKey("log.index.interval.bytes", T.INT, 4096, "Bytes between offset index entries.",
+              at_least(0)),
+    ConfigKey("log.flush.interval.messages", T.LONG, LONG_MAX,
+              "Appends between two fsyncs of a log.", at_least(1)),
+    ConfigKey("log.flush.interval.ms", T.LONG, None, "Milliseconds between two fsyncs of a log."),
+    ConfigKey("log.flush.scheduler.interval.ms", T.LONG, LONG_MAX,
+              "How often logs are checked for flush.ms."),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", T.INT, 60000,
+              "How often the recovery point checkpoint is written.", at_least(0)),
+    ConfigKey("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000,
+              "How often the log start offset checkpoint is written.", at_least(0)),
+    ConfigKey("log.cleanup.policy", T.LIST, ["delete"], "Default cleanup policy.",
+              one_of("compact", "delete")),
+    ConfigKey("log.cleaner.enable", T.BOOLEAN, True, "Run the log cleaner."),
+    ConfigKey("log.cleaner.delete.retention.ms", T.LONG, 86400000, "Tombstone retention."),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", T.LONG, 0, "Minimum compaction lag."),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, "Maximum compaction lag."),
+    ConfigKey("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, "Minimum dirty ratio.",
+              between(0, 1)),
+    ConfigKey("log.segment.delete.delay.ms", T.LONG, 60000, "Delay before deleting files."),
+    ConfigKey("log.preallocate", T.BOOLEAN, False, "Preallocate new segment files."),
+    ConfigKey("log.message.timestamp.type", T.STRING, "CreateTime", "Default timestamp type.",
+              one_of("CreateTime", "LogAppendTime")),
+    ConfigKey("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX,
+              "How far in the past a CreateTime timestamp may be."),
+    ConfigKey("log.message.timestamp.after.max.ms", T.LONG, 3600000,
+              "How far in the future a CreateTime timestamp may be."),
+    ConfigKey("log.local.retention.ms", T.LONG, -2, "Local retention with tiered storage."),
+    ConfigKey("log.local.retention.bytes", T.LONG, -2, "Local retention with tiered storage."),
+    ConfigKey("compression.type", T.STRING, "producer", "Default compression of topics.",
+              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigKey("compression.gzip.level", T.INT, -1, "gzip level."),
+    ConfigKey("compression.lz4.level", T.INT, 9, "lz4 level."),
+    ConfigKey("compression.zstd.level", T.INT, 3, "zstd level."),
+    ConfigKey("min.insync.replicas", T.INT, 1, "Default min.insync.replicas.", at_least(1)),
+    ConfigKey("unclean.leader.election.enable", T.BOOLEAN, False, "Unclean leader election."),
+    ConfigKey("socket.request.max.bytes", T.INT, 104857600,
+              "The largest request frame accepted.", at_least(1), read_only=True),
+    ConfigKey("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF (-1: OS default)."),
+    ConfigKey("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF (-1: OS default)."),
+    ConfigKey("connections.max.idle.ms", T.LONG, 600000, "Idle connections are closed after."),
+    ConfigKey("num.network.threads", T.INT, 3, "Accepted for compatibility; one event loop."),
+    ConfigKey("num.io.threads", T.INT, 8, "Accepted for compatibility; one event loop."),
+    ConfigKey("num.recovery.threads.per.data.dir", T.INT, 2, "Accepted for compatibility."),
+    ConfigKey("max.incremental.fetch.session.cache.slots", T.INT, 1000,
+              "The most incremental fetch sessions kept (KIP-227).", at_least(0)),
+    ConfigKey("fetch.max.bytes", T.INT, 57671680, "The most bytes a fetch response carries.",
+              at_least(1024)),
+    ConfigKey("replica.lag.time.max.ms", T.LONG, 30000, "Follower lag bound for the ISR."),
+    ConfigKey("producer.id.expiration.ms", T.INT, 86400000,
+              "Idle producer ids are forgotten after this long.", at_least(1)),
+    ConfigKey("transactional.id.expiration.ms", T.INT, 604800000, "Idle transactional ids."),
+    ConfigKey("offsets.topic.num.partitions", T.INT, 50, "Partitions of __consumer_offsets.",
+              at_least(1)),
+    ConfigKey("offsets.topic.replication.factor", T.SHORT, 3, "RF of __consumer_offsets.",
+              at_least(1)),
+    ConfigKey("transaction.state.log.replication.factor", T.SHORT, 3, "RF of txn state."),
+    ConfigKey("transaction.state.log.min.isr", T.INT, 2, "min ISR of txn state."),
+    ConfigKey("share.coordinator.state.topic.replication.factor", T.SHORT, 3, "RF of share state."),
+    ConfigKey("group.initial.rebalance.delay.ms", T.INT, 3000, "Initial rebalance delay."),
+    ConfigKey("broker.session.timeout.ms", T.INT, 9000, "Broker session timeout."),
+    ConfigKey("broker.heartbeat.interval.ms", T.INT, 2000, "Broker heartbeat interval."),
+    ConfigKey("broker.rack", T.STRING, None, "The rack of this broker.", read_only=True),
+    ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True, "Preferred leader balancing."),
+    ConfigKey("queued.max.requests", T.INT, 500, "Requests queued per connection.", at_least(1)),
+]
+BROKER_CONFIGS = ConfigDef(_KEYS)
+
+# Keys a dynamic (AlterConfigs) broker config may change at run time: the topic defaults.
+DYNAMIC_BROKER_KEYS = frozenset(
+    synonym for key in TOPIC_CONFIGS.keys.values() for synonym in key.synonyms
+) | {"num.partitions", "default.replication.factor", "log.retention.check.interval.ms",
+     "max.incremental.fetch.session.cache.slots", "fetch.max.bytes",
+     "producer.id.expiration.ms"}
+
+_LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+    @property
+    def protocol_id(self) -> int:
+        return SECURITY_PROTOCOLS[self.security_protocol]
+
+
+def dev_defaults() -> dict[str, str]:
+    """What ``ottla server`` with no config runs: one combined node on 127.0.0.1."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": "1@127.0.0.1:9093",
+        "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "advertised.listeners": "PLAINTEXT://127.0.0.1:9092",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map":
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+            "SASL_SSL:SASL_SSL",
+        "log.dirs": "./ottla-data",
+    }
+
+
+class KafkaConfig:
+    """The parsed, validated configuration of one node."""
+
+    definitions = BROKER_CONFIGS
+    dynamic_keys = DYNAMIC_BROKER_KEYS
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        self.originals = dict(props)
+        self.unknown = sorted(k for k in props if k not in BROKER_CONFIGS)
+        for name in self.unknown:
+            log.warning("The configuration '%s' was supplied but isn't a known config.", name)
+        self.values: dict[str, Any] = {k.name: k.default for k in BROKER_CONFIGS.keys.values()}
+        self.explicit = BROKER_CONFIGS.parse(props)
+        self.values.update(self.explicit)
+        self._validate()
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    # --- derived values --------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.values["node.id"]
+
+    @property
+    def roles(self) -> set[str]:
+        return set(self.values["process.roles"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self.values["log.dirs"] or self.values["log.dir"])
+
+    @property
+    def metadata_log_dir(self) -> str:
+        return self.values["metadata.log.dir"] or self.log_dirs[0]
+
+    @property
+    def all_log_dirs(self) -> list[str]:
+        """Every directory this node formats and owns: log dirs and the metadata log dir."""
+        return list(dict.fromkeys([*self.log_dirs, self.metadata_log_dir]))
+
+    @property
+    def security_protocol_map(self) -> dict[str, str]:
+        result = {}
+        for entry in self.values["listener.security.protocol.map"]:
+            name, sep, protocol = entry.partition(":")
+            if not sep or protocol.strip() not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Invalid value {entry} for configuration "
+                                  "listener.security.protocol.map")
+            result[name.strip()] = protocol.strip()
+        return result
+
+    def _parse_listeners(self, entries: list[str], key: str) -> list[Listener]:
+        protocol_map = self.security_protocol_map
+        listeners = []
+        for entry in entries:
+            match = _LISTENER.match(entry.strip())
+            if not match:
+                raise ConfigError(f"Invalid value {entry} for configuration {key}: "
+                                  "expected NAME://host:port")
+            name, host, port = match.group(1), match.group(2).strip("[]"), int(match.group(3))
+            if name not in protocol_map:
+                raise ConfigError(f"No security protocol defined for listener {name} "
+                                  "(set listener.security.protocol.map)")
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"Invalid port {port} in {key}")
+            listeners.append(Listener(name, host, port, protocol_map[name]))
+        names = [listener.name for listener in listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"Each listener must have a different name: {key}={entries}")
+        return listeners
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return self._parse_listeners(self.values["listeners"], "listeners")
+
+    @property
+    def controller_listener_names(self) -> list[str]:
+        return list(self.values["controller.listener.names"])
+
+    @property
+    def broker_listeners(self) -> list[Listener]:
+        return [ln for ln in self.listeners if ln.name not in self.controller_listener_names]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        """What clients are told to connect to; the broker listeners by default, with an
+        unspecified host published as 127.0.0.1 (an IPv4 address on loopback setups)."""
+        raw = self.values["advertised.listeners"]
+        listeners = (self._parse_listeners(raw, "advertised.listeners") if raw
+                     else self.broker_listeners)
+        result = []
+        for listener in listeners:
+            if listener.name in self.controller_listener_names:
+                continue
+            host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            result.append(Listener(listener.name, host, listener.port,
+                                   listener.security_protocol))
+        return result
+
+    @property
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        voters = {}
+        for entry in self.values["controller.quorum.voters"]:
+            match = re.match(r"^(\d+)@(\[[^\]]*\]|[^:]+):(\d+)$", entry.strip())
+            if not match:
+                raise ConfigError(f"Invalid value {entry} for configuration "
+                                  "controller.quorum.voters: expected id@host:port")
+            voters[int(match.group(1))] = (match.group(2).strip("[]"), int(match.group(3)))
+        return voters
+
+    def topic_defaults(self, dynamic: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Topic config defaults from this broker's config (and dynamic broker configs),
+        following each topic config's list of broker synonyms."""
+        dynamic = dynamic or {}
+        defaults: dict[str, Any] = {}
+        for name, key in TOPIC_CONFIGS.keys.items():
+            for synonym in key.synonyms:
+                value = self.synonym_value(synonym, dynamic)
+                if value is not None:
+                    defaults[name] = _convert_synonym(synonym, value)
+                    break
+        return defaults
+
+    def synonym_value(self, synonym: str, dynamic: Mapping[str, str] | None = None) -> Any:
+        """The value of a broker key: dynamic override, else server.properties or default;
+        ``None`` when neither is set (so the next synonym applies)."""
+        if dynamic and synonym in dynamic:
+            return BROKER_CONFIGS[synonym].parse(dynamic[synonym])
+        if synonym in self.explicit:
+            return self.explicit[synonym]
+        return self.values.get(synonym)
+
+    # --- validation --------------------------------------------------------------------
+
+    def _validate(self) -> None:
+        if self.values["node.id"] < 0 and self.values["broker.id"] >= 0:
+            self.values["node.id"] = self.values["broker.id"]
+        if not self.roles:
+            raise ConfigError("process.roles must be set (broker, controller or both)")
+        if self.node_id < 0:
+            raise ConfigError("node.id must be set to a non-negative integer")
+        listeners = self.listeners
+        names = {ln.name for ln in listeners}
+        if "controller" in self.roles:
+            if not self.controller_listener_names:
+                raise ConfigError("controller.listener.names must be set on a controller")
+            missing = [n for n in self.controller_listener_names if n not in names]
+            if missing:
+                raise ConfigError(f"controller.listener.names {missing} must appear in listeners")
+        if "broker" in self.roles and not self.broker_listeners:
+            raise ConfigError("listeners must include a listener that is not a controller "
+                              "listener on a broker")
+        ibl = self.values["inter.broker.listener.name"]
+        if ibl is not None and "broker" in self.roles and ibl not in names:
+            raise ConfigError(f"inter.broker.listener.name {ibl} must appear in listeners")
+        if not self.log_dirs:
+            raise ConfigError("log.dirs must name at least one directory")
+        self.quorum_voters  # noqa: B018 - parses and validates
+
+
+def _convert_synonym(synonym: str, value: Any) -> Any:
+    if synonym.endswith(".hours"):
+        return value * 3600000 if value >= 0 else value
+    if synonym.endswith(".minutes"):
+        return value * 60000 if value >= 0 else value
+    return value
+
+
+def validate_dynamic_broker_config(name: str, value: str | None) -> None:
+    """Whether AlterConfigs may set broker key ``name`` to ``value`` at run time."""
+    from ottla.controller.quorum_controller import ControllerError
+    from ottla.protocol.errors import ErrorCode
+
+    if name not in BROKER_CONFIGS:
+        raise ControllerError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+    if name not in DYNAMIC_BROKER_KEYS:
+        raise ControllerError(ErrorCode.invalid_request,
+                              f"Cannot update these configs dynamically: {{{name}}}")
+    if value is not None:
+        BROKER_CONFIGS[name].parse(value)

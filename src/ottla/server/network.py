@@ -1,0 +1,257 @@
+"""The asyncio network layer: Kafka framing over TCP, one protocol object per connection.
+
+Requests on a connection are handled strictly in order, one at a time, as Kafka does
+(it mutes a channel until its response is sent): that is what lets clients pipeline
+requests and still rely on response order. Handlers that finish synchronously (most of
+them, Produce included) are answered inside ``data_received`` without creating a task;
+only handlers that wait (long-polling Fetch, admin operations awaiting a commit) become
+tasks. A frame that cannot be parsed, an unknown API key, an unsupported version (other
+than ApiVersions, which gets its v0 error response) or an oversized frame closes that
+connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from ottla.broker.context import NO_RESPONSE, CloseConnection, RequestContext
+from ottla.broker.handlers import ApiSpec
+from ottla.broker.handlers.api_versions import unsupported_version_response
+from ottla.protocol.api import ApiKey, is_flexible, response_schema
+from ottla.protocol.codec import (
+    RequestHeader,
+    decode_request,
+    encode_body,
+    parse_request_header,
+    peek_api,
+    response_header_bytes,
+)
+from ottla.protocol.errors import MalformedRequest
+from ottla.protocol.messages import build
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_QUEUED_FRAMES = 64
+"""Reading pauses once this many requests wait on a connection (back-pressure)."""
+
+
+class RequestDispatcher:
+    """Decodes requests, runs their handler, encodes responses."""
+
+    def __init__(self, broker: Any, registry: dict[int, ApiSpec]) -> None:
+        self.broker = broker
+        self.registry = registry
+
+    def encode(self, header: RequestHeader, response: Any) -> bytes:
+        if isinstance(response, dict):
+            response = build(response_schema(header.api_key, header.api_version), response)
+        body = encode_body(response)
+        return response_header_bytes(header.api_key, header.api_version,
+                                     header.correlation_id, len(body)) + body
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.dispatcher = server.dispatcher
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._busy = False
+        self._write_paused = False
+        self._read_paused = False
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        self.peer: tuple[str, int] = ("", 0)
+
+    # --- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            for option, key in ((socket.SO_SNDBUF, "socket.send.buffer.bytes"),
+                                (socket.SO_RCVBUF, "socket.receive.buffer.bytes")):
+                size = self.server.socket_options.get(key, -1)
+                if size is not None and size > 0:
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, option, size)
+                    except OSError:
+                        pass
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.server.connections.discard(self)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._pump()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        buf += data
+        max_size = self.server.max_request_size
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > max_size:
+                log.warning("Closing connection from %s:%d: frame size %d is outside "
+                            "[0, socket.request.max.bytes=%d]", *self.peer, size, max_size)
+                self.close()
+                return
+            if end - pos - 4 < size:
+                break
+            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if len(self._frames) >= MAX_QUEUED_FRAMES and not self._read_paused:
+            self._read_paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+        self._pump()
+
+    # --- request processing -----------------------------------------------------------
+
+    def _pump(self) -> None:
+        while self._frames and not self._busy and not self._write_paused and not self._closed:
+            frame = self._frames.popleft()
+            self._process(frame)
+        if self._read_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and not self._closed:
+            self._read_paused = False
+            if self.transport is not None:
+                self.transport.resume_reading()
+
+    def _process(self, frame: bytes) -> None:
+        try:
+            api_key, version, correlation_id = peek_api(frame)
+            spec = self.dispatcher.registry.get(api_key)
+            if spec is None or self.server.listener_kind not in spec.listeners:
+                raise MalformedRequest(f"unknown or unserved api key {api_key}")
+            if not spec.min_version <= version <= spec.max_version:
+                if api_key == ApiKey.API_VERSIONS:
+                    self._send_unsupported_api_versions(correlation_id)
+                    return
+                raise MalformedRequest(f"unsupported version {version} of "
+                                       f"{ApiKey(api_key).name}")
+            header = parse_request_header(frame, is_flexible(api_key, version))
+            request = decode_request(header, frame)
+        except MalformedRequest as e:
+            log.info("Closing connection from %s:%d: %s", *self.peer, e)
+            self.close()
+            return
+        ctx = RequestContext(header, self.server.listener_name, self.server.listener_kind,
+                             *self.peer)
+        try:
+            result = spec.handler(self.server.broker, ctx, request)
+        except CloseConnection as e:
+            log.info("Closing connection from %s:%d: %s", *self.peer, e)
+            self.close()
+            return
+        except Exception:
+            log.exception("Handler of %s v%d failed; closing the connection",
+                          ApiKey(api_key).name, version)
+            self.close()
+            return
+        if inspect.isawaitable(result):
+            self._busy = True
+            self._task = asyncio.ensure_future(self._finish(header, result))
+        else:
+            self._respond(header, result)
+
+    async def _finish(self, header: RequestHeader, pending: Any) -> None:
+        try:
+            result = await pending
+        except asyncio.CancelledError:
+            return
+        except CloseConnection as e:
+            log.info("Closing connection from %s:%d: %s", *self.peer, e)
+            self.close()
+            return
+        except Exception:
+            log.exception("Handler of %s v%d failed; closing the connection",
+                          ApiKey(header.api_key).name, header.api_version)
+            self.close()
+            return
+        self._respond(header, result)
+        self._busy = False
+        self._task = None
+        self._pump()
+
+    def _respond(self, header: RequestHeader, response: Any) -> None:
+        if response is NO_RESPONSE or self._closed or self.transport is None:
+            return
+        try:
+            data = self.dispatcher.encode(header, response)
+        except Exception:
+            log.exception("Cannot encode the %s v%d response; closing the connection",
+                          ApiKey(header.api_key).name, header.api_version)
+            self.close()
+            return
+        self.transport.write(data)
+
+    def _send_unsupported_api_versions(self, correlation_id: int) -> None:
+        header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, 0)
+        self._respond(header, unsupported_version_response(self.server.listener_kind))
+
+    def close(self) -> None:
+        self._closed = True
+        self._frames.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+
+class KafkaServer:
+    """One listener: accepts connections and serves the Kafka protocol on them."""
+
+    def __init__(self, broker: Any, dispatcher: RequestDispatcher, listener_name: str,
+                 listener_kind: str, host: str, port: int, max_request_size: int,
+                 socket_options: dict[str, int] | None = None) -> None:
+        self.broker = broker
+        self.dispatcher = dispatcher
+        self.listener_name = listener_name
+        self.listener_kind = listener_kind
+        self.host = host
+        self.port = port
+        self.max_request_size = max_request_size
+        self.socket_options = socket_options or {}
+        self.connections: set[KafkaConnection] = set()
+        self._server: asyncio.base_events.Server | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self)  # noqa: E731
+        self._server = await loop.create_server(factory, self.host or None, self.port,
+                                                reuse_address=True, backlog=1024)
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            await self._server.wait_closed()

@@ -1,0 +1,184 @@
+"""A node: wires storage, the metadata quorum, the controller and the broker together,
+serves its listeners, and shuts down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any
+
+from ottla.broker.broker import Broker
+from ottla.broker.handlers import load_all
+from ottla.broker.replica_manager import ReplicaManager
+from ottla.controller.quorum_controller import ControllerResult, QuorumController
+from ottla.metadata import records as meta
+from ottla.metadata.image import MetadataImage
+from ottla.raft.single_voter import METADATA_TOPIC, SingleVoterRaft
+from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
+from ottla.server.controller_driver import ControllerDriver
+from ottla.server.network import KafkaServer, RequestDispatcher
+from ottla.storage.log_manager import LogManager
+from ottla.storage.meta_properties import check_log_dirs
+
+log = logging.getLogger(__name__)
+
+_TOPIC_RECORDS = (meta.TopicRecord, meta.PartitionRecord, meta.PartitionChangeRecord,
+                  meta.RemoveTopicRecord, meta.ConfigRecord, meta.RegisterBrokerRecord,
+                  meta.UnfenceBrokerRecord, meta.FenceBrokerRecord)
+
+
+class Node:
+    def __init__(self, config: KafkaConfig, clock: Any = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.servers: list[KafkaServer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = asyncio.Event()
+        self.fault: BaseException | None = None
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def start(self) -> None:
+        cfg = self.config
+        node_id = cfg.node_id
+        dirs = cfg.all_log_dirs
+        self.cluster_id = check_log_dirs(dirs, node_id)
+        now = self.now_ms()
+
+        self.raft = SingleVoterRaft(cfg.metadata_log_dir, node_id, now)
+        self.controller = QuorumController(
+            node_id, default_num_partitions=cfg["num.partitions"],
+            default_replication_factor=cfg["default.replication.factor"],
+            delete_topic_enable=cfg["delete.topic.enable"],
+            broker_config_validator=validate_dynamic_broker_config)
+        self.image = MetadataImage()
+        replayed = 0
+        for offset, record in self.raft.read_committed():
+            self.controller.replay(record, offset)
+            self.image.replay(record, offset)
+            replayed += 1
+        log.info("Replayed %d metadata records (epoch %d)", replayed, self.raft.epoch)
+
+        self.log_manager = LogManager(cfg.log_dirs, now,
+                                      skip_dirs=frozenset({f"{METADATA_TOPIC}-0"}))
+        loop = asyncio.get_running_loop()
+        self.log_manager.on_roll = lambda lg, base: loop.run_in_executor(None, lg.flush, base)
+        self.log_manager.discover()
+        self.replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)
+        self.driver = ControllerDriver(self.controller, self.raft, self._publish,
+                                       self._on_fault, self.clock)
+        self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
+                             image=self.image, replica_manager=self.replica_manager,
+                             controller=self.driver, clock=self.clock)
+        self.replica_manager.apply_metadata(self.image, now)
+        self.log_manager.delete_stray(set(self.replica_manager.partitions))
+        self.log_manager.started()
+
+        if self.raft.end_offset == 0:
+            await self.driver.submit(lambda c: ControllerResult(c.bootstrap_records()))
+        registry = load_all()
+        dispatcher = RequestDispatcher(self.broker, registry)
+        controller_names = set(cfg.controller_listener_names)
+        socket_options = {k: cfg[k] for k in ("socket.send.buffer.bytes",
+                                              "socket.receive.buffer.bytes")
+                          if k in cfg.explicit}
+        for listener in cfg.listeners:
+            kind = "controller" if listener.name in controller_names else "broker"
+            if kind == "broker" and "broker" not in cfg.roles:
+                continue
+            if kind == "controller" and "controller" not in cfg.roles:
+                continue
+            server = KafkaServer(self.broker, dispatcher, listener.name, kind, listener.host,
+                                 listener.port, cfg["socket.request.max.bytes"],
+                                 socket_options)
+            await server.start()
+            self.servers.append(server)
+            log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
+                     server.port)
+        await self._register_broker()
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    async def _register_broker(self) -> None:
+        """Register after binding, so an advertised port 0 becomes the bound port."""
+        bound = {s.listener_name: s.port for s in self.servers}
+        endpoints = []
+        for ln in self.config.advertised_listeners:
+            port = ln.port or bound.get(ln.name, ln.port)
+            endpoints.append((ln.name, ln.host, port, ln.protocol_id))
+        incarnation = uuid.uuid4()
+        rack = self.config["broker.rack"]
+        epoch = await self.driver.submit(
+            lambda c: c.register_broker(self.config.node_id, incarnation, endpoints, rack,
+                                        self.raft.end_offset))
+        self.broker.broker_epoch = epoch
+
+    def _topic_defaults(self, image: MetadataImage) -> dict[str, Any]:
+        dynamic = {**image.broker_configs(None), **image.broker_configs(self.config.node_id)}
+        return self.config.topic_defaults(dynamic)
+
+    def _publish(self, committed: list[tuple[int, Any]]) -> None:
+        """Apply committed metadata records to the broker's image and its partitions."""
+        touched = False
+        for offset, record in committed:
+            self.image.replay(record, offset)
+            touched = touched or isinstance(record, _TOPIC_RECORDS)
+        if touched:
+            self.replica_manager.apply_metadata(self.image, self.now_ms())
+
+    def _on_fault(self, error: BaseException) -> None:
+        """A metadata write failed: the node cannot go on safely; stop it."""
+        log.critical("Fatal fault in the metadata log: %s", error)
+        self.fault = error
+        self._stopped.set()
+
+    async def _housekeeping(self) -> None:
+        """Periodic tasks: flush.ms, the recovery-point checkpoint, producer expiry."""
+        cfg = self.config
+        checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"] / 1000
+        expire_every = 600.0
+        last_checkpoint = last_expire = time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            now = self.now_ms()
+            try:
+                self.log_manager.flush_dirty(now)
+                mono = time.monotonic()
+                if mono - last_checkpoint >= checkpoint_every:
+                    last_checkpoint = mono
+                    self.log_manager.checkpoint()
+                if mono - last_expire >= expire_every:
+                    last_expire = mono
+                    expiration = self.broker.dynamic_config("producer.id.expiration.ms")
+                    for lg in self.log_manager.logs.values():
+                        lg.producer_state.remove_expired(now, expiration)
+            except OSError:
+                log.exception("Housekeeping failed")
+
+    @property
+    def bound_ports(self) -> dict[str, int]:
+        return {s.listener_name: s.port for s in self.servers}
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        self._stopped.set()
+
+    async def stop(self) -> None:
+        for server in self.servers:
+            await server.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if hasattr(self, "log_manager"):
+            self.log_manager.shutdown()
+        if hasattr(self, "raft"):
+            self.raft.close()
+        log.info("Shut down cleanly")

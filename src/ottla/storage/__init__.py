@@ -1,0 +1,1 @@
+"""Partition logs in Kafka's on-disk layout: segments, indexes, recovery, checkpoints."""

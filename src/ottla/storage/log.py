@@ -1,0 +1,363 @@
+"""A partition's log: an ordered list of segments, the last one active.
+
+Offsets are assigned here, by rewriting the base offset of each appended batch. The log
+tracks its start offset, its end offset (LEO), the high watermark its partition sets, the
+recovery point (everything below it is fsynced) and the leader epoch cache.
+
+Durability, as in Kafka: an append is written to the kernel before ``append_as_leader``
+returns (it survives kill -9); fsync happens on segment roll (the rolled segment, off the
+event loop), every ``flush.messages`` appends / ``flush.ms`` milliseconds, and on clean
+shutdown. After an unclean shutdown every segment above the recovery point is re-read,
+each batch CRC-checked, and the log truncated at the first bad batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import (
+    BatchHeader,
+    decode_records,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from ottla.storage.leader_epoch import LeaderEpochCache
+from ottla.storage.log_config import LogConfig
+from ottla.storage.producer_state import ProducerStateManager
+from ottla.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, FileSlice, LogSegment
+
+log = logging.getLogger(__name__)
+
+PARTITION_METADATA_FILE = "partition.metadata"
+DELETE_DIR_SUFFIX = "-delete"
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a partition directory name, or None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class ReadInfo:
+    """What a fetch of one partition gets: a byte range of one segment, or nothing."""
+
+    records: FileSlice | None
+    log_start_offset: int
+    log_end_offset: int
+
+
+class Log:
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
+                 topic_id: uuid.UUID | None = None, now_ms: int, recovery_point: int = 0,
+                 log_start_offset: int = 0, clean_shutdown: bool = False) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.topic_id = topic_id
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.high_watermark = 0
+        self.producer_state = ProducerStateManager()
+        self.unflushed_messages = 0
+        self.last_flush_ms = now_ms
+        self.on_roll: Callable[[Log, int], None] | None = None
+        """Called with the new segment's base offset so the owner can fsync the old ones."""
+        self.offline = False
+        os.makedirs(directory, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochCache(directory)
+        if topic_id is not None:
+            self._write_partition_metadata(topic_id)
+        self._load(now_ms, clean_shutdown)
+
+    # --- loading ---------------------------------------------------------------------
+
+    def _load(self, now_ms: int, clean_shutdown: bool) -> None:
+        bases = []
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):
+                os.unlink(path)
+            elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[: -len(LOG_SUFFIX)]))
+        for name in os.listdir(self.dir):  # indexes without a log are leftovers
+            stem, ext = os.path.splitext(name)
+            if ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit() \
+                    and int(stem) not in bases:
+                os.unlink(os.path.join(self.dir, name))
+        bases.sort()
+        truncated_at: int | None = None
+        for base in bases:
+            if truncated_at is not None:
+                # Everything after a corrupt batch is discarded, later segments included.
+                LogSegment(self.dir, base, index_max_bytes=self.config.segment_index_bytes,
+                           index_interval_bytes=self.config.index_interval_bytes,
+                           created_ms=now_ms).delete()
+                continue
+            segment = self._new_segment_object(base, now_ms)
+            next_base = bases[bases.index(base) + 1] if base != bases[-1] else None
+            needs_recovery = not clean_shutdown and (next_base is None
+                                                     or next_base > self.recovery_point)
+            if needs_recovery:
+                removed = segment.recover()
+                if removed:
+                    log.warning("%s: truncated %d bytes of invalid data from segment %d",
+                                self.name, removed, base)
+                    truncated_at = segment.next_offset
+            else:
+                segment.load()
+            self._add_segment(segment)
+        if not self.segments:
+            self._add_segment(self._new_segment_object(self.log_start_offset, now_ms))
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        for segment in self.segments:
+            for _, header in segment.iter_headers():
+                if header.producer_id >= 0:
+                    self.producer_state.update(header, header.base_offset, header.last_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def _new_segment_object(self, base_offset: int, now_ms: int) -> LogSegment:
+        return LogSegment(self.dir, base_offset,
+                          index_max_bytes=self.config.segment_index_bytes,
+                          index_interval_bytes=self.config.index_interval_bytes,
+                          created_ms=now_ms)
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _write_partition_metadata(self, topic_id: uuid.UUID) -> None:
+        path = os.path.join(self.dir, PARTITION_METADATA_FILE)
+        encoded = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+        text = f"version: 0\ntopic_id: {encoded}\n"
+        try:
+            with open(path, encoding="utf-8") as f:
+                if f.read() == text:
+                    return
+        except FileNotFoundError:
+            pass
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    # --- properties ------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return log_dir_name(self.topic, self.partition)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- appending -------------------------------------------------------------------
+
+    def append_as_leader(self, batch: bytearray, header: BatchHeader, leader_epoch: int,
+                         now_ms: int) -> AppendInfo:
+        """Append one validated client batch: assign its offsets and stamp its epoch."""
+        if self.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{self.name} is offline")
+        if header.producer_id >= 0:
+            duplicate = self.producer_state.check(header)
+            if duplicate is not None:
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1,
+                                  self.log_start_offset, duplicate=True)
+        first = self.log_end_offset
+        last = first + header.last_offset_delta
+        set_base_offset(batch, 0, first)
+        set_partition_leader_epoch(batch, 0, leader_epoch)
+        append_time = -1
+        max_timestamp = header.max_timestamp
+        if self.config.log_append_time:
+            set_log_append_time(batch, 0, now_ms)
+            append_time = max_timestamp = now_ms
+        self._append(batch, last, max_timestamp, now_ms)
+        self.leader_epoch_cache.assign(leader_epoch, first)
+        if header.producer_id >= 0:
+            self.producer_state.update(header, first, last)
+        return AppendInfo(first, last, append_time, self.log_start_offset)
+
+    def _append(self, data: bytes | bytearray | memoryview, last_offset: int,
+                max_timestamp: int, now_ms: int) -> None:
+        self._maybe_roll(len(data), now_ms, last_offset + 1)
+        try:
+            self.active_segment.append(data, last_offset, max_timestamp, last_offset)
+        except OSError as e:
+            self.offline = True
+            raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {e}") from e
+        self.unflushed_messages += 1
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    def _maybe_roll(self, size: int, now_ms: int, next_offset: int) -> None:
+        segment = self.active_segment
+        if segment.should_roll(size, self.config.segment_bytes, now_ms, self.config.segment_ms,
+                               next_offset):
+            self.roll(now_ms)
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end offset."""
+        base = self.log_end_offset
+        if self.active_segment.base_offset == base and self.active_segment.size == 0:
+            return self.active_segment
+        segment = self._new_segment_object(base, now_ms)
+        segment.recover()  # a fresh file: sets up empty indexes
+        self._add_segment(segment)
+        if self.on_roll is not None:
+            self.on_roll(self, base)
+        return segment
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below ``up_to`` (default: the log end)."""
+        end = self.log_end_offset if up_to is None else up_to
+        if end <= self.recovery_point:
+            return
+        for segment in list(self.segments):
+            if segment.next_offset > self.recovery_point and segment.base_offset < end:
+                try:
+                    segment.flush()
+                except (OSError, ValueError):
+                    return  # the segment was closed or deleted meanwhile
+        self.recovery_point = max(self.recovery_point, end)
+        if up_to is None or up_to >= self.log_end_offset:
+            self.unflushed_messages = 0
+
+    # --- reading ---------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadInfo:
+        """Batches from ``offset`` up to ``max_bytes``, never past ``max_offset``.
+
+        Raises OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
+        """
+        leo = self.log_end_offset
+        if offset < self.log_start_offset or offset > leo:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"Offset {offset} is out of range [{self.log_start_offset}, {leo}]"
+                             f" for {self.name}")
+        upper = leo if max_offset is None else min(max_offset, leo)
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        while i < len(self.segments) and offset < upper:
+            segment = self.segments[i]
+            max_position = None
+            if segment.next_offset > upper:
+                found = segment.translate_offset(upper)
+                max_position = found[0] if found else None
+            records = segment.read(offset, max_bytes, max_position, min_one_batch)
+            if records is not None:
+                return ReadInfo(records, self.log_start_offset, leo)
+            i += 1
+        return ReadInfo(None, self.log_start_offset, leo)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``timestamp`` (ListOffsets)."""
+        for segment in self.segments:
+            if segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """(timestamp, offset) of the record with the largest timestamp (ListOffsets -3)."""
+        best = (-1, -1)
+        for segment in self.segments:
+            if segment.max_timestamp > best[0]:
+                best = (segment.max_timestamp, segment.offset_of_max_timestamp)
+        if best[1] >= 0:
+            # Segments track the last offset of the batch with the largest timestamp; find
+            # the record itself.
+            segment = self.segments[max(0, bisect.bisect_right(self._bases, best[1]) - 1)]
+            found = segment.translate_offset(best[1])
+            if found is not None:
+                pos, header = found
+                records = decode_records(segment.read_at(pos, header.size), 0, header)
+                for record in records:
+                    if record.timestamp == best[0]:
+                        return record.timestamp, record.offset
+        return best
+
+    # --- deleting --------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset to ``offset`` (DeleteRecords); drop whole segments
+        below it. Returns the new low watermark."""
+        if offset > self.high_watermark:
+            raise KafkaError(ErrorCode.offset_out_of_range,
+                             f"Cannot delete records of {self.name} beyond the high watermark")
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self._bases.pop(0)
+            self.segments.pop(0).delete()
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= ``offset`` (a follower after divergence, or recovery)."""
+        if offset >= self.log_end_offset:
+            return
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            self._bases.pop()
+            self.segments.pop().delete()
+        self.active_segment.truncate_to(offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.producer_state.truncate()
+        for segment in self.segments:
+            for _, header in segment.iter_headers():
+                if header.producer_id >= 0:
+                    self.producer_state.update(header, header.base_offset, header.last_offset)
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Remove the partition directory (the topic was deleted)."""
+        self.close()
+        doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.rename(self.dir, doomed)
+        except OSError:
+            doomed = self.dir
+        shutil.rmtree(doomed, ignore_errors=True)

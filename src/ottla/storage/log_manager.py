@@ -1,0 +1,150 @@
+"""The log manager: every partition log of this node across its ``log.dirs``.
+
+On start it detects whether the last shutdown was clean (``.kafka_cleanshutdown`` in each
+dir), loads every partition directory (recovering those written since their recovery
+point) and removes the marker, so that a crash from here on is detected at the next
+start. On shutdown it flushes every log, writes the recovery-point and log-start-offset
+checkpoints and then the marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ottla.storage.checkpoint import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    read_offsets,
+    write_atomically,
+    write_offsets,
+)
+from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name
+from ottla.storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], now_ms: int,
+                 skip_dirs: frozenset[str] = frozenset()) -> None:
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.logs: dict[TopicPartition, Log] = {}
+        self.skip_dirs = skip_dirs
+        """Partition directory names owned by someone else (the metadata log)."""
+        self.on_roll: Callable[[Log, int], None] | None = None
+        self._loaded: dict[TopicPartition, str] = {}
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+        self.clean_shutdown = {d: os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+                               for d in self.log_dirs}
+        self._now_ms = now_ms
+
+    def discover(self) -> dict[TopicPartition, str]:
+        """The partition directories on disk, per log dir (removing leftovers of deletes)."""
+        found: dict[TopicPartition, str] = {}
+        for d in self.log_dirs:
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path) or name in self.skip_dirs:
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                tp = parse_log_dir_name(name)
+                if tp is not None:
+                    found[tp] = d
+        self._loaded = found
+        return found
+
+    def load_log(self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None,
+                 now_ms: int) -> Log:
+        """Open (recovering if needed) a log found by ``discover``, or create it."""
+        existing = self.logs.get(tp)
+        if existing is not None:
+            existing.config = config
+            return existing
+        parent = self._loaded.get(tp) or self._least_loaded_dir()
+        recovery = read_offsets(os.path.join(parent, RECOVERY_POINT_CHECKPOINT))
+        starts = read_offsets(os.path.join(parent, LOG_START_OFFSET_CHECKPOINT))
+        log_ = Log(os.path.join(parent, log_dir_name(*tp)), tp[0], tp[1], config,
+                   topic_id=topic_id, now_ms=now_ms, recovery_point=recovery.get(tp, 0),
+                   log_start_offset=starts.get(tp, 0),
+                   clean_shutdown=self.clean_shutdown.get(parent, False))
+        log_.on_roll = self.on_roll
+        self.logs[tp] = log_
+        return log_
+
+    def _least_loaded_dir(self) -> str:
+        counts = {d: 0 for d in self.log_dirs}
+        for log_ in self.logs.values():
+            counts[os.path.dirname(log_.dir)] = counts.get(os.path.dirname(log_.dir), 0) + 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def started(self) -> None:
+        """Loading is done: remove the clean-shutdown markers so a crash is noticed."""
+        for d in self.log_dirs:
+            try:
+                os.unlink(os.path.join(d, CLEAN_SHUTDOWN_FILE))
+            except FileNotFoundError:
+                pass
+        self._loaded.clear()
+
+    def delete_stray(self, keep: set[TopicPartition]) -> None:
+        """Delete partition directories on disk that the metadata no longer knows."""
+        for tp in list(self._loaded):
+            if tp not in keep and tp not in self.logs:
+                path = os.path.join(self._loaded[tp], log_dir_name(*tp))
+                log.info("Deleting stray log %s", path)
+                shutil.rmtree(path, ignore_errors=True)
+                del self._loaded[tp]
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        log_ = self.logs.pop(tp, None)
+        if log_ is not None:
+            log_.delete()
+
+    def update_configs(self, configs: Mapping[TopicPartition, LogConfig]) -> None:
+        for tp, config in configs.items():
+            if tp in self.logs:
+                self.logs[tp].config = config
+
+    def flush_dirty(self, now_ms: int) -> None:
+        """fsync logs whose ``flush.ms`` has passed since their last flush."""
+        for log_ in self.logs.values():
+            if log_.recovery_point < log_.log_end_offset and \
+                    now_ms - log_.last_flush_ms >= log_.config.flush_ms:
+                log_.flush()
+                log_.last_flush_ms = now_ms
+
+    def checkpoint(self) -> None:
+        """Write recovery points and log start offsets of every log dir."""
+        for d in self.log_dirs:
+            logs = {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
+            write_offsets(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                          {tp: lg.recovery_point for tp, lg in logs.items()})
+            write_offsets(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                          {tp: lg.log_start_offset for tp, lg in logs.items()})
+
+    def shutdown(self) -> None:
+        for log_ in self.logs.values():
+            log_.flush()
+        self.checkpoint()
+        for log_ in self.logs.values():
+            log_.close()
+        for d in self.log_dirs:
+            write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+        self.logs.clear()
+
+    def describe(self) -> dict[str, dict[TopicPartition, Any]]:
+        result: dict[str, dict[TopicPartition, Any]] = {d: {} for d in self.log_dirs}
+        for tp, lg in self.logs.items():
+            result.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
+        return result

@@ -1,0 +1,117 @@
+"""Idempotent producer state of one partition: the last batches of each producer id.
+
+For each producer id the log remembers its epoch and the sequence ranges and offsets of
+its last five batches (``max.in.flight.requests.per.connection`` is at most 5 with
+idempotence). That is enough to answer a retried batch with its original offsets instead
+of writing it twice, and to reject a gap with OUT_OF_ORDER_SEQUENCE_NUMBER. The state is
+rebuilt from the batch headers of the log on load (headers only, no record decoding).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+
+MAX_CACHED_BATCHES = 5
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        for batch in self.batches:
+            if batch.first_seq == header.base_sequence and batch.last_seq == header.last_sequence:
+                return batch
+        return None
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateManager:
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    def check(self, header: BatchHeader) -> BatchMetadata | None:
+        """Validate a batch from a client before it is appended.
+
+        Returns the metadata of the original batch if this one is a retried duplicate,
+        ``None`` if it should be appended; raises ``KafkaError`` if it must be rejected.
+        """
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            return None  # a producer we know nothing of may start at any sequence
+        if header.producer_epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch,
+                             f"Epoch {header.producer_epoch} of producer {header.producer_id} "
+                             f"is older than the last seen epoch {entry.producer_epoch}")
+        duplicate = entry.find_duplicate(header)
+        if duplicate is not None:
+            return duplicate
+        if header.producer_epoch != entry.producer_epoch:
+            if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise KafkaError(ErrorCode.out_of_order_sequence_number,
+                                 f"Invalid sequence number {header.base_sequence} for the new "
+                                 f"epoch {header.producer_epoch} of producer "
+                                 f"{header.producer_id}; expected 0")
+        elif entry.batches and not in_sequence(entry.last_seq, header.base_sequence):
+            raise KafkaError(ErrorCode.out_of_order_sequence_number,
+                             f"Out of order sequence number for producer {header.producer_id}: "
+                             f"found {header.base_sequence}, expected {entry.last_seq + 1}")
+        return None
+
+    def update(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
+        """Record an appended batch (from a client, a follower fetch or log recovery)."""
+        if header.producer_id < 0:
+            return
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        if header.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        if header.base_sequence != NO_SEQUENCE and not header.is_control:
+            entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
+                                               first_offset, last_offset, header.max_timestamp))
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+
+    def truncate(self) -> None:
+        self.producers.clear()
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
+        """Forget producers idle longer than ``producer.id.expiration.ms``."""
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset is None
+                   and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.producers[pid]

@@ -1,0 +1,300 @@
+"""One log segment: a ``.log`` file of record batches with its two indexes.
+
+Writes go straight to the file descriptor (``os.pwrite``, no user-space buffer), so once
+``append`` returns the bytes are in the kernel's page cache and survive a kill -9 of the
+process; only ``flush`` (fsync) makes them survive a power loss. The segment never
+decodes records on the append or read path: it reads batch headers to find positions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ottla.protocol.records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    CorruptRecord,
+    check_batch,
+    decode_records,
+    read_header,
+)
+from ottla.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+_RECOVERY_CHUNK = 8 * 1024 * 1024
+
+
+def segment_file(directory: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(directory, f"{base_offset:020d}{suffix}")
+
+
+@dataclass(slots=True)
+class FileSlice:
+    """A byte range of a segment file: what a fetch returns without copying records."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        return os.pread(self.fd, self.length, self.position)
+
+
+class LogSegment:
+    def __init__(self, directory: str, base_offset: int, *, index_max_bytes: int,
+                 index_interval_bytes: int, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.path = segment_file(directory, base_offset, LOG_SUFFIX)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX),
+                                 base_offset, index_max_bytes)
+        self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX),
+                                    base_offset, index_max_bytes)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp: int | None = None
+        self.created_ms = created_ms
+        self._bytes_since_index_entry = 0
+
+    # --- writing ---------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, last_offset: int, max_timestamp: int,
+               offset_of_max_timestamp: int) -> int:
+        """Append whole batches ending at ``last_offset``; return their file position."""
+        position = self.size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], position + written)
+        self.size += len(view)
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = offset_of_max_timestamp
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += len(view)
+        self.next_offset = last_offset + 1
+        return position
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        self.index.flush()
+        self.time_index.flush()
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset``; return the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, _ = found
+        removed = self.size - position
+        os.ftruncate(self.fd, position)
+        self.size = position
+        self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self._bytes_since_index_entry = 0
+        self._reload_tail()
+        return removed
+
+    # --- reading ---------------------------------------------------------------------
+
+    def read_at(self, position: int, length: int) -> bytes:
+        return os.pread(self.fd, length, position)
+
+    def iter_headers(self, start_position: int = 0, end_position: int | None = None,
+                     chunk: int = 64 * 1024):
+        """Yield (position, header) of each complete batch, reading only headers' chunks."""
+        end = self.size if end_position is None else min(end_position, self.size)
+        pos = start_position
+        while pos + HEADER_SIZE <= end:
+            buf = os.pread(self.fd, min(chunk, end - pos), pos)
+            p = 0
+            while p + HEADER_SIZE <= len(buf):
+                header = read_header(buf, p)
+                if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + p + header.size > end:
+                    return
+                yield pos + p, header
+                p += header.size
+            if p == 0:
+                return
+            pos += p
+
+    def translate_offset(self, offset: int, start_position: int = 0
+                         ) -> tuple[int, BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, position = self.index.lookup(offset)
+        position = max(position, start_position)
+        for pos, header in self.iter_headers(position,
+                                             chunk=max(8192, 2 * self.index_interval_bytes)):
+            if header.last_offset >= offset:
+                return pos, header
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_batch: bool = True) -> FileSlice | None:
+        """The slice of whole batches from the one holding ``offset``, up to ``max_bytes``.
+
+        As in Kafka, the slice may end inside a batch when ``max_bytes`` cuts it; clients
+        drop a partial trailing batch. With ``min_one_batch`` the first batch is returned
+        whole even if it is larger than ``max_bytes`` (KIP-74).
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if position >= limit:
+            return None
+        size = max(max_bytes, header.size) if min_one_batch else max_bytes
+        length = min(limit - position, size)
+        if length <= 0:
+            return None
+        return FileSlice(self.fd, position, length)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int
+                                 ) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``timestamp``."""
+        indexed = self.time_index.lookup(timestamp)
+        _, position = self.index.lookup(max(indexed, start_offset))
+        for pos, header in self.iter_headers(position):
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                data = self.read_at(pos, header.size)
+                for record in decode_records(data, 0, header):
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        return record.timestamp, record.offset
+        return None
+
+    # --- loading and recovery -------------------------------------------------------
+
+    def load(self) -> None:
+        """Open an existing segment after a clean shutdown: trust the indexes, read the tail."""
+        try:
+            self.index.load()
+            self.time_index.load()
+        except CorruptIndex:
+            self.recover()
+            return
+        if self.index.offsets and self.index.positions[-1] >= self.size:
+            self.recover()
+            return
+        ts, offset = self.time_index.last_entry
+        self.max_timestamp, self.offset_of_max_timestamp = ts, offset
+        self._reload_tail()
+
+    def _reload_tail(self) -> None:
+        """Recompute next offset and max timestamp by reading from the last index entry."""
+        _, position = self.index.lookup(2**63 - 1)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self.next_offset = self.base_offset
+        for _, header in self.iter_headers(position):
+            self.next_offset = header.next_offset
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.last_offset
+        self.first_batch_timestamp = None
+        if self.size >= HEADER_SIZE:
+            self.first_batch_timestamp = read_header(self.read_at(0, HEADER_SIZE)).max_timestamp
+
+    def recover(self, start_offset: int | None = None) -> int:
+        """Check every batch (CRC-32C, structure, increasing offsets), rebuild both indexes,
+        and truncate the file at the first invalid batch; return the bytes truncated."""
+        self.index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.first_batch_timestamp = None
+        self._bytes_since_index_entry = 0
+        next_offset = self.base_offset if start_offset is None else start_offset
+        pos = 0
+        valid_end = 0
+        file_size = os.fstat(self.fd).st_size
+        while pos < file_size:
+            buf = os.pread(self.fd, min(_RECOVERY_CHUNK, file_size - pos), pos)
+            p = 0
+            try:
+                while p + LOG_OVERHEAD <= len(buf):
+                    if p + HEADER_SIZE > len(buf):
+                        break
+                    header = read_header(buf, p)
+                    if header.size > len(buf) - p:
+                        if pos + p + header.size <= file_size and p == 0:
+                            buf = os.pread(self.fd, header.size, pos)
+                        else:
+                            break
+                    check_batch(buf, p)
+                    if header.base_offset < next_offset:
+                        raise CorruptRecord("offsets go backwards")
+                    self._index_batch(header, pos + p)
+                    next_offset = header.next_offset
+                    p += header.size
+                    valid_end = pos + p
+            except CorruptRecord:
+                break
+            if p == 0:
+                break
+            pos += p
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self.fd, valid_end)
+        self.size = valid_end
+        self.next_offset = next_offset if valid_end else self.base_offset
+        return truncated
+
+    def _index_batch(self, header: BatchHeader, position: int) -> None:
+        if self.first_batch_timestamp is None:
+            self.first_batch_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.index.append(header.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    @property
+    def largest_timestamp(self) -> int:
+        return self.max_timestamp
+
+    def should_roll(self, batch_size: int, segment_bytes: int, now_ms: int, segment_ms: int,
+                    next_offset: int) -> bool:
+        if self.size == 0:
+            return False
+        if self.size + batch_size > segment_bytes:
+            return True
+        if self.index.is_full or self.time_index.is_full:
+            return True
+        if next_offset - self.base_offset > 2**31 - 1:
+            return True
+        started = self.first_batch_timestamp if self.first_batch_timestamp is not None \
+            and self.first_batch_timestamp >= 0 else self.created_ms
+        return now_ms - started > segment_ms
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.path, self.index.path, self.time_index.path):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
