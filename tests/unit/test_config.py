@@ -1,0 +1,64 @@
+"""server.properties parsing, validation and the topic defaults it implies."""
+
+from __future__ import annotations
+
+import pytest
+
+from ottla.config import ConfigError, load_properties
+from ottla.server.config import KafkaConfig, dev_defaults
+from ottla.storage.log_config import LogConfig
+
+
+def test_java_properties_syntax() -> None:
+    text = "# comment\n! also\nkey1=value1\nkey2 : value2\nkey3 value3\n" \
+           "multi=a,\\\n    b\nesc=tab\\there\nempty=\n"
+    assert load_properties(text) == {"key1": "value1", "key2": "value2", "key3": "value3",
+                                     "multi": "a,b", "esc": "tab\there", "empty": ""}
+
+
+def test_dev_defaults_make_a_combined_node() -> None:
+    config = KafkaConfig(dev_defaults())
+    assert config.roles == {"broker", "controller"}
+    assert config.node_id == 1
+    assert [(ln.name, ln.port) for ln in config.broker_listeners] == [("PLAINTEXT", 9092)]
+    assert [ln.host for ln in config.advertised_listeners] == ["127.0.0.1"]
+    assert config.quorum_voters == {1: ("127.0.0.1", 9093)}
+    assert config.log_dirs == ["./ottla-data"]
+
+
+@pytest.mark.parametrize("override,message", [
+    ({"process.roles": ""}, "process.roles"),
+    ({"node.id": "-1"}, "node.id"),
+    ({"num.partitions": "zero"}, "num.partitions"),
+    ({"num.partitions": "0"}, "at least 1"),
+    ({"listeners": "PLAINTEXT:/nope"}, "listeners"),
+    ({"listeners": "UNKNOWN://:1,CONTROLLER://:2"}, "security protocol"),
+    ({"controller.listener.names": "OTHER"}, "controller.listener.names"),
+    ({"auto.create.topics.enable": "maybe"}, "boolean"),
+    ({"log.cleanup.policy": "shred"}, "log.cleanup.policy"),
+])
+def test_bad_values_are_clear_errors(override: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        KafkaConfig({**dev_defaults(), **override})
+
+
+def test_unknown_keys_are_accepted_with_a_warning(caplog) -> None:
+    config = KafkaConfig({**dev_defaults(), "some.plugin.setting": "1"})
+    assert config.unknown == ["some.plugin.setting"]
+    assert "isn't a known config" in caplog.text
+
+
+def test_topic_defaults_follow_broker_synonyms() -> None:
+    config = KafkaConfig({**dev_defaults(), "log.retention.hours": "2",
+                          "log.segment.bytes": "4096", "message.max.bytes": "2000"})
+    defaults = config.topic_defaults()
+    assert defaults["retention.ms"] == 2 * 3600000
+    assert defaults["segment.bytes"] == 4096
+    log_config = LogConfig.resolve({"segment.bytes": "8192"}, defaults)
+    assert log_config.segment_bytes == 8192
+    assert log_config.max_message_bytes == 2000
+    # log.retention.ms wins over hours, and dynamic configs win over both
+    config = KafkaConfig({**dev_defaults(), "log.retention.hours": "2",
+                          "log.retention.ms": "500"})
+    assert config.topic_defaults()["retention.ms"] == 500
+    assert config.topic_defaults({"log.retention.ms": "9"})["retention.ms"] == 9

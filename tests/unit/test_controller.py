@@ -1,0 +1,156 @@
+"""The QuorumController: admin operations produce records; replaying them changes state."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from ottla.controller.quorum_controller import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    NewTopic,
+    QuorumController,
+)
+from ottla.metadata import records as r
+from ottla.metadata.image import ConfigResourceType, MetadataImage
+from ottla.protocol.errors import ErrorCode
+
+
+def controller(brokers: int = 1) -> QuorumController:
+    c = QuorumController(1, default_num_partitions=2, rng=random.Random(7))
+    for b in range(1, brokers + 1):
+        apply(c, c.register_broker(b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None,
+                                   b).records)
+    return c
+
+
+def apply(c: QuorumController, records: list) -> None:
+    for rec in records:
+        c.replay(r.decode(r.encode(rec)))  # also proves every record round-trips
+
+
+def test_create_topic_writes_topic_config_and_partition_records() -> None:
+    c = controller(3)
+    result = c.create_topics([NewTopic("orders", 3, 2, configs={"retention.ms": "1000"})])
+    kinds = [type(rec).__name__ for rec in result.records]
+    assert kinds == ["TopicRecord", "ConfigRecord"] + ["PartitionRecord"] * 3
+    apply(c, result.records)
+    topic = c.image.topics_by_name["orders"]
+    assert result.response[0].topic_id == topic.topic_id
+    assert all(len(p.replicas) == 2 and p.leader == p.replicas[0]
+               for p in topic.partitions.values())
+    leaders = sorted(p.leader for p in topic.partitions.values())
+    assert len(set(leaders)) == 3  # striped across the brokers
+    assert c.image.topic_configs("orders") == {"retention.ms": "1000"}
+
+
+@pytest.mark.parametrize("topic,code", [
+    (NewTopic("bad name!"), ErrorCode.invalid_topic_exception),
+    (NewTopic("x" * 250), ErrorCode.invalid_topic_exception),
+    (NewTopic(".."), ErrorCode.invalid_topic_exception),
+    (NewTopic("t", 0), ErrorCode.invalid_partitions),
+    (NewTopic("t", 1, 0), ErrorCode.invalid_replication_factor),
+    (NewTopic("t", 1, 2), ErrorCode.invalid_replication_factor),
+    (NewTopic("t", configs={"no.such.config": "1"}), ErrorCode.invalid_config),
+    (NewTopic("t", configs={"retention.ms": "soon"}), ErrorCode.invalid_config),
+    (NewTopic("t", configs={"cleanup.policy": "shred"}), ErrorCode.invalid_config),
+    (NewTopic("t", 1, assignments={0: [1]}), ErrorCode.invalid_request),
+    (NewTopic("t", assignments={1: [1]}), ErrorCode.invalid_replica_assignment),
+    (NewTopic("t", assignments={0: [7]}), ErrorCode.invalid_replica_assignment),
+    (NewTopic("t", assignments={0: [1, 1]}), ErrorCode.invalid_replica_assignment),
+])
+def test_invalid_topics_are_rejected_with_kafka_error_codes(topic: NewTopic,
+                                                            code: ErrorCode) -> None:
+    result = controller().create_topics([topic])
+    assert result.records == []
+    assert result.response[0].error == code
+    assert result.response[0].message
+
+
+def test_existing_and_colliding_topics_and_validate_only() -> None:
+    c = controller()
+    apply(c, c.create_topics([NewTopic("a.b")]).records)
+    results = c.create_topics([NewTopic("a.b"), NewTopic("a_b"), NewTopic("fresh")],
+                              validate_only=True)
+    assert [t.error for t in results.response] == [
+        ErrorCode.topic_already_exists, ErrorCode.invalid_topic_exception, ErrorCode.none]
+    assert results.records == []
+    assert results.response[2].num_partitions == 2
+
+
+def test_delete_topic_by_name_and_id() -> None:
+    c = controller()
+    apply(c, c.create_topics([NewTopic("a"), NewTopic("b")]).records)
+    b_id = c.image.topics_by_name["b"].topic_id
+    result = c.delete_topics(["a", None, "nope"], [None, b_id, None])
+    assert [code for _, _, code, _ in result.response] == [
+        ErrorCode.none, ErrorCode.none, ErrorCode.unknown_topic_or_partition]
+    apply(c, result.records)
+    assert c.image.topics_by_name == {}
+
+
+def test_create_partitions_validates_counts() -> None:
+    c = controller(2)
+    apply(c, c.create_topics([NewTopic("a", 2, 2)]).records)
+    result = c.create_partitions([("a", 5, None), ("a", 1, None), ("zz", 3, None)])
+    assert [code for _, code, _ in result.response] == [
+        ErrorCode.none, ErrorCode.invalid_partitions, ErrorCode.unknown_topic_or_partition]
+    apply(c, result.records)
+    assert sorted(c.image.topics_by_name["a"].partitions) == [0, 1, 2, 3, 4]
+
+
+def test_incremental_alter_configs_set_delete_append_subtract() -> None:
+    c = controller()
+    apply(c, c.create_topics([NewTopic("a")]).records)
+    t = ConfigResourceType.TOPIC
+    ops = [("retention.ms", OP_SET, "5000"), ("cleanup.policy", OP_APPEND, "compact")]
+    apply(c, c.incremental_alter_configs([(t, "a", ops)]).records)
+    assert c.image.topic_configs("a") == {"retention.ms": "5000",
+                                          "cleanup.policy": "delete,compact"}
+    ops = [("retention.ms", OP_DELETE, None), ("cleanup.policy", OP_SUBTRACT, "delete")]
+    apply(c, c.incremental_alter_configs([(t, "a", ops)]).records)
+    assert c.image.topic_configs("a") == {"cleanup.policy": "compact"}
+    bad = c.incremental_alter_configs([(t, "a", [("segment.bytes", OP_SET, "x")]),
+                                       (t, "missing", [("retention.ms", OP_SET, "1")])])
+    assert [code for _, _, code, _ in bad.response] == [
+        ErrorCode.invalid_config, ErrorCode.unknown_topic_or_partition]
+
+
+def test_legacy_alter_configs_replaces_the_whole_set() -> None:
+    c = controller()
+    apply(c, c.create_topics([NewTopic("a", configs={"retention.ms": "1"})]).records)
+    apply(c, c.alter_configs([(ConfigResourceType.TOPIC, "a", {"segment.ms": "99999"})])
+          .records)
+    assert c.image.topic_configs("a") == {"segment.ms": "99999"}
+
+
+def test_producer_id_blocks_do_not_overlap() -> None:
+    c = controller()
+    first = c.allocate_producer_ids(1, 1)
+    apply(c, first.records)
+    second = c.allocate_producer_ids(1, 1)
+    assert first.response == (0, 1000) and second.response == (1000, 1000)
+
+
+def test_replay_from_records_rebuilds_the_same_image() -> None:
+    c = QuorumController(1, rng=random.Random(3))
+    written: list = []
+    ops = [lambda: c.register_broker(1, uuid.uuid4(), [("PLAINTEXT", "h", 1, 0)], None, 0),
+           lambda: c.register_broker(2, uuid.uuid4(), [("PLAINTEXT", "h", 2, 0)], None, 2),
+           lambda: c.create_topics([NewTopic("x", 3, 2), NewTopic("y", 1, 1)]),
+           lambda: c.create_partitions([("x", 4, None)]),
+           lambda: c.delete_topics(["y"], [None])]
+    for op in ops:
+        result = op()
+        apply(c, result.records)
+        written += result.records
+    image = MetadataImage()
+    for rec in written:
+        image.replay(r.decode(r.encode(rec)))
+    assert sorted(image.topics_by_name) == ["x"]
+    assert image.topics_by_name["x"].partitions == c.image.topics_by_name["x"].partitions
+    assert sorted(image.brokers) == [1, 2]

@@ -1,0 +1,268 @@
+"""The partition log: appends, reads, segments, indexes, recovery, producer state."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
+from ottla.storage.log import Log
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+
+def make_log(path: str, clean: bool = False, recovery_point: int = 0, **configs: str) -> Log:
+    return Log(path, "t", 0, LogConfig.resolve(configs), now_ms=1000, clean_shutdown=clean,
+               recovery_point=recovery_point)
+
+
+def append(log: Log, values: list[bytes], ts: int = 1000, epoch: int = 0, **kw: int):
+    batch = bytearray(build_batch([(None, v) for v in values], timestamp=ts, **kw))
+    return log.append_as_leader(batch, read_header(batch), epoch, now_ms=ts)
+
+
+def read_values(log: Log, offset: int = 0, max_bytes: int = 1 << 30) -> list[tuple[int, bytes]]:
+    out = []
+    while offset < log.log_end_offset:
+        info = log.read(offset, max_bytes)
+        if info.records is None:
+            break
+        data = info.records.read()
+        batches = list(scan_batches(data))
+        assert batches, "a read must return at least one whole batch"
+        for pos, header in batches:
+            out += [(r.offset, r.value) for r in decode_records(data, pos, header)
+                    if r.offset >= offset]
+            offset = header.next_offset
+    return out
+
+
+def test_offsets_are_assigned_in_order_and_read_back(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    infos = [append(log, [b"a", b"b", b"c"]), append(log, [b"d"])]
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 2), (3, 3)]
+    assert log.log_end_offset == 4
+    assert read_values(log) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+    assert read_values(log, 1)[:2] == [(1, b"b"), (2, b"c")]
+
+
+def test_segments_roll_by_size_and_reads_cross_them(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "500"})
+    for i in range(40):
+        append(log, [f"value-{i:03d}".encode() * 4])
+    assert len(log.segments) > 5
+    names = sorted(f for f in os.listdir(log.dir) if f.endswith(".log"))
+    assert names[0] == "00000000000000000000.log"
+    assert [int(n[:20]) for n in names] == [s.base_offset for s in log.segments]
+    assert [v for _, v in read_values(log)] == [f"value-{i:03d}".encode() * 4 for i in range(40)]
+
+
+def test_segments_roll_by_time(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"), **{"segment.ms": "1000"})
+    append(log, [b"a"], ts=1000)
+    append(log, [b"b"], ts=1500)
+    assert len(log.segments) == 1
+    append(log, [b"c"], ts=2500)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_index_lookups_land_on_the_right_batch(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"), **{"index.interval.bytes": "100"})
+    for i in range(200):
+        append(log, [f"{i}".encode() * 20], ts=1000 + i)
+    segment = log.active_segment
+    assert len(segment.index.offsets) > 20
+    for offset in (0, 1, 57, 123, 199):
+        _pos, header = segment.translate_offset(offset)
+        assert header.base_offset == offset
+    assert log.offset_for_timestamp(1100) == (1100, 100)
+    assert log.offset_for_timestamp(10**12) is None
+
+
+def test_read_honours_max_bytes_but_returns_one_whole_batch(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    append(log, [b"x" * 5000])
+    append(log, [b"y" * 10])
+    first = log.read(0, 100)
+    assert first.records is not None and first.records.length > 5000
+    assert len(list(scan_batches(first.records.read()))) == 1
+    bounded = log.read(0, 100, min_one_batch=False)
+    assert bounded.records is not None and bounded.records.length == 100
+
+
+def test_read_out_of_range_is_an_error_and_high_watermark_bounds_reads(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    append(log, [b"a"])
+    append(log, [b"b"])
+    with pytest.raises(KafkaError) as e:
+        log.read(5, 1000)
+    assert e.value.code == ErrorCode.offset_out_of_range
+    info = log.read(0, 10000, max_offset=1)
+    assert [h.base_offset for _, h in scan_batches(info.records.read())] == [0]
+    assert log.read(2, 1000).records is None
+
+
+def test_clean_reopen_restores_the_log_end_and_indexes(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path, **{"index.interval.bytes": "50", "segment.bytes": "2000"})
+    for i in range(100):
+        append(log, [f"v{i}".encode() * 10])
+    log.flush()
+    log.close()
+    reopened = make_log(path, clean=True, **{"index.interval.bytes": "50"})
+    assert reopened.log_end_offset == 100
+    assert [v for _, v in read_values(reopened)] == [f"v{i}".encode() * 10 for i in range(100)]
+
+
+def test_recovery_truncates_garbage_appended_after_the_last_batch(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path)
+    for i in range(10):
+        append(log, [f"v{i}".encode()])
+    size = log.active_segment.size
+    log.close()
+    with open(os.path.join(path, "00000000000000000000.log"), "ab") as f:
+        f.write(os.urandom(300))
+    recovered = make_log(path)
+    assert recovered.log_end_offset == 10
+    assert os.path.getsize(os.path.join(path, "00000000000000000000.log")) == size
+    assert len(read_values(recovered)) == 10
+    append(recovered, [b"after"])
+    assert read_values(recovered)[-1] == (10, b"after")
+
+
+def test_recovery_truncates_a_torn_last_batch(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path)
+    for i in range(5):
+        append(log, [f"v{i}".encode() * 50])
+    sizes = [h.size for _, h in log.active_segment.iter_headers()]
+    log.close()
+    seg = os.path.join(path, "00000000000000000000.log")
+    with open(seg, "r+b") as f:
+        f.truncate(sum(sizes) - 7)
+    recovered = make_log(path)
+    assert recovered.log_end_offset == 4
+    assert os.path.getsize(seg) == sum(sizes[:4])
+
+
+def test_recovery_stops_at_a_corrupt_batch_and_drops_later_segments(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path, **{"segment.bytes": "300"})
+    for i in range(20):
+        append(log, [f"value-{i}".encode() * 5])
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 3
+    second = log.segments[1]
+    pos, header = next(second.iter_headers())
+    log.close()
+    with open(second.path, "r+b") as f:
+        f.seek(pos + header.size - 3)
+        f.write(b"\xff\xff\xff")
+    recovered = make_log(path)
+    assert recovered.log_end_offset == header.base_offset
+    assert [s.base_offset for s in recovered.segments] == bases[:2]
+    assert not os.path.exists(os.path.join(path, f"{bases[2]:020d}.log"))
+
+
+def test_recovery_point_skips_flushed_segments(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path, **{"segment.bytes": "300"})
+    for i in range(20):
+        append(log, [f"value-{i}".encode() * 5])
+    first = log.segments[0]
+    log.close()
+    # Corruption below the recovery point is not looked for (those segments were fsynced).
+    with open(first.path, "r+b") as f:
+        f.seek(first.size - 2)
+        f.write(b"\x00\x00")
+    recovered = make_log(path, recovery_point=log.segments[1].base_offset)
+    assert recovered.log_end_offset == 20
+
+
+def test_idempotent_duplicates_return_the_original_offsets(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    first = append(log, [b"a", b"b"], producer_id=5, producer_epoch=0, base_sequence=0)
+    dup = append(log, [b"a", b"b"], producer_id=5, producer_epoch=0, base_sequence=0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    assert log.log_end_offset == 2
+    with pytest.raises(KafkaError) as e:
+        append(log, [b"c"], producer_id=5, producer_epoch=0, base_sequence=5)
+    assert e.value.code == ErrorCode.out_of_order_sequence_number
+    nxt = append(log, [b"c"], producer_id=5, producer_epoch=0, base_sequence=2)
+    assert nxt.first_offset == 2 and not first.duplicate
+    bumped = append(log, [b"d"], producer_id=5, producer_epoch=1, base_sequence=0)
+    assert bumped.first_offset == 3
+    with pytest.raises(KafkaError) as e:  # the older epoch is now fenced
+        append(log, [b"e"], producer_id=5, producer_epoch=0, base_sequence=3)
+    assert e.value.code == ErrorCode.invalid_producer_epoch
+    with pytest.raises(KafkaError) as e:  # a new epoch must start at sequence 0
+        append(log, [b"f"], producer_id=5, producer_epoch=2, base_sequence=4)
+    assert e.value.code == ErrorCode.out_of_order_sequence_number
+
+
+def test_producer_state_is_rebuilt_on_reopen(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path)
+    append(log, [b"a"], producer_id=9, producer_epoch=3, base_sequence=0)
+    log.close()
+    reopened = make_log(path)
+    dup = append(reopened, [b"a"], producer_id=9, producer_epoch=3, base_sequence=0)
+    assert dup.duplicate and reopened.log_end_offset == 1
+
+
+def test_leader_epochs_answer_end_offsets(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    append(log, [b"a", b"b"], epoch=0)
+    append(log, [b"c"], epoch=2)
+    append(log, [b"d"], epoch=2)
+    cache = log.leader_epoch_cache
+    assert cache.entries == [(0, 0), (2, 2)]
+    assert cache.end_offset_for(0, log.log_end_offset) == (0, 2)
+    assert cache.end_offset_for(1, log.log_end_offset) == (0, 2)
+    assert cache.end_offset_for(2, log.log_end_offset) == (2, 4)
+    assert cache.epoch_for_offset(3) == 2
+    with open(os.path.join(log.dir, "leader-epoch-checkpoint")) as f:
+        assert f.read() == "0\n2\n0 0\n2 2\n"
+
+
+def test_delete_records_moves_the_start_and_drops_whole_segments(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "300"})
+    for i in range(20):
+        append(log, [f"value-{i}".encode() * 5])
+    log.high_watermark = log.log_end_offset
+    second_base = log.segments[1].base_offset
+    assert log.delete_records_before(second_base + 1) == second_base + 1
+    assert log.segments[0].base_offset == second_base
+    with pytest.raises(KafkaError):
+        log.read(second_base, 1000)
+    assert read_values(log, second_base + 1)[0][0] == second_base + 1
+
+
+def test_truncate_to_removes_later_offsets(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "300"})
+    for i in range(20):
+        append(log, [f"value-{i}".encode() * 5])
+    log.truncate_to(7)
+    assert log.log_end_offset == 7
+    assert [o for o, _ in read_values(log)] == list(range(7))
+    assert append(log, [b"new"]).first_offset == 7
+
+
+def test_log_manager_marks_clean_shutdown_and_checkpoints(tmp_path) -> None:
+    d = str(tmp_path / "logs")
+    manager = LogManager([d], now_ms=0)
+    manager.discover()
+    log = manager.load_log(("t", 0), LogConfig.resolve(), None, 0)
+    append(log, [b"a"])
+    manager.started()
+    assert not manager.clean_shutdown[os.path.abspath(d)]
+    manager.shutdown()
+    assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    with open(os.path.join(d, "recovery-point-offset-checkpoint")) as f:
+        assert f.read() == "0\n1\nt 0 1\n"
+    again = LogManager([d], now_ms=0)
+    assert again.clean_shutdown[os.path.abspath(d)]
+    assert set(again.discover()) == {("t", 0)}
