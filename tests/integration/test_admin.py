@@ -155,7 +155,8 @@ def test_auto_create_can_be_disabled(make_ottla) -> None:
     node = make_ottla(**{"auto.create.topics.enable": "false"})
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g"})
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "g",
+                         "enable.auto.commit": False})
     md = consumer.list_topics("never-made", timeout=10)
     assert md.topics["never-made"].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     consumer.close()
