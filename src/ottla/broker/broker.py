@@ -55,6 +55,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.producer_ids = ProducerIdManager(node_id, controller)
         self.broker_epoch = -1
+        self.group_coordinator: Any = None
+        """The GroupCoordinatorService, set by the node."""
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -91,6 +91,13 @@ class ReplicaManager:
             self._notify((partition.topic, partition.index))
         return info
 
+    def append_internal(self, partition: Partition, batch: bytearray, header: Any,
+                        now_ms: int) -> AppendInfo:
+        """Append a batch the broker built itself (a coordinator's records)."""
+        info = partition.append_as_leader(batch, header, now_ms, -1, 1)
+        self._notify((partition.topic, partition.index))
+        return info
+
     # --- watchers (long-polling fetches) ---------------------------------------------
 
     def watch(self, keys: list[TopicPartition], callback: Callable[[], None]

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.handlers import load_all
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.controller.quorum_controller import ControllerResult, QuorumController
@@ -73,9 +74,12 @@ class Node:
         self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
                              image=self.image, replica_manager=self.replica_manager,
                              controller=self.driver, clock=self.clock)
+        self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
+        self.broker.group_coordinator = self.group_coordinator
         self.replica_manager.apply_metadata(self.image, now)
         self.log_manager.delete_stray(set(self.replica_manager.partitions))
         self.log_manager.started()
+        self.group_coordinator.on_metadata(now)
 
         if self.raft.end_offset == 0:
             await self.driver.submit(lambda c: ControllerResult(c.bootstrap_records()))
@@ -126,7 +130,9 @@ class Node:
             self.image.replay(record, offset)
             touched = touched or isinstance(record, _TOPIC_RECORDS)
         if touched:
-            self.replica_manager.apply_metadata(self.image, self.now_ms())
+            now = self.now_ms()
+            self.replica_manager.apply_metadata(self.image, now)
+            self.group_coordinator.on_metadata(now)
 
     def _on_fault(self, error: BaseException) -> None:
         """A metadata write failed: the node cannot go on safely; stop it."""
@@ -177,6 +183,8 @@ class Node:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        if hasattr(self, "group_coordinator"):
+            self.group_coordinator.shutdown()
         if hasattr(self, "log_manager"):
             self.log_manager.shutdown()
         if hasattr(self, "raft"):

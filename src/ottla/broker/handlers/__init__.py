@@ -44,6 +44,7 @@ def load_all() -> dict[int, ApiSpec]:
         api_versions,
         configs,
         fetch,
+        groups,
         list_offsets,
         metadata,
         produce,

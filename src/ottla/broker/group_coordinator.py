@@ -1,0 +1,218 @@
+"""The group coordinator service on a broker (Kafka's GroupCoordinatorService).
+
+It hashes group ids to ``__consumer_offsets`` partitions, creates that topic on first use,
+loads a shard for every partition this broker leads (and unloads the rest), drives the
+runtime's timers from the event loop, and turns the runtime's reply callbacks into
+awaitables for the request handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ottla.controller.quorum_controller import NewTopic
+from ottla.coordinator.group import records as rec
+from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from ottla.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """Kafka's Utils.abs(groupId.hashCode()) % partitions."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+class LogPartitionWriter:
+    """The runtime's view of ``__consumer_offsets`` through the replica manager."""
+
+    def __init__(self, replica_manager: Any, image: Callable[[], Any]) -> None:
+        self.replica_manager = replica_manager
+        self.image = image
+
+    def _partition(self, tp: tuple[str, int]) -> Any:
+        return self.replica_manager.require(tp[0], tp[1], self.image())
+
+    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+        partition = self._partition(tp)
+        batch = bytearray(build_batch([rec.encode(r) for r in records], timestamp=now_ms))
+        self.replica_manager.append_internal(partition, batch, read_header(batch), now_ms)
+        return partition.log.log_end_offset
+
+    def high_watermark(self, tp: tuple[str, int]) -> int:
+        return self._partition(tp).high_watermark
+
+    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+        log_ = self._partition(tp).log
+        offset = log_.log_start_offset
+        while offset < log_.log_end_offset:
+            read = log_.read(offset, 1 << 20, None, True)
+            if read.records is None:
+                break
+            data = read.records.read()
+            if not data:
+                break
+            for position, header in scan_batches(data):
+                if header.is_control:
+                    offset = header.next_offset
+                    continue
+                for record in decode_records(data, position, header):
+                    if record.key is not None and record.offset >= offset:
+                        yield record.offset, rec.decode(record.key, record.value)
+                offset = header.next_offset
+
+
+class GroupCoordinatorService:
+    def __init__(self, broker: Any, config: Any) -> None:
+        self.broker = broker
+        self.num_partitions: int = config["offsets.topic.num.partitions"]
+        self.replication_factor: int = config["offsets.topic.replication.factor"]
+        self.segment_bytes: int = config["offsets.topic.segment.bytes"]
+        self.group_config = GroupConfig.from_config(config)
+        self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
+            LogPartitionWriter(broker.replica_manager, lambda: broker.image),
+            lambda ctx: GroupCoordinatorShard(ctx, self.group_config))
+        self.runtime.on_timer_change = self._timer_changed
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._creating: asyncio.Future[Any] | None = None
+
+    # --- where groups live ---------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> tuple[str, int]:
+        return OFFSETS_TOPIC, partition_for(group_id, self.num_partitions)
+
+    def coordinator_for(self, group_id: str) -> int:
+        """The node leading the group's partition, creating the topic if needed; raises
+        KafkaError(COORDINATOR_NOT_AVAILABLE) while it is not ready."""
+        topic = self.broker.image.topics_by_name.get(OFFSETS_TOPIC)
+        if topic is None:
+            self._create_topic()
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "The coordinator is not available")
+        _, index = self.partition_for(group_id)
+        registration = topic.partitions.get(index)
+        if registration is None or registration.leader < 0:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "The coordinator is not available")
+        return registration.leader
+
+    def _create_topic(self) -> None:
+        if self._creating is not None and not self._creating.done():
+            return
+        brokers = len(self.broker.image.live_brokers())
+        if brokers < self.replication_factor:
+            log.warning("Cannot create %s: offsets.topic.replication.factor is %d but only %d "
+                        "brokers are alive", OFFSETS_TOPIC, self.replication_factor, brokers)
+            return
+        topic = NewTopic(OFFSETS_TOPIC, self.num_partitions, self.replication_factor,
+                         configs={"cleanup.policy": "compact",
+                                  "compression.type": "producer",
+                                  "segment.bytes": str(self.segment_bytes)})
+        self._creating = asyncio.ensure_future(
+            self.broker.controller.submit(lambda c: c.create_topics([topic])))
+
+    # --- following leadership ------------------------------------------------------------
+
+    def on_metadata(self, now_ms: int) -> None:
+        """Load shards for the offsets partitions this broker now leads; unload the rest."""
+        led = {tp for tp, p in self.broker.replica_manager.partitions.items()
+               if tp[0] == OFFSETS_TOPIC and p.is_leader}
+        for tp in list(self.runtime.contexts):
+            if tp not in led:
+                self.runtime.unload(tp)
+        for tp in sorted(led):
+            if tp not in self.runtime.contexts:
+                self.runtime.load(tp, now_ms)
+
+    def shutdown(self) -> None:
+        for tp in list(self.runtime.contexts):
+            self.runtime.unload(tp)
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # --- operations ------------------------------------------------------------------------
+
+    def write(self, group_id: str, operation: Callable[[GroupCoordinatorShard, int],
+                                                       CoordinatorResult],
+              reply_with_callback: bool = False) -> asyncio.Future[Any]:
+        """Run a write on the group's shard; the future resolves to the response once its
+        records are committed, or raises the KafkaError the operation failed with."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def reply(response: Any) -> None:
+            if future.done():
+                return
+            if isinstance(response, KafkaError):
+                future.set_exception(response)
+            else:
+                future.set_result(response)
+
+        tp = self.partition_for(group_id)
+        self.coordinator_for(group_id)
+        if reply_with_callback:
+            self.runtime.write(tp, lambda shard, now: operation(shard, now, reply), reply,
+                               self.broker.now_ms())
+        else:
+            self.runtime.write(tp, operation, reply, self.broker.now_ms())
+        return future
+
+    def read(self, group_id: str, operation: Callable[[GroupCoordinatorShard], Any]) -> Any:
+        self.coordinator_for(group_id)
+        return self.runtime.read(self.partition_for(group_id), operation)
+
+    def shards(self) -> list[GroupCoordinatorShard]:
+        """Every active shard (for ListGroups)."""
+        result = []
+        for tp in self.runtime.contexts:
+            try:
+                result.append(self.runtime.active(tp).shard)
+            except KafkaError:
+                continue
+        return result
+
+    # --- timers ---------------------------------------------------------------------------
+
+    def _timer_changed(self, deadline: int) -> None:
+        if self._timer_deadline is not None and self._timer_deadline <= deadline and \
+                self._timer is not None:
+            return
+        self._arm(deadline)
+
+    def _arm(self, deadline: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (deadline - self.broker.now_ms()) / 1000)
+        self._timer_deadline = deadline
+        self._timer = loop.call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        try:
+            self.runtime.poll(self.broker.now_ms())
+        except Exception:
+            log.exception("A group coordinator timer failed")
+        following = self.runtime.next_deadline()
+        if following is not None and (self._timer_deadline is None
+                                      or following < self._timer_deadline):
+            self._arm(following)

@@ -1,0 +1,249 @@
+"""The group APIs: FindCoordinator, the classic protocol (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete) and group administration
+(ListGroups, DescribeGroups, DeleteGroups). Each request is routed to the shard of the
+group's ``__consumer_offsets`` partition; errors of the routing itself (NOT_COORDINATOR,
+COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) are answered here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.broker.handlers.metadata import leader_endpoint
+from ottla.coordinator.group.shard import JoinRequest
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import ms
+
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+SHARE_KEY = 2
+
+
+# --- FindCoordinator --------------------------------------------------------------------
+
+def _find(broker: Any, ctx: Any, key_type: int, key: str) -> dict[str, Any]:
+    result = {"key": key, "node_id": -1, "host": "", "port": -1,
+              "error_code": ErrorCode.none, "error_message": None}
+    try:
+        if key_type != GROUP_KEY:
+            if key_type in (TRANSACTION_KEY, SHARE_KEY):
+                raise KafkaError(ErrorCode.coordinator_not_available,
+                                 "Transactions and share groups are not served yet")
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown key type {key_type}")
+        if not key:
+            raise KafkaError(ErrorCode.invalid_request, "The group id is empty")
+        leader = broker.group_coordinator.coordinator_for(key)
+        endpoint = leader_endpoint(broker.image, leader, ctx.listener_name)
+        if endpoint is None:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "The coordinator is not available")
+        result.update(node_id=leader, host=endpoint["host"], port=endpoint["port"])
+    except KafkaError as e:
+        result.update(error_code=e.code, error_message=e.message)
+    return result
+
+
+@handles(ApiKey.FIND_COORDINATOR, 0, 6)
+def handle_find_coordinator(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    key_type = getattr(req, "key_type", GROUP_KEY)
+    if ctx.api_version >= 4:
+        return {"throttle_time": 0, "coordinators": [
+            _find(broker, ctx, key_type, key) for key in req.coordinator_keys]}
+    found = _find(broker, ctx, key_type, req.key)
+    del found["key"]
+    return {"throttle_time": 0, **found}
+
+
+def _protocol_strings(response: dict[str, Any], version: int, names: tuple[str, ...]) -> None:
+    """Old versions have non-nullable strings where newer ones send null."""
+    for name in names:
+        if response.get(name) is None:
+            response[name] = ""
+
+
+# --- the classic protocol ----------------------------------------------------------------
+
+@handles(ApiKey.JOIN_GROUP, 0, 9)
+async def handle_join_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    session_timeout = ms(req.session_timeout)
+    rebalance_timeout = ms(req.rebalance_timeout) if version >= 1 else session_timeout
+    join = JoinRequest(
+        group_id=req.group_id, member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        session_timeout_ms=session_timeout, rebalance_timeout_ms=rebalance_timeout,
+        client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}", version=version)
+    try:
+        response = await broker.group_coordinator.write(
+            req.group_id, lambda shard, now, reply: shard.join_group(now, join, reply),
+            reply_with_callback=True)
+    except KafkaError as e:
+        response = {"throttle_time": 0, "error_code": e.code, "generation_id": -1,
+                    "protocol_type": None, "protocol_name": None, "leader": "",
+                    "skip_assignment": False, "member_id": req.member_id, "members": []}
+    if version < 7:
+        _protocol_strings(response, version, ("protocol_name",))
+    return response
+
+
+@handles(ApiKey.SYNC_GROUP, 0, 5)
+async def handle_sync_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
+    try:
+        return await broker.group_coordinator.write(
+            req.group_id, lambda shard, now, reply: shard.sync_group(
+                now, req.group_id, req.generation_id, req.member_id,
+                getattr(req, "group_instance_id", None), getattr(req, "protocol_type", None),
+                getattr(req, "protocol_name", None), assignments, reply),
+            reply_with_callback=True)
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
+
+
+@handles(ApiKey.HEARTBEAT, 0, 4)
+async def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    try:
+        error = await broker.group_coordinator.write(
+            req.group_id, lambda shard, now: shard.heartbeat(
+                now, req.group_id, req.generation_id, req.member_id,
+                getattr(req, "group_instance_id", None)))
+    except KafkaError as e:
+        error = e.code
+        if error == ErrorCode.coordinator_load_in_progress:
+            error = ErrorCode.none  # Kafka: do not make clients storm a loading coordinator
+    return {"throttle_time": 0, "error_code": error}
+
+
+@handles(ApiKey.LEAVE_GROUP, 0, 5)
+async def handle_leave_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    if version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        members = [(req.member_id, None)]
+    try:
+        error, results = await broker.group_coordinator.write(
+            req.group_id, lambda shard, now: shard.leave_group(now, req.group_id, members))
+    except KafkaError as e:
+        error, results = e.code, []
+    if version < 3 and error == ErrorCode.none and results:
+        error = results[0][2]
+    return {"throttle_time": 0, "error_code": error, "members": [
+        {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
+        for member_id, instance_id, code in results]}
+
+
+# --- offsets --------------------------------------------------------------------------------
+
+@handles(ApiKey.OFFSET_COMMIT, 2, 9)
+async def handle_offset_commit(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    offsets = [(t.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+               for t in req.topics for p in t.partitions]
+    try:
+        results = await broker.group_coordinator.write(
+            req.group_id, lambda shard, now: shard.commit_offsets(
+                now, req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                getattr(req, "group_instance_id", None), offsets, version))
+    except KafkaError as e:
+        results = {(t, p): e.code for t, p, *_ in offsets}
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": results[(t.name, p.partition_index)]} for p in t.partitions]}
+        for t in req.topics]}
+
+
+def _fetch_group(broker: Any, group_id: str, topics: Any) -> dict[str, Any]:
+    requested = None if topics is None else \
+        [(t.name, list(t.partition_indexes)) for t in topics]
+    try:
+        found = broker.group_coordinator.read(
+            group_id, lambda shard: shard.fetch_offsets(group_id, requested))
+        error = ErrorCode.none
+    except KafkaError as e:
+        error = e.code
+        found = [(name, [(p, -1, -1, "") for p in parts]) for name, parts in requested or []]
+    return {"group_id": group_id, "error_code": error, "topics": [
+        {"name": name, "partitions": [
+            {"partition_index": p, "committed_offset": offset,
+             "committed_leader_epoch": epoch, "metadata": metadata,
+             "error_code": ErrorCode.none} for p, offset, epoch, metadata in parts]}
+        for name, parts in found]}
+
+
+@handles(ApiKey.OFFSET_FETCH, 1, 9)
+def handle_offset_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    if ctx.api_version >= 8:
+        return {"throttle_time": 0, "groups": [
+            _fetch_group(broker, g.group_id, g.topics) for g in req.groups]}
+    group = _fetch_group(broker, req.group_id, req.topics)
+    return {"throttle_time": 0, "topics": group["topics"], "error_code": group["error_code"]}
+
+
+@handles(ApiKey.OFFSET_DELETE, 0, 0)
+async def handle_offset_delete(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    try:
+        error, results = await broker.group_coordinator.write(
+            req.group_id, lambda shard, now: shard.delete_offsets(now, req.group_id, topics))
+    except KafkaError as e:
+        error, results = e.code, {}
+    return {"throttle_time": 0, "error_code": error, "topics": [
+        {"name": name, "partitions": [
+            {"partition_index": p, "error_code": results.get((name, p), ErrorCode.none)}
+            for p in parts]} for name, parts in topics] if error == ErrorCode.none else []}
+
+
+# --- administration ---------------------------------------------------------------------
+
+@handles(ApiKey.LIST_GROUPS, 0, 5)
+def handle_list_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
+    types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
+    groups = []
+    for shard in broker.group_coordinator.shards():
+        groups.extend(shard.list_groups(states, types))
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
+
+
+@handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
+def handle_describe_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    version = ctx.api_version
+    groups = []
+    for group_id in req.groups:
+        try:
+            described = broker.group_coordinator.read(
+                group_id, lambda shard, g=group_id: shard.describe_group(g))
+            if described is None:
+                described = {"error_code": ErrorCode.group_id_not_found if version >= 6
+                             else ErrorCode.none, "group_id": group_id,
+                             "group_state": "Dead", "protocol_type": "", "protocol_data": "",
+                             "members": []}
+        except KafkaError as e:
+            described = {"error_code": e.code, "group_id": group_id, "group_state": "",
+                         "protocol_type": "", "protocol_data": "", "members": []}
+        described["authorized_operations"] = -2147483648
+        described["error_message"] = None
+        groups.append(described)
+    return {"throttle_time": 0, "groups": groups}
+
+
+@handles(ApiKey.DELETE_GROUPS, 0, 2)
+async def handle_delete_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    results = []
+    for group_id in req.groups_names:
+        try:
+            outcome = await broker.group_coordinator.write(
+                group_id, lambda shard, now, g=group_id: shard.delete_groups(now, [g]))
+            error = outcome[group_id]
+        except KafkaError as e:
+            error = e.code
+        results.append({"group_id": group_id, "error_code": error})
+    return {"throttle_time": 0, "results": results}

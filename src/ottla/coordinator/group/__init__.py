@@ -1,0 +1,1 @@
+"""The group coordinator: classic and consumer groups and their committed offsets."""

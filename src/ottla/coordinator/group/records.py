@@ -1,0 +1,236 @@
+"""The records of ``__consumer_offsets``, with Kafka's key and value layouts.
+
+Each log record's key is ``int16 key version | key fields`` and its value is ``int16 value
+version | value fields`` (a null value is a tombstone). The key version doubles as the
+record type (seed 000): 0/1 offset commit, 2 classic group metadata, 3, 5, 6, 7, 8 the
+KIP-848 consumer-group records. Layouts follow Kafka's
+``group-coordinator/src/main/resources/common/message/*.json``.
+"""
+
+# No ``from __future__ import annotations``: kio introspects the real field types.
+
+import io
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+
+_INT16 = struct.Struct(">h")
+
+
+def _meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
+    return {"kafka_type": kafka_type} if tag is None else {"kafka_type": kafka_type, "tag": tag}
+
+
+class _Key:
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = False
+    __version__: ClassVar[int]
+
+
+class _Value:
+    __type__: ClassVar = EntityType.data
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+
+
+# --- offsets ----------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitKey(_Key):
+    __version__: ClassVar[int] = 1
+    group: str = field(metadata=_meta("string"))
+    topic: str = field(metadata=_meta("string"))
+    partition: int = field(metadata=_meta("int32"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetCommitValue(_Value):
+    __flexible__: ClassVar[bool] = False
+    __version__: ClassVar[int] = 3
+    offset: int = field(metadata=_meta("int64"))
+    leader_epoch: int = field(metadata=_meta("int32"), default=-1)
+    metadata: str = field(metadata=_meta("string"), default="")
+    commit_timestamp: int = field(metadata=_meta("int64"))
+
+
+# --- classic groups ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMetadataKey(_Key):
+    __version__: ClassVar[int] = 2
+    group: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemberMetadata:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = False
+    __version__: ClassVar[int] = 3
+    member_id: str = field(metadata=_meta("string"))
+    group_instance_id: str | None = field(metadata=_meta("string"), default=None)
+    client_id: str = field(metadata=_meta("string"))
+    client_host: str = field(metadata=_meta("string"))
+    rebalance_timeout: int = field(metadata=_meta("int32"), default=-1)
+    session_timeout: int = field(metadata=_meta("int32"))
+    subscription: bytes = field(metadata=_meta("bytes"))
+    assignment: bytes = field(metadata=_meta("bytes"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMetadataValue(_Value):
+    __flexible__: ClassVar[bool] = False
+    __version__: ClassVar[int] = 3
+    protocol_type: str = field(metadata=_meta("string"))
+    generation: int = field(metadata=_meta("int32"))
+    protocol: str | None = field(metadata=_meta("string"))
+    leader: str | None = field(metadata=_meta("string"))
+    current_state_timestamp: int = field(metadata=_meta("int64"), default=-1)
+    members: tuple[MemberMetadata, ...] = ()
+
+
+# --- consumer groups (KIP-848) ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupMetadataKey(_Key):
+    __version__: ClassVar[int] = 3
+    group_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupMetadataValue(_Value):
+    epoch: int = field(metadata=_meta("int32"))
+    metadata_hash: int = field(metadata=_meta("int64", tag=0), default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupMemberMetadataKey(_Key):
+    __version__: ClassVar[int] = 5
+    group_id: str = field(metadata=_meta("string"))
+    member_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupMemberMetadataValue(_Value):
+    instance_id: str | None = field(metadata=_meta("string"), default=None)
+    rack_id: str | None = field(metadata=_meta("string"), default=None)
+    client_id: str = field(metadata=_meta("string"))
+    client_host: str = field(metadata=_meta("string"))
+    subscribed_topic_names: tuple[str, ...] = field(metadata=_meta("string"), default=())
+    subscribed_topic_regex: str | None = field(metadata=_meta("string"), default=None)
+    rebalance_timeout_ms: int = field(metadata=_meta("int32"), default=-1)
+    server_assignor: str | None = field(metadata=_meta("string"), default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupTargetAssignmentMetadataKey(_Key):
+    __version__: ClassVar[int] = 6
+    group_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupTargetAssignmentMetadataValue(_Value):
+    assignment_epoch: int = field(metadata=_meta("int32"))
+    assignment_timestamp: int = field(metadata=_meta("int64", tag=0), default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPartitions:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+    partitions: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupTargetAssignmentMemberKey(_Key):
+    __version__: ClassVar[int] = 7
+    group_id: str = field(metadata=_meta("string"))
+    member_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupTargetAssignmentMemberValue(_Value):
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupCurrentMemberAssignmentKey(_Key):
+    __version__: ClassVar[int] = 8
+    group_id: str = field(metadata=_meta("string"))
+    member_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupCurrentMemberAssignmentValue(_Value):
+    member_epoch: int = field(metadata=_meta("int32"))
+    previous_member_epoch: int = field(metadata=_meta("int32"))
+    state: int = field(metadata=_meta("int8"))
+    assigned_partitions: tuple[TopicPartitions, ...] = ()
+    partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
+
+
+# --- framing ------------------------------------------------------------------------------
+
+KEY_TYPES: dict[int, type] = {0: OffsetCommitKey, 1: OffsetCommitKey, 2: GroupMetadataKey,
+                              3: ConsumerGroupMetadataKey, 5: ConsumerGroupMemberMetadataKey,
+                              6: ConsumerGroupTargetAssignmentMetadataKey,
+                              7: ConsumerGroupTargetAssignmentMemberKey,
+                              8: ConsumerGroupCurrentMemberAssignmentKey}
+VALUE_TYPES: dict[type, type] = {
+    OffsetCommitKey: OffsetCommitValue, GroupMetadataKey: GroupMetadataValue,
+    ConsumerGroupMetadataKey: ConsumerGroupMetadataValue,
+    ConsumerGroupMemberMetadataKey: ConsumerGroupMemberMetadataValue,
+    ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroupTargetAssignmentMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
+}
+_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values())
+_writers = {cls: entity_writer(cls) for cls in _ALL}
+_readers = {cls: entity_reader(cls) for cls in _ALL}
+
+
+class UnknownRecord(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """A key and its value; ``value is None`` is a tombstone."""
+
+    key: Any
+    value: Any | None
+
+
+def _encode(entity: Any, version: int) -> bytes:
+    buf = io.BytesIO()
+    buf.write(_INT16.pack(version))
+    _writers[type(entity)](buf, entity)
+    return buf.getvalue()
+
+
+def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
+    key = _encode(record.key, type(record.key).__version__)
+    value = None if record.value is None else _encode(record.value,
+                                                       type(record.value).__version__)
+    return key, value
+
+
+def decode(key: bytes, value: bytes | None) -> CoordinatorRecord:
+    (key_version,) = _INT16.unpack_from(key, 0)
+    key_cls = KEY_TYPES.get(key_version)
+    if key_cls is None:
+        raise UnknownRecord(f"unknown __consumer_offsets key version {key_version}")
+    decoded_key, _ = _readers[key_cls](key, 2)
+    if value is None:
+        return CoordinatorRecord(decoded_key, None)
+    value_cls = VALUE_TYPES[key_cls]
+    (value_version,) = _INT16.unpack_from(value, 0)
+    if value_version != value_cls.__version__:
+        raise UnknownRecord(f"{value_cls.__name__} version {value_version} is not supported")
+    decoded_value, _ = _readers[value_cls](value, 2)
+    return CoordinatorRecord(decoded_key, decoded_value)

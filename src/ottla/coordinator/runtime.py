@@ -1,0 +1,276 @@
+"""The coordinator runtime: one state machine (a shard) per partition of an internal topic.
+
+This is Kafka's CoordinatorRuntime (seed 000), sans-I/O. A write operation is a function
+of the shard's state to records and a response; the runtime applies the records through
+the shard's ``replay`` (the same path that loads a partition), appends them to the
+partition as one batch, and releases the response only once the partition's high
+watermark has passed them, so an acknowledged commit or join survives a coordinator
+failover. Responses a shard completes later (a parked JoinGroup answered when the
+rebalance barrier closes) are released the same way: at the log end of the event that
+completed them.
+
+Timers (session, rebalance, join, sync, expiration) are scheduled by shards and fire as
+write operations on their shard. The runtime never reads the clock: its driver passes
+``now_ms`` into every call and calls ``poll`` when the earliest deadline is due.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Reply = Callable[[Any], None]
+S = TypeVar("S", bound="CoordinatorShard")
+
+
+DEFERRED: Any = object()
+"""A write operation's response when the shard answers later, through ``respond``."""
+
+
+class CoordinatorState(enum.Enum):
+    LOADING = "LOADING"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    CLOSED = "CLOSED"
+
+
+@dataclass(slots=True)
+class CoordinatorResult:
+    """What a write operation produces. ``replay=False`` is for state the handler already
+    changed in memory (Kafka's classic groups do this); the records are still written."""
+
+    records: list[Any] = field(default_factory=list)
+    response: Any = None
+    replay: bool = True
+
+
+class PartitionWriter(Protocol):
+    """How the runtime reaches the partitions' logs (the replica manager, or a simulation)."""
+
+    def append(self, tp: TopicPartition, records: list[Any], now_ms: int) -> int:
+        """Append records as one batch; return the log end offset after them."""
+
+    def high_watermark(self, tp: TopicPartition) -> int: ...
+
+    def read(self, tp: TopicPartition) -> Iterable[tuple[int, Any]]:
+        """Every (offset, record) in the partition, for loading."""
+
+
+class CoordinatorShard(Protocol):
+    def replay(self, offset: int, record: Any) -> None: ...
+
+    def on_loaded(self, now_ms: int) -> None: ...
+
+    def on_unloaded(self) -> None: ...
+
+
+class ShardContext:
+    """What a shard may ask of the runtime: timers and late responses."""
+
+    def __init__(self, runtime: CoordinatorRuntime[Any], tp: TopicPartition) -> None:
+        self._runtime = runtime
+        self.tp = tp
+        self._deferred: list[tuple[Reply, Any]] = []
+
+    def respond(self, reply: Reply, response: Any) -> None:
+        """Answer a parked request once what this event wrote is committed."""
+        self._deferred.append((reply, response))
+
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[Any, int], Any]) -> None:
+        """Run ``operation(shard, now_ms)`` as a write after ``delay_ms``; replaces a timer
+        with the same key."""
+        self._runtime._schedule(self.tp, key, delay_ms, operation)
+
+    def cancel(self, key: str) -> None:
+        self._runtime._cancel(self.tp, key)
+
+    def is_scheduled(self, key: str) -> bool:
+        return (self.tp, key) in self._runtime._timers
+
+
+@dataclass(slots=True)
+class _Context(Generic[S]):
+    tp: TopicPartition
+    state: CoordinatorState
+    shard: S
+    ctx: ShardContext
+    pending: list[tuple[int, Reply, Any]] = field(default_factory=list)
+    """Responses waiting for the high watermark: (offset, reply, response)."""
+    last_written: int = 0
+    """The log end after this shard's last write; a response waits for it."""
+
+
+class CoordinatorRuntime(Generic[S]):
+    def __init__(self, writer: PartitionWriter, shard_factory: Callable[[ShardContext], S]
+                 ) -> None:
+        self.writer = writer
+        self.shard_factory = shard_factory
+        self.contexts: dict[TopicPartition, _Context[S]] = {}
+        self._timers: dict[tuple[TopicPartition, str], tuple[int, int]] = {}
+        self._heap: list[tuple[int, int, TopicPartition, str, Callable[[Any, int], Any]]] = []
+        self._seq = itertools.count()
+        self.now_ms = 0
+        self.on_timer_change: Callable[[int], None] = lambda deadline: None
+        """The driver's hook: the earliest deadline may have moved to ``deadline``."""
+
+    # --- partitions coming and going ------------------------------------------------
+
+    def load(self, tp: TopicPartition, now_ms: int) -> None:
+        """Become the coordinator of ``tp``: build a fresh shard and replay the partition."""
+        self.now_ms = now_ms
+        self.unload(tp)
+        ctx = ShardContext(self, tp)
+        context = _Context(tp, CoordinatorState.LOADING, self.shard_factory(ctx), ctx)
+        self.contexts[tp] = context
+        count = 0
+        try:
+            for offset, record in self.writer.read(tp):
+                context.shard.replay(offset, record)
+                context.last_written = offset + 1
+                count += 1
+        except Exception:
+            log.exception("Loading coordinator partition %s-%d failed", *tp)
+            context.state = CoordinatorState.FAILED
+            return
+        context.state = CoordinatorState.ACTIVE
+        context.shard.on_loaded(now_ms)
+        self._release(context)
+        log.debug("Loaded coordinator partition %s-%d (%d records)", tp[0], tp[1], count)
+
+    def unload(self, tp: TopicPartition) -> None:
+        context = self.contexts.pop(tp, None)
+        if context is None:
+            return
+        context.state = CoordinatorState.CLOSED
+        for key in [k for k in self._timers if k[0] == tp]:
+            del self._timers[key]
+        context.shard.on_unloaded()
+        for _, reply, _ in context.pending:
+            reply(KafkaError(ErrorCode.not_coordinator, "The coordinator moved"))
+        context.pending.clear()
+
+    def active(self, tp: TopicPartition) -> _Context[S]:
+        context = self.contexts.get(tp)
+        if context is None or context.state is CoordinatorState.CLOSED:
+            raise KafkaError(ErrorCode.not_coordinator, "This is not the coordinator")
+        if context.state is CoordinatorState.LOADING:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             "The coordinator is loading")
+        if context.state is CoordinatorState.FAILED:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "The coordinator failed to load")
+        return context
+
+    # --- operations -------------------------------------------------------------------
+
+    def write(self, tp: TopicPartition, operation: Callable[[S, int], CoordinatorResult],
+              reply: Reply, now_ms: int) -> None:
+        """Run a write operation; ``reply`` gets its response (or a KafkaError) once its
+        records are committed. Raises KafkaError if ``tp`` is not an active shard."""
+        context = self.active(tp)
+        self.now_ms = max(self.now_ms, now_ms)
+        self._run(context, operation, reply)
+
+    def read(self, tp: TopicPartition, operation: Callable[[S], Any]) -> Any:
+        """Run a read against the shard's state. On a single replica every applied record
+        is committed as soon as it is appended, so the live state is the committed one."""
+        return operation(self.active(tp).shard)
+
+    def _run(self, context: _Context[S], operation: Callable[[S, int], Any],
+             reply: Reply | None) -> None:
+        shard = context.shard
+        try:
+            result = operation(shard, self.now_ms)
+        except KafkaError as e:
+            if reply is not None:
+                reply(e)
+            self._flush_deferred(context, context.last_written)
+            return
+        if result is None:
+            result = CoordinatorResult()
+        end = None
+        if result.records:
+            if result.replay:
+                for record in result.records:
+                    shard.replay(-1, record)
+            try:
+                end = self.writer.append(context.tp, result.records, self.now_ms)
+            except KafkaError as e:
+                # The in-memory state may now be ahead of the log: rebuild it from the log.
+                log.error("Coordinator write to %s-%d failed (%s); reloading", *context.tp,
+                          e.message)
+                if reply is not None:
+                    reply(e)
+                self.load(context.tp, self.now_ms)
+                return
+        if end is None:
+            end = context.last_written  # what earlier writes appended must be committed
+        context.last_written = end
+        if reply is not None and result.response is not DEFERRED:
+            context.pending.append((end, reply, result.response))
+        self._flush_deferred(context, end)
+        self._release(context)
+
+    def _flush_deferred(self, context: _Context[S], end: int) -> None:
+        for reply, response in context.ctx._deferred:
+            context.pending.append((end, reply, response))
+        context.ctx._deferred.clear()
+
+    def _release(self, context: _Context[S]) -> None:
+        hw = self.writer.high_watermark(context.tp)
+        ready = [p for p in context.pending if p[0] <= hw]
+        if not ready:
+            return
+        context.pending = [p for p in context.pending if p[0] > hw]
+        for _, reply, response in ready:
+            reply(response)
+
+    def on_high_watermark(self, tp: TopicPartition) -> None:
+        """The partition's high watermark moved (replication): release what it covers."""
+        context = self.contexts.get(tp)
+        if context is not None:
+            self._release(context)
+
+    # --- timers -------------------------------------------------------------------------
+
+    def _schedule(self, tp: TopicPartition, key: str, delay_ms: int,
+                  operation: Callable[[Any, int], Any]) -> None:
+        deadline = self.now_ms + max(0, delay_ms)
+        seq = next(self._seq)
+        self._timers[(tp, key)] = (deadline, seq)
+        heapq.heappush(self._heap, (deadline, seq, tp, key, operation))
+        self.on_timer_change(deadline)
+
+    def _cancel(self, tp: TopicPartition, key: str) -> None:
+        self._timers.pop((tp, key), None)
+
+    def next_deadline(self) -> int | None:
+        while self._heap:
+            deadline, seq, tp, key, _ = self._heap[0]
+            if self._timers.get((tp, key)) == (deadline, seq):
+                return deadline
+            heapq.heappop(self._heap)  # cancelled or replaced
+        return None
+
+    def poll(self, now_ms: int) -> None:
+        """Fire every timer due at ``now_ms``, each as a write on its shard."""
+        self.now_ms = max(self.now_ms, now_ms)
+        while self._heap and self._heap[0][0] <= self.now_ms:
+            deadline, seq, tp, key, operation = heapq.heappop(self._heap)
+            if self._timers.get((tp, key)) != (deadline, seq):
+                continue
+            del self._timers[(tp, key)]
+            context = self.contexts.get(tp)
+            if context is None or context.state is not CoordinatorState.ACTIVE:
+                continue
+            self._run(context, operation, None)
