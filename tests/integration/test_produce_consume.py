@@ -103,9 +103,7 @@ def test_confluent_kafka_round_trip_with_each_codec(node, codec: str) -> None:
             assert (headers, ts) == by_key[(key, value)]
     # Same key, same partition, in produce order:
     assert len({p for p, rows in got.items() for r in rows if r[1] == b"key-5"}) == 1
-    if codec not in ("none", "lz4"):
-        # librdkafka only uses lz4 with brokers that advertise FindCoordinator (its LZ4
-        # feature check); until the group coordinator lands it sends lz4 data uncompressed.
+    if codec != "none":
         assert CODEC_IDS[codec] in on_disk_codecs(node, topic)
 
 
