@@ -15,6 +15,7 @@ from typing import Any
 
 from ottla.controller.quorum_controller import NewTopic
 from ottla.coordinator.group import records as rec
+from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
 from ottla.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -86,13 +87,21 @@ class GroupCoordinatorService:
         self.replication_factor: int = config["offsets.topic.replication.factor"]
         self.segment_bytes: int = config["offsets.topic.segment.bytes"]
         self.group_config = GroupConfig.from_config(config)
+        self.consumer_config = ConsumerGroupConfig.from_config(config)
         self.runtime: CoordinatorRuntime[GroupCoordinatorShard] = CoordinatorRuntime(
             LogPartitionWriter(broker.replica_manager, lambda: broker.image),
-            lambda ctx: GroupCoordinatorShard(ctx, self.group_config))
+            lambda ctx: GroupCoordinatorShard(ctx, self.group_config, topics=self._topics,
+                                              consumer_config=self.consumer_config))
         self.runtime.on_timer_change = self._timer_changed
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._creating: asyncio.Future[Any] | None = None
+
+    def _topics(self) -> dict[str, tuple[Any, int]]:
+        """User topics of the metadata image: name -> (topic id, partition count)."""
+        return {name: (t.topic_id, len(t.partitions))
+                for name, t in self.broker.image.topics_by_name.items()
+                if not name.startswith("__")}
 
     # --- where groups live ---------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ottla.broker.handlers import handles
 from ottla.broker.handlers.metadata import leader_endpoint
+from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.shard import JoinRequest
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -247,3 +248,48 @@ async def handle_delete_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any
             error = e.code
         results.append({"group_id": group_id, "error_code": error})
     return {"throttle_time": 0, "results": results}
+
+
+# --- the consumer protocol (KIP-848) -----------------------------------------------------
+
+@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
+async def handle_consumer_group_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    owned = None
+    if req.topic_partitions is not None:
+        owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions
+                 if tp.partitions}
+    heartbeat = HeartbeatRequest(
+        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
+        instance_id=req.instance_id, rack_id=req.rack_id,
+        rebalance_timeout_ms=ms(req.rebalance_timeout),
+        subscribed_topic_names=None if req.subscribed_topic_names is None
+        else tuple(req.subscribed_topic_names),
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        server_assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
+        client_host=f"/{ctx.client_host}")
+    try:
+        return await broker.group_coordinator.write(
+            req.group_id, lambda shard, now: shard.consumer_group_heartbeat(now, heartbeat))
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+                "assignment": None}
+
+
+@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
+def handle_consumer_group_describe(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    groups = []
+    for group_id in req.group_ids:
+        try:
+            described = broker.group_coordinator.read(
+                group_id, lambda shard, g=group_id: shard.describe_consumer_group(g))
+            if described is None:
+                raise KafkaError(ErrorCode.group_id_not_found,
+                                 f"Group {group_id} is not a consumer group.")
+        except KafkaError as e:
+            described = {"error_code": e.code, "error_message": e.message,
+                         "group_id": group_id, "group_state": "Dead", "group_epoch": -1,
+                         "assignment_epoch": -1, "assignor_name": "", "members": [],
+                         "authorized_operations": -2147483648}
+        groups.append(described)
+    return {"throttle_time": 0, "groups": groups}

@@ -20,6 +20,12 @@ from typing import Any
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
+from ottla.coordinator.group.consumer_group import ConsumerGroup
+from ottla.coordinator.group.consumer_protocol import (
+    ConsumerGroupConfig,
+    ConsumerGroupHandlers,
+    TopicsView,
+)
 from ottla.coordinator.group.offsets import Offsets, commit_record, tombstone
 from ottla.coordinator.runtime import DEFERRED, CoordinatorResult, Reply, ShardContext
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -99,14 +105,22 @@ def _pending_key(group_id: str, member_id: str) -> str:
 EXPIRE_OFFSETS_KEY = "expire-offsets"
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ConsumerGroupHandlers):
     def __init__(self, ctx: ShardContext, config: GroupConfig,
-                 new_member_id: Callable[[str], str] | None = None) -> None:
+                 new_member_id: Callable[[str], str] | None = None,
+                 topics: TopicsView | None = None,
+                 consumer_config: ConsumerGroupConfig | None = None) -> None:
         self.ctx = ctx
         self.config = config
-        self.groups: dict[str, ClassicGroup] = {}
+        self.consumer_config = consumer_config or ConsumerGroupConfig()
+        self.topics = topics or dict
+        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self.offsets = Offsets()
         self.new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
+
+    def _classic(self, group_id: str) -> ClassicGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ClassicGroup) else None
 
     # --- replay: the one path from records to state --------------------------------------
 
@@ -118,21 +132,26 @@ class GroupCoordinatorShard:
             self.offsets.replay(key, value)
         elif isinstance(key, rec.GroupMetadataKey):
             if value is None:
-                self.groups.pop(key.group, None)
+                if self._classic(key.group) is not None:
+                    del self.groups[key.group]
             else:
                 self.groups[key.group] = ClassicGroup.from_record(key.group, value)
         else:
-            log.debug("Ignoring %s (consumer groups are not served yet)", type(key).__name__)
+            self.replay_consumer(key, value)
 
     def on_loaded(self, now_ms: int) -> None:
         for group in self.groups.values():
-            for member in group.members.values():
-                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+            if isinstance(group, ClassicGroup):
+                for member in group.members.values():
+                    self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.consumer_groups_loaded()
         self.ctx.schedule(EXPIRE_OFFSETS_KEY, self.config.offsets_retention_check_interval_ms,
                           lambda shard, now: shard.expire_offsets(now))
 
     def on_unloaded(self) -> None:
         for group in self.groups.values():
+            if not isinstance(group, ClassicGroup):
+                continue
             for member in group.members.values():
                 for reply in (member.join_reply, member.sync_reply):
                     if reply is not None:
@@ -147,7 +166,12 @@ class GroupCoordinatorShard:
                 <= self.config.max_session_timeout_ms):
             return CoordinatorResult(response=_join_error(req.member_id,
                                                           E.invalid_session_timeout))
-        group = self.groups.get(req.group_id)
+        existing = self.groups.get(req.group_id)
+        if isinstance(existing, ConsumerGroup):
+            # Classic members inside a consumer group (migration) are not served yet.
+            return CoordinatorResult(response=_join_error(req.member_id,
+                                                          E.inconsistent_group_protocol))
+        group = existing
         if group is None:
             if req.member_id:
                 return CoordinatorResult(response=_join_error(req.member_id,
@@ -324,7 +348,7 @@ class GroupCoordinatorShard:
                               remaining: int) -> CoordinatorResult:
         """group.initial.rebalance.delay.ms: wait while new members keep arriving, up to
         the rebalance timeout."""
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or not group.is_in(S.PREPARING_REBALANCE):
             return CoordinatorResult()
         if group.new_member_added and remaining > 0 and delay > 0:
@@ -337,7 +361,7 @@ class GroupCoordinatorShard:
         return CoordinatorResult(self._complete_join(now_ms, group), replay=False)
 
     def _join_expired(self, now_ms: int, group_id: str) -> CoordinatorResult:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or not group.is_in(S.PREPARING_REBALANCE):
             return CoordinatorResult()
         return CoordinatorResult(self._complete_join(now_ms, group), replay=False)
@@ -370,7 +394,7 @@ class GroupCoordinatorShard:
     def _sync_expired(self, now_ms: int, group_id: str, generation: int) -> CoordinatorResult:
         """The leader's assignment did not arrive within the rebalance timeout: drop the
         members that never synced and start over."""
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or group.generation_id != generation or \
                 not group.is_in(S.COMPLETING_REBALANCE):
             return CoordinatorResult()
@@ -384,7 +408,7 @@ class GroupCoordinatorShard:
                    instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: dict[str, bytes],
                    reply: Reply) -> CoordinatorResult:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or group.is_in(S.DEAD):
             return CoordinatorResult(response=_sync_response(E.unknown_member_id))
         error = self._validate_member(group, member_id, instance_id)
@@ -421,7 +445,7 @@ class GroupCoordinatorShard:
 
     def heartbeat(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                   instance_id: str | None) -> CoordinatorResult:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or group.is_in(S.EMPTY):
             return CoordinatorResult(response=E.unknown_member_id)
         if group.is_in(S.DEAD):
@@ -444,7 +468,7 @@ class GroupCoordinatorShard:
                           lambda shard, now: shard._session_expired(now, group_id, member_id))
 
     def _session_expired(self, now_ms: int, group_id: str, member_id: str) -> CoordinatorResult:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or member_id not in group.members:
             return CoordinatorResult()
         log.info("Member %s of group %s has failed (session timeout)", member_id, group_id)
@@ -452,7 +476,7 @@ class GroupCoordinatorShard:
         return CoordinatorResult(self._after_removal(now_ms, group), replay=False)
 
     def _expire_pending(self, now_ms: int, group_id: str, member_id: str) -> CoordinatorResult:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is not None and member_id in group.pending_members:
             group.pending_members.discard(member_id)
             return CoordinatorResult(self._maybe_complete_join(now_ms, group), replay=False)
@@ -483,7 +507,7 @@ class GroupCoordinatorShard:
 
     def leave_group(self, now_ms: int, group_id: str,
                     members: list[tuple[str, str | None]]) -> CoordinatorResult:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None or group.is_in(S.DEAD):
             return CoordinatorResult(response=(E.unknown_member_id, []))
         results = []
@@ -524,7 +548,7 @@ class GroupCoordinatorShard:
         error = self._validate_commit(group_id, generation_id, member_id, instance_id, version)
         if error is not None:
             return CoordinatorResult(response={(t, p): error for t, p, *_ in offsets})
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is not None and member_id in group.members:
             member = group.members[member_id]
             self._schedule_heartbeat(group, member, member.session_timeout_ms)
@@ -547,6 +571,15 @@ class GroupCoordinatorShard:
             if generation_id < 0:
                 return None  # a simple commit creates an empty group
             return E.group_id_not_found if version >= 9 else E.illegal_generation
+        if isinstance(group, ConsumerGroup):
+            if generation_id < 0 and not group.members:
+                return None  # an admin commit to an empty group
+            consumer = group.members.get(member_id)
+            if consumer is None:
+                return E.unknown_member_id
+            if generation_id != consumer.member_epoch:
+                return E.stale_member_epoch if version >= 9 else E.illegal_generation
+            return None
         if group.is_in(S.DEAD):
             return E.coordinator_not_available
         if generation_id < 0 and group.is_in(S.EMPTY):
@@ -582,14 +615,18 @@ class GroupCoordinatorShard:
     def delete_offsets(self, now_ms: int, group_id: str, topics: list[tuple[str, list[int]]]
                        ) -> CoordinatorResult:
         group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
+        if group is None or (isinstance(group, ClassicGroup) and group.is_in(S.DEAD)):
             return CoordinatorResult(response=(E.group_id_not_found, {}))
-        if not group.is_in(S.EMPTY) and group.protocol_type != "consumer":
+        if isinstance(group, ClassicGroup) and not group.is_in(S.EMPTY) and \
+                group.protocol_type != "consumer":
             return CoordinatorResult(response=(E.non_empty_group, {}))
         records = []
         results = {}
         for topic, partitions in topics:
-            subscribed = group.is_subscribed_to(topic)
+            if isinstance(group, ConsumerGroup):
+                subscribed = topic in self._subscribed_names(group, self.topics())
+            else:
+                subscribed = group.is_subscribed_to(topic)
             for p in partitions:
                 if subscribed:
                     results[(topic, p)] = E.group_subscribed_to_topic
@@ -606,14 +643,20 @@ class GroupCoordinatorShard:
         retention = self.config.offsets_retention_ms
         records: list[Any] = []
         for group_id, group in list(self.groups.items()):
+            if isinstance(group, ConsumerGroup):
+                empty = not group.members
+                since_empty = group.state_timestamp_ms
+                subscribed: set[str] | None = self._subscribed_names(group, self.topics())
+            else:
+                empty = group.is_in(S.EMPTY)
+                since_empty = group.current_state_timestamp
+                subscribed = group.subscribed_topics if group.protocol_type == "consumer" \
+                    else None
             expired = []
             for topic, partition, committed in self.offsets.all(group_id):
-                if group.is_in(S.EMPTY):
-                    base = group.current_state_timestamp if group.current_state_timestamp > 0 \
-                        else committed.commit_timestamp_ms
-                    base = max(base, committed.commit_timestamp_ms)
-                elif group.protocol_type == "consumer" and group.subscribed_topics is not None \
-                        and topic not in group.subscribed_topics:
+                if empty:
+                    base = max(since_empty, committed.commit_timestamp_ms)
+                elif subscribed is not None and topic not in subscribed:
                     base = committed.commit_timestamp_ms
                 else:
                     continue
@@ -621,20 +664,29 @@ class GroupCoordinatorShard:
                     expired.append(tombstone(group_id, topic, partition))
             records.extend(expired)
             remaining = sum(1 for _ in self.offsets.all(group_id)) - len(expired)
-            if group.is_in(S.EMPTY) and remaining == 0 and not group.pending_members:
-                records.append(rec.CoordinatorRecord(rec.GroupMetadataKey(group=group_id), None))
+            if empty and remaining == 0:
+                records.extend(self._group_tombstones(group))
         if records:
             log.info("Expiring %d offsets and groups", len(records))
         self.ctx.schedule(EXPIRE_OFFSETS_KEY, self.config.offsets_retention_check_interval_ms,
                           lambda shard, now: shard.expire_offsets(now))
         return CoordinatorResult(records)
 
+    def _group_tombstones(self, group: ClassicGroup | ConsumerGroup
+                          ) -> list[rec.CoordinatorRecord]:
+        if isinstance(group, ConsumerGroup):
+            return [rec.CoordinatorRecord(rec.ConsumerGroupTargetAssignmentMetadataKey(
+                        group_id=group.group_id), None),
+                    rec.CoordinatorRecord(rec.ConsumerGroupMetadataKey(
+                        group_id=group.group_id), None)]
+        return [rec.CoordinatorRecord(rec.GroupMetadataKey(group=group.group_id), None)]
+
     # --- admin ----------------------------------------------------------------------------
 
     def list_groups(self, states: set[str], types: set[str]) -> list[dict[str, Any]]:
         result = []
         for group in self.groups.values():
-            if group.is_in(S.DEAD):
+            if isinstance(group, ClassicGroup) and group.is_in(S.DEAD):
                 continue
             if states and group.state.value.lower() not in states:
                 continue
@@ -646,7 +698,7 @@ class GroupCoordinatorShard:
         return result
 
     def describe_group(self, group_id: str) -> dict[str, Any] | None:
-        group = self.groups.get(group_id)
+        group = self._classic(group_id)
         if group is None:
             return None
         stable = group.is_in(S.STABLE)
@@ -668,14 +720,14 @@ class GroupCoordinatorShard:
         results = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if group is None or group.is_in(S.DEAD):
+            if group is None or (isinstance(group, ClassicGroup) and group.is_in(S.DEAD)):
                 results[group_id] = E.group_id_not_found
                 continue
-            if not group.is_in(S.EMPTY):
+            if group.members if isinstance(group, ConsumerGroup) else not group.is_in(S.EMPTY):
                 results[group_id] = E.non_empty_group
                 continue
             for topic, partition, _ in self.offsets.all(group_id):
                 records.append(tombstone(group_id, topic, partition))
-            records.append(rec.CoordinatorRecord(rec.GroupMetadataKey(group=group_id), None))
+            records.extend(self._group_tombstones(group))
             results[group_id] = E.none
         return CoordinatorResult(records, results)
