@@ -5,6 +5,7 @@ APIs."""
 from __future__ import annotations
 
 import asyncio
+import select
 import subprocess
 import sys
 import textwrap
@@ -52,10 +53,11 @@ class Member:
         self.cooperative = conf.get("partition.assignment.strategy") == "cooperative-sticky"
         self.assigned: set[tuple[str, int]] = set()
         self.revoked: list[set[tuple[str, int]]] = []
+        timeouts = {} if conf.get("group.protocol") == "consumer" else \
+            {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}  # KIP-848: broker side
         self.consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
                                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                  "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                                  **conf})
+                                  **timeouts, **conf})
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -162,6 +164,14 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def read_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """A line of a child's stdout, waiting at most ``timeout`` seconds."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, f"no output from the child within {timeout}s"
+    return proc.stdout.readline().strip()
+
+
 def test_a_member_killed_without_leaving_is_fenced_after_its_session_timeout(ottla,
                                                                             topic) -> None:
     survivor = Member(ottla, "fencing", topic)
@@ -169,8 +179,7 @@ def test_a_member_killed_without_leaving_is_fenced_after_its_session_timeout(ott
                              stdout=subprocess.PIPE, text=True)
     try:
         settle([survivor], PARTITIONS // 2, timeout=45)
-        assert child.stdout is not None
-        assert child.stdout.readline().strip() == "assigned"
+        assert read_line(child, 10) == "assigned"
         child.kill()
         child.wait(10)
         killed_at = time.monotonic()
