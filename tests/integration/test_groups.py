@@ -23,6 +23,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.records import build_batch
 from tests.helpers import WireClient, wait_until
 
 PARTITIONS = 12
@@ -288,6 +290,11 @@ def test_simple_commits_without_joining(ottla, topic) -> None:
     consumer.commit(offsets=[TopicPartition(topic, 3, 42)], asynchronous=False)
     assert consumer.committed([TopicPartition(topic, 3)], timeout=10)[0].offset == 42
     consumer.close()
+    # Clients cannot write into the coordinator's log.
+    with WireClient(ottla.bootstrap) as client:
+        junk = build_batch([(b"junk", b"junk")], timestamp=int(time.time() * 1000))
+        result = client.produce("__consumer_offsets", 0, junk).responses[0]
+        assert result.partition_responses[0].error_code == ErrorCode.invalid_topic_exception
 
 
 def test_kafka_python_group(ottla, topic) -> None:

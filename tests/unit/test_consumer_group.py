@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+import pytest
+
 from ottla.coordinator.group.assignors import MemberSpec, range_, uniform
 from ottla.coordinator.group.consumer_group import (
     ConsumerGroup,
@@ -17,6 +19,7 @@ from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig, Heart
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
 from ottla.coordinator.runtime import CoordinatorRuntime
 from ottla.protocol.errors import ErrorCode as E
+from ottla.protocol.errors import KafkaError
 from tests.unit.test_group_coordinator import TP, MemoryPartition
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
@@ -172,3 +175,20 @@ def test_new_partitions_bump_the_group_epoch() -> None:
     r = s.heartbeat("a", 1, owned={T1: set(range(6))})
     assert s.group().group_epoch == epoch + 1
     assert assigned(r) == set(range(8))
+
+
+def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
+    s = Shard()
+    s.heartbeat("a", 0)
+    shard = s.runtime.active(TP).shard
+    commit = [("orders", 0, 10, -1, None)]
+    replies = []
+    s.runtime.write(TP, lambda sh, now: sh.commit_offsets(now, "g", 0, "a", None, commit, 9),
+                    replies.append, s.now)
+    s.runtime.write(TP, lambda sh, now: sh.commit_offsets(now, "g", 1, "a", None, commit, 9),
+                    replies.append, s.now)
+    assert replies == [{("orders", 0): E.stale_member_epoch}, {("orders", 0): E.none}]
+    assert shard.fetch_offsets("g", [("orders", [0])], "a", 1) == [("orders", [(0, 10, -1, "")])]
+    with pytest.raises(KafkaError) as stale:
+        shard.fetch_offsets("g", [("orders", [0])], "a", 0)
+    assert stale.value.code == E.stale_member_epoch

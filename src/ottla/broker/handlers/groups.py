@@ -161,12 +161,14 @@ async def handle_offset_commit(broker: Any, ctx: Any, req: Any) -> dict[str, Any
         for t in req.topics]}
 
 
-def _fetch_group(broker: Any, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(broker: Any, group_id: str, topics: Any, member_id: str | None = None,
+                 member_epoch: int = -1) -> dict[str, Any]:
     requested = None if topics is None else \
         [(t.name, list(t.partition_indexes)) for t in topics]
     try:
         found = broker.group_coordinator.read(
-            group_id, lambda shard: shard.fetch_offsets(group_id, requested))
+            group_id, lambda shard: shard.fetch_offsets(group_id, requested, member_id,
+                                                        member_epoch))
         error = ErrorCode.none
     except KafkaError as e:
         error = e.code
@@ -183,7 +185,8 @@ def _fetch_group(broker: Any, group_id: str, topics: Any) -> dict[str, Any]:
 def handle_offset_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 8:
         return {"throttle_time": 0, "groups": [
-            _fetch_group(broker, g.group_id, g.topics) for g in req.groups]}
+            _fetch_group(broker, g.group_id, g.topics, getattr(g, "member_id", None),
+                         getattr(g, "member_epoch", -1)) for g in req.groups]}
     group = _fetch_group(broker, req.group_id, req.topics)
     return {"throttle_time": 0, "topics": group["topics"], "error_code": group["error_code"]}
 

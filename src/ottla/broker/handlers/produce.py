@@ -6,6 +6,7 @@ from typing import Any
 
 from ottla.broker.context import NO_RESPONSE, CloseConnection
 from ottla.broker.handlers import handles
+from ottla.controller.quorum_controller import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -37,6 +38,10 @@ def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
                                      f"Invalid required acks {acks}")
                 if name is None:
                     raise KafkaError(unknown_error, "Unknown topic id")
+                if is_internal_topic(name):
+                    # Only the broker's coordinators write their own topics.
+                    raise KafkaError(ErrorCode.invalid_topic_exception,
+                                     f"Cannot append to internal topic {name}")
                 if req.transactional_id is not None:
                     raise KafkaError(ErrorCode.transactional_id_authorization_failed,
                                      "Transactions are not supported yet")

@@ -593,9 +593,19 @@ class GroupCoordinatorShard(ConsumerGroupHandlers):
             return E.rebalance_in_progress
         return None
 
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1
                       ) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
-        """(topic, [(partition, offset, leader epoch, metadata)]); all topics if None."""
+        """(topic, [(partition, offset, leader epoch, metadata)]); all topics if None.
+        A KIP-848 member that names itself (OffsetFetch v9) must have the current epoch."""
+        group = self.groups.get(group_id)
+        if member_id and member_epoch >= 0 and isinstance(group, ConsumerGroup):
+            member = group.members.get(member_id)
+            if member is None:
+                raise KafkaError(E.unknown_member_id, f"Member {member_id} is unknown.")
+            if member.member_epoch != member_epoch:
+                raise KafkaError(E.stale_member_epoch,
+                                 f"The member epoch {member_epoch} is stale.")
         committed = self.offsets.topics(group_id)
         if topics is None:
             return [(topic, [(p, o.offset, o.leader_epoch, o.metadata)
