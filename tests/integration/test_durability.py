@@ -98,6 +98,7 @@ def test_acknowledged_records_survive_kill_9(tmp_path) -> None:
         for path in segment_files(node, "durable", p):
             assert_clean_batch_boundaries(path)
     node.start()
+    assert "No clean shutdown marker" in node.log()  # the restart knows it crashed
     try:
         for p in range(3):
             stored = read_partition(node, "durable", p)

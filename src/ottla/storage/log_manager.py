@@ -45,6 +45,10 @@ class LogManager:
             os.makedirs(d, exist_ok=True)
         self.clean_shutdown = {d: os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
                                for d in self.log_dirs}
+        for d, clean in self.clean_shutdown.items():
+            if not clean:
+                log.info("No clean shutdown marker in %s: logs are checked above their "
+                         "recovery points", d)
         self._now_ms = now_ms
 
     def discover(self) -> dict[TopicPartition, str]:

@@ -1,0 +1,129 @@
+"""The ``ottla`` command: console tools, dump-log, storage, and how the server starts and
+stops (bad config, port in use, SIGTERM/SIGINT)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import OttlaProcess, WireClient, free_port
+from tests.integration.test_admin import run_cli
+
+
+@pytest.fixture
+def topic(ottla):
+    with WireClient(ottla.bootstrap) as c:
+        assert c.create_topic("lines", partitions=1).topics[0].error_code == 0
+    return "lines"
+
+
+def test_console_producer_and_consumer_round_trip_keys(ottla, topic) -> None:
+    lines = [f"key{i}:value {i}" for i in range(5)]
+    produced = run_cli("console-producer", "--bootstrap-server", ottla.bootstrap, "--topic",
+                       topic, "--property", "parse.key=true", "--property", "key.separator=:",
+                       stdin="\n".join(lines) + "\n")
+    assert produced.returncode == 0, produced.stderr
+    consumed = run_cli("console-consumer", "--bootstrap-server", ottla.bootstrap, "--topic",
+                       topic, "--from-beginning", "--max-messages", "5", "--property",
+                       "print.key=true", "--property", "key.separator=:", "--timeout-ms",
+                       "20000")
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == lines
+    from_offset = run_cli("console-consumer", "--bootstrap-server", ottla.bootstrap, "--topic",
+                          topic, "--partition", "0", "--offset", "2", "--max-messages", "3",
+                          "--timeout-ms", "20000")
+    assert from_offset.stdout.splitlines() == ["value 2", "value 3", "value 4"]
+
+
+def test_dump_log_prints_batches_and_records(ottla, topic) -> None:
+    run_cli("console-producer", "--bootstrap-server", ottla.bootstrap, "--topic", topic,
+            stdin="alpha\nbeta\n")
+    segment = os.path.join(ottla.data_dir, f"{topic}-0", "00000000000000000000.log")
+    dumped = run_cli("dump-log", "--files", segment, "--print-data-log")
+    assert dumped.returncode == 0, dumped.stderr
+    assert "baseOffset: 0" in dumped.stdout
+    assert "payload: alpha" in dumped.stdout and "payload: beta" in dumped.stdout
+    index = run_cli("dump-log", "--files", segment.replace(".log", ".index"))
+    assert index.returncode == 0, index.stderr
+
+
+def start_and_wait(node: OttlaProcess, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(node.args(), capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_bad_config_value_stops_with_a_clear_error(tmp_path) -> None:
+    node = OttlaProcess(str(tmp_path / "data"), overrides={"num.partitions": "many"})
+    result = start_and_wait(node)
+    assert result.returncode != 0
+    assert "num.partitions" in result.stderr
+
+
+def test_a_port_in_use_stops_with_a_clear_error(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        node = OttlaProcess(str(tmp_path / "data"), port=taken.getsockname()[1])
+        result = start_and_wait(node)
+    assert result.returncode != 0
+    assert "in use" in (result.stderr + result.stdout).lower()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_shut_down_cleanly_and_data_survives(tmp_path, sig) -> None:
+    node = OttlaProcess(str(tmp_path / "data")).start()
+    with WireClient(node.bootstrap) as c:
+        c.create_topic("kept")
+    run_cli("console-producer", "--bootstrap-server", node.bootstrap, "--topic", "kept",
+            stdin="one\ntwo\n")
+    assert node.stop(sig) == 0
+    assert os.path.exists(os.path.join(node.data_dir, ".kafka_cleanshutdown"))
+    node.start()
+    restart = node.log().split("Shut down cleanly")[-1]
+    assert "No clean shutdown marker" not in restart
+    consumed = run_cli("console-consumer", "--bootstrap-server", node.bootstrap, "--topic",
+                       "kept", "--from-beginning", "--max-messages", "2", "--timeout-ms",
+                       "20000")
+    assert consumed.stdout.splitlines() == ["one", "two"]
+    node.stop()
+
+
+def test_storage_tools_and_a_node_id_mismatch(tmp_path) -> None:
+    uuid_out = run_cli("storage", "random-uuid")
+    cluster_id = uuid_out.stdout.strip()
+    assert uuid_out.returncode == 0 and len(cluster_id) == 22
+    data = tmp_path / "data"
+    port, controller = free_port(), free_port()
+    config = tmp_path / "server.properties"
+    config.write_text("\n".join([
+        "process.roles=broker,controller", "node.id=2",
+        f"controller.quorum.voters=2@127.0.0.1:{controller}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        f"log.dirs={data}"]) + "\n")
+    formatted = run_cli("storage", "format", "--cluster-id", cluster_id, "--config",
+                        str(config))
+    assert formatted.returncode == 0, formatted.stderr
+    meta = (data / "meta.properties").read_text()
+    assert f"cluster.id={cluster_id}" in meta and "node.id=2" in meta
+    again = run_cli("storage", "format", "--cluster-id", cluster_id, "--config", str(config))
+    assert again.returncode != 0 and "already formatted" in again.stderr
+    # The same directory under another node id is refused.
+    wrong = OttlaProcess(str(data), overrides={"node.id": "1"})
+    result = start_and_wait(wrong)
+    assert result.returncode != 0
+    assert "node" in result.stderr.lower() and "2" in result.stderr
+
+
+def test_help_lists_the_tools() -> None:
+    result = subprocess.run([sys.executable, "-m", "ottla", "--help"], capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 0
+    for tool in ("server", "storage", "topics", "console-producer", "console-consumer",
+                 "dump-log"):
+        assert tool in result.stdout
