@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ottla.cli import console, dump_log, server, storage, topics
+    from ottla.cli import console, consumer_groups, dump_log, server, storage, topics
 
     parser = argparse.ArgumentParser(
         prog="ottla", description="Ottla: a Kafka-compatible event-streaming platform.")
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_producer_parser(sub)
     console.add_consumer_parser(sub)
     dump_log.add_parser(sub)
+    consumer_groups.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Clients Ottla uses to talk to Kafka-protocol servers (itself included)."""
