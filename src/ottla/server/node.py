@@ -20,6 +20,7 @@ from ottla.raft.single_voter import METADATA_TOPIC, SingleVoterRaft
 from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.network import KafkaServer, RequestDispatcher
+from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
 from ottla.storage.meta_properties import check_log_dirs
 
@@ -68,6 +69,7 @@ class Node:
         loop = asyncio.get_running_loop()
         self.log_manager.on_roll = lambda lg, base: loop.run_in_executor(None, lg.flush, base)
         self.log_manager.discover()
+        self.cleaner = LogCleaner(lambda: self.log_manager.logs)
         self.replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)
         self.driver = ControllerDriver(self.controller, self.raft, self._publish,
                                        self._on_fault, self.clock)
@@ -144,14 +146,20 @@ class Node:
         """Periodic tasks: flush.ms, the recovery-point checkpoint, producer expiry."""
         cfg = self.config
         checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"] / 1000
+        retention_every = cfg["log.retention.check.interval.ms"] / 1000
         expire_every = 600.0
-        last_checkpoint = last_expire = time.monotonic()
+        last_checkpoint = last_expire = last_retention = time.monotonic()
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(min(1.0, retention_every))
             now = self.now_ms()
             try:
                 self.log_manager.flush_dirty(now)
                 mono = time.monotonic()
+                if mono - last_retention >= retention_every:
+                    last_retention = mono
+                    self.log_manager.cleanup(now)
+                    if cfg["log.cleaner.enable"]:
+                        self.cleaner.maybe_clean(now)
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()

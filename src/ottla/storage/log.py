@@ -33,7 +33,16 @@ from ottla.protocol.records import (
 from ottla.storage.leader_epoch import LeaderEpochCache
 from ottla.storage.log_config import LogConfig
 from ottla.storage.producer_state import ProducerStateManager
-from ottla.storage.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, FileSlice, LogSegment
+from ottla.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSlice,
+    LogSegment,
+    complete_swaps,
+    segment_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,9 +110,10 @@ class Log:
 
     def _load(self, now_ms: int, clean_shutdown: bool) -> None:
         bases = []
+        rebuild = set(complete_swaps(self.dir))  # a cleaner swap a crash interrupted
         for name in os.listdir(self.dir):
             path = os.path.join(self.dir, name)
-            if name.endswith((".deleted", ".cleaned", ".swap", ".tmp")):
+            if name.endswith((DELETED_SUFFIX, ".tmp")):
                 os.unlink(path)
             elif name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
@@ -121,11 +131,15 @@ class Log:
                            index_interval_bytes=self.config.index_interval_bytes,
                            created_ms=now_ms).delete()
                 continue
+            if not os.path.exists(segment_file(self.dir, base, INDEX_SUFFIX)):
+                rebuild.add(base)
             segment = self._new_segment_object(base, now_ms)
             next_base = bases[bases.index(base) + 1] if base != bases[-1] else None
             needs_recovery = not clean_shutdown and (next_base is None
                                                      or next_base > self.recovery_point)
-            if needs_recovery:
+            if base in rebuild and not needs_recovery:
+                segment.recover()
+            elif needs_recovery:
                 removed = segment.recover()
                 if removed:
                     log.warning("%s: truncated %d bytes of invalid data from segment %d",
@@ -330,6 +344,63 @@ class Log:
             self.segments.pop(0).delete()
         self.leader_epoch_cache.truncate_from_start(offset)
         return offset
+
+    def retention_candidates(self, now_ms: int) -> list[LogSegment]:
+        """The oldest segments that ``retention.ms`` or ``retention.bytes`` allow to delete:
+        never the active segment, never above the high watermark, only with
+        ``cleanup.policy`` containing ``delete``."""
+        if "delete" not in self.config["cleanup.policy"]:
+            return []
+        retention_ms = self.config["retention.ms"]
+        retention_bytes = self.config["retention.bytes"]
+        doomed: list[LogSegment] = []
+        candidates = [s for s in self.segments[:-1] if s.next_offset <= self.high_watermark]
+        if retention_ms >= 0:
+            for segment in candidates:
+                newest = segment.largest_timestamp if segment.largest_timestamp >= 0 \
+                    else segment.created_ms
+                if now_ms - newest <= retention_ms:
+                    break
+                doomed.append(segment)
+        if retention_bytes >= 0:
+            excess = self.size - retention_bytes - sum(s.size for s in doomed)
+            for segment in candidates[len(doomed):]:
+                if excess < segment.size:
+                    break
+                doomed.append(segment)
+                excess -= segment.size
+        return doomed
+
+    def delete_old_segments(self, now_ms: int) -> list[LogSegment]:
+        """Apply retention: drop the segments it allows from the log, advance the log start
+        offset past them and rename their files to ``.deleted``. The caller closes and
+        unlinks them after ``file.delete.delay.ms`` (fetches may still read them)."""
+        doomed = self.retention_candidates(now_ms)
+        for segment in doomed:
+            self.segments.remove(segment)
+            self._bases.remove(segment.base_offset)
+            segment.rename_to_deleted()
+        if doomed:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+            log.info("%s: deleted %d segments by retention; log start offset is now %d",
+                     self.name, len(doomed), self.log_start_offset)
+        return doomed
+
+    def replace_segment(self, old: LogSegment) -> LogSegment:
+        """Install the file now at ``old``'s path (a cleaned copy, same base offset) in
+        its place: rebuild its indexes, then drop the old segment's ``.deleted`` files."""
+        index = self.segments.index(old)
+        segment = self._new_segment_object(old.base_offset, old.created_ms)
+        segment.recover()
+        self.segments[index] = segment
+        old.close()
+        for path in old.files():
+            try:
+                os.unlink(path + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        return segment
 
     def truncate_to(self, offset: int) -> None:
         """Remove every offset >= ``offset`` (a follower after divergence, or recovery)."""

@@ -26,6 +26,7 @@ from ottla.storage.checkpoint import (
 )
 from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name
 from ottla.storage.log_config import LogConfig
+from ottla.storage.segment import DELETED_SUFFIX
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,14 @@ class LogManager:
         """Partition directory names owned by someone else (the metadata log)."""
         self.on_roll: Callable[[Log, int], None] | None = None
         self._loaded: dict[TopicPartition, str] = {}
+        self._doomed: list[tuple[int, Any]] = []
+        """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
         self.clean_shutdown = {d: os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
                                for d in self.log_dirs}
         for d, clean in self.clean_shutdown.items():
-            if not clean:
+            if not clean and any(parse_log_dir_name(n) for n in os.listdir(d)):
                 log.info("No clean shutdown marker in %s: logs are checked above their "
                          "recovery points", d)
         self._now_ms = now_ms
@@ -128,6 +131,37 @@ class LogManager:
                 log_.flush()
                 log_.last_flush_ms = now_ms
 
+    def cleanup(self, now_ms: int) -> int:
+        """Retention for every log (log.retention.check.interval.ms): segments past
+        ``retention.ms``/``retention.bytes`` are renamed ``.deleted`` now and unlinked
+        ``file.delete.delay.ms`` later. Returns the number of segments deleted."""
+        count = 0
+        for log_ in list(self.logs.values()):
+            doomed = log_.delete_old_segments(now_ms)
+            if doomed:
+                count += len(doomed)
+                delay = log_.config["file.delete.delay.ms"]
+                self._doomed.extend((now_ms + delay, s) for s in doomed)
+        if count:
+            self.checkpoint()
+        self.delete_doomed(now_ms)
+        return count
+
+    def delete_doomed(self, now_ms: int, force: bool = False) -> None:
+        """Close and unlink deleted segments whose delay has passed."""
+        keep = []
+        for due, segment in self._doomed:
+            if force or due <= now_ms:
+                segment.close()
+                for path in segment.files():
+                    try:
+                        os.unlink(path + DELETED_SUFFIX)
+                    except FileNotFoundError:
+                        pass
+            else:
+                keep.append((due, segment))
+        self._doomed = keep
+
     def checkpoint(self) -> None:
         """Write recovery points and log start offsets of every log dir."""
         for d in self.log_dirs:
@@ -138,6 +172,7 @@ class LogManager:
                           {tp: lg.log_start_offset for tp, lg in logs.items()})
 
     def shutdown(self) -> None:
+        self.delete_doomed(0, force=True)
         for log_ in self.logs.values():
             log_.flush()
         self.checkpoint()

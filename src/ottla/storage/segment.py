@@ -25,6 +25,9 @@ from ottla.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 _RECOVERY_CHUNK = 8 * 1024 * 1024
 
 
@@ -291,6 +294,21 @@ class LogSegment:
         self.index.close()
         self.time_index.close()
 
+    def files(self) -> tuple[str, str, str]:
+        return self.path, self.index.path, self.time_index.path
+
+    def rename_to_deleted(self) -> list[str]:
+        """Step one of deleting a segment: its files get the ``.deleted`` suffix (a start
+        removes such leftovers); the descriptor stays open for reads in progress."""
+        renamed = []
+        for path in self.files():
+            try:
+                os.rename(path, path + DELETED_SUFFIX)
+                renamed.append(path + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        return renamed
+
     def delete(self) -> None:
         self.close()
         for path in (self.path, self.index.path, self.time_index.path):
@@ -298,3 +316,33 @@ class LogSegment:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
+
+
+def complete_swaps(directory: str) -> list[int]:
+    """On start: finish swaps a crash interrupted (``.swap`` is a complete cleaned
+    segment) and drop unfinished ``.cleaned`` files. Returns the swapped base offsets,
+    whose indexes must be rebuilt."""
+    swapped = []
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if name.endswith(CLEANED_SUFFIX):
+            os.unlink(path)
+        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            final = path[: -len(SWAP_SUFFIX)]
+            stem = final[: -len(LOG_SUFFIX)]
+            for old in (stem + ".index", stem + ".timeindex"):
+                if os.path.exists(old):
+                    os.unlink(old)
+            os.replace(path, final)
+            swapped.append(int(os.path.basename(stem)))
+    if swapped:
+        _fsync_dir(directory)
+    return swapped
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

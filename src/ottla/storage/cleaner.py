@@ -1,0 +1,237 @@
+"""The log cleaner: compaction of ``cleanup.policy=compact`` logs (seed 002, Kafka's
+LogCleaner).
+
+A pass builds a map key -> latest offset over the dirty part of a log (from the cleaner
+checkpoint to the first segment it may not touch: the active segment, or one younger
+than ``min.compaction.lag.ms``) and rewrites every segment below that point keeping only
+each key's latest record. Offsets are preserved (the log gets gaps); tombstones are kept
+until ``delete.retention.ms`` after their timestamp; control batches are kept whole.
+
+Each rewritten segment is swapped in so that a crash after any file operation leaves a
+readable log with no acknowledged live record lost:
+
+1. write ``<base>.log.cleaned`` and fsync it (a crash: the leftover is deleted on start);
+2. rename it to ``<base>.log.swap`` and fsync the directory (from here on the start
+   completes the swap);
+3. rename the old segment's files to ``.deleted``;
+4. rename ``.swap`` to ``<base>.log`` and fsync the directory;
+5. rebuild the offset and time indexes from the new file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ottla.protocol.records import (
+    build_batch,
+    decode_records,
+    scan_batches,
+)
+from ottla.storage.checkpoint import fsync_dir, read_offsets, write_offsets
+from ottla.storage.log import Log
+from ottla.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
+
+log = logging.getLogger(__name__)
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+@dataclass(slots=True)
+class CleanStats:
+    log: str
+    segments_rewritten: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_kept: int = 0
+    records_dropped: int = 0
+    first_dirty: int = 0
+    end: int = 0
+
+
+def cleanable_end(lg: Log, now_ms: int) -> int:
+    """The offset below which the cleaner may work: not the active segment, nothing above
+    the high watermark, nothing younger than ``min.compaction.lag.ms``."""
+    lag = lg.config["min.compaction.lag.ms"]
+    end = lg.active_segment.base_offset
+    for segment in lg.segments[:-1]:
+        too_young = lag > 0 and segment.largest_timestamp > now_ms - lag
+        if too_young or segment.next_offset > lg.high_watermark:
+            return segment.base_offset
+    return end
+
+
+class LogCleaner:
+    def __init__(self, logs: Callable[[], dict[Any, Log]],
+                 crash_hook: Callable[[str], None] | None = None) -> None:
+        self.logs = logs
+        self.crash_hook = crash_hook or (lambda step: None)
+        """Called after each file operation of a swap; tests raise from it to crash."""
+        self.first_dirty: dict[Any, int] = {}
+        self._loaded_dirs: set[str] = set()
+
+    # --- checkpoint --------------------------------------------------------------------
+
+    def _dir_of(self, lg: Log) -> str:
+        return os.path.dirname(lg.dir)
+
+    def _load_checkpoint(self, lg: Log) -> None:
+        parent = self._dir_of(lg)
+        if parent in self._loaded_dirs:
+            return
+        self._loaded_dirs.add(parent)
+        for tp, offset in read_offsets(os.path.join(parent, CLEANER_CHECKPOINT)).items():
+            self.first_dirty.setdefault(tp, offset)
+
+    def _write_checkpoint(self, lg: Log) -> None:
+        parent = self._dir_of(lg)
+        offsets = {tp: off for tp, off in self.first_dirty.items()
+                   if tp in self.logs() and self._dir_of(self.logs()[tp]) == parent}
+        write_offsets(os.path.join(parent, CLEANER_CHECKPOINT), offsets)
+
+    # --- choosing a log ------------------------------------------------------------------
+
+    def dirty_ratio(self, tp: Any, lg: Log, now_ms: int) -> tuple[float, int, int]:
+        """(dirty bytes / cleanable bytes, first dirty offset, cleanable end)."""
+        self._load_checkpoint(lg)
+        first_dirty = max(self.first_dirty.get(tp, 0), lg.log_start_offset)
+        end = cleanable_end(lg, now_ms)
+        total = dirty = 0
+        for segment in lg.segments:
+            if segment.base_offset >= end:
+                break
+            total += segment.size
+            if segment.next_offset > first_dirty:
+                dirty += segment.size
+        return (dirty / total if total else 0.0), first_dirty, end
+
+    def maybe_clean(self, now_ms: int) -> CleanStats | None:
+        """Clean the compacted log that needs it most, if any is dirty enough (or has a
+        record older than ``max.compaction.lag.ms`` still uncleaned)."""
+        best: tuple[float, Any, Log] | None = None
+        for tp, lg in self.logs().items():
+            if "compact" not in lg.config["cleanup.policy"] or lg.offline:
+                continue
+            ratio, first_dirty, end = self.dirty_ratio(tp, lg, now_ms)
+            if first_dirty >= end:
+                continue
+            overdue = any(s.first_batch_timestamp is not None and
+                          s.first_batch_timestamp >= 0 and
+                          now_ms - s.first_batch_timestamp > lg.config["max.compaction.lag.ms"]
+                          for s in lg.segments if first_dirty < s.next_offset and
+                          s.base_offset < end)
+            if ratio >= lg.config["min.cleanable.dirty.ratio"] or overdue:
+                score = 2.0 if overdue else ratio
+                if best is None or score > best[0]:
+                    best = (score, tp, lg)
+        if best is None:
+            return None
+        return self.clean(best[1], best[2], now_ms)
+
+    # --- cleaning -------------------------------------------------------------------------
+
+    def clean(self, tp: Any, lg: Log, now_ms: int) -> CleanStats:
+        _, first_dirty, end = self.dirty_ratio(tp, lg, now_ms)
+        stats = CleanStats(lg.name, first_dirty=first_dirty, end=end)
+        if first_dirty >= end:
+            return stats
+        latest = self._offset_map(lg, first_dirty, end, stats)
+        horizon = now_ms - lg.config["delete.retention.ms"]
+        for segment in [s for s in lg.segments if s.base_offset < end]:
+            data = segment.read_at(0, segment.size)
+            rewritten = self._rewrite(data, latest, horizon, stats)
+            if rewritten is not None:
+                self._swap(lg, segment, rewritten)
+                stats.segments_rewritten += 1
+                stats.bytes_written += len(rewritten)
+            else:
+                stats.bytes_written += len(data)
+        self.first_dirty[tp] = end
+        self._write_checkpoint(lg)
+        log.info("Cleaned %s up to offset %d: %d segments rewritten, %d records kept, %d "
+                 "dropped", lg.name, end, stats.segments_rewritten, stats.records_kept,
+                 stats.records_dropped)
+        return stats
+
+    def _offset_map(self, lg: Log, first_dirty: int, end: int, stats: CleanStats
+                    ) -> dict[bytes, int]:
+        latest: dict[bytes, int] = {}
+        for segment in lg.segments:
+            if segment.base_offset >= end:
+                break
+            if segment.next_offset <= first_dirty:
+                continue
+            data = segment.read_at(0, segment.size)
+            stats.bytes_read += len(data)
+            for pos, header in scan_batches(data):
+                if header.is_control:
+                    continue
+                for record in decode_records(data, pos, header):
+                    if record.key is not None and first_dirty <= record.offset < end:
+                        latest[record.key] = record.offset
+        return latest
+
+    def _rewrite(self, data: bytes, latest: dict[bytes, int], horizon: int,
+                 stats: CleanStats) -> bytes | None:
+        """The segment's batches with superseded records (and expired tombstones) removed;
+        None if nothing would change."""
+        out = bytearray()
+        changed = False
+        for pos, header in scan_batches(data):
+            raw = data[pos:pos + header.size]
+            if header.is_control:
+                out += raw
+                continue
+            records = decode_records(data, pos, header)
+            kept = [r for r in records if self._keep(r, latest, horizon)]
+            stats.records_kept += len(kept)
+            stats.records_dropped += len(records) - len(kept)
+            if len(kept) == len(records):
+                out += raw
+                continue
+            changed = True
+            if not kept:
+                continue
+            out += build_batch(
+                [(r.key, r.value, r.headers) for r in kept],
+                base_offset=header.base_offset, timestamp=[r.timestamp for r in kept],
+                offset_deltas=[r.offset - header.base_offset for r in kept],
+                compression=header.compression, producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
+                partition_leader_epoch=header.partition_leader_epoch,
+                transactional=header.is_transactional, timestamp_type=header.timestamp_type)
+        return bytes(out) if changed else None
+
+    @staticmethod
+    def _keep(record: Any, latest: dict[bytes, int], horizon: int) -> bool:
+        if record.key is None:
+            return True
+        if latest.get(record.key, -1) > record.offset:
+            return False  # a later record has the same key
+        # A tombstone is kept until delete.retention.ms after its timestamp.
+        return record.value is not None or record.timestamp >= horizon
+
+    def _swap(self, lg: Log, old: LogSegment, data: bytes) -> None:
+        base_path = old.path
+        cleaned = base_path + CLEANED_SUFFIX
+        swap = base_path + SWAP_SUFFIX
+        fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.crash_hook("cleaned-written")
+        os.rename(cleaned, swap)
+        fsync_dir(lg.dir)
+        self.crash_hook("swap-renamed")
+        old.rename_to_deleted()
+        self.crash_hook("old-deleted")
+        os.rename(swap, base_path)
+        fsync_dir(lg.dir)
+        self.crash_hook("swap-installed")
+        lg.replace_segment(old)
+        self.crash_hook("indexes-rebuilt")

@@ -1,0 +1,166 @@
+"""Retention and compaction in a running node: old segments go, the log start moves,
+consumers that keep up never notice, compacted topics keep the latest value per key, and
+no file handle leaks."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psutil
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from ottla.protocol.errors import ErrorCode
+from tests.helpers import WireClient, wait_until
+from tests.integration.test_fetch import list_offset, partition_data
+
+FAST = {"log.retention.check.interval.ms": "200"}
+
+
+def dir_bytes(path: str) -> int:
+    """Bytes of the files in a partition directory (files may vanish while we look)."""
+    total = 0
+    for name in os.listdir(path):
+        try:
+            total += os.path.getsize(os.path.join(path, name))
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def test_time_retention_moves_the_log_start(make_ottla) -> None:
+    node = make_ottla(**FAST)
+    with WireClient(node.bootstrap) as client:
+        client.create_topic("short", configs={"segment.bytes": "2048", "retention.ms": "1500",
+                                              "file.delete.delay.ms": "0"})
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+    for i in range(60):
+        producer.produce("short", b"%05d" % i + b"." * 490, partition=0)
+        assert producer.flush(10) == 0  # one batch each, four to a segment
+    with WireClient(node.bootstrap) as client:
+        start = wait_until(lambda: list_offset(client, "short", -2)[1] or None, 20,
+                           message="retention to delete old segments")
+        assert 0 < start < 60
+        data = partition_data(client.fetch("short", 0, 0))
+        assert data.error_code == ErrorCode.offset_out_of_range
+        assert data.log_start_offset == start
+    part = os.path.join(node.data_dir, "short-0")
+    assert not [f for f in os.listdir(part) if f.endswith(".deleted")]
+    assert min(int(f[:20]) for f in os.listdir(part) if f.endswith(".log")) == start
+
+
+def test_a_consumer_that_keeps_up_never_falls_off_a_size_bounded_log(make_ottla) -> None:
+    node = make_ottla(**FAST)
+    topic = "stream"
+    with WireClient(node.bootstrap) as client:
+        client.create_topic(topic, configs={"segment.bytes": "16384", "retention.bytes": "65536",
+                                            "retention.ms": "-1", "file.delete.delay.ms": "500"})
+    server = psutil.Process(node.proc.pid)
+    part = os.path.join(node.data_dir, f"{topic}-0")
+    stop = threading.Event()
+    produced = [0]
+
+    failures: list[object] = []
+
+    def delivered(error: object, _msg: object) -> None:
+        if error is not None:
+            failures.append(error)
+
+    def produce() -> None:
+        # Batches stay below segment.bytes, as Kafka requires (RECORD_BATCH_TOO_LARGE).
+        producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 5,
+                             "batch.size": 8192})
+        while not stop.is_set():
+            for _ in range(100):
+                producer.produce(topic, b"%08d" % produced[0] + b"-" * 200, partition=0,
+                                 on_delivery=delivered)
+                produced[0] += 1
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(10)
+
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "keeps-up",
+                         "enable.auto.commit": False, "auto.offset.reset": "error"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    writer = threading.Thread(target=produce)
+    writer.start()
+    consumed = 0
+    peaks = [0, 0]  # the largest directory size in the first and the second half
+    fds_early = None
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < 25:
+            for msg in consumer.consume(1000, 0.2):
+                if msg.error():
+                    assert msg.error().code() not in (KafkaError.OFFSET_OUT_OF_RANGE,
+                                                      KafkaError._AUTO_OFFSET_RESET), \
+                        f"a consumer keeping up fell off the log: {msg.error()}"
+                    continue
+                assert int(msg.value()[:8]) == msg.offset()
+                consumed += 1
+            half = int(time.monotonic() - started > 12.5)
+            peaks[half] = max(peaks[half], dir_bytes(part))
+            if fds_early is None and time.monotonic() - started > 8:
+                fds_early = server.num_fds()
+    finally:
+        stop.set()
+        writer.join(30)
+    consumer.close()
+    assert not failures
+    assert produced[0] > 5000 and consumed > 5000
+    # Bounded: far below what was written, and not growing over time (what is above
+    # retention.bytes is what arrives between two retention checks plus the segments
+    # waiting out file.delete.delay.ms).
+    written = produced[0] * 210
+    assert max(peaks) < written / 10, (peaks, written)
+    assert peaks[1] < 2 * peaks[0] + 65536, peaks
+    with WireClient(node.bootstrap) as client:
+        assert list_offset(client, topic, -2)[1] > 0
+    assert fds_early is not None
+    wait_until(lambda: server.num_fds() <= fds_early + 6, 10,
+               message=f"open files to settle (early {fds_early}, now {server.num_fds()})")
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_a_compacted_topic_keeps_the_latest_value_per_key(make_ottla, codec) -> None:
+    node = make_ottla(**FAST)
+    topic = f"table-{codec}"
+    with WireClient(node.bootstrap) as client:
+        client.create_topic(topic, configs={"cleanup.policy": "compact", "segment.bytes": "8192",
+                                            "min.cleanable.dirty.ratio": "0.01"})
+    producer = Producer({"bootstrap.servers": node.bootstrap, "compression.type": codec,
+                         "batch.size": 2048})
+    expected = {}
+    for i in range(3000):
+        key = b"k%02d" % (i % 40)
+        expected[key] = b"v%d" % i
+        producer.produce(topic, expected[key], key=key, partition=0)
+        if i % 500 == 0:
+            producer.flush(10)
+    assert producer.flush(10) == 0
+    refused: list[object] = []
+    producer.produce(topic, b"no key", partition=0,
+                     on_delivery=lambda error, msg: refused.append(error))
+    producer.flush(10)
+    assert refused[0] is not None and refused[0].code() == KafkaError.INVALID_RECORD
+    part = os.path.join(node.data_dir, f"{topic}-0")
+    full = dir_bytes(part)
+    wait_until(lambda: dir_bytes(part) < full / 2, 20, message="the cleaner to compact")
+
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "table",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    seen = {}
+    count = 0
+    while True:
+        msg = consumer.poll(10)
+        assert msg is not None
+        if msg.error():
+            break
+        seen[msg.key()] = msg.value()
+        count += 1
+    consumer.close()
+    assert seen == expected
+    assert count < 3000

@@ -1,0 +1,206 @@
+"""Retention by time and size, and compaction by the log cleaner, with real files:
+what is deleted, what is kept, and what a crash in the middle of a swap leaves."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
+from ottla.storage.cleaner import LogCleaner
+from ottla.storage.log import Log
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+TP = ("t", 0)
+
+
+def make_log(path: str, clean: bool = False, **configs: str) -> Log:
+    return Log(path, "t", 0, LogConfig.resolve(configs), now_ms=1000, clean_shutdown=clean)
+
+
+def append(lg: Log, records: list[tuple[bytes | None, bytes | None]], ts: int) -> None:
+    batch = bytearray(build_batch(records, timestamp=ts))
+    lg.append_as_leader(batch, read_header(batch), 0, now_ms=ts)
+    lg.high_watermark = lg.log_end_offset  # what the partition does on a single replica
+
+
+def records_of(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
+    out = []
+    offset = lg.log_start_offset
+    while offset < lg.log_end_offset:
+        info = lg.read(offset, 1 << 30)
+        if info.records is None:
+            break
+        data = info.records.read()
+        for pos, header in scan_batches(data):
+            out += [(r.offset, r.key, r.value) for r in decode_records(data, pos, header)
+                    if r.offset >= offset]
+            offset = header.next_offset
+    return out
+
+
+# --- retention ------------------------------------------------------------------------------
+
+def test_retention_by_time_deletes_old_segments_but_never_the_active_one(tmp_path) -> None:
+    lg = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "300", "retention.ms": "10000"})
+    for i in range(30):
+        append(lg, [(None, b"x" * 60)], ts=1000 + i * 1000)
+    segments = len(lg.segments)
+    assert segments > 5
+    now = 1000 + 29 * 1000 + 5000  # batches older than now - 10 s may go
+    doomed = lg.delete_old_segments(now)
+    assert doomed and all(s.largest_timestamp < now - 10_000 for s in doomed)
+    assert all(s.largest_timestamp >= now - 10_000 for s in lg.segments[:-1])
+    assert lg.log_start_offset == lg.segments[0].base_offset
+    assert all(os.path.exists(s.path + ".deleted") for s in doomed)
+    # Everything expired: all segments but the active one go.
+    lg.delete_old_segments(now + 1_000_000)
+    assert len(lg.segments) == 1 and lg.log_start_offset == lg.active_segment.base_offset
+    assert [o for o, _, _ in records_of(lg)] == list(range(lg.log_start_offset, 30))
+
+
+def test_retention_by_size_keeps_the_newest_bytes(tmp_path) -> None:
+    lg = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "300", "retention.bytes": "700",
+                                            "retention.ms": "-1"})
+    for i in range(30):
+        append(lg, [(None, b"y" * 60)], ts=1000 + i)
+    lg.delete_old_segments(10_000)
+    assert lg.size - lg.active_segment.size <= 700
+    assert lg.size + lg.segments[0].size > 700  # one more deletion would go below the bound
+    compacted = make_log(str(tmp_path / "c-0"), **{"segment.bytes": "300",
+                                                    "retention.bytes": "1",
+                                                    "cleanup.policy": "compact"})
+    for i in range(10):
+        append(compacted, [(b"k", b"y" * 60)], ts=1000 + i)
+    assert compacted.delete_old_segments(10_000) == []  # compact-only logs keep everything
+
+
+def test_log_manager_unlinks_deleted_segments_after_the_delay(tmp_path) -> None:
+    manager = LogManager([str(tmp_path)], now_ms=1000)
+    lg = manager.load_log(TP, LogConfig.resolve({"segment.bytes": "300", "retention.ms": "1",
+                                                 "file.delete.delay.ms": "5000"}), None, 1000)
+    for i in range(10):
+        append(lg, [(None, b"z" * 60)], ts=1000 + i)
+    assert manager.cleanup(now_ms=100_000) > 0
+    leftovers = [f for f in os.listdir(lg.dir) if f.endswith(".deleted")]
+    assert leftovers
+    manager.cleanup(now_ms=104_000)
+    assert [f for f in os.listdir(lg.dir) if f.endswith(".deleted")] == leftovers
+    manager.cleanup(now_ms=105_001)
+    assert not [f for f in os.listdir(lg.dir) if f.endswith(".deleted")]
+    manager.shutdown()
+
+
+# --- compaction ---------------------------------------------------------------------------
+
+def fill(lg: Log, count: int, keys: int, seed: int, ts: int) -> dict[bytes, bytes | None]:
+    """Write ``count`` keyed records (overwrites and ~5% tombstones) in batches of 50;
+    return what a reader should end up with per key."""
+    rng = random.Random(seed)
+    expected: dict[bytes, bytes | None] = {}
+    batch: list[tuple[bytes | None, bytes | None]] = []
+    for i in range(count):
+        key = b"key-%d" % rng.randrange(keys)
+        value = None if rng.random() < 0.05 else b"v%d" % i
+        batch.append((key, value))
+        expected[key] = value
+        if len(batch) == 50:
+            append(lg, batch, ts)
+            batch = []
+    if batch:
+        append(lg, batch, ts)
+    return expected
+
+
+def latest_per_key(lg: Log) -> dict[bytes, bytes | None]:
+    seen: dict[bytes, bytes | None] = {}
+    for _, key, value in records_of(lg):
+        seen[key] = value
+    return seen
+
+
+def live(expected: dict[bytes, bytes | None]) -> dict[bytes, bytes]:
+    return {k: v for k, v in expected.items() if v is not None}
+
+
+def test_compaction_keeps_exactly_the_latest_value_per_key(tmp_path) -> None:
+    lg = make_log(str(tmp_path / "t-0"), **{"cleanup.policy": "compact",
+                                            "segment.bytes": "262144",
+                                            "delete.retention.ms": "60000"})
+    expected = fill(lg, 200_000, keys=5000, seed=7, ts=1_000_000)
+    append(lg, [(b"tail", b"active")], ts=1_000_000)
+    lg.roll(1_000_000)
+    append(lg, [(b"active", b"segment")], ts=1_000_000)  # the active segment is untouched
+    before = lg.size
+    cleaner = LogCleaner(lambda: {TP: lg})
+    stats = cleaner.clean(TP, lg, now_ms=1_000_000)
+    assert stats.records_dropped > 150_000
+    assert lg.size < before / 5
+    got = latest_per_key(lg)
+    assert live(got) == live(expected) | {b"tail": b"active", b"active": b"segment"}
+    # Tombstones stay until delete.retention.ms has passed, so readers see the deletes.
+    assert {k for k, v in got.items() if v is None} == \
+        {k for k, v in expected.items() if v is None}
+    offsets = [o for o, _, _ in records_of(lg)]
+    assert offsets == sorted(offsets)  # offsets are kept, with gaps
+    # A later pass past the horizon removes the tombstones.
+    lg.roll(2_000_000)
+    append(lg, [(b"newest", b"x")], ts=2_000_000)
+    cleaner.first_dirty[TP] = 0  # make the whole log dirty again
+    cleaner.clean(TP, lg, now_ms=2_000_000)
+    assert all(v is not None for v in latest_per_key(lg).values())
+    assert live(latest_per_key(lg)) == live(expected) | {b"tail": b"active",
+                                                          b"active": b"segment",
+                                                          b"newest": b"x"}
+
+
+def test_dirty_ratio_and_min_compaction_lag_decide_what_is_cleaned(tmp_path) -> None:
+    lg = make_log(str(tmp_path / "t-0"), **{"cleanup.policy": "compact", "segment.bytes": "2000",
+                                            "min.compaction.lag.ms": "50000"})
+    fill(lg, 500, keys=10, seed=1, ts=1000)
+    fill(lg, 500, keys=10, seed=2, ts=90_000)
+    cleaner = LogCleaner(lambda: {TP: lg})
+    ratio, first_dirty, end = cleaner.dirty_ratio(TP, lg, now_ms=100_000)
+    assert ratio == 1.0 and first_dirty == 0
+    young = [s for s in lg.segments if s.largest_timestamp > 100_000 - 50_000]
+    assert end == young[0].base_offset  # segments younger than the lag are not touched
+    cleaner.maybe_clean(now_ms=100_000)
+    assert cleaner.first_dirty[TP] == end
+    assert cleaner.dirty_ratio(TP, lg, now_ms=100_000)[0] == 0.0
+    assert cleaner.maybe_clean(now_ms=100_000) is None
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("step", ["cleaned-written", "swap-renamed", "old-deleted",
+                                  "swap-installed", "indexes-rebuilt"])
+def test_a_crash_at_any_step_of_a_swap_leaves_a_readable_log(tmp_path, step) -> None:
+    path = str(tmp_path / "t-0")
+    lg = make_log(path, **{"cleanup.policy": "compact", "segment.bytes": "4096"})
+    expected = fill(lg, 3000, keys=40, seed=3, ts=1000)
+    lg.roll(1000)
+    append(lg, [(b"last", b"one")], ts=1000)
+    lg.flush()
+    swaps = []
+
+    def crash(at: str) -> None:
+        if at == step:
+            swaps.append(at)
+            if len(swaps) == 2:  # let one segment swap completely first
+                raise Crash(at)
+
+    with pytest.raises(Crash):
+        LogCleaner(lambda: {TP: lg}, crash_hook=crash).clean(TP, lg, now_ms=1000)
+    lg.close()
+    reopened = make_log(path)  # not a clean shutdown
+    assert not [f for f in os.listdir(path) if f.endswith((".cleaned", ".swap", ".deleted"))]
+    assert live(latest_per_key(reopened)) == live(expected) | {b"last": b"one"}
+    assert reopened.log_end_offset == 3001
+    # And the log can be cleaned to the end afterwards.
+    LogCleaner(lambda: {TP: reopened}).clean(TP, reopened, now_ms=1000)
+    assert live(latest_per_key(reopened)) == live(expected) | {b"last": b"one"}
