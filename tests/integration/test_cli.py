@@ -3,6 +3,7 @@ stops (bad config, port in use, SIGTERM/SIGINT)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -127,3 +128,18 @@ def test_help_lists_the_tools() -> None:
     for tool in ("server", "storage", "topics", "console-producer", "console-consumer",
                  "dump-log"):
         assert tool in result.stdout
+
+
+def test_log_dirs_describe_reports_partition_sizes(ottla, topic) -> None:
+    run_cli("console-producer", "--bootstrap-server", ottla.bootstrap, "--topic", topic,
+            stdin="a\nb\nc\n")
+    result = run_cli("log-dirs", "--describe", "--bootstrap-server", ottla.bootstrap,
+                     "--topic-list", topic)
+    assert result.returncode == 0, result.stderr
+    described = json.loads(result.stdout.splitlines()[-1])
+    (broker,) = described["brokers"]
+    (log_dir,) = broker["logDirs"]
+    assert log_dir["logDir"] == os.path.abspath(ottla.data_dir)
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    segment = os.path.join(ottla.data_dir, f"{topic}-0", "00000000000000000000.log")
+    assert sizes == {f"{topic}-0": os.path.getsize(segment)} and sizes[f"{topic}-0"] > 0

@@ -8,7 +8,15 @@ from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ottla.cli import console, consumer_groups, dump_log, server, storage, topics
+    from ottla.cli import (
+        console,
+        consumer_groups,
+        dump_log,
+        log_dirs,
+        server,
+        storage,
+        topics,
+    )
 
     parser = argparse.ArgumentParser(
         prog="ottla", description="Ottla: a Kafka-compatible event-streaming platform.")
@@ -21,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_consumer_parser(sub)
     dump_log.add_parser(sub)
     consumer_groups.add_parser(sub)
+    log_dirs.add_parser(sub)
     return parser
 
 

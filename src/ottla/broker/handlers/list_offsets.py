@@ -1,8 +1,9 @@
-"""ListOffsets (earliest, latest, by timestamp, max timestamp), OffsetForLeaderEpoch and
-DeleteRecords: the APIs that ask a partition leader about offsets."""
+"""ListOffsets (earliest, latest, by timestamp, max timestamp), OffsetForLeaderEpoch,
+DeleteRecords and DescribeLogDirs: the APIs that ask a broker about its logs."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ottla.broker.handlers import handles
@@ -116,3 +117,32 @@ def handle_delete_records(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     # The new log start offsets must survive a crash: checkpoint them now.
     broker.replica_manager.log_manager.checkpoint()
     return {"throttle_time": 0, "topics": topics}
+
+
+@handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
+def handle_describe_log_dirs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    """Sizes of the partitions in each log dir (kafka-log-dirs.sh --describe)."""
+    wanted = None
+    if req.topics is not None:
+        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
+    results = []
+    for log_dir, logs in broker.replica_manager.log_manager.describe().items():
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), lg in sorted(logs.items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            topics.setdefault(topic, []).append({
+                "partition_index": index, "partition_size": lg.size, "offset_lag": 0,
+                "is_future_key": False})
+        try:
+            stat = os.statvfs(log_dir)
+            total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
+            error = ErrorCode.none
+        except OSError:
+            total = usable = -1
+            error = ErrorCode.kafka_storage_error
+        results.append({"error_code": error, "log_dir": os.path.abspath(log_dir),
+                        "topics": [{"name": name, "partitions": parts}
+                                   for name, parts in topics.items()],
+                        "total_bytes": total, "usable_bytes": usable})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
