@@ -46,19 +46,22 @@ def test_server_side_assignment_moves_partitions_incrementally(node, assignor) -
     members = [member(node, f"kip848-{assignor}", **{"group.remote.assignor": assignor})
                for _ in range(3)]
     try:
-        settle(members, PARTITIONS)
-        assert sorted(len(m.assigned) for m in members) == [4, 4, 4]
+        settle(members, PARTITIONS, sizes=[4, 4, 4])
         before = [set(m.assigned) for m in members]
         members.append(member(node, f"kip848-{assignor}", **{"group.remote.assignor":
                                                             assignor}))
-        settle(members, PARTITIONS)
-        assert sorted(len(m.assigned) for m in members) == [3, 3, 3, 3]
+        settle(members, PARTITIONS, sizes=[3, 3, 3, 3])
         if assignor == "uniform":
             # Sticky and incremental: old members only lose partitions, never swap them.
             for m, owned in zip(members[:3], before, strict=True):
                 assert m.assigned <= owned
-        described = describe(node, f"kip848-{assignor}")
-        assert described.group_state == "Stable" and described.assignor_name == assignor
+        def stable():
+            for m in members:
+                m.poll()
+            found = describe(node, f"kip848-{assignor}")
+            return found if found.group_state == "Stable" else None
+        described = wait_until(stable, 20, 0.0, "the group to be stable")
+        assert described.assignor_name == assignor
         assert len(described.members) == 4
         assert {m.member_epoch for m in described.members} == {described.assignment_epoch}
     finally:

@@ -88,15 +88,17 @@ class Member:
         self.consumer.close()
 
 
-def settle(members: list[Member], expected: int, timeout: float = 45) -> None:
+def settle(members: list[Member], expected: int, timeout: float = 45,
+           sizes: list[int] | None = None) -> None:
     """Poll every member until they own exactly ``expected`` partitions between them, each
-    owned once."""
+    owned once (and, if given, ``sizes`` partitions each, in any order)."""
     def balanced() -> bool:
         for m in members:
             m.poll()
         owned = Counter(tp for m in members for tp in m.assigned)
         return len(owned) == expected and max(owned.values()) == 1 and \
-            all(m.assigned for m in members)
+            all(m.assigned for m in members) and \
+            (sizes is None or sorted(len(m.assigned) for m in members) == sizes)
     wait_until(balanced, timeout, 0.0, "the group to settle")
 
 
@@ -106,14 +108,12 @@ def test_classic_group_spreads_partitions_and_moves_incrementally(ottla, topic,
     members = [Member(ottla, f"g-{strategy}", topic, **{"partition.assignment.strategy":
                                                         strategy}) for _ in range(3)]
     try:
-        settle(members, PARTITIONS)
-        assert sorted(len(m.assigned) for m in members) == [4, 4, 4]
+        settle(members, PARTITIONS, sizes=[4, 4, 4])
         before = [set(m.assigned) for m in members]
         revoked_before = [len(m.revoked) for m in members]
         members.append(Member(ottla, f"g-{strategy}", topic,
                               **{"partition.assignment.strategy": strategy}))
-        settle(members, PARTITIONS)
-        assert sorted(len(m.assigned) for m in members) == [3, 3, 3, 3]
+        settle(members, PARTITIONS, sizes=[3, 3, 3, 3])
         if strategy == "cooperative-sticky":
             # Incremental: a member only ever gives up partitions that move away.
             for m, owned in zip(members[:3], before, strict=True):
