@@ -55,8 +55,11 @@ def test_a_consumer_that_keeps_up_never_falls_off_a_size_bounded_log(make_ottla)
     node = make_ottla(**FAST)
     topic = "stream"
     with WireClient(node.bootstrap) as client:
-        client.create_topic(topic, configs={"segment.bytes": "16384", "retention.bytes": "65536",
-                                            "retention.ms": "-1", "file.delete.delay.ms": "500"})
+        # About 2.5 s of the producer's output is retained: a consumer that keeps up
+        # within that never needs a deleted offset.
+        client.create_topic(topic, configs={"segment.bytes": "65536",
+                                            "retention.bytes": "1048576", "retention.ms": "-1",
+                                            "file.delete.delay.ms": "500"})
     server = psutil.Process(node.proc.pid)
     part = os.path.join(node.data_dir, f"{topic}-0")
     stop = threading.Event()
@@ -71,14 +74,14 @@ def test_a_consumer_that_keeps_up_never_falls_off_a_size_bounded_log(make_ottla)
     def produce() -> None:
         # Batches stay below segment.bytes, as Kafka requires (RECORD_BATCH_TOO_LARGE).
         producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 5,
-                             "batch.size": 8192})
-        while not stop.is_set():
-            for _ in range(100):
+                             "batch.size": 16384})
+        while not stop.is_set():  # about 2000 records (420 kB) a second
+            for _ in range(50):
                 producer.produce(topic, b"%08d" % produced[0] + b"-" * 200, partition=0,
                                  on_delivery=delivered)
                 produced[0] += 1
             producer.poll(0)
-            time.sleep(0.01)
+            time.sleep(0.025)
         producer.flush(10)
 
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "keeps-up",
@@ -114,7 +117,7 @@ def test_a_consumer_that_keeps_up_never_falls_off_a_size_bounded_log(make_ottla)
     # retention.bytes is what arrives between two retention checks plus the segments
     # waiting out file.delete.delay.ms).
     written = produced[0] * 210
-    assert max(peaks) < written / 10, (peaks, written)
+    assert max(peaks) < written / 3, (peaks, written)
     assert peaks[1] < 2 * peaks[0] + 65536, peaks
     with WireClient(node.bootstrap) as client:
         assert list_offset(client, topic, -2)[1] > 0
