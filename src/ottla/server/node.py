@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -38,6 +39,7 @@ class Node:
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self._cleaning: asyncio.Future[Any] | None = None
         self.fault: BaseException | None = None
 
     def now_ms(self) -> int:
@@ -158,8 +160,8 @@ class Node:
                 if mono - last_retention >= retention_every:
                     last_retention = mono
                     self.log_manager.cleanup(now)
-                    if cfg["log.cleaner.enable"]:
-                        self.cleaner.maybe_clean(now)
+                    if cfg["log.cleaner.enable"] and self._cleaning is None:
+                        self._start_cleaning(now)
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()
@@ -170,6 +172,29 @@ class Node:
                         lg.producer_state.remove_expired(now, expiration)
             except OSError:
                 log.exception("Housekeeping failed")
+
+    def _start_cleaning(self, now_ms: int) -> None:
+        """Compact the dirtiest log: the rewrite on a worker thread, the swap back on the
+        loop, so requests keep flowing while a big log is cleaned."""
+        chosen = self.cleaner.pick(now_ms)
+        if chosen is None:
+            return
+        loop = asyncio.get_running_loop()
+        prepared = loop.run_in_executor(None, self.cleaner.prepare, *chosen, now_ms)
+
+        def done(future: asyncio.Future[Any]) -> None:
+            self._cleaning = None
+            try:
+                plan = future.result()
+                if chosen[0] in self.log_manager.logs:
+                    self.cleaner.commit(plan)
+                else:
+                    for _, swap in plan.swaps:
+                        os.unlink(swap)
+            except Exception:
+                log.exception("Cleaning %s-%d failed", *chosen[0])
+        self._cleaning = prepared
+        prepared.add_done_callback(done)
 
     @property
     def bound_ports(self) -> dict[str, int]:
@@ -190,6 +215,11 @@ class Node:
             try:
                 await task
             except (asyncio.CancelledError, Exception):
+                pass
+        if self._cleaning is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._cleaning), 30)
+            except (TimeoutError, Exception):
                 pass
         if hasattr(self, "group_coordinator"):
             self.group_coordinator.shutdown()

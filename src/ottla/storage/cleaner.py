@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.protocol.records import (
@@ -42,6 +42,8 @@ CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 @dataclass(slots=True)
 class CleanStats:
+    """What a cleaning pass did (for logs and the benchmark)."""
+
     log: str
     segments_rewritten: int = 0
     bytes_read: int = 0
@@ -50,6 +52,15 @@ class CleanStats:
     records_dropped: int = 0
     first_dirty: int = 0
     end: int = 0
+
+
+@dataclass(slots=True)
+class CleanPlan:
+    tp: Any
+    log: Log
+    stats: CleanStats
+    swaps: list[tuple[LogSegment, str]] = field(default_factory=list)
+    """(old segment, path of its cleaned ``.swap`` copy)."""
 
 
 def cleanable_end(lg: Log, now_ms: int) -> int:
@@ -109,7 +120,12 @@ class LogCleaner:
         return (dirty / total if total else 0.0), first_dirty, end
 
     def maybe_clean(self, now_ms: int) -> CleanStats | None:
-        """Clean the compacted log that needs it most, if any is dirty enough (or has a
+        """Clean, in this thread, the log ``pick`` chooses."""
+        chosen = self.pick(now_ms)
+        return None if chosen is None else self.clean(*chosen, now_ms)
+
+    def pick(self, now_ms: int) -> tuple[Any, Log] | None:
+        """The compacted log that needs cleaning most, if any is dirty enough (or has a
         record older than ``max.compaction.lag.ms`` still uncleaned)."""
         best: tuple[float, Any, Log] | None = None
         for tp, lg in self.logs().items():
@@ -127,44 +143,68 @@ class LogCleaner:
                 score = 2.0 if overdue else ratio
                 if best is None or score > best[0]:
                     best = (score, tp, lg)
-        if best is None:
-            return None
-        return self.clean(best[1], best[2], now_ms)
+        return None if best is None else (best[1], best[2])
 
     # --- cleaning -------------------------------------------------------------------------
 
     def clean(self, tp: Any, lg: Log, now_ms: int) -> CleanStats:
-        _, first_dirty, end = self.dirty_ratio(tp, lg, now_ms)
-        stats = CleanStats(lg.name, first_dirty=first_dirty, end=end)
-        if first_dirty >= end:
-            return stats
-        latest = self._offset_map(lg, first_dirty, end, stats)
-        horizon = now_ms - lg.config["delete.retention.ms"]
-        for segment in [s for s in lg.segments if s.base_offset < end]:
-            data = segment.read_at(0, segment.size)
-            rewritten = self._rewrite(data, latest, horizon, stats)
-            if rewritten is not None:
-                self._swap(lg, segment, rewritten)
-                stats.segments_rewritten += 1
-                stats.bytes_written += len(rewritten)
-            else:
-                stats.bytes_written += len(data)
-        self.first_dirty[tp] = end
-        self._write_checkpoint(lg)
-        log.info("Cleaned %s up to offset %d: %d segments rewritten, %d records kept, %d "
-                 "dropped", lg.name, end, stats.segments_rewritten, stats.records_kept,
-                 stats.records_dropped)
-        return stats
+        """One whole cleaning pass, in the caller's thread."""
+        return self.commit(self.prepare(tp, lg, now_ms))
 
-    def _offset_map(self, lg: Log, first_dirty: int, end: int, stats: CleanStats
-                    ) -> dict[bytes, int]:
+    def prepare(self, tp: Any, lg: Log, now_ms: int) -> CleanPlan:
+        """The slow half, safe on a worker thread: read the segments (through descriptors
+        of its own), build the cleaned copies and leave them as ``.swap`` files. It
+        changes nothing the event loop uses; ``commit`` installs the result."""
+        _, first_dirty, end = self.dirty_ratio(tp, lg, now_ms)
+        plan = CleanPlan(tp, lg, CleanStats(lg.name, first_dirty=first_dirty, end=end))
+        if first_dirty >= end:
+            return plan
+        segments = [s for s in lg.segments if s.base_offset < end]
+        contents = {s.base_offset: _read_file(s.path, s.size) for s in segments}
+        latest = self._offset_map(segments, contents, first_dirty, end, plan.stats)
+        horizon = now_ms - lg.config["delete.retention.ms"]
+        for segment in segments:
+            data = contents[segment.base_offset]
+            rewritten = self._rewrite(data, latest, horizon, plan.stats)
+            if rewritten is None:
+                plan.stats.bytes_written += len(data)
+                continue
+            plan.swaps.append((segment, self._write_swap(lg, segment, rewritten)))
+            plan.stats.bytes_written += len(rewritten)
+        return plan
+
+    def commit(self, plan: CleanPlan) -> CleanStats:
+        """The quick half, on the event loop: swap the cleaned segments in (those that
+        retention or DeleteRecords removed meanwhile are dropped) and checkpoint."""
+        lg = plan.log
+        for old, swap in plan.swaps:
+            if old not in lg.segments:
+                os.unlink(swap)
+                continue
+            old.rename_to_deleted()
+            self.crash_hook("old-deleted")
+            os.rename(swap, old.path)
+            fsync_dir(lg.dir)
+            self.crash_hook("swap-installed")
+            lg.replace_segment(old)
+            self.crash_hook("indexes-rebuilt")
+            plan.stats.segments_rewritten += 1
+        if plan.stats.first_dirty < plan.stats.end:
+            self.first_dirty[plan.tp] = plan.stats.end
+            self._write_checkpoint(lg)
+            stats = plan.stats
+            log.info("Cleaned %s up to offset %d: %d segments rewritten, %d records kept, "
+                     "%d dropped", lg.name, stats.end, stats.segments_rewritten,
+                     stats.records_kept, stats.records_dropped)
+        return plan.stats
+
+    def _offset_map(self, segments: list[LogSegment], contents: dict[int, bytes],
+                    first_dirty: int, end: int, stats: CleanStats) -> dict[bytes, int]:
         latest: dict[bytes, int] = {}
-        for segment in lg.segments:
-            if segment.base_offset >= end:
-                break
+        for segment in segments:
             if segment.next_offset <= first_dirty:
                 continue
-            data = segment.read_at(0, segment.size)
+            data = contents[segment.base_offset]
             stats.bytes_read += len(data)
             for pos, header in scan_batches(data):
                 if header.is_control:
@@ -214,10 +254,9 @@ class LogCleaner:
         # A tombstone is kept until delete.retention.ms after its timestamp.
         return record.value is not None or record.timestamp >= horizon
 
-    def _swap(self, lg: Log, old: LogSegment, data: bytes) -> None:
-        base_path = old.path
-        cleaned = base_path + CLEANED_SUFFIX
-        swap = base_path + SWAP_SUFFIX
+    def _write_swap(self, lg: Log, old: LogSegment, data: bytes) -> str:
+        cleaned = old.path + CLEANED_SUFFIX
+        swap = old.path + SWAP_SUFFIX
         fd = os.open(cleaned, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, data)
@@ -228,10 +267,14 @@ class LogCleaner:
         os.rename(cleaned, swap)
         fsync_dir(lg.dir)
         self.crash_hook("swap-renamed")
-        old.rename_to_deleted()
-        self.crash_hook("old-deleted")
-        os.rename(swap, base_path)
-        fsync_dir(lg.dir)
-        self.crash_hook("swap-installed")
-        lg.replace_segment(old)
-        self.crash_hook("indexes-rebuilt")
+        return swap
+
+
+def _read_file(path: str, size: int) -> bytes:
+    """A segment's bytes through a descriptor of our own (the log's may be closed by the
+    event loop meanwhile)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
