@@ -204,3 +204,37 @@ def test_a_crash_at_any_step_of_a_swap_leaves_a_readable_log(tmp_path, step) -> 
     # And the log can be cleaned to the end afterwards.
     LogCleaner(lambda: {TP: reopened}).clean(TP, reopened, now_ms=1000)
     assert live(latest_per_key(reopened)) == live(expected) | {b"last": b"one"}
+
+
+# --- segment files ----------------------------------------------------------------------------
+
+def test_preallocated_segments_are_trimmed_on_roll_and_recovered_after_a_crash(tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    lg = make_log(path, **{"preallocate": "true", "segment.bytes": "65536"})
+    append(lg, [(None, b"a" * 100)], ts=1000)
+    assert os.path.getsize(lg.active_segment.path) == 65536  # reserved up front
+    first = lg.active_segment
+    lg.roll(1000)
+    assert os.path.getsize(first.path) == first.size < 65536  # trimmed on roll
+    append(lg, [(None, b"b" * 100)], ts=1000)
+    lg.flush()
+    os.close(lg.active_segment.fd)  # a crash: the active file keeps its zeros
+    reopened = make_log(path)
+    assert [v for _, _, v in records_of(reopened)] == [b"a" * 100, b"b" * 100]
+    append(reopened, [(None, b"c" * 100)], ts=1000)
+    assert [v for _, _, v in records_of(reopened)][-1] == b"c" * 100
+    reopened.close()
+    assert os.path.getsize(reopened.active_segment.path) == reopened.active_segment.size
+
+
+def test_segment_jitter_rolls_segments_before_segment_ms(tmp_path) -> None:
+    lg = Log(str(tmp_path / "t-0"), "t", 0, LogConfig.resolve(
+        {"segment.ms": "10000", "segment.jitter.ms": "8000"}), now_ms=0,
+        rng=random.Random(5))
+    jitters = []
+    for step in range(20):
+        jitters.append(lg.active_segment.roll_jitter_ms)
+        append(lg, [(None, b"x")], ts=step * 1000)
+    assert all(0 <= j < 8000 for j in jitters) and len(set(jitters)) > 1
+    # Every segment rolled once it was older than segment.ms minus its own jitter.
+    assert len(lg.segments) > 20 * 1000 // 10000 + 1

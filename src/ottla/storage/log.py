@@ -17,6 +17,7 @@ import base64
 import bisect
 import logging
 import os
+import random
 import shutil
 import uuid
 from collections.abc import Callable
@@ -83,8 +84,11 @@ class ReadInfo:
 class Log:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
                  topic_id: uuid.UUID | None = None, now_ms: int, recovery_point: int = 0,
-                 log_start_offset: int = 0, clean_shutdown: bool = False) -> None:
+                 log_start_offset: int = 0, clean_shutdown: bool = False,
+                 rng: random.Random | None = None) -> None:
         self.dir = directory
+        self.rng = rng or random.Random()
+        """Draws each segment's segment.jitter.ms."""
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -161,10 +165,15 @@ class Log:
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
     def _new_segment_object(self, base_offset: int, now_ms: int) -> LogSegment:
+        jitter = self.config["segment.jitter.ms"]
         return LogSegment(self.dir, base_offset,
                           index_max_bytes=self.config.segment_index_bytes,
                           index_interval_bytes=self.config.index_interval_bytes,
-                          created_ms=now_ms)
+                          created_ms=now_ms,
+                          preallocate_bytes=self.config.segment_bytes
+                          if self.config.preallocate else 0,
+                          roll_jitter_ms=self.rng.randrange(min(jitter, self.config.segment_ms))
+                          if jitter > 0 else 0)
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -251,8 +260,9 @@ class Log:
         base = self.log_end_offset
         if self.active_segment.base_offset == base and self.active_segment.size == 0:
             return self.active_segment
+        self.active_segment.trim()
         segment = self._new_segment_object(base, now_ms)
-        segment.recover()  # a fresh file: sets up empty indexes
+        segment.reset_indexes()  # a fresh segment: no stale index entries
         self._add_segment(segment)
         if self.on_roll is not None:
             self.on_roll(self, base)

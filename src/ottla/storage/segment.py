@@ -49,13 +49,21 @@ class FileSlice:
 
 class LogSegment:
     def __init__(self, directory: str, base_offset: int, *, index_max_bytes: int,
-                 index_interval_bytes: int, created_ms: int) -> None:
+                 index_interval_bytes: int, created_ms: int, preallocate_bytes: int = 0,
+                 roll_jitter_ms: int = 0) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        """segment.jitter.ms: this segment rolls this much before segment.ms."""
         self.path = segment_file(directory, base_offset, LOG_SUFFIX)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
+        if self.size == 0 and preallocate_bytes > 0:
+            # log.preallocate: reserve the whole segment now; writes go at the logical
+            # size, and the file is trimmed to it on roll and close (a crash leaves zeros
+            # that recovery truncates like any torn tail).
+            os.posix_fallocate(self.fd, 0, preallocate_bytes)
         self.index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX),
                                  base_offset, index_max_bytes)
         self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX),
@@ -285,10 +293,20 @@ class LogSegment:
             return True
         started = self.first_batch_timestamp if self.first_batch_timestamp is not None \
             and self.first_batch_timestamp >= 0 else self.created_ms
-        return now_ms - started > segment_ms
+        return now_ms - started > segment_ms - self.roll_jitter_ms
+
+    def reset_indexes(self) -> None:
+        self.index.reset()
+        self.time_index.reset()
+
+    def trim(self) -> None:
+        """Cut a preallocated file down to the bytes written."""
+        if self.fd >= 0 and os.fstat(self.fd).st_size > self.size:
+            os.ftruncate(self.fd, self.size)
 
     def close(self) -> None:
         if self.fd >= 0:
+            self.trim()
             os.close(self.fd)
             self.fd = -1
         self.index.close()
