@@ -1,17 +1,21 @@
 """kill -9 of a real server: acknowledged records survive, the log ends at a clean batch
-boundary, and corrupted segment tails are truncated on recovery."""
+boundary, and corrupted segment tails are truncated on recovery; a failed log dir takes
+only its own partitions offline."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ottla.protocol.records import check_batch, read_header
-from tests.helpers import OttlaProcess, wait_until
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.records import build_batch, check_batch, read_header
+from tests.helpers import OttlaProcess, WireClient, wait_until
+from tests.integration.test_fetch import partition_data
 
 
 def read_partition(node: OttlaProcess, topic: str, partition: int, timeout: float = 60) -> dict:
@@ -150,5 +154,34 @@ def test_garbage_and_torn_batches_are_truncated_on_recovery(tmp_path) -> None:
         assert producer.flush(10) == 0
         assert offsets == [99]
         assert "truncated" in node.log()
+    finally:
+        assert node.stop() == 0
+
+
+def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path) -> None:
+    first, second = str(tmp_path / "dir-a"), str(tmp_path / "dir-b")
+    node = OttlaProcess(first, overrides={"log.dirs": f"{first},{second}"}).start()
+    try:
+        with WireClient(node.bootstrap) as client:
+            assert client.create_topic("spread", partitions=4,
+                                       configs={"segment.bytes": "1024"}).topics[0] \
+                .error_code == 0
+        placed = {p: d for d in (first, second) for p in range(4)
+                  if os.path.isdir(os.path.join(d, f"spread-{p}"))}
+        assert sorted(placed.values()).count(first) == 2  # the fewest partitions first
+        shutil.rmtree(second)  # the disk is gone
+        batch = build_batch([(None, b"x" * 600)], timestamp=int(time.time() * 1000))
+        errors = {}
+        with WireClient(node.bootstrap) as client:
+            for p in range(4):
+                for _ in range(3):  # enough to need a new segment file
+                    response = client.produce("spread", p, batch)
+                    errors[p] = response.responses[0].partition_responses[0].error_code
+            fetched = {p: partition_data(client.fetch("spread", p, 0)).error_code
+                       for p in range(4)}
+            assert client.api_versions().error_code == 0  # the node is still up
+        for p, d in placed.items():
+            expected = ErrorCode.kafka_storage_error if d == second else ErrorCode.none
+            assert errors[p] == expected and fetched[p] == expected, (p, d)
     finally:
         assert node.stop() == 0

@@ -85,8 +85,15 @@ class ReplicaManager:
         error code."""
         config = partition.log.config
         batch, header = validate_batch(records, config, now_ms)
-        info = partition.append_as_leader(batch, header, now_ms, required_acks,
-                                          config["min.insync.replicas"])
+        try:
+            info = partition.append_as_leader(batch, header, now_ms, required_acks,
+                                              config["min.insync.replicas"])
+        except OSError as e:
+            # Anything below (segment, index, epoch checkpoint) failing on disk takes the
+            # log dir offline instead of the node.
+            partition.log.fail(e)
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"{partition.topic}-{partition.index}: {e}") from e
         if not info.duplicate:
             self._notify((partition.topic, partition.index))
         return info
@@ -94,7 +101,12 @@ class ReplicaManager:
     def append_internal(self, partition: Partition, batch: bytearray, header: Any,
                         now_ms: int) -> AppendInfo:
         """Append a batch the broker built itself (a coordinator's records)."""
-        info = partition.append_as_leader(batch, header, now_ms, -1, 1)
+        try:
+            info = partition.append_as_leader(batch, header, now_ms, -1, 1)
+        except OSError as e:
+            partition.log.fail(e)
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"{partition.topic}-{partition.index}: {e}") from e
         self._notify((partition.topic, partition.index))
         return info
 

@@ -104,6 +104,7 @@ class Log:
         self.on_roll: Callable[[Log, int], None] | None = None
         """Called with the new segment's base offset so the owner can fsync the old ones."""
         self.offline = False
+        self.on_io_error: Callable[[Log], None] | None = None
         os.makedirs(directory, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory)
         if topic_id is not None:
@@ -239,12 +240,13 @@ class Log:
 
     def _append(self, data: bytes | bytearray | memoryview, last_offset: int,
                 max_timestamp: int, now_ms: int) -> None:
-        self._maybe_roll(len(data), now_ms, last_offset + 1)
         try:
+            self._maybe_roll(len(data), now_ms, last_offset + 1)
             self.active_segment.append(data, last_offset, max_timestamp, last_offset)
         except OSError as e:
-            self.offline = True
-            raise KafkaError(ErrorCode.kafka_storage_error, f"write failed: {e}") from e
+            self.fail(e)
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"{self.name}: write failed: {e}") from e
         self.unflushed_messages += 1
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -267,6 +269,15 @@ class Log:
         if self.on_roll is not None:
             self.on_roll(self, base)
         return segment
+
+    def fail(self, error: OSError) -> None:
+        """An I/O error: this log (and, through ``on_io_error``, its whole log dir) goes
+        offline; clients get KAFKA_STORAGE_ERROR and the node keeps serving the rest."""
+        if not self.offline:
+            self.offline = True
+            log.error("%s: I/O error, marking the log offline: %s", self.name, error)
+            if self.on_io_error is not None:
+                self.on_io_error(self)
 
     def flush(self, up_to: int | None = None) -> None:
         """fsync every segment holding offsets below ``up_to`` (default: the log end)."""
@@ -291,6 +302,8 @@ class Log:
 
         Raises OFFSET_OUT_OF_RANGE outside [log start offset, log end offset].
         """
+        if self.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{self.name} is offline")
         leo = self.log_end_offset
         if offset < self.log_start_offset or offset > leo:
             raise KafkaError(ErrorCode.offset_out_of_range,

@@ -43,6 +43,7 @@ class LogManager:
         self.on_roll: Callable[[Log, int], None] | None = None
         self._loaded: dict[TopicPartition, str] = {}
         self._doomed: list[tuple[int, Any]] = []
+        self.offline_dirs: set[str] = set()
         """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
@@ -86,14 +87,42 @@ class LogManager:
                    log_start_offset=starts.get(tp, 0),
                    clean_shutdown=self.clean_shutdown.get(parent, False))
         log_.on_roll = self.on_roll
+        log_.on_io_error = lambda failed: self.mark_offline(os.path.dirname(failed.dir))
+        if parent in self.offline_dirs:
+            log_.offline = True
         self.logs[tp] = log_
         return log_
 
     def _least_loaded_dir(self) -> str:
-        counts = {d: 0 for d in self.log_dirs}
+        """Where a new partition goes: the online log dir with the fewest partitions."""
+        online = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        counts = dict.fromkeys(online, 0)
         for log_ in self.logs.values():
-            counts[os.path.dirname(log_.dir)] = counts.get(os.path.dirname(log_.dir), 0) + 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+            parent = os.path.dirname(log_.dir)
+            if parent in counts:
+                counts[parent] += 1
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def mark_offline(self, log_dir: str) -> None:
+        """A log dir failed: every partition in it goes offline (KAFKA_STORAGE_ERROR);
+        the node keeps serving the other dirs."""
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs.add(log_dir)
+        log.error("Log directory %s is offline; its partitions answer KAFKA_STORAGE_ERROR",
+                  log_dir)
+        for log_ in self.logs.values():
+            if os.path.dirname(log_.dir) == log_dir:
+                log_.offline = True
+
+    def _online(self, log_dir: str, action: Callable[[], None]) -> None:
+        if log_dir in self.offline_dirs:
+            return
+        try:
+            action()
+        except OSError as e:
+            log.error("I/O error in log directory %s: %s", log_dir, e)
+            self.mark_offline(log_dir)
 
     def started(self) -> None:
         """Loading is done: remove the clean-shutdown markers so a crash is noticed."""
@@ -126,9 +155,9 @@ class LogManager:
     def flush_dirty(self, now_ms: int) -> None:
         """fsync logs whose ``flush.ms`` has passed since their last flush."""
         for log_ in self.logs.values():
-            if log_.recovery_point < log_.log_end_offset and \
+            if not log_.offline and log_.recovery_point < log_.log_end_offset and \
                     now_ms - log_.last_flush_ms >= log_.config.flush_ms:
-                log_.flush()
+                self._online(os.path.dirname(log_.dir), log_.flush)
                 log_.last_flush_ms = now_ms
 
     def cleanup(self, now_ms: int) -> int:
@@ -137,7 +166,13 @@ class LogManager:
         ``file.delete.delay.ms`` later. Returns the number of segments deleted."""
         count = 0
         for log_ in list(self.logs.values()):
-            doomed = log_.delete_old_segments(now_ms)
+            if log_.offline:
+                continue
+            try:
+                doomed = log_.delete_old_segments(now_ms)
+            except OSError as e:
+                log_.fail(e)
+                continue
             if doomed:
                 count += len(doomed)
                 delay = log_.config["file.delete.delay.ms"]
@@ -163,23 +198,31 @@ class LogManager:
         self._doomed = keep
 
     def checkpoint(self) -> None:
-        """Write recovery points and log start offsets of every log dir."""
+        """Write recovery points and log start offsets of every online log dir."""
         for d in self.log_dirs:
             logs = {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
-            write_offsets(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                          {tp: lg.recovery_point for tp, lg in logs.items()})
-            write_offsets(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                          {tp: lg.log_start_offset for tp, lg in logs.items()})
+
+            def write(d: str = d, logs: dict[TopicPartition, Log] = logs) -> None:
+                write_offsets(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                              {tp: lg.recovery_point for tp, lg in logs.items()})
+                write_offsets(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                              {tp: lg.log_start_offset for tp, lg in logs.items()})
+            self._online(d, write)
 
     def shutdown(self) -> None:
         self.delete_doomed(0, force=True)
         for log_ in self.logs.values():
-            log_.flush()
+            self._online(os.path.dirname(log_.dir), log_.flush)
         self.checkpoint()
         for log_ in self.logs.values():
-            log_.close()
+            try:
+                log_.close()
+            except OSError:
+                pass
         for d in self.log_dirs:
-            write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE), b"")
+            # An offline dir gets no clean-shutdown marker: its logs are checked next time.
+            self._online(d, lambda d=d: write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                                                         b""))
         self.logs.clear()
 
     def describe(self) -> dict[str, dict[TopicPartition, Any]]:
