@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint bench install install-test clean
+.PHONY: run test lint bench install install-test install-bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ install-test: $(BIN)/python
 
 run: install
 	$(BIN)/ottla server
+
+install-bench: install-test
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+
+bench: install-bench
+	$(BIN)/python -m benchmarks
 
 lint: install-test
 	$(BIN)/ruff check src tests benchmarks

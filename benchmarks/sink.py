@@ -1,0 +1,138 @@
+"""The ceiling server: Ottla's own network layer and codec, with handlers that store
+nothing. Produce is acknowledged at once; Fetch answers with a pre-built batch rewritten
+to the requested offset. A client's throughput against it is what the wire, the client
+and frame handling allow; the broker's ratio to it is what storage and the broker's
+logic cost.
+
+Run: ``python -m benchmarks.sink --port 9192 --record-size 1024``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import uuid
+from typing import Any
+
+from ottla.broker.handlers import ApiSpec
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.records import build_batch, set_base_offset
+from ottla.server.network import KafkaServer, RequestDispatcher
+
+PARTITIONS = 1
+HIGH_WATERMARK = 1 << 50
+
+
+class SinkState:
+    def __init__(self, host: str, port: int, record_size: int) -> None:
+        self.host = host
+        self.port = port
+        self.offsets: dict[tuple[str, int], int] = {}
+        # About 1 MiB of records per fetch response, like a broker with data waiting.
+        count = max(1, (1 << 20) // (record_size + 20))
+        self.batch = bytes(build_batch([(None, b"x" * record_size)] * count,
+                                       timestamp=1_700_000_000_000))
+        self.batch_records = count
+
+
+def api_versions(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
+    return {"error_code": ErrorCode.none, "throttle_time": 0, "api_keys": [
+        {"api_key": s.api_key, "min_version": s.min_version, "max_version": s.max_version}
+        for s in SINK_APIS.values()], "supported_features": [],
+        "finalized_features_epoch": -1, "finalized_features": [],
+        "zk_migration_ready": False}
+
+
+def metadata(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = [t.name for t in (req.topics or [])]
+    return {"throttle_time": 0, "brokers": [
+        {"node_id": 0, "host": state.host, "port": state.port, "rack": None}],
+        "cluster_id": "sink", "controller_id": 0, "cluster_authorized_operations": 0,
+        "topics": [{"error_code": ErrorCode.none, "name": name, "topic_id": uuid.UUID(int=0),
+                    "is_internal": False, "topic_authorized_operations": 0, "partitions": [
+                        {"error_code": ErrorCode.none, "partition_index": p, "leader_id": 0,
+                         "leader_epoch": 0, "replica_nodes": [0], "isr_nodes": [0],
+                         "offline_replicas": []} for p in range(PARTITIONS)]}
+                   for name in topics]}
+
+
+def produce(state: SinkState, ctx: Any, req: Any) -> Any:
+    responses = []
+    for topic in req.topic_data:
+        parts = []
+        for p in topic.partition_data:
+            key = (topic.name, p.index)
+            base = state.offsets.get(key, 0)
+            records = p.records or b""
+            count = int.from_bytes(records[57:61], "big") if len(records) >= 61 else 0
+            state.offsets[key] = base + count
+            parts.append({"index": p.index, "error_code": ErrorCode.none, "base_offset": base,
+                          "log_append_time": -1, "log_start_offset": 0, "record_errors": [],
+                          "error_message": None})
+        responses.append({"name": topic.name, "partition_responses": parts})
+    if req.acks == 0:
+        from ottla.broker.context import NO_RESPONSE
+        return NO_RESPONSE
+    return {"responses": responses, "throttle_time": 0}
+
+
+def fetch(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            batch = bytearray(state.batch)
+            set_base_offset(batch, 0, p.fetch_offset)
+            parts.append({"partition_index": p.partition, "error_code": ErrorCode.none,
+                          "high_watermark": HIGH_WATERMARK,
+                          "last_stable_offset": HIGH_WATERMARK, "log_start_offset": 0,
+                          "aborted_transactions": None, "preferred_read_replica": -1,
+                          "records": bytes(batch)})
+        topics.append({"topic": topic.topic, "partitions": parts})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+            "responses": topics}
+
+
+def list_offsets(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": ErrorCode.none,
+             "timestamp": -1, "offset": 0 if p.timestamp == -2 else HIGH_WATERMARK,
+             "leader_epoch": 0} for p in t.partitions]} for t in req.topics]}
+
+
+SINK_APIS = {int(k): ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
+    (ApiKey.API_VERSIONS, 0, 3, api_versions), (ApiKey.METADATA, 0, 12, metadata),
+    (ApiKey.PRODUCE, 3, 9, produce), (ApiKey.FETCH, 4, 12, fetch),
+    (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]}
+
+
+async def serve(host: str, port: int, record_size: int, ready: asyncio.Event | None = None
+                ) -> None:
+    state = SinkState(host, port, record_size)
+    server = KafkaServer(state, RequestDispatcher(state, SINK_APIS), "PLAINTEXT", "broker",
+                         host, port, 104857600)
+    await server.start()
+    state.port = server.port
+    print(f"sink listening on {host}:{server.port}", flush=True)
+    if ready is not None:
+        ready.set()
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--record-size", type=int, default=1024)
+    args = parser.parse_args()
+    try:
+        import uvloop
+        uvloop.run(serve(args.host, args.port, args.record_size))
+    except ImportError:
+        asyncio.run(serve(args.host, args.port, args.record_size))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""Produce and consume throughput, end-to-end latency and broker cost, against the
+machine's ceilings measured in the same run.
+
+For each record size (100 B, 1 KiB, 16 KiB) it starts a real ``ottla server`` and a
+sink (``benchmarks.sink``: the same network layer, storing nothing) and measures with
+confluent-kafka: produce with acks=1 and acks=-1, consume from the beginning, latency
+percentiles at half the measured produce rate, broker CPU seconds per GB and peak RSS.
+Ceilings: the sink, raw loopback TCP throughput, raw sequential disk writes (one fsync at
+the end, like the broker's default flush policy).
+
+Run: ``python -m benchmarks`` (``--sizes 1024 --seconds 5``); writes
+``benchmarks/results/<time>.json`` and ``.md`` (and a ``.png`` if matplotlib is there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from tests.helpers import OttlaProcess, WireClient, free_port, wait_until
+
+MB = 1 << 20
+PRODUCER = {"linger.ms": 5, "batch.size": 1 << 20, "compression.type": "none",
+            "queue.buffering.max.kbytes": 1 << 20, "queue.buffering.max.messages": 1_000_000}
+CONSUMER = {"fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 16 << 20,
+            "fetch.wait.max.ms": 10, "enable.auto.commit": False,
+            "queued.max.messages.kbytes": 1 << 20}
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def produce(bootstrap: str, topic: str, size: int, seconds: float, acks: str) -> dict[str, Any]:
+    """As many records as the producer can send in ``seconds``; records/s and MB/s."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
+    value = b"x" * size
+    errors: list[Any] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+    count = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(1000):
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=report)
+                count += 1
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+    producer.flush(120)
+    took = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{len(errors)} produce errors, first: {errors[0]}")
+    return {"records": count, "seconds": took, "records_per_s": count / took,
+            "mb_per_s": count * size / took / MB}
+
+
+def consume(bootstrap: str, topic: str, size: int, count: int, timeout: float = 120
+            ) -> dict[str, Any]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}",
+                         **CONSUMER})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = 0
+    start = None
+    deadline = time.monotonic() + timeout
+    while got < count and time.monotonic() < deadline:
+        for msg in consumer.consume(10000, 0.5):
+            if msg.error():
+                continue
+            if start is None:
+                start = time.perf_counter()
+            got += 1
+    took = time.perf_counter() - (start or time.perf_counter())
+    consumer.close()
+    took = max(took, 1e-9)
+    return {"records": got, "seconds": took, "records_per_s": got / took,
+            "mb_per_s": got * size / took / MB}
+
+
+def latency(bootstrap: str, topic: str, size: int, rate: float, seconds: float
+            ) -> dict[str, Any]:
+    """Produce at ``rate`` records/s with the send time in each value; a consumer
+    measures the delay until it sees each record."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time()}",
+                         **CONSUMER, "fetch.wait.max.ms": 1})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    end_offset = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"}) \
+        .get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    consumer.assign([TopicPartition(topic, 0, end_offset)])
+    delays: list[float] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        # poll() returns each record as soon as it is there; consume(n, t) would wait for
+        # n records and add its own delay to every measurement.
+        while not stop.is_set():
+            msg = consumer.poll(0.05)
+            if msg is not None and not msg.error() and msg.value()[:1] == b"t":
+                delays.append(time.perf_counter() - float(msg.value()[1:21]))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(1.0)  # the consumer's first fetch is in flight before we start the clock
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
+    pad = b"p" * max(0, size - 21)
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    sent = 0
+    while time.perf_counter() - start < seconds:
+        due = start + sent * interval
+        now = time.perf_counter()
+        if now < due:
+            time.sleep(min(due - now, 0.001))
+            continue
+        producer.produce(topic, b"t" + f"{time.perf_counter():20.6f}".encode() + pad,
+                         partition=0)
+        sent += 1
+        producer.poll(0)
+    producer.flush(30)
+    wait_until(lambda: len(delays) >= sent, 30, 0.05, "the consumer to catch up")
+    stop.set()
+    reader.join(10)
+    consumer.close()
+    delays.sort()
+
+    def pct(p: float) -> float:
+        return delays[min(len(delays) - 1, int(p * len(delays)))] * 1000
+    return {"rate": rate, "records": sent, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
+            "p999_ms": pct(0.999)}
+
+
+def loopback_mb_per_s(seconds: float = 2.0) -> float:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    received = [0]
+
+    def sink() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while chunk := conn.recv(1 << 20):
+                received[0] += len(chunk)
+
+    reader = threading.Thread(target=sink)
+    reader.start()
+    payload = b"x" * (1 << 20)
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            client.sendall(payload)
+    reader.join(10)
+    took = time.perf_counter() - start
+    server.close()
+    return received[0] / took / MB
+
+
+def disk_write_mb_per_s(directory: str, megabytes: int = 512) -> float:
+    path = os.path.join(directory, "disk-ceiling.tmp")
+    chunk = b"x" * MB
+    start = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for _ in range(megabytes):
+            os.write(fd, chunk)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    took = time.perf_counter() - start
+    os.unlink(path)
+    return megabytes / took
+
+
+def run_size(size: int, seconds: float, workdir: str) -> dict[str, Any]:
+    result: dict[str, Any] = {"record_size": size}
+    node = OttlaProcess(os.path.join(workdir, f"data-{size}")).start()
+    sink_port = free_port()
+    sink = subprocess.Popen([sys.executable, "-m", "benchmarks.sink", "--port", str(sink_port),
+                             "--record-size", str(size)], stdout=subprocess.DEVNULL)
+    try:
+        with WireClient(node.bootstrap) as client:
+            client.create_topic("bench", 1)
+            client.create_topic("bench-all", 1)
+            client.create_topic("latency", 1)
+        wait_until(lambda: socket.create_connection(("127.0.0.1", sink_port), 1).close()
+                   or True, 20, 0.1, "the sink")
+        sink_addr = f"127.0.0.1:{sink_port}"
+        pid = node.proc.pid
+        cpu0 = proc_cpu_seconds(pid)
+        result["produce_acks1"] = produce(node.bootstrap, "bench", size, seconds, "1")
+        result["produce_acks_all"] = produce(node.bootstrap, "bench-all", size, seconds, "all")
+        result["consume"] = consume(node.bootstrap, "bench", size,
+                                    result["produce_acks1"]["records"])
+        moved_gb = (result["produce_acks1"]["records"] + result["produce_acks_all"]["records"]
+                    + result["consume"]["records"]) * size / (1 << 30)
+        result["broker_cpu_s_per_gb"] = (proc_cpu_seconds(pid) - cpu0) / max(moved_gb, 1e-9)
+        result["sink_produce"] = produce(sink_addr, "bench", size, seconds, "1")
+        result["sink_consume"] = consume(sink_addr, "bench", size,
+                                         result["consume"]["records"])
+        half = result["produce_acks1"]["records_per_s"] / 2
+        result["latency"] = latency(node.bootstrap, "latency", size, min(half, 20_000),
+                                    seconds)
+        result["broker_peak_rss_mb"] = proc_peak_rss_mb(pid)
+    finally:
+        sink.kill()
+        sink.wait(10)
+        node.stop()
+    result["produce_ratio"] = result["produce_acks1"]["mb_per_s"] / \
+        result["sink_produce"]["mb_per_s"]
+    result["consume_ratio"] = result["consume"]["mb_per_s"] / result["sink_consume"]["mb_per_s"]
+    return result
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [f"Loopback TCP {report['loopback_mb_per_s']:.0f} MB/s, sequential disk write "
+             f"{report['disk_write_mb_per_s']:.0f} MB/s (one fsync).", "",
+             "| record | produce acks=1 | acks=all | sink produce | ratio | consume | "
+             "sink consume | ratio | p50 / p99 / p99.9 ms (rate/s) | CPU s/GB | RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in report["sizes"]:
+        lat = r["latency"]
+        lines.append(
+            f"| {r['record_size']} B | {r['produce_acks1']['records_per_s']:,.0f}/s "
+            f"{r['produce_acks1']['mb_per_s']:.1f} MB/s | "
+            f"{r['produce_acks_all']['mb_per_s']:.1f} MB/s | "
+            f"{r['sink_produce']['mb_per_s']:.1f} MB/s | {r['produce_ratio']:.2f} | "
+            f"{r['consume']['records_per_s']:,.0f}/s {r['consume']['mb_per_s']:.1f} MB/s | "
+            f"{r['sink_consume']['mb_per_s']:.1f} MB/s | {r['consume_ratio']:.2f} | "
+            f"{lat['p50_ms']:.1f} / {lat['p99_ms']:.1f} / {lat['p999_ms']:.1f} "
+            f"({lat['rate']:,.0f}) | {r['broker_cpu_s_per_gb']:.1f} | "
+            f"{r['broker_peak_rss_mb']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict[str, Any], path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    sizes = [str(r["record_size"]) for r in report["sizes"]]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.35
+    xs = range(len(sizes))
+    left.bar([x - width / 2 for x in xs], [r["produce_acks1"]["mb_per_s"]
+                                           for r in report["sizes"]], width, label="ottla")
+    left.bar([x + width / 2 for x in xs], [r["sink_produce"]["mb_per_s"]
+                                           for r in report["sizes"]], width, label="sink")
+    left.set_xticks(list(xs), sizes)
+    left.set(title="produce acks=1 (MB/s)", xlabel="record bytes")
+    left.legend()
+    for key in ("p50_ms", "p99_ms", "p999_ms"):
+        right.plot(sizes, [r["latency"][key] for r in report["sizes"]], marker="o", label=key)
+    right.set(title="end-to-end latency at half load (ms)", xlabel="record bytes")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1024, 16384])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+    results_dir = os.path.join(os.path.dirname(__file__), "results")
+    os.makedirs(results_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=results_dir) as workdir:
+        report = {"loopback_mb_per_s": loopback_mb_per_s(),
+                  "disk_write_mb_per_s": disk_write_mb_per_s(workdir),
+                  "cpus": os.cpu_count(), "sizes": []}
+        for size in args.sizes:
+            report["sizes"].append(run_size(size, args.seconds, workdir))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(results_dir, stamp)
+    with open(base + ".json", "w") as f:
+        json.dump(report, f, indent=2)
+    table = markdown(report)
+    with open(base + ".md", "w") as f:
+        f.write(table)
+    print(table)
+    print(f"results: {base}.json, {base}.md" + (f", {base}.png" if plot(report, base + ".png")
+                                                   else ""))
+
+
+if __name__ == "__main__":
+    main()
