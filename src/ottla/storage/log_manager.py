@@ -43,14 +43,16 @@ class LogManager:
         self.on_roll: Callable[[Log, int], None] | None = None
         self._loaded: dict[TopicPartition, str] = {}
         self._doomed: list[tuple[int, Any]] = []
-        self.offline_dirs: set[str] = set()
         """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
+        self.offline_dirs: set[str] = set()
+        """Log dirs that had an I/O error: their partitions are offline."""
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
         self.clean_shutdown = {d: os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
                                for d in self.log_dirs}
         for d, clean in self.clean_shutdown.items():
-            if not clean and any(parse_log_dir_name(n) for n in os.listdir(d)):
+            if not clean and any(parse_log_dir_name(n) and n not in skip_dirs
+                                 for n in os.listdir(d)):
                 log.info("No clean shutdown marker in %s: logs are checked above their "
                          "recovery points", d)
         self._now_ms = now_ms
