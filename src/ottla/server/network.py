@@ -3,7 +3,7 @@
 Requests on a connection are handled strictly in order, one at a time, as Kafka does
 (it mutes a channel until its response is sent): that is what lets clients pipeline
 requests and still rely on response order. Handlers that finish synchronously (most of
-them, Produce included) are answered inside ``data_received`` without creating a task;
+them, Produce included) are answered inside ``buffer_updated`` without creating a task;
 only handlers that wait (long-polling Fetch, admin operations awaiting a commit) become
 tasks. A frame that cannot be parsed, an unknown API key, an unsupported version (other
 than ApiVersions, which gets its v0 error response) or an oversized frame closes that
@@ -60,13 +60,26 @@ class RequestDispatcher:
                                      header.correlation_id, len(body)), body
 
 
-class KafkaConnection(asyncio.Protocol):
+READ_BUFFER = 256 * 1024
+"""Small frames are read into this buffer and copied out; a frame that does not fit is
+read straight into a buffer of its own size."""
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.dispatcher = server.dispatcher
         self.transport: asyncio.Transport | None = None
-        self._buffer = bytearray()
-        self._frames: collections.deque[bytes] = collections.deque()
+        self._buffer = bytearray(READ_BUFFER)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        """Where unparsed bytes begin in ``_buffer``."""
+        self._end = 0
+        """Where they end (the next read lands here)."""
+        self._frame: bytearray | None = None
+        """A large frame being read in place, and how much of it has arrived."""
+        self._frame_filled = 0
+        self._frames: collections.deque[bytes | memoryview] = collections.deque()
         self._busy = False
         self._write_paused = False
         self._read_paused = False
@@ -110,34 +123,65 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._pump()
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buffer
-        buf += data
-        max_size = self.server.max_request_size
-        pos = 0
-        end = len(buf)
-        with memoryview(buf) as view:
-            while end - pos >= 4:
-                (size,) = _SIZE.unpack_from(buf, pos)
-                if size < 0 or size > max_size:
-                    log.warning("Closing connection from %s:%d: frame size %d is outside "
-                                "[0, socket.request.max.bytes=%d]", *self.peer, size,
-                                max_size)
-                    self.close()
-                    return
-                if end - pos - 4 < size:
-                    break
-                self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))  # one copy
-                pos += 4 + size
-        if pos == end:
-            buf.clear()
-        elif pos:
-            del buf[:pos]
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled:]
+        if self._end == len(self._buffer):
+            self._compact()
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                # kio reads only read-only buffers: a read-only view, no copy.
+                self._frames.append(memoryview(self._frame).toreadonly())
+                self._frame = None
+        else:
+            self._end += nbytes
+            if not self._cut_frames():
+                return
         if len(self._frames) >= MAX_QUEUED_FRAMES and not self._read_paused:
             self._read_paused = True
             if self.transport is not None:
                 self.transport.pause_reading()
         self._pump()
+
+    def _cut_frames(self) -> bool:
+        """Queue every whole frame in the read buffer; start reading a large one in place.
+        False if the connection was closed for a bad frame size."""
+        buf, view = self._buffer, self._view
+        max_size = self.server.max_request_size
+        pos, end = self._start, self._end
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > max_size:
+                log.warning("Closing connection from %s:%d: frame size %d is outside "
+                            "[0, socket.request.max.bytes=%d]", *self.peer, size, max_size)
+                self.close()
+                return False
+            if end - pos - 4 >= size:
+                self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+                continue
+            if size + 4 > len(buf):
+                # Too big for the read buffer: the rest of it is read straight into place.
+                frame = bytearray(size)
+                have = end - pos - 4
+                frame[:have] = view[pos + 4 : end]
+                self._frame, self._frame_filled = frame, have
+                pos = end
+            break
+        self._start = pos
+        if pos == end:
+            self._start = self._end = 0
+        return True
+
+    def _compact(self) -> None:
+        """Move a partial frame to the front of the read buffer."""
+        remaining = self._end - self._start
+        self._buffer[:remaining] = bytes(self._view[self._start : self._end])  # may overlap
+        self._start, self._end = 0, remaining
 
     # --- request processing -----------------------------------------------------------
 
@@ -150,7 +194,7 @@ class KafkaConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.resume_reading()
 
-    def _process(self, frame: bytes) -> None:
+    def _process(self, frame: bytes | memoryview) -> None:
         try:
             api_key, version, correlation_id = peek_api(frame)
             spec = self.dispatcher.registry.get(api_key)
