@@ -140,6 +140,44 @@ def encode_body(entity: Any) -> bytes:
     return buf.getvalue()
 
 
+class ChunkWriter:
+    """A write target for kio that keeps large values (record sets) as the objects they
+    are instead of copying them into one buffer; small writes are merged."""
+
+    __slots__ = ("parts", "size", "small")
+    LARGE = 16384
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | bytearray | memoryview] = []
+        self.small = bytearray()
+        self.size = 0
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        n = len(data)
+        self.size += n
+        if n >= self.LARGE:
+            if self.small:
+                self.parts.append(bytes(self.small))
+                self.small.clear()
+            self.parts.append(data)
+        else:
+            self.small += data
+        return n
+
+    def finish(self) -> list[bytes | bytearray | memoryview]:
+        if self.small:
+            self.parts.append(bytes(self.small))
+            self.small = bytearray()
+        return self.parts
+
+
+def encode_body_chunks(entity: Any) -> tuple[list[bytes | bytearray | memoryview], int]:
+    """The body as chunks (record sets not copied) and its total size."""
+    out = ChunkWriter()
+    _writer(type(entity))(out, entity)
+    return out.finish(), out.size
+
+
 def response_header_bytes(api_key: int, api_version: int, correlation_id: int,
                           body_size: int) -> bytes:
     """Size prefix and response header for a body of ``body_size`` bytes."""

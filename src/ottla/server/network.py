@@ -28,7 +28,7 @@ from ottla.protocol.api import ApiKey, is_flexible, response_schema
 from ottla.protocol.codec import (
     RequestHeader,
     decode_request,
-    encode_body,
+    encode_body_chunks,
     parse_request_header,
     peek_api,
     response_header_bytes,
@@ -50,14 +50,16 @@ class RequestDispatcher:
         self.broker = broker
         self.registry = registry
 
-    def encode(self, header: RequestHeader, response: Any) -> tuple[bytes, bytes]:
-        """The response's frame prefix and header, and its body: kept apart so a large
-        Fetch body is not copied once more just to prepend a few bytes."""
+    def encode(self, header: RequestHeader, response: Any
+               ) -> tuple[bytes, list[bytes | bytearray | memoryview], int]:
+        """The response's frame prefix and header, and its body as chunks: record sets
+        (Fetch) go to the socket as the objects the log read, without being copied into
+        one buffer."""
         if isinstance(response, dict):
             response = build(response_schema(header.api_key, header.api_version), response)
-        body = encode_body(response)
+        chunks, size = encode_body_chunks(response)
         return response_header_bytes(header.api_key, header.api_version,
-                                     header.correlation_id, len(body)), body
+                                     header.correlation_id, size), chunks, size
 
 
 READ_BUFFER = 256 * 1024
@@ -254,17 +256,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if response is NO_RESPONSE or self._closed or self.transport is None:
             return
         try:
-            prefix, body = self.dispatcher.encode(header, response)
+            prefix, chunks, size = self.dispatcher.encode(header, response)
         except Exception:
             log.exception("Cannot encode the %s v%d response; closing the connection",
                           ApiKey(header.api_key).name, header.api_version)
             self.close()
             return
-        if len(body) < 65536:
-            self.transport.write(prefix + body)  # one send for the common small response
+        if len(chunks) == 1 and size < 65536:
+            self.transport.write(prefix + chunks[0])  # one send for a small response
         else:
-            self.transport.write(prefix)
-            self.transport.write(body)
+            self.transport.writelines([prefix, *chunks])
 
     def _send_unsupported_api_versions(self, correlation_id: int) -> None:
         header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, 0)
