@@ -1,0 +1,168 @@
+"""Executor-side reading of one offset range into Arrow record batches.
+
+A task assigns its single partition to a confluent-kafka consumer (no group, nothing
+committed), seeks to the range start and consumes until the range end. Records leave as
+Arrow batches: Spark moves them to the JVM without a Python object per row.
+``enable.partition.eof`` tells us when the broker has nothing more, so a range whose
+last offsets are compacted away or are control records still ends promptly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from ottla.spark.offset_reader import OffsetRange, data_loss
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+BASE_FIELDS = [
+    ("key", pa.binary()),
+    ("value", pa.binary()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")),
+    ("timestampType", pa.int32()),
+]
+SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
+              "timestamp timestamp, timestampType int")
+HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
+
+ROWS_PER_BATCH = 8192
+_CONSUME_MAX = 10_000
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = BASE_FIELDS + ([("headers", HEADER_TYPE)] if include_headers else [])
+    return pa.schema(fields)
+
+
+def consumer_config(client: dict[str, str], fail_on_data_loss: bool) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "group.id": "ottla-spark",  # required by librdkafka; never joined or committed
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": True,
+        "auto.offset.reset": "error" if fail_on_data_loss else "earliest",
+    }
+    config.update(client)
+    return config
+
+
+def read_range(r: OffsetRange, client: dict[str, str], include_headers: bool,
+               fail_on_data_loss: bool, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
+    """Every record in ``[r.from_offset, r.until_offset)``, in offset order."""
+    if r.size <= 0:
+        return
+    consumer = Consumer(consumer_config(client, fail_on_data_loss))
+    try:
+        yield from _consume(consumer, r, include_headers, fail_on_data_loss, poll_timeout_ms)
+    finally:
+        consumer.close()
+
+
+def _consume(consumer: Consumer, r: OffsetRange, include_headers: bool,
+             fail_on_data_loss: bool, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
+    tp = TopicPartition(r.topic, r.partition)
+    start = r.from_offset
+    if start >= 0:
+        low, _high = consumer.get_watermark_offsets(tp, timeout=poll_timeout_ms / 1000)
+        if start < low:
+            if fail_on_data_loss:
+                raise data_loss(f"Cannot fetch offset {start} of {r.topic}-{r.partition}: "
+                                f"the earliest available offset is {low}")
+            start = low
+    if start >= r.until_offset:
+        return
+    consumer.assign([TopicPartition(r.topic, r.partition, start if start >= 0
+                                    else OFFSET_BEGINNING)])
+    schema = arrow_schema(include_headers)
+    columns = _Columns(include_headers)
+    deadline = time.monotonic() + poll_timeout_ms / 1000
+    done = False
+    while not done:
+        messages = consumer.consume(_CONSUME_MAX, timeout=0.5)
+        if messages:
+            deadline = time.monotonic() + poll_timeout_ms / 1000
+        elif time.monotonic() > deadline:
+            raise TimeoutError(
+                f"no records of {r.topic}-{r.partition} arrived for {poll_timeout_ms} ms "
+                f"while reading offsets {start} to {r.until_offset}")
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if msg.offset() >= r.until_offset:
+                        done = True  # the log ends at or past the range: nothing is missing
+                    continue
+                if err.code() == KafkaError._AUTO_OFFSET_RESET and fail_on_data_loss:
+                    raise data_loss(f"Offset out of range for {r.topic}-{r.partition}: {err}")
+                if err.retriable():
+                    continue
+                raise KafkaException(err)
+            offset = msg.offset()
+            if offset >= r.until_offset:
+                done = True
+                break
+            columns.add(msg)
+            if offset == r.until_offset - 1:
+                done = True
+                break
+        if len(columns) >= ROWS_PER_BATCH or (done and len(columns)):
+            yield columns.take(schema)
+
+
+class _Columns:
+    """Accumulates message fields column by column for one Arrow batch."""
+
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.topics: list[str] = []
+        self.partitions: list[int] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.types: list[int] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def add(self, msg: Any) -> None:
+        self.keys.append(msg.key())
+        self.values.append(msg.value())
+        self.topics.append(msg.topic())
+        self.partitions.append(msg.partition())
+        self.offsets.append(msg.offset())
+        ts_type, ts = msg.timestamp()
+        self.timestamps.append(ts * 1000)
+        # librdkafka numbers CreateTime 1 and LogAppendTime 2; Kafka (and Spark) 0 and 1.
+        self.types.append(ts_type - 1 if ts_type > 0 else -1)
+        if self.include_headers:
+            headers = msg.headers()
+            self.headers.append([{"key": k, "value": v} for k, v in headers]
+                                if headers else [])
+
+    def take(self, schema: pa.Schema) -> pa.RecordBatch:
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.array(self.topics, pa.string()),
+            pa.array(self.partitions, pa.int32()),
+            pa.array(self.offsets, pa.int64()),
+            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
+            pa.array(self.types, pa.int32()),
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, HEADER_TYPE))
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        self._reset()
+        return batch

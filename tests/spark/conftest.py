@@ -1,0 +1,64 @@
+"""One ottla broker and one local[2] SparkSession for every Spark test in the run."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import OttlaProcess
+
+
+def _java_works() -> bool:
+    if shutil.which("java") is None:
+        return False
+    return subprocess.run(["java", "-version"], capture_output=True).returncode == 0
+
+
+pytest.importorskip("pyspark", reason="the Spark tests need pyspark (pip install ottla[spark])")
+if not _java_works():
+    pytest.skip("the Spark tests need Java 17+", allow_module_level=True)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if os.sep + "spark" + os.sep in str(item.fspath):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory) -> Iterator[OttlaProcess]:
+    node = OttlaProcess(str(tmp_path_factory.mktemp("spark-broker") / "data")).start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory) -> Iterator:
+    from ottla.spark.session import create_session
+
+    session = create_session("ottla-tests", "local[2]", {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "2",
+        "spark.sql.streaming.stopTimeout": "30s",
+        "spark.local.dir": str(tmp_path_factory.mktemp("spark-local")),
+    })
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def topic(request) -> str:
+    """A topic name of this test's own (the broker is shared by the session)."""
+    name = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name)[:40]
+    return f"{name}-{uuid.uuid4().hex[:6]}"

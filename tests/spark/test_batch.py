@@ -1,0 +1,190 @@
+"""Batch reads and writes through format("ottla") against a real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.spark.kafka import create_topics, produce, rows_as_records
+
+
+def reader(spark, broker, **options):
+    r = spark.read.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap)
+    for key, value in options.items():
+        r = r.option(key, value)
+    return r.load()
+
+
+def random_messages(topics, partitions, per_partition, seed=7):
+    rng = random.Random(seed)
+    for t in topics:
+        for p in range(partitions):
+            for i in range(per_partition):
+                key = None if i % 10 == 0 else rng.randbytes(rng.randint(0, 16))
+                yield {"topic": t, "partition": p, "key": key,
+                       "value": rng.randbytes(rng.randint(0, 300)),
+                       "headers": [("i", str(i).encode()), ("bin", rng.randbytes(4))]}
+
+
+def test_batch_read_is_exactly_the_produced_records(spark, broker, topic):
+    topics = [f"{topic}-{n}" for n in range(3)]
+    create_topics(broker.bootstrap, topics, 4)
+    produced = produce(broker.bootstrap, random_messages(topics, 4, 150))
+    assert len(produced) == 3 * 4 * 150
+
+    df = reader(spark, broker, subscribe=",".join(topics), includeHeaders="true")
+    assert df.rdd.getNumPartitions() == 12  # one split per topic-partition
+    rows = rows_as_records(df.collect())
+    assert sorted(rows, key=str) == sorted(produced, key=str)
+
+    by_pattern = reader(spark, broker, subscribePattern=f"{topic}-[0-2]")
+    assert by_pattern.count() == len(produced)
+    stamped = by_pattern.select("timestamp", "timestampType").distinct().collect()
+    assert {r["timestampType"] for r in stamped} == {0}  # CreateTime
+
+
+def test_assign_and_offset_ranges(spark, broker, topic):
+    create_topics(broker.bootstrap, [topic], 3)
+    produce(broker.bootstrap, ({"topic": topic, "partition": i % 3, "value": b"%d" % i}
+                               for i in range(300)))
+    df = reader(spark, broker, assign=json.dumps({topic: [0, 2]}),
+                startingOffsets=json.dumps({topic: {"0": 10, "2": -2}}),
+                endingOffsets=json.dumps({topic: {"0": 20, "2": -1}}))
+    got = sorted((r["partition"], r["offset"]) for r in df.select("partition", "offset")
+                 .collect())
+    assert got == [(0, o) for o in range(10, 20)] + [(2, o) for o in range(100)]
+
+
+def test_min_partitions_splits_large_partitions(spark, broker, topic):
+    create_topics(broker.bootstrap, [topic], 2)
+    produce(broker.bootstrap, ({"topic": topic, "partition": i % 2, "value": b"%d" % i}
+                               for i in range(1000)))
+    df = reader(spark, broker, subscribe=topic, minPartitions="7")
+    assert df.rdd.getNumPartitions() >= 7
+    offsets = sorted((r["partition"], r["offset"]) for r in df.collect())
+    assert offsets == sorted((p, o) for p in range(2) for o in range(500))
+
+    capped = reader(spark, broker, subscribe=topic, maxRecordsPerPartition="100")
+    assert capped.rdd.getNumPartitions() == 10
+    assert capped.count() == 1000
+
+
+def test_starting_timestamp(spark, broker, topic):
+    create_topics(broker.bootstrap, [topic], 1)
+    base = 1_700_000_000_000
+    produce(broker.bootstrap, ({"topic": topic, "value": b"%d" % i, "timestamp": base + i * 1000}
+                               for i in range(50)))
+    df = reader(spark, broker, subscribe=topic, startingTimestamp=str(base + 30_000))
+    rows = df.select("offset", "timestamp").orderBy("offset").collect()
+    assert [r["offset"] for r in rows] == list(range(30, 50))
+    assert int(rows[0]["timestamp"].timestamp() * 1000) == base + 30_000
+
+    by_partition = reader(spark, broker, subscribe=topic, startingOffsetsByTimestamp=json.dumps(
+        {topic: {"0": base + 45_000}}))
+    assert by_partition.count() == 5
+    with pytest.raises(Exception, match="no offset matched the timestamp"):
+        reader(spark, broker, subscribe=topic, startingTimestamp=str(base + 10**9)).count()
+    assert reader(spark, broker, subscribe=topic, startingTimestamp=str(base + 10**9),
+                  startingOffsetsByTimestampStrategy="latest").count() == 0
+
+
+def test_fail_on_data_loss(spark, broker, topic):
+    create_topics(broker.bootstrap, [topic], 1)
+    produce(broker.bootstrap, ({"topic": topic, "value": b"%d" % i} for i in range(100)))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, 40)]).values():
+        f.result(30)
+    pinned = {"startingOffsets": json.dumps({topic: {"0": 0}})}
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        reader(spark, broker, subscribe=topic, **pinned).count()
+    rows = reader(spark, broker, subscribe=topic, failOnDataLoss="false", **pinned).collect()
+    assert sorted(r["offset"] for r in rows) == list(range(40, 100))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"subscribe": "x", "assign": '{"x":[0]}'}, "exactly one of"),
+    ({}, "exactly one of"),
+    ({"subscribe": "x", "startingOffsets": "latest"}, "cannot be 'latest' for batch"),
+    ({"subscribe": "x", "kafka.auto.offset.reset": "earliest"}, "use startingOffsets"),
+    ({"assign": "[not json"}, "must be JSON"),
+    ({"subscribe": "x", "minPartitions": "0"}, "must be positive"),
+])
+def test_bad_options_fail_with_a_clear_message(spark, broker, options, message):
+    with pytest.raises(Exception, match=message):
+        reader(spark, broker, **options).count()
+
+
+def test_bootstrap_servers_is_required(spark):
+    with pytest.raises(Exception, match=r"kafka\.bootstrap\.servers"):
+        spark.read.format("ottla").option("subscribe", "x").load().count()
+
+
+def test_write_then_read_back_byte_identical(spark, broker, topic):
+    from pyspark.sql.types import (
+        ArrayType,
+        BinaryType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    a, b = f"{topic}-a", f"{topic}-b"
+    create_topics(broker.bootstrap, [a, b], 3)
+    rng = random.Random(3)
+    data = [(rng.randbytes(8) if i % 7 else None, rng.randbytes(rng.randint(0, 2000)),
+             a if i % 2 else b, i % 3,
+             [("h1", rng.randbytes(3)), ("\u00e9t\u00e9", b"")] if i % 5 else [])
+            for i in range(400)]
+    schema = StructType([
+        StructField("key", BinaryType()), StructField("value", BinaryType()),
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())])))])
+    df = spark.createDataFrame(data, schema).repartition(3)
+    df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .mode("append").save()
+
+    back = reader(spark, broker, subscribe=f"{a},{b}", includeHeaders="true").collect()
+    got = [(r["topic"], r["partition"], None if r["key"] is None else bytes(r["key"]),
+            bytes(r["value"]), [(h["key"], bytes(h["value"])) for h in r["headers"]])
+           for r in back]
+    assert sorted(got, key=repr) == sorted(((t, p, k, v, h) for k, v, t, p, h in data),
+                                           key=repr)
+
+
+def test_write_needs_a_value_and_a_topic(spark, broker):
+    df = spark.createDataFrame([("k",)], "key string")
+    with pytest.raises(Exception, match="'value' column"):
+        df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .option("topic", "t").mode("append").save()
+    df = spark.createDataFrame([("v",)], "value string")
+    with pytest.raises(Exception, match="no topic"):
+        df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .mode("append").save()
+
+
+def test_write_with_string_columns_and_topic_option(spark, broker, topic):
+    create_topics(broker.bootstrap, [topic], 1)
+    df = spark.createDataFrame([(f"k{i}", f"v{i}", "ignored") for i in range(20)],
+                               "key string, value string, other string")
+    df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("topic", topic).mode("append").save()
+    rows = reader(spark, broker, subscribe=topic).selectExpr(
+        "cast(key as string) k", "cast(value as string) v").collect()
+    assert sorted((r["k"], r["v"]) for r in rows) == sorted(
+        (f"k{i}", f"v{i}") for i in range(20))
+    with pytest.raises(Exception, match="Overwrite"):
+        df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .option("topic", topic).mode("overwrite").save()
+
+
+def test_workers_run_this_interpreter():
+    import sys
+
+    assert os.environ.get("PYSPARK_PYTHON") == sys.executable
