@@ -51,10 +51,15 @@ def build(spark: Any, args: argparse.Namespace) -> Any:
 
 
 def run(spark: Any, args: argparse.Namespace) -> int:
-    writer = (build(spark, args).writeStream.format("ottla")
-              .option("kafka.bootstrap.servers", args.bootstrap_server)
-              .option("topic", args.output_topic)
-              .outputMode("update"))
+    def publish(updates: Any, _batch_id: int) -> None:
+        # A Python data source sink takes appends only; each micro-batch's updated
+        # counts are written as a batch instead. A retried batch rewrites the same
+        # counts, which the latest-per-key reading makes harmless.
+        (updates.write.format("ottla")
+         .option("kafka.bootstrap.servers", args.bootstrap_server)
+         .option("topic", args.output_topic).mode("append").save())
+
+    writer = build(spark, args).writeStream.foreachBatch(publish).outputMode("update")
     if args.checkpoint:
         writer = writer.option("checkpointLocation", args.checkpoint)
     return start(writer, args)
