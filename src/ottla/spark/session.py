@@ -40,7 +40,10 @@ def create_session(app_name: str, master: str | None = None,
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
     if is_local(master):
-        builder = (builder.config("spark.driver.host", "127.0.0.1")
+        # Spark's 200 shuffle partitions cost a state store each in a stateful query;
+        # on one machine a few per core is plenty (--conf overrides it).
+        builder = (builder.config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
+                   .config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1")
                    .config("spark.ui.enabled", "false"))
     for key, value in (conf or {}).items():

@@ -56,7 +56,7 @@ def collect(spark: Any, args: argparse.Namespace) -> Report:
         peak[w["topic"]] = max(peak[w["topic"]], w["rps"])
     topics = []
     for s in summary:
-        span = max((s["last"] - s["first"]).total_seconds(), 1e-3)
+        span = max((s["last"] - s["first"]).total_seconds(), 1.0)
         topics.append([s["topic"], s["partitions"], s["records"], s["bytes"],
                        s["first"].isoformat(sep=" ", timespec="seconds"),
                        s["last"].isoformat(sep=" ", timespec="seconds"),
