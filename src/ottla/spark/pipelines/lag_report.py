@@ -119,8 +119,14 @@ def plot(report: Report, path: str) -> bool:
     lag: dict[str, int] = defaultdict(int)
     for group, topic, *_rest, behind in report.lag:
         lag[f"{group}\n{topic}"] += behind
-    bottom.bar(list(lag), list(lag.values()))
+    if lag:
+        bottom.bar(list(lag), list(lag.values()))
+    else:
+        bottom.text(0.5, 0.5, "no committed offsets", ha="center", va="center",
+                    transform=bottom.transAxes)
+        bottom.set_axis_off()
     bottom.set_title("Consumer lag (records)")
+    fig.autofmt_xdate()
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
