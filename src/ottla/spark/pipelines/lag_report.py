@@ -126,7 +126,7 @@ def plot(report: Report, path: str) -> bool:
                     transform=bottom.transAxes)
         bottom.set_axis_off()
     bottom.set_title("Consumer lag (records)")
-    fig.autofmt_xdate()
+    top.tick_params(axis="x", labelrotation=30)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
