@@ -4,13 +4,18 @@ to the requested offset. A client's throughput against it is what the wire, the 
 and frame handling allow; the broker's ratio to it is what storage and the broker's
 logic cost.
 
-Run: ``python -m benchmarks.sink --port 9192 --record-size 1024``.
+With ``--store DIR`` the sink also appends every produced batch to one file per
+partition (``pwrite``, no fsync, like the broker's default flush policy): the ceiling
+for a broker that must at least put the bytes in the page cache.
+
+Run: ``python -m benchmarks.sink --port 9192 --record-size 1024 [--store DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import uuid
 from typing import Any
 
@@ -18,6 +23,7 @@ from ottla.broker.handlers import ApiSpec
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.records import build_batch, set_base_offset
+from ottla.server import allocator
 from ottla.server.network import KafkaServer, RequestDispatcher
 
 PARTITIONS = 1
@@ -25,10 +31,13 @@ HIGH_WATERMARK = 1 << 50
 
 
 class SinkState:
-    def __init__(self, host: str, port: int, record_size: int) -> None:
+    def __init__(self, host: str, port: int, record_size: int, store: str | None = None
+                 ) -> None:
         self.host = host
         self.port = port
         self.offsets: dict[tuple[str, int], int] = {}
+        self.store = store
+        self.files: dict[tuple[str, int], list[int]] = {}  # fd, size
         # About 1 MiB of records per fetch response, like a broker with data waiting.
         count = max(1, (1 << 20) // (record_size + 20))
         self.batch = bytes(build_batch([(None, b"x" * record_size)] * count,
@@ -67,6 +76,8 @@ def produce(state: SinkState, ctx: Any, req: Any) -> Any:
             records = p.records or b""
             count = int.from_bytes(records[57:61], "big") if len(records) >= 61 else 0
             state.offsets[key] = base + count
+            if state.store is not None:
+                store(state, key, records)
             parts.append({"index": p.index, "error_code": ErrorCode.none, "base_offset": base,
                           "log_append_time": -1, "log_start_offset": 0, "record_errors": [],
                           "error_message": None})
@@ -75,6 +86,18 @@ def produce(state: SinkState, ctx: Any, req: Any) -> Any:
         from ottla.broker.context import NO_RESPONSE
         return NO_RESPONSE
     return {"responses": responses, "throttle_time": 0}
+
+
+def store(state: SinkState, key: tuple[str, int], records: bytes) -> None:
+    entry = state.files.get(key)
+    if entry is None:
+        path = os.path.join(state.store, f"{key[0]}-{key[1]}.log")
+        entry = state.files[key] = [os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644), 0]
+    view = memoryview(records)
+    written = 0
+    while written < len(view):
+        written += os.pwrite(entry[0], view[written:], entry[1] + written)
+    entry[1] += len(view)
 
 
 def fetch(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
@@ -108,9 +131,9 @@ SINK_APIS = {int(k): ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
     (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]}
 
 
-async def serve(host: str, port: int, record_size: int, ready: asyncio.Event | None = None
-                ) -> None:
-    state = SinkState(host, port, record_size)
+async def serve(host: str, port: int, record_size: int, ready: asyncio.Event | None = None,
+                store: str | None = None) -> None:
+    state = SinkState(host, port, record_size, store)
     server = KafkaServer(state, RequestDispatcher(state, SINK_APIS), "PLAINTEXT", "broker",
                          host, port, 104857600)
     await server.start()
@@ -126,12 +149,15 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--record-size", type=int, default=1024)
+    parser.add_argument("--store", help="append produced batches to files in this directory")
     args = parser.parse_args()
+    allocator.tune()  # the same malloc settings as the broker
+    run = serve(args.host, args.port, args.record_size, store=args.store)
     try:
         import uvloop
-        uvloop.run(serve(args.host, args.port, args.record_size))
+        uvloop.run(run)
     except ImportError:
-        asyncio.run(serve(args.host, args.port, args.record_size))
+        asyncio.run(run)
 
 
 if __name__ == "__main__":

@@ -198,16 +198,22 @@ def disk_write_mb_per_s(directory: str, megabytes: int = 512) -> float:
 def run_size(size: int, seconds: float, workdir: str) -> dict[str, Any]:
     result: dict[str, Any] = {"record_size": size}
     node = OttlaProcess(os.path.join(workdir, f"data-{size}")).start()
-    sink_port = free_port()
+    sink_port, store_port = free_port(), free_port()
     sink = subprocess.Popen([sys.executable, "-m", "benchmarks.sink", "--port", str(sink_port),
                              "--record-size", str(size)], stdout=subprocess.DEVNULL)
+    store_dir = os.path.join(workdir, f"sink-store-{size}")
+    os.makedirs(store_dir, exist_ok=True)
+    storing_sink = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.sink", "--port", str(store_port), "--record-size",
+         str(size), "--store", store_dir], stdout=subprocess.DEVNULL)
     try:
         with WireClient(node.bootstrap) as client:
             client.create_topic("bench", 1)
             client.create_topic("bench-all", 1)
             client.create_topic("latency", 1)
-        wait_until(lambda: socket.create_connection(("127.0.0.1", sink_port), 1).close()
-                   or True, 20, 0.1, "the sink")
+        for port in (sink_port, store_port):
+            wait_until(lambda port=port: socket.create_connection(("127.0.0.1", port), 1)
+                       .close() or True, 20, 0.1, "the sink")
         sink_addr = f"127.0.0.1:{sink_port}"
         pid = node.proc.pid
         cpu0 = proc_cpu_seconds(pid)
@@ -219,6 +225,8 @@ def run_size(size: int, seconds: float, workdir: str) -> dict[str, Any]:
                     + result["consume"]["records"]) * size / (1 << 30)
         result["broker_cpu_s_per_gb"] = (proc_cpu_seconds(pid) - cpu0) / max(moved_gb, 1e-9)
         result["sink_produce"] = produce(sink_addr, "bench", size, seconds, "1")
+        result["storing_sink_produce"] = produce(f"127.0.0.1:{store_port}", "bench", size,
+                                                 seconds, "1")
         result["sink_consume"] = consume(sink_addr, "bench", size,
                                          result["consume"]["records"])
         half = result["produce_acks1"]["records_per_s"] / 2
@@ -226,11 +234,14 @@ def run_size(size: int, seconds: float, workdir: str) -> dict[str, Any]:
                                     seconds)
         result["broker_peak_rss_mb"] = proc_peak_rss_mb(pid)
     finally:
-        sink.kill()
-        sink.wait(10)
+        for server in (sink, storing_sink):
+            server.kill()
+            server.wait(10)
         node.stop()
     result["produce_ratio"] = result["produce_acks1"]["mb_per_s"] / \
         result["sink_produce"]["mb_per_s"]
+    result["produce_ratio_storing"] = result["produce_acks1"]["mb_per_s"] / \
+        result["storing_sink_produce"]["mb_per_s"]
     result["consume_ratio"] = result["consume"]["mb_per_s"] / result["sink_consume"]["mb_per_s"]
     return result
 
@@ -238,9 +249,10 @@ def run_size(size: int, seconds: float, workdir: str) -> dict[str, Any]:
 def markdown(report: dict[str, Any]) -> str:
     lines = [f"Loopback TCP {report['loopback_mb_per_s']:.0f} MB/s, sequential disk write "
              f"{report['disk_write_mb_per_s']:.0f} MB/s (one fsync).", "",
-             "| record | produce acks=1 | acks=all | sink produce | ratio | consume | "
-             "sink consume | ratio | p50 / p99 / p99.9 ms (rate/s) | CPU s/GB | RSS MB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| record | produce acks=1 | acks=all | sink produce | ratio | storing sink | "
+             "ratio | consume | sink consume | ratio | p50 / p99 / p99.9 ms (rate/s) | "
+             "CPU s/GB | RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["sizes"]:
         lat = r["latency"]
         lines.append(
@@ -248,6 +260,8 @@ def markdown(report: dict[str, Any]) -> str:
             f"{r['produce_acks1']['mb_per_s']:.1f} MB/s | "
             f"{r['produce_acks_all']['mb_per_s']:.1f} MB/s | "
             f"{r['sink_produce']['mb_per_s']:.1f} MB/s | {r['produce_ratio']:.2f} | "
+            f"{r['storing_sink_produce']['mb_per_s']:.1f} MB/s | "
+            f"{r['produce_ratio_storing']:.2f} | "
             f"{r['consume']['records_per_s']:,.0f}/s {r['consume']['mb_per_s']:.1f} MB/s | "
             f"{r['sink_consume']['mb_per_s']:.1f} MB/s | {r['consume_ratio']:.2f} | "
             f"{lat['p50_ms']:.1f} / {lat['p99_ms']:.1f} / {lat['p999_ms']:.1f} "

@@ -81,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         except (MetaPropertiesError, OSError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
+    from ottla.server import allocator
+
+    allocator.tune()
     try:
         import uvloop
         runner: Any = uvloop.run
