@@ -142,7 +142,9 @@ def encode_body(entity: Any) -> bytes:
 
 class ChunkWriter:
     """A write target for kio that keeps large values (record sets) as the objects they
-    are instead of copying them into one buffer; small writes are merged."""
+    are instead of copying them into one buffer; small writes are merged. Objects that
+    are not bytes (a segment's ``FileSlice``) always stay parts of their own: kio only
+    takes their ``len()``."""
 
     __slots__ = ("parts", "size", "small")
     LARGE = 16384
@@ -152,10 +154,10 @@ class ChunkWriter:
         self.small = bytearray()
         self.size = 0
 
-    def write(self, data: bytes | bytearray | memoryview) -> int:
+    def write(self, data: Any) -> int:
         n = len(data)
         self.size += n
-        if n >= self.LARGE:
+        if n >= self.LARGE or not isinstance(data, bytes | bytearray | memoryview):
             if self.small:
                 self.parts.append(bytes(self.small))
                 self.small.clear()

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import inspect
 import logging
+import os
 import socket
 import struct
 from collections.abc import Callable
@@ -35,6 +36,7 @@ from ottla.protocol.codec import (
 )
 from ottla.protocol.errors import MalformedRequest
 from ottla.protocol.messages import build
+from ottla.storage.segment import FileSlice
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self.peer: tuple[str, int] = ("", 0)
+        self._sendfile_fd = -1
+        """The socket for ``os.sendfile``; -1 where the transport must see every byte."""
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -107,6 +111,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         sock.setsockopt(socket.SOL_SOCKET, option, size)
                     except OSError:
                         pass
+        if sock is not None and hasattr(os, "sendfile") and \
+                transport.get_extra_info("sslcontext") is None:
+            self._sendfile_fd = sock.fileno()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = (str(peer[0]), int(peer[1]))
@@ -262,10 +269,64 @@ class KafkaConnection(asyncio.BufferedProtocol):
                           ApiKey(header.api_key).name, header.api_version)
             self.close()
             return
-        if len(chunks) == 1 and size < 65536:
-            self.transport.write(prefix + chunks[0])  # one send for a small response
-        else:
-            self.transport.writelines([prefix, *chunks])
+        if not any(type(c) is FileSlice for c in chunks):
+            if len(chunks) == 1 and size < 65536:
+                self.transport.write(prefix + chunks[0])  # one send for a small response
+            else:
+                self.transport.writelines([prefix, *chunks])
+            return
+        self._send_with_slices([prefix, *chunks])
+
+    def _send_with_slices(self, parts: list[Any]) -> None:
+        """Write a response holding segment slices: each goes out with ``sendfile`` when
+        everything before it has reached the socket, otherwise it is read and queued."""
+        assert self.transport is not None
+        pending: list[Any] = []
+        for part in parts:
+            if type(part) is not FileSlice:
+                pending.append(part)
+                continue
+            if not part.valid:
+                # Its segment was closed after the read (cleaner swap): the size is
+                # already promised, so the client must retry on a new connection.
+                log.info("Closing connection from %s:%d: a fetched segment went away",
+                         *self.peer)
+                self.close()
+                return
+            if pending:
+                self.transport.writelines(pending)
+                pending = []
+            sent = self._sendfile(part)
+            if sent < part.length:
+                rest = os.pread(part.fd, part.length - sent, part.position + sent)
+                if len(rest) != part.length - sent:  # truncated under us
+                    log.info("Closing connection from %s:%d: a fetched segment shrank",
+                             *self.peer)
+                    self.close()
+                    return
+                pending.append(rest)
+        if pending:
+            self.transport.writelines(pending)
+
+    def _sendfile(self, part: FileSlice) -> int:
+        """Send what the socket takes now, straight from the page cache; 0 unless the
+        transport's own buffer is empty (bytes must leave in order)."""
+        if self._sendfile_fd < 0 or self.transport is None or \
+                self.transport.get_write_buffer_size():
+            return 0
+        sent = 0
+        while sent < part.length:
+            try:
+                n = os.sendfile(self._sendfile_fd, part.fd, part.position + sent,
+                                part.length - sent)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                break  # a broken connection: the transport reports it
+            if n == 0:
+                break
+            sent += n
+        return sent
 
     def _send_unsupported_api_versions(self, correlation_id: int) -> None:
         header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, 0)

@@ -37,11 +37,24 @@ def segment_file(directory: str, base_offset: int, suffix: str) -> str:
 
 @dataclass(slots=True)
 class FileSlice:
-    """A byte range of a segment file: what a fetch returns without copying records."""
+    """A byte range of a segment file: what a fetch returns without copying records.
+
+    The network layer sends it with ``sendfile`` straight from the page cache. It may be
+    sent a loop turn after the read (a delayed fetch), so it remembers its segment: if
+    that segment was closed meanwhile, the descriptor number may name another file.
+    """
 
     fd: int
     position: int
     length: int
+    segment: LogSegment | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def valid(self) -> bool:
+        return self.segment is None or self.segment.fd == self.fd
 
     def read(self) -> bytes:
         return os.pread(self.fd, self.length, self.position)
@@ -172,7 +185,7 @@ class LogSegment:
         length = min(limit - position, size)
         if length <= 0:
             return None
-        return FileSlice(self.fd, position, length)
+        return FileSlice(self.fd, position, length, self)
 
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int
                                  ) -> tuple[int, int] | None:

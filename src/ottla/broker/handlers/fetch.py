@@ -80,7 +80,7 @@ def _read_partition(broker: Any, cached: CachedPartition, max_bytes: int, isolat
         read = partition.read(cached.fetch_offset, max_bytes, isolation,
                               cached.current_leader_epoch, min_one)
         if read.records is not None:
-            data["records"] = read.records.read()
+            data["records"] = read.records  # a FileSlice: sent with sendfile
     except KafkaError as e:
         data["error_code"] = e.code
         if e.code == ErrorCode.not_leader_or_follower:
