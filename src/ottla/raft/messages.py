@@ -1,0 +1,86 @@
+"""The KRaft RPCs as the consensus core sees them, free of wire encoding.
+
+Field meanings follow Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch schemas
+(KIP-595, pre-vote from KIP-996); the driver maps them to the kio wire types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry: the epoch of the leader that appended it and its payload. A
+    ``None`` payload is the leader-change control record a new leader writes first."""
+
+    epoch: int
+    payload: Any
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    candidate_id: int
+    epoch: int  # the epoch the candidate would lead (current + 1 for a pre-vote)
+    last_epoch: int
+    end_offset: int
+    pre_vote: bool
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    voter_id: int
+    epoch: int
+    granted: bool
+    pre_vote: bool
+    leader_id: int | None = None  # who the voter follows, when it knows
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpoch:
+    leader_id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpoch:
+    """A resigning leader asks the voters to elect a successor without waiting."""
+
+    leader_id: int
+    epoch: int
+    preferred_successors: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    leader_id: int | None
+    epoch: int
+    high_watermark: int
+    entries: tuple[Entry, ...] = ()
+    base_offset: int = 0
+    diverging_epoch: int = -1  # with diverging_end_offset: truncate and fetch again
+    diverging_end_offset: int = -1
+    error: str | None = None  # "fenced_leader_epoch", "not_leader"
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    destination: int
+    message: Any
+
+
+@dataclass
+class Committed:
+    """Entries newly committed (below the high watermark), for the state machine."""
+
+    base_offset: int
+    entries: list[Entry] = field(default_factory=list)

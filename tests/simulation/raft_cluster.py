@@ -1,0 +1,173 @@
+"""A simulated KRaft quorum: seeded clock, network and faults around RaftReplica.
+
+Everything that varies (delays, losses, partitions, crashes, election timers) comes from
+one ``random.Random(seed)``, so a failing seed replays exactly. Invariants are checked
+as the run goes: one leader per epoch, every node's committed entries equal one global
+committed log (nothing committed is lost or reordered), and no replica ever truncates
+below its high watermark (``RaftError``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from ottla.raft.memory_log import MemoryLog
+from ottla.raft.messages import Entry, Outgoing
+from ottla.raft.quorum import RaftConfig, RaftReplica, Role
+
+TICK_MS = 10
+
+
+@dataclass
+class Faults:
+    loss: float = 0.0
+    min_delay_ms: int = 1
+    max_delay_ms: int = 20
+    partitioned: set[frozenset[int]] = field(default_factory=set)  # cut links
+
+    def cut(self, a: int, b: int) -> bool:
+        return frozenset((a, b)) in self.partitioned
+
+
+class SimulatedQuorum:
+    def __init__(self, seed: int, voters: int) -> None:
+        self.rng = random.Random(seed)
+        self.ids = list(range(1, voters + 1))
+        self.now = 0
+        self.faults = Faults()
+        self.logs = {n: MemoryLog() for n in self.ids}
+        self.durable: dict[int, tuple[int, int | None]] = {n: (0, None) for n in self.ids}
+        self.nodes: dict[int, RaftReplica | None] = {}
+        self.applied: dict[int, list[Entry]] = {}
+        self.committed: list[Entry] = []  # the one committed log every node must agree on
+        self.leaders: dict[int, int] = {}  # epoch -> leader
+        self.events: list[tuple[int, int, str, Any]] = []
+        self.seq = itertools.count()
+        self.proposed = 0
+        for n in self.ids:
+            self.boot(n)
+
+    # --- node lifecycle ------------------------------------------------------------------
+
+    def boot(self, n: int) -> None:
+        epoch, voted = self.durable[n]
+        replica = RaftReplica(n, set(self.ids), self.logs[n], random.Random(self.rng.random()),
+                              RaftConfig(), epoch=epoch, voted_for=voted)
+        self.nodes[n] = replica
+        self.applied[n] = []  # the state machine is rebuilt from the log after a restart
+        self.after(n, replica.start(self.now))
+
+    def crash(self, n: int) -> None:
+        self.nodes[n] = None  # volatile state gone; log and quorum state are durable
+
+    # --- events ---------------------------------------------------------------------------
+
+    def schedule(self, at: int, kind: str, data: Any) -> None:
+        heapq.heappush(self.events, (at, next(self.seq), kind, data))
+
+    def after(self, n: int, outgoing: list[Outgoing]) -> None:
+        """Persist quorum state, check invariants, then put messages on the wire."""
+        replica = self.nodes[n]
+        assert replica is not None
+        self.durable[n] = (replica.epoch, replica.voted_for)
+        if replica.role is Role.LEADER:
+            first = self.leaders.setdefault(replica.epoch, n)
+            assert first == n, f"epoch {replica.epoch} has two leaders: {first} and {n}"
+        committed = replica.take_committed()
+        if committed is not None:
+            self.apply(n, committed.base_offset, committed.entries)
+        for out in outgoing:
+            if self.rng.random() < self.faults.loss or self.faults.cut(n, out.destination):
+                continue
+            delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
+            self.schedule(self.now + delay, "deliver", (n, out.destination, out.message))
+
+    def apply(self, n: int, base: int, entries: list[Entry]) -> None:
+        applied = self.applied[n]
+        assert base == len(applied), f"node {n} skipped committed offsets {len(applied)}..{base}"
+        for offset, entry in enumerate(entries, start=base):
+            if offset < len(self.committed):
+                assert self.committed[offset] == entry, (
+                    f"node {n} committed {entry} at {offset}, others {self.committed[offset]}")
+            else:
+                assert offset == len(self.committed)
+                self.committed.append(entry)
+            applied.append(entry)
+
+    def digest(self, entries: list[Entry]) -> str:
+        h = hashlib.sha256()
+        for e in entries:
+            h.update(repr((e.epoch, e.payload)).encode())
+        return h.hexdigest()
+
+    def run_until(self, end_ms: int, chaos: bool) -> None:
+        for n in self.ids:
+            self.schedule(self.now + self.rng.randrange(TICK_MS), "tick", n)
+        self.schedule(self.now + 20, "propose", None)
+        if chaos:
+            self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
+        while self.events and self.events[0][0] <= end_ms:
+            at, _, kind, data = heapq.heappop(self.events)
+            self.now = at
+            if kind == "tick":
+                replica = self.nodes[data]
+                if replica is not None:
+                    self.after(data, replica.tick(self.now))
+                self.schedule(self.now + TICK_MS, "tick", data)
+            elif kind == "deliver":
+                source, dest, message = data
+                replica = self.nodes[dest]
+                if replica is not None and not self.faults.cut(source, dest):
+                    self.after(dest, replica.handle(source, message, self.now))
+            elif kind == "propose":
+                for n, replica in self.nodes.items():
+                    if replica is not None and replica.is_leader:
+                        replica.propose(f"record-{self.proposed}", self.now)
+                        self.proposed += 1
+                        self.after(n, [])
+                self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
+            elif kind == "fault" and chaos:
+                self.inject_fault()
+                self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
+            elif kind == "restart" and self.nodes[data] is None:
+                self.boot(data)
+        self.now = end_ms
+        self.events = [e for e in self.events if e[2] in ("deliver", "restart")]
+        heapq.heapify(self.events)
+
+    def inject_fault(self) -> None:
+        choice = self.rng.random()
+        if choice < 0.25:
+            self.faults.loss = self.rng.choice([0.0, 0.05, 0.2, 0.5])
+        elif choice < 0.45:
+            self.faults.max_delay_ms = self.rng.choice([5, 20, 100, 400])
+        elif choice < 0.7:
+            # cut the quorum in two random groups (possibly a lone node)
+            group = set(self.rng.sample(self.ids, self.rng.randint(1, len(self.ids) // 2)))
+            self.faults.partitioned = {frozenset((a, b)) for a in group
+                                       for b in self.ids if b not in group}
+        elif choice < 0.85:
+            self.faults.partitioned = set()
+        else:
+            alive = [n for n in self.ids if self.nodes[n] is not None]
+            if alive:
+                victim = self.rng.choice(alive)
+                self.crash(victim)
+                self.schedule(self.now + self.rng.randint(100, 3000), "restart", victim)
+
+    def heal(self) -> None:
+        self.faults = Faults()
+        for n in self.ids:
+            if self.nodes[n] is None:
+                self.boot(n)
+
+    def leader(self) -> int | None:
+        leaders = [n for n, r in self.nodes.items()
+                   if r is not None and r.is_leader and
+                   all(o is not None and o.epoch == r.epoch for o in self.nodes.values())]
+        return leaders[0] if leaders else None

@@ -1,0 +1,46 @@
+"""KRaft under simulated loss, delay, reordering, partitions and crashes, many seeds."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.simulation.raft_cluster import SimulatedQuorum
+
+SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "200"))
+CHAOS_MS = 15_000
+RECOVERY_BOUND_MS = 10_000
+
+
+@pytest.mark.parametrize("voters", [3, 5])
+def test_raft_is_safe_under_faults_and_recovers_after_healing(voters) -> None:
+    for seed in range(SEEDS // 2):
+        sim = SimulatedQuorum(seed * 2 + voters, voters)
+        try:
+            sim.run_until(CHAOS_MS, chaos=True)
+            committed_before = len(sim.committed)
+            sim.heal()
+            healed_at = sim.now
+            deadline = healed_at + RECOVERY_BOUND_MS
+            while sim.now < deadline and (sim.leader() is None
+                                          or len(sim.committed) <= committed_before):
+                sim.run_until(sim.now + 100, chaos=False)
+            assert sim.leader() is not None, "no leader elected after the partition healed"
+            assert len(sim.committed) > committed_before, "nothing committed after healing"
+            sim.run_until(sim.now + 3_000, chaos=False)
+            # Every live node applied a prefix of the one committed log, and they agree.
+            for n, applied in sim.applied.items():
+                assert sim.digest(applied) == sim.digest(sim.committed[:len(applied)]), n
+            caught_up = [n for n, a in sim.applied.items()
+                         if len(a) >= len(sim.committed) - 64]
+            assert len(caught_up) >= voters // 2 + 1
+        except AssertionError as e:
+            raise AssertionError(f"seed {seed * 2 + voters} ({voters} voters): {e}") from e
+
+
+def test_a_single_voter_commits_alone() -> None:
+    sim = SimulatedQuorum(1, 1)
+    sim.run_until(1_000, chaos=False)
+    assert sim.leader() == 1
+    assert len(sim.committed) > 10
