@@ -114,7 +114,7 @@ def _read_all(broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
 
 
 @handles(ApiKey.FETCH, 4, 17)
-async def handle_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
     version = ctx.api_version
     uses_ids = version >= 13
     now_ms = broker.now_ms()
@@ -156,46 +156,81 @@ async def handle_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
 
     max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config["fetch.max.bytes"])
     isolation = getattr(req, "isolation_level", 0)
-    max_wait = ms(req.max_wait)
-    min_bytes = req.min_bytes
-    deadline = asyncio.get_running_loop().time() + max(0, max_wait) / 1000
+    max_wait = max(0, ms(req.max_wait))
     keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
-    while True:
-        results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids)
-        remaining = deadline - asyncio.get_running_loop().time()
-        if total >= min_bytes or errors or not keys or remaining <= 0:
-            break
-        if session is not None and _has_news(parts, results):
-            break
-        woken = asyncio.get_running_loop().create_future()
+    fetch = _Fetch(broker, parts, session, session_id, create_session, uses_ids, max_bytes,
+                   isolation, req.min_bytes, keys, now_ms)
+    results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids)
+    if max_wait == 0 or fetch.satisfied(results, total, errors):
+        # Data (or nothing to wait for): answer in this loop turn, no task.
+        return fetch.respond(results)
+    return fetch.wait(asyncio.get_running_loop().time() + max_wait / 1000)
 
-        def wake(fut: asyncio.Future[None] = woken) -> None:
-            if not fut.done():
-                fut.set_result(None)
 
-        unwatch = broker.replica_manager.watch(keys, wake)
-        try:
-            await asyncio.wait_for(woken, remaining)
-        except TimeoutError:
-            pass
-        finally:
-            unwatch()
+class _Fetch:
+    """A fetch that found too little: it parks on the partitions' watches until an
+    append (or a moved watermark, for a session) or ``max_wait`` ends it."""
 
-    if create_session:
-        session_id = sessions.create(parts, uses_ids, now_ms)
-        for key, data in results.items():
-            parts[key].must_respond(data)
-    elif session is None:
-        session_id = INVALID_SESSION_ID
-    selected = results
-    if session is not None:
-        selected = {key: data for key, data in results.items()
-                    if parts[key].must_respond(data)}
-        for key, data in selected.items():
-            if data["records"]:
-                parts.move_to_end(key)  # rotate so every partition gets its turn
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
-            "responses": _group(parts, selected, uses_ids), "node_endpoints": []}
+    def __init__(self, broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
+                 session: Any, session_id: int, create_session: bool, uses_ids: bool,
+                 max_bytes: int, isolation: int, min_bytes: int, keys: list[Any],
+                 now_ms: int) -> None:
+        self.broker = broker
+        self.parts = parts
+        self.session = session
+        self.session_id = session_id
+        self.create_session = create_session
+        self.uses_ids = uses_ids
+        self.max_bytes = max_bytes
+        self.isolation = isolation
+        self.min_bytes = min_bytes
+        self.keys = keys
+        self.now_ms = now_ms
+
+    def satisfied(self, results: dict[tuple[Any, int], dict[str, Any]], total: int,
+                  errors: bool) -> bool:
+        if total >= self.min_bytes or errors or not self.keys:
+            return True
+        return self.session is not None and _has_news(self.parts, results)
+
+    async def wait(self, deadline: float) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        while True:
+            woken = loop.create_future()
+
+            def wake(fut: asyncio.Future[None] = woken) -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
+            unwatch = self.broker.replica_manager.watch(self.keys, wake)
+            try:
+                await asyncio.wait_for(woken, max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                pass
+            finally:
+                unwatch()
+            results, total, errors = _read_all(self.broker, self.parts, self.max_bytes,
+                                               self.isolation, self.uses_ids)
+            if self.satisfied(results, total, errors) or loop.time() >= deadline:
+                return self.respond(results)
+
+    def respond(self, results: dict[tuple[Any, int], dict[str, Any]]) -> dict[str, Any]:
+        parts, session, session_id = self.parts, self.session, self.session_id
+        if self.create_session:
+            session_id = self.broker.fetch_sessions.create(parts, self.uses_ids, self.now_ms)
+            for key, data in results.items():
+                parts[key].must_respond(data)
+        elif session is None:
+            session_id = INVALID_SESSION_ID
+        selected = results
+        if session is not None:
+            selected = {key: data for key, data in results.items()
+                        if parts[key].must_respond(data)}
+            for key, data in selected.items():
+                if data["records"]:
+                    parts.move_to_end(key)  # rotate so every partition gets its turn
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
+                "responses": _group(parts, selected, self.uses_ids), "node_endpoints": []}
 
 
 def _has_news(parts: OrderedDict[tuple[Any, int], CachedPartition],
