@@ -143,3 +143,81 @@ def test_log_dirs_describe_reports_partition_sizes(ottla, topic) -> None:
     sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
     segment = os.path.join(ottla.data_dir, f"{topic}-0", "00000000000000000000.log")
     assert sizes == {f"{topic}-0": os.path.getsize(segment)} and sizes[f"{topic}-0"] > 0
+
+
+def _server_properties(tmp_path, data, node_id: int, voters: bool) -> tuple[str, int]:
+    port, controller = free_port(), free_port()
+    config = tmp_path / f"server-{node_id}.properties"
+    lines = ["process.roles=broker,controller", f"node.id={node_id}",
+             f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+             "controller.listener.names=CONTROLLER",
+             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+             f"log.dirs={data}"]
+    if voters:
+        lines.append(f"controller.quorum.voters={node_id}@127.0.0.1:{controller}")
+    else:
+        lines.append(f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}")
+    config.write_text("\n".join(lines) + "\n")
+    return str(config), port
+
+
+def test_format_writes_the_bootstrap_snapshot_a_node_starts_from(tmp_path) -> None:
+    """--release-version becomes the metadata.version the started node finalizes."""
+    from ottla.metadata.bootstrap import read_bootstrap
+
+    data = tmp_path / "data"
+    config, port = _server_properties(tmp_path, data, 3, voters=True)
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    bad = run_cli("storage", "format", "-t", cluster_id, "-c", config, "-r", "2.8")
+    assert bad.returncode != 0 and "unknown release version" in bad.stderr
+    assert not (data / "meta.properties").exists()
+    refused = run_cli("storage", "format", "-t", cluster_id, "-c", config, "--standalone")
+    assert refused.returncode != 0 and "controller.quorum.voters" in refused.stderr
+
+    done = run_cli("storage", "format", "-t", cluster_id, "-c", config, "-r", "3.9")
+    assert done.returncode == 0, done.stderr
+    assert "metadata.version 3.9-IV0" in done.stdout
+    checkpoint = data / "__cluster_metadata-0" / "00000000000000000000-0000000000.checkpoint"
+    assert checkpoint.exists()
+    assert read_bootstrap(str(data)).metadata_version_level == 21
+
+    node = OttlaProcess(str(data), port=port)
+    node.args = lambda: [sys.executable, "-m", "ottla", "server", config]  # type: ignore
+    node.start()
+    try:
+        with WireClient(node.bootstrap) as client:
+            versions = client.api_versions()
+        finalized = {f.name: f.max_version_level for f in versions.finalized_features}
+        assert finalized["metadata.version"] == 21
+    finally:
+        assert node.stop() == 0
+
+
+def test_format_for_a_dynamic_quorum_names_the_initial_voters(tmp_path) -> None:
+    from ottla.metadata.bootstrap import read_bootstrap
+    from ottla.storage.meta_properties import MetaProperties
+
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    data = tmp_path / "dyn"
+    config, _ = _server_properties(tmp_path, data, 1, voters=False)
+    missing = run_cli("storage", "format", "-t", cluster_id, "-c", config)
+    assert missing.returncode != 0 and "--standalone" in missing.stderr
+    standalone = run_cli("storage", "format", "-t", cluster_id, "-c", config, "--standalone")
+    assert standalone.returncode == 0, standalone.stderr
+    voters = read_bootstrap(str(data)).voters
+    directory = MetaProperties.read(str(data)).directory_id
+    assert [(v.node_id, v.host, v.directory_id) for v in voters] == \
+        [(1, "127.0.0.1", directory)]
+
+    other = tmp_path / "dyn2"
+    config2, _ = _server_properties(tmp_path, other, 2, voters=False)
+    ids = [run_cli("storage", "random-uuid").stdout.strip() for _ in range(3)]
+    initial = ",".join(f"{i + 1}@127.0.0.1:{9100 + i}:{d}" for i, d in enumerate(ids))
+    done = run_cli("storage", "format", "-t", cluster_id, "-c", config2,
+                   "--initial-controllers", initial)
+    assert done.returncode == 0, done.stderr
+    assert [(v.node_id, v.port, v.directory_id) for v in read_bootstrap(str(other)).voters] \
+        == [(i + 1, 9100 + i, d) for i, d in enumerate(ids)]
+    bad = run_cli("storage", "format", "-t", cluster_id, "-c", config2, "-g",
+                  "--initial-controllers", "1@host:1")
+    assert bad.returncode != 0 and "id@host:port:directory-id" in bad.stderr

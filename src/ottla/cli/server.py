@@ -8,9 +8,11 @@ import errno
 import logging
 import signal
 import sys
+import time
 from typing import Any
 
 from ottla.config import ConfigError, load_properties
+from ottla.metadata.bootstrap import metadata_version, write_bootstrap
 from ottla.server.config import KafkaConfig, dev_defaults
 from ottla.storage.meta_properties import (
     MetaProperties,
@@ -74,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
             if not any(existing):
                 cluster_id = random_uuid()
                 format_log_dirs(dirs, cluster_id, config.node_id)
+                _, level = metadata_version(None)
+                write_bootstrap(config.metadata_log_dir, level, [], int(time.time() * 1000))
                 log.info("Formatted %s with cluster id %s", ", ".join(dirs), cluster_id)
             elif not all(existing):
                 known = next(m for m in existing if m is not None)

@@ -16,6 +16,7 @@ from ottla.broker.handlers import load_all
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.controller.quorum_controller import ControllerResult, QuorumController
 from ottla.metadata import records as meta
+from ottla.metadata.bootstrap import read_bootstrap
 from ottla.metadata.image import MetadataImage
 from ottla.raft.single_voter import METADATA_TOPIC, SingleVoterRaft
 from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
@@ -86,7 +87,11 @@ class Node:
         self.group_coordinator.on_metadata(now)
 
         if self.raft.end_offset == 0:
-            await self.driver.submit(lambda c: ControllerResult(c.bootstrap_records()))
+            # A new cluster: start from the bootstrap snapshot `storage format` wrote.
+            boot = read_bootstrap(cfg.metadata_log_dir)
+            first = boot.records if boot is not None and boot.records else None
+            await self.driver.submit(
+                lambda c: ControllerResult(first or c.bootstrap_records()))
         registry = load_all()
         dispatcher = RequestDispatcher(self.broker, registry)
         controller_names = set(cfg.controller_listener_names)
