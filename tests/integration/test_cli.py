@@ -221,3 +221,39 @@ def test_format_for_a_dynamic_quorum_names_the_initial_voters(tmp_path) -> None:
     bad = run_cli("storage", "format", "-t", cluster_id, "-c", config2, "-g",
                   "--initial-controllers", "1@host:1")
     assert bad.returncode != 0 and "id@host:port:directory-id" in bad.stderr
+
+
+def test_metadata_quorum_describes_the_voter_through_either_listener(ottla) -> None:
+    from ottla.protocol.api import ApiKey
+    from ottla.storage.meta_properties import MetaProperties
+
+    def status() -> dict[str, str]:
+        out = run_cli("metadata-quorum", "--bootstrap-server", ottla.bootstrap, "describe",
+                      "--status")
+        assert out.returncode == 0, out.stderr
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in
+                                          out.stdout.splitlines())}
+
+    before = status()
+    directory = MetaProperties.read(ottla.data_dir).directory_id
+    assert before["LeaderId"] == "1" and before["MaxFollowerLag"] == "0"
+    voters = json.loads(before["CurrentVoters"])
+    assert voters == [{"id": 1, "directoryId": directory,
+                       "endpoints": [f"CONTROLLER://127.0.0.1:{ottla.controller_port}"]}]
+    assert run_cli("topics", "--bootstrap-server", ottla.bootstrap, "--create", "--topic",
+                   "quorum-grows", "--partitions", "3").returncode == 0
+    assert int(status()["HighWatermark"]) > int(before["HighWatermark"])
+
+    controller = f"127.0.0.1:{ottla.controller_port}"
+    rows = run_cli("metadata-quorum", "--bootstrap-controller", controller, "describe",
+                   "--replication")
+    assert rows.returncode == 0, rows.stderr
+    header, leader = (line.split() for line in rows.stdout.splitlines())
+    assert header[0] == "NodeId" and header[-1] == "Status"
+    assert leader[0] == "1" and leader[1] == directory and leader[-1] == "Leader"
+    assert leader[3] == "0"  # lag
+
+    with WireClient(ottla.bootstrap) as client:
+        wrong = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
+            "topic_name": "orders", "partitions": [{"partition_index": 0}]}]})
+    assert wrong.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION

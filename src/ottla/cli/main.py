@@ -13,6 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
         consumer_groups,
         dump_log,
         log_dirs,
+        metadata_quorum,
         pipeline,
         server,
         storage,
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump_log.add_parser(sub)
     consumer_groups.add_parser(sub)
     log_dirs.add_parser(sub)
+    metadata_quorum.add_parser(sub)
     pipeline.add_parser(sub)
     return parser
 

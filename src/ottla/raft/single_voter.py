@@ -15,6 +15,7 @@ from typing import Any
 
 from ottla.metadata import records as meta
 from ottla.protocol.records import build_batch, decode_records, read_header
+from ottla.raft.description import QuorumDescription, ReplicaDescription
 from ottla.storage.checkpoint import write_atomically
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
@@ -50,6 +51,13 @@ class SingleVoterRaft:
     @property
     def leader_id(self) -> int:
         return self.node_id
+
+    def describe(self, directory_id: str | None, endpoints: list[tuple[str, str, int]],
+                 now_ms: int) -> QuorumDescription:
+        """The one voter is the leader, always caught up with itself."""
+        me = ReplicaDescription(self.node_id, directory_id, self.end_offset, now_ms, now_ms)
+        return QuorumDescription(self.node_id, self.epoch, self.high_watermark, [me],
+                                 endpoints={self.node_id: endpoints})
 
     @property
     def end_offset(self) -> int:

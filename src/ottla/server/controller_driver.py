@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.controller.quorum_controller import QuorumController
+from ottla.raft.description import QuorumDescription
 from ottla.raft.single_voter import SingleVoterRaft
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,14 @@ class ControllerDriver:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._flushing = False
         self._flush_task: asyncio.Future[None] | None = None
+        self.directory_id: str | None = None
+        """The metadata log dir's directory.id; set by the node."""
+        self.endpoints: list[tuple[str, str, int]] = []
+        """This voter's controller listeners (name, host, port); set by the node."""
+
+    def describe_quorum(self) -> QuorumDescription:
+        """DescribeQuorum's view of the metadata partition."""
+        return self.raft.describe(self.directory_id, self.endpoints, int(self.clock() * 1000))
 
     async def submit(self, op: Callable[[QuorumController], Any]) -> Any:
         result = op(self.controller)

@@ -24,7 +24,7 @@ from ottla.server.controller_driver import ControllerDriver
 from ottla.server.network import KafkaServer, RequestDispatcher
 from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
-from ottla.storage.meta_properties import check_log_dirs
+from ottla.storage.meta_properties import MetaProperties, check_log_dirs
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,11 @@ class Node:
         self.replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)
         self.driver = ControllerDriver(self.controller, self.raft, self._publish,
                                        self._on_fault, self.clock)
+        meta_props = MetaProperties.read(cfg.metadata_log_dir)
+        self.driver.directory_id = meta_props.directory_id if meta_props else None
+        controller_names = set(cfg.controller_listener_names)
+        self.driver.endpoints = [(ln.name, ln.host or "localhost", ln.port)
+                                 for ln in cfg.listeners if ln.name in controller_names]
         self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
                              image=self.image, replica_manager=self.replica_manager,
                              controller=self.driver, clock=self.clock)

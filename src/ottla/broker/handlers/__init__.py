@@ -49,6 +49,7 @@ def load_all() -> dict[int, ApiSpec]:
         metadata,
         produce,
         producer,
+        quorum,
         topics,
     )
     return REGISTRY

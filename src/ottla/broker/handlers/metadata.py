@@ -153,14 +153,27 @@ async def _auto_create(broker: Any, names: list[str]) -> dict[str, ErrorCode]:
     return errors
 
 
-@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2)
+@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2, listeners=("broker", "controller"))
 def handle_describe_cluster(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     endpoint_type = getattr(req, "endpoint_type", 1)
-    if endpoint_type != 1:
+    served = 2 if ctx.listener_kind == "controller" else 1
+    if endpoint_type != served:
         return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
-                "error_message": "Only brokers (endpoint type 1) are served here",
+                "error_message": f"This listener serves endpoint type {served} "
+                                 f"({'controllers' if served == 2 else 'brokers'})",
                 "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
                 "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    if served == 2:
+        # KIP-919: a controller listener describes the controllers (the quorum's voters).
+        quorum = broker.controller.describe_quorum()
+        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+                "endpoint_type": 2, "cluster_id": broker.cluster_id,
+                "controller_id": quorum.leader_id,
+                "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None,
+                             "is_fenced": False}
+                            for node, listeners in sorted(quorum.endpoints.items())
+                            for _name, host, port in listeners[:1]],
                 "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
     include_fenced = bool(getattr(req, "include_fenced_brokers", False))
     return {

@@ -1,0 +1,55 @@
+"""DescribeQuorum: the state of the metadata partition's Raft quorum (KIP-595, KIP-853)."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+
+METADATA_TOPIC = "__cluster_metadata"
+
+
+def _uuid(kafka_id: str | None) -> uuid.UUID:
+    if not kafka_id:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(kafka_id + "=="))
+
+
+def _replica(r: Any) -> dict[str, Any]:
+    return {"replica_id": r.replica_id, "replica_directory_id": _uuid(r.directory_id),
+            "log_end_offset": r.log_end_offset, "last_fetch_timestamp": r.last_fetch_ms,
+            "last_caught_up_timestamp": r.last_caught_up_ms}
+
+
+@handles(ApiKey.DESCRIBE_QUORUM, 0, 2, listeners=("broker", "controller"))
+def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    topics = req.topics
+    valid = len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and \
+        len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0
+    if not valid:
+        partitions = [{"partition_index": p.partition_index,
+                       "error_code": ErrorCode.unknown_topic_or_partition,
+                       "error_message": "DescribeQuorum only describes __cluster_metadata-0",
+                       "leader_id": -1, "leader_epoch": -1, "high_watermark": -1,
+                       "current_voters": [], "observers": []}
+                      for t in topics for p in t.partitions]
+        return {"error_code": ErrorCode.none, "error_message": None, "nodes": [],
+                "topics": [{"topic_name": t.topic_name, "partitions": partitions}
+                           for t in topics[:1]]}
+    quorum = broker.controller.describe_quorum()
+    return {
+        "error_code": ErrorCode.none, "error_message": None,
+        "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
+            "partition_index": 0, "error_code": ErrorCode.none, "error_message": None,
+            "leader_id": quorum.leader_id, "leader_epoch": quorum.leader_epoch,
+            "high_watermark": quorum.high_watermark,
+            "current_voters": [_replica(v) for v in quorum.voters],
+            "observers": [_replica(o) for o in quorum.observers]}]}],
+        "nodes": [{"node_id": node, "listeners": [
+            {"name": name, "host": host, "port": port} for name, host, port in listeners]}
+            for node, listeners in sorted(quorum.endpoints.items())],
+    }
