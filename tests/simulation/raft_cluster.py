@@ -21,6 +21,7 @@ from ottla.raft.messages import Entry, Outgoing
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 
 TICK_MS = 10
+SNAPSHOT_EVERY = 40  # entries applied beyond the last snapshot before taking another
 
 
 @dataclass
@@ -49,6 +50,7 @@ class SimulatedQuorum:
         self.events: list[tuple[int, int, str, Any]] = []
         self.seq = itertools.count()
         self.proposed = 0
+        self.snapshots_loaded = 0
         for n in self.ids:
             self.boot(n)
 
@@ -80,12 +82,25 @@ class SimulatedQuorum:
             assert first == n, f"epoch {replica.epoch} has two leaders: {first} and {n}"
         committed = replica.take_committed()
         if committed is not None:
+            if committed.snapshot is not None:
+                self.load_snapshot(n, committed.snapshot.data)
             self.apply(n, committed.base_offset, committed.entries)
+            applied = len(self.applied[n])
+            if applied - replica.log.start_offset >= SNAPSHOT_EVERY:
+                # The state machine's state is its applied entries; the log before
+                # them goes, so lagging followers must fetch the snapshot.
+                replica.create_snapshot(applied, tuple(self.applied[n]))
         for out in outgoing:
             if self.rng.random() < self.faults.loss or self.faults.cut(n, out.destination):
                 continue
             delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
             self.schedule(self.now + delay, "deliver", (n, out.destination, out.message))
+
+    def load_snapshot(self, n: int, data: tuple[Entry, ...]) -> None:
+        """A snapshot replaces the state: it must be a prefix of the committed log."""
+        self.applied[n] = []
+        self.apply(n, 0, list(data))
+        self.snapshots_loaded += 1
 
     def apply(self, n: int, base: int, entries: list[Entry]) -> None:
         applied = self.applied[n]

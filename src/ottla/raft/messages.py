@@ -69,7 +69,34 @@ class FetchResponse:
     base_offset: int = 0
     diverging_epoch: int = -1  # with diverging_end_offset: truncate and fetch again
     diverging_end_offset: int = -1
+    snapshot_end_offset: int = -1  # the fetch offset is gone: fetch this snapshot
+    snapshot_epoch: int = -1
     error: str | None = None  # "fenced_leader_epoch", "not_leader"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The state machine at ``end_offset`` (exclusive), whose last entry had ``epoch``.
+    Written as a ``<end_offset>-<epoch>.checkpoint`` file by the driver."""
+
+    end_offset: int
+    epoch: int
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    replica_id: int
+    epoch: int
+    end_offset: int
+    snapshot_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    leader_id: int | None
+    epoch: int
+    snapshot: Snapshot | None  # None: that snapshot is gone, fetch again
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +107,9 @@ class Outgoing:
 
 @dataclass
 class Committed:
-    """Entries newly committed (below the high watermark), for the state machine."""
+    """Entries newly committed (below the high watermark), for the state machine; a
+    ``snapshot`` replaces the state machine's state before the entries are applied."""
 
     base_offset: int
     entries: list[Entry] = field(default_factory=list)
+    snapshot: Snapshot | None = None

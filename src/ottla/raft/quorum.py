@@ -30,7 +30,10 @@ from ottla.raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Outgoing,
+    Snapshot,
     VoteRequest,
     VoteResponse,
 )
@@ -73,7 +76,7 @@ class RaftReplica:
         self.voted_for = voted_for
         self.leader_id: int | None = None
         self.role = Role.UNATTACHED
-        self.high_watermark = 0
+        self.high_watermark = log.start_offset  # a snapshot only holds committed entries
         self.applied = 0
         self._votes: set[int] = set()
         self._deadline = 0  # election timer (or, for a leader, the check-quorum time)
@@ -120,13 +123,29 @@ class RaftReplica:
         return offset
 
     def take_committed(self) -> Committed | None:
-        """Entries below the high watermark not yet handed to the state machine."""
+        """Entries below the high watermark not yet handed to the state machine, after
+        the snapshot to load first when the state machine is behind the log start."""
         if self.applied >= self.high_watermark:
             return None
+        snapshot = None
+        if self.applied < self.log.start_offset:
+            snapshot = self.log.snapshot
+            assert snapshot is not None
+            self.applied = snapshot.end_offset
         committed = Committed(self.applied,
-                              list(self.log.entries[self.applied:self.high_watermark]))
+                              self.log.entries_between(self.applied, self.high_watermark),
+                              snapshot)
         self.applied = self.high_watermark
         return committed
+
+    def create_snapshot(self, end_offset: int, data: Any) -> bool:
+        """Record the state machine at ``end_offset`` (committed and applied) and drop
+        the log before it; False when there is nothing new to snapshot."""
+        if end_offset > min(self.high_watermark, self.applied) or \
+                end_offset <= self.log.start_offset:
+            return False
+        self.log.take_snapshot(Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data))
+        return True
 
     def tick(self, now_ms: int) -> list[Outgoing]:
         if self.role is Role.LEADER:
@@ -171,6 +190,10 @@ class RaftReplica:
                 return self._on_fetch(message, now_ms)
             case FetchResponse():
                 return self._on_fetch_response(message, now_ms)
+            case FetchSnapshotRequest():
+                return self._on_fetch_snapshot(message, now_ms)
+            case FetchSnapshotResponse():
+                return self._on_fetch_snapshot_response(message, now_ms)
         raise TypeError(f"not a Raft message: {message!r}")
 
     # --- transitions ---------------------------------------------------------------------
@@ -317,12 +340,18 @@ class RaftReplica:
             error = "fenced_leader_epoch" if req.epoch < self.epoch else "not_leader"
             return [Outgoing(req.replica_id, FetchResponse(
                 self.leader_id, self.epoch, self.high_watermark, error=error))]
-        if req.fetch_offset > 0:
-            epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
-            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
-                return [Outgoing(req.replica_id, FetchResponse(
-                    self.node_id, self.epoch, self.high_watermark,
-                    diverging_epoch=epoch, diverging_end_offset=end))]
+        snapshot = self.log.snapshot
+        epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
+        if snapshot is not None and (req.fetch_offset < self.log.start_offset or
+                                     (req.fetch_offset > 0 and end < self.log.start_offset)):
+            # What it needs (or where it diverged) was compacted into a snapshot.
+            return [Outgoing(req.replica_id, FetchResponse(
+                self.node_id, self.epoch, self.high_watermark,
+                snapshot_end_offset=snapshot.end_offset, snapshot_epoch=snapshot.epoch))]
+        if req.fetch_offset > 0 and (epoch != req.last_fetched_epoch or end < req.fetch_offset):
+            return [Outgoing(req.replica_id, FetchResponse(
+                self.node_id, self.epoch, self.high_watermark,
+                diverging_epoch=epoch, diverging_end_offset=end))]
         if req.replica_id in self._replica_end:
             self._replica_end[req.replica_id] = req.fetch_offset
             self._last_fetch[req.replica_id] = now_ms
@@ -330,6 +359,30 @@ class RaftReplica:
         entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
         return [Outgoing(req.replica_id, FetchResponse(
             self.node_id, self.epoch, self.high_watermark, entries, req.fetch_offset))]
+
+    def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int) -> list[Outgoing]:
+        snapshot = self.log.snapshot
+        if not self.is_leader or req.epoch != self.epoch or snapshot is None or \
+                (snapshot.end_offset, snapshot.epoch) != (req.end_offset, req.snapshot_epoch):
+            snapshot = None  # gone or not ours to give: the follower fetches again
+        return [Outgoing(req.replica_id, FetchSnapshotResponse(
+            self.leader_id, self.epoch, snapshot))]
+
+    def _on_fetch_snapshot_response(self, resp: FetchSnapshotResponse, now_ms: int
+                                    ) -> list[Outgoing]:
+        if resp.epoch > self.epoch:
+            self._observe_epoch(resp.epoch, resp.leader_id, now_ms)
+            return self._maybe_fetch(now_ms)
+        if resp.epoch < self.epoch or self.role is not Role.FOLLOWER or \
+                resp.leader_id != self.leader_id:
+            return []
+        self._fetch_sent_ms = None
+        self._last_leader_contact = now_ms
+        snapshot = resp.snapshot
+        if snapshot is not None and snapshot.end_offset > self.log.end_offset:
+            self.log.install_snapshot(snapshot)
+            self.high_watermark = max(self.high_watermark, snapshot.end_offset)
+        return self._maybe_fetch(now_ms)
 
     def _maybe_advance_high_watermark(self) -> None:
         ends = sorted([self.log.end_offset, *self._replica_end.values()], reverse=True)
@@ -347,6 +400,10 @@ class RaftReplica:
             return []
         self._fetch_sent_ms = None
         self._last_leader_contact = now_ms
+        if resp.snapshot_end_offset >= 0:
+            self._fetch_sent_ms = now_ms
+            return [Outgoing(resp.leader_id, FetchSnapshotRequest(
+                self.node_id, self.epoch, resp.snapshot_end_offset, resp.snapshot_epoch))]
         if resp.diverging_epoch >= 0:
             _, own_end = self.log.end_offset_for_epoch(resp.diverging_epoch)
             target = min(resp.diverging_end_offset, own_end)
