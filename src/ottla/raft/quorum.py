@@ -215,11 +215,13 @@ class RaftReplica:
             self._become_follower(leader_id, now_ms)
 
     def _become_follower(self, leader_id: int, now_ms: int) -> None:
+        """Follow ``leader_id`` for a fetch timeout. Only messages from the leader itself
+        count as contact (``_last_leader_contact``): a leader learned by hearsay must not
+        make this node refuse pre-votes, or voters could keep vouching for a dead one."""
         self.role = Role.FOLLOWER
         self.leader_id = leader_id
         self._fetch_sent_ms = None
         self._next_fetch_ms = now_ms
-        self._last_leader_contact = now_ms
         self._deadline = now_ms + self.config.fetch_timeout_ms
 
     def _log_is_current(self, last_epoch: int, end_offset: int) -> bool:
@@ -269,8 +271,10 @@ class RaftReplica:
                 self.role is Role.FOLLOWER and
                 now_ms - self._last_leader_contact < self.config.fetch_timeout_ms)
             granted = req.epoch > self.epoch and up_to_date and not live_leader
+            # Name the leader only while it is live, or the candidate would follow a
+            # dead one (KIP-996 sends it to the leader it is told about).
             return [Outgoing(source, VoteResponse(self.node_id, self.epoch, granted, True,
-                                                  self.leader_id))]
+                                                  self.leader_id if live_leader else None))]
         if req.epoch > self.epoch:
             self._observe_epoch(req.epoch, None, now_ms)
         granted = req.epoch == self.epoch and up_to_date and \
@@ -284,9 +288,15 @@ class RaftReplica:
     def _on_vote_response(self, resp: VoteResponse, now_ms: int) -> list[Outgoing]:
         if resp.epoch > self.epoch and not (resp.pre_vote and resp.granted):
             self._observe_epoch(resp.epoch, resp.leader_id, now_ms)
-            return []
+            return self._maybe_fetch(now_ms)
+        if resp.pre_vote and self.role is Role.PROSPECTIVE and resp.epoch == self.epoch \
+                and resp.leader_id is not None and resp.leader_id != self.node_id:
+            # KIP-996: the voter knows a leader of our epoch; follow it, stop asking.
+            self._become_follower(resp.leader_id, now_ms)
+            return self._maybe_fetch(now_ms)
         if resp.pre_vote and self.role is Role.PROSPECTIVE and resp.granted \
-                and resp.epoch == self.epoch:
+                and resp.epoch <= self.epoch:
+            # A pre-vote does not move the voter's epoch: a grant may carry an older one.
             self._votes.add(resp.voter_id)
             if len(self._votes) >= self.majority:
                 return self._become_candidate(now_ms)

@@ -1,0 +1,115 @@
+"""Hand-driven Raft schedules that random faults rarely produce."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from ottla.raft.memory_log import MemoryLog
+from ottla.raft.messages import Entry, FetchResponse, Outgoing
+from ottla.raft.quorum import RaftConfig, RaftReplica
+
+
+class Cluster:
+    """Replicas whose messages are delivered only between nodes we let talk."""
+
+    def __init__(self, n: int, config: RaftConfig) -> None:
+        self.config = config
+        self.now = 0
+        self.logs = {i: MemoryLog() for i in range(1, n + 1)}
+        self.durable = {i: (0, None) for i in self.logs}
+        self.nodes = {i: self._replica(i) for i in self.logs}
+        self.queue: list[tuple[int, Outgoing]] = []
+        self.applied: dict[int, list[Entry]] = {i: [] for i in self.logs}
+
+    def _replica(self, i: int) -> RaftReplica:
+        epoch, voted = self.durable[i]
+        return RaftReplica(i, set(self.logs), self.logs[i], random.Random(i), self.config,
+                           epoch=epoch, voted_for=voted)
+
+    def restart(self, i: int) -> None:
+        self.nodes[i] = self._replica(i)
+        self.applied[i] = []
+
+    def _after(self, i: int, out: list[Outgoing]) -> None:
+        r = self.nodes[i]
+        self.durable[i] = (r.epoch, r.voted_for)
+        committed = r.take_committed()
+        if committed is not None:
+            self.applied[i] = self.applied[i][:committed.base_offset] + committed.entries
+        self.queue += [(i, o) for o in out]
+
+    def pump(self, talking: set[int],
+             drop: Callable[[int, Outgoing], bool] = lambda s, o: False) -> None:
+        """Deliver queued messages among ``talking`` until none are left; others vanish."""
+        while self.queue:
+            source, out = self.queue.pop(0)
+            if source in talking and out.destination in talking and not drop(source, out):
+                dest = out.destination
+                self._after(dest, self.nodes[dest].handle(source, out.message, self.now))
+
+    def run(self, ticking: set[int], talking: set[int], until: Callable[[], bool],
+            drop: Callable[[int, Outgoing], bool] = lambda s, o: False) -> None:
+        for _ in range(3000):
+            if until():
+                return
+            self.now += 10
+            for i in sorted(ticking):
+                self._after(i, self.nodes[i].tick(self.now))
+            self.pump(talking, drop)
+        raise AssertionError("the schedule did not reach its goal")
+
+    def propose(self, i: int, payload: str) -> None:
+        assert self.nodes[i].propose(payload, self.now) is not None
+        self._after(i, [])
+
+
+def test_a_leader_does_not_commit_an_old_epoch_entry_by_counting_replicas() -> None:
+    """Raft's Figure 8 in KRaft terms: entry X of epoch 1 reaches a majority only under
+    the leader of epoch 3; had that leader counted it committed, the leader of epoch 4
+    (whose log is newer but lacks X) would overwrite a committed entry."""
+    c = Cluster(5, RaftConfig(max_fetch_entries=1))
+    everyone = set(c.nodes)
+    # Epoch 1: node 1 leads, everyone holds its leader-change entry (offset 0).
+    c.run({1}, everyone, lambda: c.nodes[1].is_leader)
+    c.run(everyone - {1}, everyone, lambda: all(log.end_offset == 1 for log in c.logs.values()))
+    # X at offset 1 reaches node 2 only.
+    c.propose(1, "X")
+    c.run({2}, {1, 2}, lambda: c.logs[2].end_offset == 2)
+    # Node 1 is gone; node 5 leads epoch 2 with 3 and 4 but keeps its entry to itself.
+    c.now += 5000
+    c.run({5}, {3, 4, 5}, lambda: c.nodes[5].is_leader,
+          drop=lambda s, o: isinstance(o.message, FetchResponse))
+    assert c.logs[5].entries[1].epoch == 2 and c.logs[3].end_offset == 1
+    # Node 5 is gone; node 1 comes back and leads epoch 3 with 2 and 3.
+    c.restart(1)
+    c.now += 5000
+    c.run({1}, {1, 2, 3}, lambda: c.nodes[1].is_leader and c.nodes[1].epoch == 3,
+          drop=lambda s, o: isinstance(o.message, FetchResponse))
+    assert c.logs[3].end_offset == 1
+    # Node 3 copies X; then 2 and 3 fetch at offset 2 (X acknowledged by a majority) but
+    # the answers carrying epoch 3's entry are lost.
+    lost = {"n": 0}
+
+    def lose_epoch_3(source: int, out: Outgoing) -> bool:
+        msg = out.message
+        if isinstance(msg, FetchResponse) and msg.entries and msg.entries[0].epoch == 3:
+            lost["n"] += 1
+            return True
+        return False
+
+    c.run({2, 3}, {1, 2, 3}, lambda: c.logs[3].end_offset == 2 and lost["n"] >= 2,
+          drop=lose_epoch_3)
+    assert c.logs[2].end_offset == c.logs[3].end_offset == 2
+    assert c.nodes[1].high_watermark < 2, "X (epoch 1) was committed by counting replicas"
+    # Node 1 is gone; node 5 leads epoch 4 with 2, 3 and 4 and truncates X away.
+    c.now += 5000
+    c.run({5}, {2, 3, 4, 5}, lambda: c.nodes[5].is_leader and c.nodes[5].epoch >= 4)
+    c.run({2, 3, 4}, {2, 3, 4, 5},
+          lambda: all(c.logs[i].end_offset == c.logs[5].end_offset for i in (2, 3, 4))
+          and c.nodes[5].high_watermark == c.logs[5].end_offset)
+    assert [e.payload for e in c.logs[2].entries[:2]] == [None, None]  # X is gone
+    # Nothing any node applied was later replaced.
+    final = c.logs[5].entries
+    for node, applied in c.applied.items():
+        assert applied == final[:len(applied)], f"node {node} applied {applied}"
