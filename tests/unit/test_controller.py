@@ -12,6 +12,7 @@ from ottla.controller.quorum_controller import (
     OP_DELETE,
     OP_SET,
     OP_SUBTRACT,
+    ControllerError,
     NewTopic,
     QuorumController,
 )
@@ -154,3 +155,45 @@ def test_replay_from_records_rebuilds_the_same_image() -> None:
     assert sorted(image.topics_by_name) == ["x"]
     assert image.topics_by_name["x"].partitions == c.image.topics_by_name["x"].partitions
     assert sorted(image.brokers) == [1, 2]
+
+
+def test_heartbeats_unfence_a_caught_up_broker_and_silence_fences_it() -> None:
+    c = QuorumController(1, rng=random.Random(1))
+    apply(c, c.register_broker(1, uuid.uuid4(), [("PLAINTEXT", "h", 9001, 0)], None, 1,
+                               now_ms=0).records)
+    result = c.register_broker(2, uuid.uuid4(), [("PLAINTEXT", "h", 9002, 0)], None, 10,
+                               now_ms=0, unfence=False)
+    apply(c, result.records)
+    assert c.image.brokers[2].fenced
+    behind = c.broker_heartbeat(2, 10, metadata_offset=5, want_fence=False,
+                                want_shutdown=False, now_ms=100)
+    assert behind.records == [] and behind.response.is_fenced
+    caught_up = c.broker_heartbeat(2, 10, 10, False, False, now_ms=200)
+    assert not caught_up.response.is_fenced
+    apply(c, caught_up.records)
+    apply(c, c.create_topics([NewTopic("t", assignments={0: [2], 1: [1]}),
+                              NewTopic("u", assignments={0: [2, 1]})]).records)
+    topic, shared = c.image.topics_by_name["t"], c.image.topics_by_name["u"].partitions[0]
+    assert [topic.partitions[p].leader for p in (0, 1)] == [2, 1]
+    assert shared.leader == 2 and shared.isr == [2, 1]
+
+    with pytest.raises(ControllerError) as stale:
+        c.broker_heartbeat(2, 9, 10, False, False, now_ms=300)
+    assert stale.value.code == ErrorCode.stale_broker_epoch
+    assert c.fence_stale_brokers(now_ms=5000, session_timeout_ms=9000).records == []
+    silent = c.fence_stale_brokers(now_ms=9201, session_timeout_ms=9000,
+                                   exempt=frozenset({1}))
+    assert silent.response == [2]
+    apply(c, silent.records)
+    assert c.image.brokers[2].fenced
+    assert topic.partitions[0].leader == -1  # its only replica is fenced
+    assert topic.partitions[1].leader == 1
+    assert shared.leader == 1 and shared.isr == [1]  # moved to the other ISR member
+
+    back = c.broker_heartbeat(2, 10, 10, False, False, now_ms=9300)
+    apply(c, back.records)
+    assert not c.image.brokers[2].fenced and topic.partitions[0].leader == 2
+    shutdown = c.broker_heartbeat(2, 10, 10, False, True, now_ms=9400)
+    assert shutdown.response.should_shut_down and shutdown.response.is_fenced
+    apply(c, shutdown.records)
+    assert topic.partitions[0].leader == -1

@@ -40,6 +40,13 @@ class ControllerResult:
 
 
 @dataclass(slots=True)
+class HeartbeatReply:
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+
+
+@dataclass(slots=True)
 class NewTopic:
     name: str
     num_partitions: int = -1
@@ -101,6 +108,8 @@ class QuorumController:
         self.delete_topic_enable = delete_topic_enable
         self.rng = rng or random.Random()
         self.image = MetadataImage()
+        self.last_heartbeat_ms: dict[int, int] = {}
+        """Broker sessions: soft state of the active controller, not in the log."""
 
     def replay(self, record: Any, offset: int | None = None) -> None:
         self.image.replay(record, offset)
@@ -119,18 +128,95 @@ class QuorumController:
 
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
                         endpoints: Sequence[tuple[str, str, int, int]], rack: str | None,
-                        broker_epoch: int) -> ControllerResult:
-        """Register (or re-register after a restart) a broker and unfence it.
+                        broker_epoch: int, *, now_ms: int = 0, unfence: bool = True
+                        ) -> ControllerResult:
+        """Register (or re-register after a restart) a broker.
 
-        ``broker_epoch`` is the offset the registration record will get, as in KRaft.
+        ``broker_epoch`` is the offset the registration record will get, as in KRaft. A
+        remote broker registers fenced and is unfenced by its heartbeats once caught up
+        (``unfence=False``), and a new incarnation of it first gives up its leaderships;
+        the broker in the controller's own process is unfenced at once.
         """
-        record = r.RegisterBrokerRecord(
+        records: list[Any] = []
+        existing = self.image.brokers.get(broker_id)
+        if existing is not None and existing.incarnation_id != incarnation_id \
+                and not existing.fenced and not unfence:
+            # A remote broker restarted: it leads nothing until it has caught up.
+            records += self._fence(broker_id, existing.epoch)
+        records.append(r.RegisterBrokerRecord(
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
             end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
                              for n, h, p, s in endpoints),
-            rack=rack, fenced=True)
-        unfence = r.UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch)
-        return ControllerResult([record, unfence], broker_epoch)
+            rack=rack, fenced=True))
+        self.last_heartbeat_ms[broker_id] = now_ms
+        if unfence:
+            records += self._unfence(broker_id, broker_epoch)
+        return ControllerResult(records, broker_epoch)
+
+    def broker_heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
+                         want_fence: bool, want_shutdown: bool, now_ms: int
+                         ) -> ControllerResult:
+        """BrokerHeartbeat: keep the session alive, unfence a caught-up broker that asks,
+        fence one that asks (or is shutting down). Response: HeartbeatReply."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            raise ControllerError(ErrorCode.broker_id_not_registered,
+                                  f"Broker {broker_id} is not registered")
+        if broker.epoch != broker_epoch:
+            raise ControllerError(ErrorCode.stale_broker_epoch,
+                                  f"Expected broker epoch {broker.epoch}, got {broker_epoch}")
+        self.last_heartbeat_ms[broker_id] = now_ms
+        caught_up = metadata_offset >= broker.epoch
+        records: list[Any] = []
+        fenced = broker.fenced
+        if (want_fence or want_shutdown) and not broker.fenced:
+            records = self._fence(broker_id, broker_epoch)
+            fenced = True
+        elif not want_fence and not want_shutdown and broker.fenced and caught_up:
+            records = self._unfence(broker_id, broker_epoch)
+            fenced = False
+        return ControllerResult(records, HeartbeatReply(caught_up, fenced, want_shutdown))
+
+    def fence_stale_brokers(self, now_ms: int, session_timeout_ms: int,
+                            exempt: frozenset[int] = frozenset()) -> ControllerResult:
+        """Fence every unfenced broker silent for ``broker.session.timeout.ms``."""
+        records: list[Any] = []
+        fenced = []
+        for broker in self.image.live_brokers():
+            if broker.broker_id in exempt:
+                continue
+            last = self.last_heartbeat_ms.get(broker.broker_id)
+            if last is None:
+                self.last_heartbeat_ms[broker.broker_id] = now_ms  # e.g. after failover
+            elif now_ms - last > session_timeout_ms:
+                records += self._fence(broker.broker_id, broker.epoch)
+                fenced.append(broker.broker_id)
+        return ControllerResult(records, fenced)
+
+    def _fence(self, broker_id: int, epoch: int) -> list[Any]:
+        """FenceBrokerRecord, and leadership moved to another live ISR member or none."""
+        live = {b.broker_id for b in self.image.live_brokers()} - {broker_id}
+        records: list[Any] = [r.FenceBrokerRecord(id=broker_id, epoch=epoch)]
+        for topic in self.image.topics_by_id.values():
+            for index, part in topic.partitions.items():
+                if part.leader != broker_id:
+                    continue
+                successor = next((b for b in part.isr if b in live), NO_LEADER)
+                isr = [b for b in part.isr if b != broker_id] or list(part.isr)
+                records.append(r.PartitionChangeRecord(
+                    partition_id=index, topic_id=topic.topic_id, leader=successor,
+                    isr=tuple(isr) if isr != part.isr else None))
+        return records
+
+    def _unfence(self, broker_id: int, epoch: int) -> list[Any]:
+        """UnfenceBrokerRecord, and leaders for partitions that had none it can lead."""
+        records: list[Any] = [r.UnfenceBrokerRecord(id=broker_id, epoch=epoch)]
+        for topic in self.image.topics_by_id.values():
+            for index, part in topic.partitions.items():
+                if part.leader == NO_LEADER and broker_id in part.isr:
+                    records.append(r.PartitionChangeRecord(
+                        partition_id=index, topic_id=topic.topic_id, leader=broker_id))
+        return records
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
         """A block of producer ids for a broker (AllocateProducerIds): (start, length)."""

@@ -41,6 +41,10 @@ class ControllerDriver:
         self.endpoints: list[tuple[str, str, int]] = []
         """This voter's controller listeners (name, host, port); set by the node."""
 
+    def next_offset(self) -> int:
+        """The offset the next appended record gets (a registration's broker epoch)."""
+        return self.raft.end_offset
+
     def describe_quorum(self) -> QuorumDescription:
         """DescribeQuorum's view of the metadata partition."""
         return self.raft.describe(self.directory_id, self.endpoints, int(self.clock() * 1000))

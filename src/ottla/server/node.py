@@ -175,6 +175,7 @@ class Node:
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()
+                await self._fence_stale_brokers(now)
                 if mono - last_expire >= expire_every:
                     last_expire = mono
                     expiration = self.broker.dynamic_config("producer.id.expiration.ms")
@@ -182,6 +183,18 @@ class Node:
                         lg.producer_state.remove_expired(now, expiration)
             except OSError:
                 log.exception("Housekeeping failed")
+
+    async def _fence_stale_brokers(self, now_ms: int) -> None:
+        """Fence brokers whose heartbeats stopped (this process's broker cannot miss)."""
+        timeout = self.config["broker.session.timeout.ms"]
+        try:
+            fenced = await self.driver.submit(lambda c: c.fence_stale_brokers(
+                now_ms, timeout, frozenset({self.config.node_id})))
+        except Exception:
+            log.exception("Fencing stale brokers failed")
+            return
+        for broker_id in fenced or ():
+            log.info("Fenced broker %d: no heartbeat for %d ms", broker_id, timeout)
 
     def _start_cleaning(self, now_ms: int) -> None:
         """Compact the dirtiest log: the rewrite on a worker thread, the swap back on the

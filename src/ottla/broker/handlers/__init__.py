@@ -42,6 +42,7 @@ def load_all() -> dict[int, ApiSpec]:
     """Import every handler module so that each registers itself."""
     from ottla.broker.handlers import (  # noqa: F401
         api_versions,
+        broker_registration,
         configs,
         fetch,
         groups,

@@ -1,0 +1,47 @@
+"""BrokerRegistration and BrokerHeartbeat: brokers' sessions with the controller (KIP-631).
+
+Served on the controller listener. A broker registers (fenced, with an incarnation id and
+its listeners) and gets its broker epoch, the offset of its registration record; its
+heartbeats keep the session alive and ask to be unfenced once its metadata has caught up
+to that offset. A broker silent for ``broker.session.timeout.ms`` is fenced and its
+partitions lose it as leader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.broker.handlers import handles
+from ottla.controller.quorum_controller import ControllerError
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+
+
+@handles(ApiKey.BROKER_REGISTRATION, 0, 4, listeners=("controller",))
+async def handle_broker_registration(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    if req.cluster_id != broker.cluster_id:
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_cluster_id,
+                "broker_epoch": -1}
+    endpoints = [(ln.name, ln.host, ln.port, ln.security_protocol) for ln in req.listeners]
+    driver = broker.controller
+    try:
+        epoch = await driver.submit(lambda c: c.register_broker(
+            req.broker_id, req.incarnation_id, endpoints, req.rack, driver.next_offset(),
+            now_ms=broker.now_ms(), unfence=False))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "broker_epoch": -1}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
+
+
+@handles(ApiKey.BROKER_HEARTBEAT, 0, 1, listeners=("controller",))
+async def handle_broker_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    try:
+        reply = await broker.controller.submit(lambda c: c.broker_heartbeat(
+            req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
+            req.want_shut_down, broker.now_ms()))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "is_caught_up": False,
+                "is_fenced": True, "should_shut_down": False}
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "is_caught_up": reply.is_caught_up, "is_fenced": reply.is_fenced,
+            "should_shut_down": reply.should_shut_down}

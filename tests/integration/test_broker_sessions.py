@@ -1,0 +1,77 @@
+"""Brokers register with the controller and stay unfenced by heartbeats (KIP-631)."""
+
+from __future__ import annotations
+
+import uuid
+
+from ottla.protocol.api import ApiKey
+from tests.helpers import WireClient, free_port, wait_until
+
+
+def metadata(node, topic: str):
+    with WireClient(node.bootstrap) as client:
+        return client.request(ApiKey.METADATA, 12, {
+            "topics": [{"name": topic, "topic_id": None}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False})
+
+
+def leaders(node, topic: str) -> dict[int, int]:
+    return {p.partition_index: p.leader_id for p in metadata(node, topic).topics[0].partitions}
+
+
+def brokers(node, topic: str) -> set[int]:
+    return {b.node_id for b in metadata(node, topic).brokers}
+
+
+def test_a_silent_broker_is_fenced_and_loses_its_leaderships(make_ottla) -> None:
+    node = make_ottla(**{"broker.session.timeout.ms": "1500"})
+    with WireClient(node.bootstrap) as client:
+        cluster_id = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
+            "include_cluster_authorized_operations": False}).cluster_id
+    controller = WireClient(f"127.0.0.1:{node.controller_port}")
+
+    def register(cluster: str) -> tuple[int, int]:
+        r = controller.request(ApiKey.BROKER_REGISTRATION, 4, {
+            "broker_id": 2, "cluster_id": cluster, "incarnation_id": uuid.uuid4(),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": free_port(),
+                           "security_protocol": 0}],
+            "features": [], "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
+            "previous_broker_epoch": -1})
+        return r.error_code, r.broker_epoch
+
+    def heartbeat(epoch: int, want_fence: bool = False):
+        return controller.request(ApiKey.BROKER_HEARTBEAT, 1, {
+            "broker_id": 2, "broker_epoch": epoch, "current_metadata_offset": 1 << 40,
+            "want_fence": want_fence, "want_shut_down": False, "offline_log_dirs": []})
+
+    with controller:
+        assert register("not-this-cluster")[0] == 104  # INCONSISTENT_CLUSTER_ID
+        error, epoch = register(cluster_id)
+        assert error == 0 and epoch > 0
+        assert 2 not in brokers(node, "")  # registered fenced
+        assert heartbeat(epoch - 1).error_code == 77  # STALE_BROKER_EPOCH
+        reply = heartbeat(epoch)
+        assert reply.error_code == 0 and reply.is_caught_up and not reply.is_fenced
+        assert 2 in brokers(node, "")
+
+        with WireClient(node.bootstrap) as client:
+            created = client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+                "name": "placed", "num_partitions": -1, "replication_factor": -1,
+                "assignments": [{"partition_index": 0, "broker_ids": [2]},
+                                {"partition_index": 1, "broker_ids": [1]}],
+                "configs": []}], "timeout": 10000, "validate_only": False})
+        assert created.topics[0].error_code == 0
+        assert leaders(node, "placed") == {0: 2, 1: 1}
+
+        # Broker 2 goes quiet: fenced within about the session timeout.
+        wait_until(lambda: leaders(node, "placed") == {0: -1, 1: 1}, timeout=15,
+                   message="partition 0 to lose its fenced leader")
+        assert 2 not in brokers(node, "placed")
+
+        # It comes back: unfenced by a heartbeat, and leads its partition again.
+        reply = heartbeat(epoch)
+        assert reply.error_code == 0 and not reply.is_fenced
+        assert leaders(node, "placed") == {0: 2, 1: 1}
+        assert heartbeat(epoch, want_fence=True).is_fenced
+        assert leaders(node, "placed")[0] == -1
