@@ -75,3 +75,24 @@ def test_a_silent_broker_is_fenced_and_loses_its_leaderships(make_ottla) -> None
         assert leaders(node, "placed") == {0: 2, 1: 1}
         assert heartbeat(epoch, want_fence=True).is_fenced
         assert leaders(node, "placed")[0] == -1
+
+
+def test_elect_leaders_from_a_real_admin_client(make_ottla) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    node = make_ottla()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("elect", 2, 1)])["elect"].result(30)
+
+    def elect(kind, partitions):
+        result = admin.elect_leaders(kind, partitions).result(30)
+        return {(tp.topic, tp.partition): (None if err is None else err.code())
+                for tp, err in result.items()}
+
+    wanted = [TopicPartition("elect", 0), TopicPartition("elect", 1)]
+    assert elect(ElectionType.PREFERRED, wanted) == {("elect", 0): 84, ("elect", 1): 84}
+    assert elect(ElectionType.UNCLEAN, wanted[:1]) == {("elect", 0): 84}  # it has a leader
+    assert elect(ElectionType.PREFERRED, [TopicPartition("missing", 0)]) == \
+        {("missing", 0): 3}
+    assert elect(ElectionType.PREFERRED, None) == {}  # nothing needed anywhere

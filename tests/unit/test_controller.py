@@ -197,3 +197,37 @@ def test_heartbeats_unfence_a_caught_up_broker_and_silence_fences_it() -> None:
     assert shutdown.response.should_shut_down and shutdown.response.is_fenced
     apply(c, shutdown.records)
     assert topic.partitions[0].leader == -1
+
+
+def test_preferred_and_unclean_elections() -> None:
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2, 3):
+        apply(c, c.register_broker(b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None,
+                                   b).records)
+    apply(c, c.create_topics([NewTopic("t", assignments={0: [1, 2], 1: [2, 3]})]).records)
+    topic = c.image.topics_by_name["t"]
+    # Move t-0's leadership away from its preferred replica, as a failover would.
+    apply(c, [r.PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, leader=2)])
+    preferred = c.elect_leaders(0, [("t", 0), ("t", 1), ("t", 9), ("nope", 0)])
+    assert preferred.response == {
+        ("t", 0): (ErrorCode.none, None),
+        ("t", 1): (ErrorCode.election_not_needed, "Leader election not needed for t-1"),
+        ("t", 9): (ErrorCode.unknown_topic_or_partition, "t-9 does not exist"),
+        ("nope", 0): (ErrorCode.unknown_topic_or_partition, "nope-0 does not exist")}
+    apply(c, preferred.records)
+    assert topic.partitions[0].leader == 1
+    assert c.elect_leaders(0, None).response == {}  # every leader is preferred already
+
+    # t-1 loses its whole ISR: a clean election is impossible, an unclean one picks the
+    # live replica outside the ISR.
+    apply(c, [r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=-1,
+                                      isr=(2,)),
+              r.FenceBrokerRecord(id=2, epoch=2)])
+    unclean = c.elect_leaders(1, [("t", 1)])
+    assert unclean.response == {("t", 1): (ErrorCode.none, None)}
+    apply(c, unclean.records)
+    assert topic.partitions[1].leader == 3 and topic.partitions[1].isr == [3]
+    apply(c, [r.FenceBrokerRecord(id=3, epoch=3),
+              r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=-1)])
+    stuck = c.elect_leaders(1, [("t", 1)]).response[("t", 1)]
+    assert stuck[0] == ErrorCode.eligible_leaders_not_available

@@ -93,6 +93,14 @@ def is_internal_topic(name: str) -> bool:
     return name in ("__consumer_offsets", "__transaction_state", "__share_group_state")
 
 
+_ELECTION_MESSAGES = {
+    ErrorCode.election_not_needed: "Leader election not needed for {tp}",
+    ErrorCode.preferred_leader_not_available:
+        "Preferred replica {preferred} of {tp} is not live or not in the ISR",
+    ErrorCode.eligible_leaders_not_available: "No live replica of {tp} can lead",
+}
+
+
 class QuorumController:
     def __init__(self, node_id: int, *, default_num_partitions: int = 1,
                  default_replication_factor: int = 1, delete_topic_enable: bool = True,
@@ -217,6 +225,59 @@ class QuorumController:
                     records.append(r.PartitionChangeRecord(
                         partition_id=index, topic_id=topic.topic_id, leader=broker_id))
         return records
+
+    def elect_leaders(self, election_type: int,
+                      partitions: Sequence[tuple[str, int]] | None) -> ControllerResult:
+        """ElectLeaders: preferred (0) or unclean (1) elections; response: {(topic,
+        partition): (error, message)}. ``None`` means every partition, and then only the
+        partitions that got a new leader are reported, as Kafka does."""
+        live = {b.broker_id for b in self.image.live_brokers()}
+        everything = partitions is None
+        if partitions is None:
+            partitions = [(t.name, p) for t in self.image.topics_by_id.values()
+                          for p in t.partitions]
+        records: list[Any] = []
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for name, index in partitions:
+            topic = self.image.topics_by_name.get(name)
+            part = topic.partitions.get(index) if topic is not None else None
+            if topic is None or part is None:
+                results[(name, index)] = (ErrorCode.unknown_topic_or_partition,
+                                          f"{name}-{index} does not exist")
+                continue
+            if election_type == 0:
+                error, leader, isr = self._preferred(part, live)
+            else:
+                error, leader, isr = self._unclean(part, live)
+            if error == ErrorCode.none:
+                records.append(r.PartitionChangeRecord(
+                    partition_id=index, topic_id=topic.topic_id, leader=leader,
+                    isr=tuple(isr) if isr is not None else None))
+            if not (everything and error != ErrorCode.none):
+                results[(name, index)] = (error, _ELECTION_MESSAGES.get(error, "").format(
+                    tp=f"{name}-{index}", preferred=part.replicas[0]) or None)
+        return ControllerResult(records, results)
+
+    @staticmethod
+    def _preferred(part: Any, live: set[int]) -> tuple[ErrorCode, int, list[int] | None]:
+        preferred = part.replicas[0]
+        if part.leader == preferred:
+            return ErrorCode.election_not_needed, -1, None
+        if preferred not in live or preferred not in part.isr:
+            return ErrorCode.preferred_leader_not_available, -1, None
+        return ErrorCode.none, preferred, None
+
+    @staticmethod
+    def _unclean(part: Any, live: set[int]) -> tuple[ErrorCode, int, list[int] | None]:
+        if part.leader != NO_LEADER:
+            return ErrorCode.election_not_needed, -1, None
+        clean = next((b for b in part.isr if b in live), None)
+        if clean is not None:
+            return ErrorCode.none, clean, None
+        chosen = next((b for b in part.replicas if b in live), None)
+        if chosen is None:
+            return ErrorCode.eligible_leaders_not_available, -1, None
+        return ErrorCode.none, chosen, [chosen]  # data the old ISR had may be lost
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
         """A block of producer ids for a broker (AllocateProducerIds): (start, length)."""

@@ -1,4 +1,4 @@
-"""CreateTopics, DeleteTopics and CreatePartitions, forwarded to the controller."""
+"""CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders, forwarded to the controller."""
 
 from __future__ import annotations
 
@@ -72,3 +72,23 @@ async def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> dict[str,
     return {"throttle_time": 0, "results": [
         {"name": name, "error_code": code, "error_message": msg}
         for name, code, msg in results]}
+
+
+@handles(ApiKey.ELECT_LEADERS, 0, 2)
+async def handle_elect_leaders(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    """Preferred or unclean leader elections, decided by the controller."""
+    election_type = getattr(req, "election_type", 0)
+    if election_type not in (0, 1):
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request,
+                "replica_election_results": []}
+    wanted = None if req.topic_partitions is None else [
+        (tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
+    results = await broker.controller.submit(
+        lambda c: c.elect_leaders(election_type, wanted))
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (error, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_id": partition, "error_code": error, "error_message": message})
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "replica_election_results": [{"topic": t, "partition_result": parts}
+                                         for t, parts in by_topic.items()]}
