@@ -96,3 +96,20 @@ def test_elect_leaders_from_a_real_admin_client(make_ottla) -> None:
     assert elect(ElectionType.PREFERRED, [TopicPartition("missing", 0)]) == \
         {("missing", 0): 3}
     assert elect(ElectionType.PREFERRED, None) == {}  # nothing needed anywhere
+
+
+def test_leader_election_tool(ottla) -> None:
+    from tests.integration.test_admin import run_cli
+
+    assert run_cli("topics", "--bootstrap-server", ottla.bootstrap, "--create", "--topic",
+                   "tool", "--partitions", "2").returncode == 0
+    out = run_cli("leader-election", "--bootstrap-server", ottla.bootstrap,
+                  "--election-type", "preferred", "--topic", "tool")
+    assert out.returncode == 0, out.stderr
+    assert "Valid replica already elected for partitions tool-0, tool-1" in out.stdout
+    everything = run_cli("leader-election", "--bootstrap-server", ottla.bootstrap,
+                         "--election-type", "UNCLEAN", "--all-topic-partitions")
+    assert everything.returncode == 0 and "No partitions needed" in everything.stdout
+    missing = run_cli("leader-election", "--bootstrap-server", ottla.bootstrap,
+                      "--election-type", "PREFERRED", "--topic", "gone", "--partition", "0")
+    assert missing.returncode == 1 and "Error completing leader election" in missing.stdout
