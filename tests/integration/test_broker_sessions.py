@@ -113,3 +113,45 @@ def test_leader_election_tool(ottla) -> None:
     missing = run_cli("leader-election", "--bootstrap-server", ottla.bootstrap,
                       "--election-type", "PREFERRED", "--topic", "gone", "--partition", "0")
     assert missing.returncode == 1 and "Error completing leader election" in missing.stdout
+
+
+def test_a_leader_changes_its_isr_with_alter_partition(make_ottla) -> None:
+    node = make_ottla()
+    with WireClient(node.bootstrap) as client:
+        cluster_id = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
+            "include_cluster_authorized_operations": False}).cluster_id
+    with WireClient(f"127.0.0.1:{node.controller_port}") as controller:
+        epoch = controller.request(ApiKey.BROKER_REGISTRATION, 4, {
+            "broker_id": 2, "cluster_id": cluster_id, "incarnation_id": uuid.uuid4(),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": free_port(),
+                           "security_protocol": 0}],
+            "features": [], "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
+            "previous_broker_epoch": -1}).broker_epoch
+        assert not controller.request(ApiKey.BROKER_HEARTBEAT, 1, {
+            "broker_id": 2, "broker_epoch": epoch, "current_metadata_offset": 1 << 40,
+            "want_fence": False, "want_shut_down": False, "offline_log_dirs": []}).is_fenced
+        with WireClient(node.bootstrap) as client:
+            created = client.request(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+                "name": "isr", "num_partitions": -1, "replication_factor": -1,
+                "assignments": [{"partition_index": 0, "broker_ids": [2, 1]}],
+                "configs": []}], "timeout": 10000, "validate_only": False})
+        topic_id = created.topics[0].topic_id
+        part = metadata(node, "isr").topics[0].partitions[0]
+        assert (part.leader_id, list(part.isr_nodes)) == (2, [2, 1])
+
+        def alter(isr, partition_epoch):
+            return controller.request(ApiKey.ALTER_PARTITION, 3, {
+                "broker_id": 2, "broker_epoch": epoch, "topics": [{
+                    "topic_id": topic_id, "partitions": [{
+                        "partition_index": 0, "leader_epoch": part.leader_epoch,
+                        "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1}
+                                                for b in isr],
+                        "leader_recovery_state": 0, "partition_epoch": partition_epoch}]}]})
+
+        shrunk = alter([2], 0).topics[0].partitions[0]
+        assert shrunk.error_code == 0 and list(shrunk.isr) == [2]
+        assert shrunk.partition_epoch == 1
+        assert list(metadata(node, "isr").topics[0].partitions[0].isr_nodes) == [2]
+        assert alter([2, 1], 0).topics[0].partitions[0].error_code == 95  # stale version
+        grown = alter([2, 1], 1).topics[0].partitions[0]
+        assert grown.error_code == 0 and list(grown.isr) == [2, 1]

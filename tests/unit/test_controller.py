@@ -231,3 +231,46 @@ def test_preferred_and_unclean_elections() -> None:
               r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=-1)])
     stuck = c.elect_leaders(1, [("t", 1)]).response[("t", 1)]
     assert stuck[0] == ErrorCode.eligible_leaders_not_available
+
+
+def test_alter_partition_validates_the_leaders_isr_change() -> None:
+    from ottla.controller.quorum_controller import IsrChange
+
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2, 3):
+        apply(c, c.register_broker(b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None,
+                                   b * 10).records)
+    apply(c, c.create_topics([NewTopic("t", assignments={0: [1, 2, 3]})]).records)
+    topic = c.image.topics_by_name["t"]
+    part = topic.partitions[0]
+    assert (part.leader, part.isr, part.partition_epoch) == (1, [1, 2, 3], 0)
+
+    def change(isr, leader_epoch=0, partition_epoch=0, lrs=0):
+        return IsrChange(topic.topic_id, 0, leader_epoch, tuple(isr), lrs, partition_epoch)
+
+    shrink = c.alter_partition(1, 10, [change([(1, 10), (2, 20)])])
+    error, results = shrink.response
+    assert error == ErrorCode.none
+    assert results[(topic.topic_id, 0)].isr == [1, 2]
+    assert results[(topic.topic_id, 0)].partition_epoch == 1
+    apply(c, shrink.records)
+    assert (part.isr, part.partition_epoch, part.leader_epoch) == ([1, 2], 1, 0)
+
+    def error_of(broker, epoch, ch):
+        top, res = c.alter_partition(broker, epoch, [ch]).response
+        return top if top != ErrorCode.none else res[(ch.topic_id, ch.partition)].error
+
+    assert error_of(1, 9, change([(1, 10)], partition_epoch=1)) == ErrorCode.stale_broker_epoch
+    assert error_of(1, 10, change([(1, 10)])) == ErrorCode.invalid_update_version
+    assert error_of(1, 10, change([(1, 10)], leader_epoch=3, partition_epoch=1)) == \
+        ErrorCode.fenced_leader_epoch
+    assert error_of(2, 20, change([(1, 10), (2, 20)], partition_epoch=1)) == \
+        ErrorCode.invalid_request  # only the leader may change the ISR
+    assert error_of(1, 10, change([(2, 20)], partition_epoch=1)) == ErrorCode.invalid_request
+    assert error_of(1, 10, change([(1, 10), (3, 99)], partition_epoch=1)) == \
+        ErrorCode.ineligible_replica  # a stale incarnation of broker 3
+    apply(c, [r.FenceBrokerRecord(id=3, epoch=30)])
+    assert error_of(1, 10, change([(1, 10), (3, 30)], partition_epoch=1)) == \
+        ErrorCode.ineligible_replica  # fenced
+    gone = IsrChange(uuid.uuid4(), 0, 0, ((1, 10),), 0, 0)
+    assert error_of(1, 10, gone) == ErrorCode.unknown_topic_id

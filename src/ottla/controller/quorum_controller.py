@@ -46,6 +46,28 @@ class HeartbeatReply:
     should_shut_down: bool
 
 
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition of an AlterPartition request; ``new_isr``: (broker, epoch or -1)."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[tuple[int, int], ...]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class AlterPartitionResult:
+    error: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+
+
 @dataclass(slots=True)
 class NewTopic:
     name: str
@@ -225,6 +247,61 @@ class QuorumController:
                     records.append(r.PartitionChangeRecord(
                         partition_id=index, topic_id=topic.topic_id, leader=broker_id))
         return records
+
+    def alter_partition(self, broker_id: int, broker_epoch: int,
+                        changes: Sequence[IsrChange]) -> ControllerResult:
+        """AlterPartition: a leader shrinks or expands its ISR. Response: the top-level
+        error and, per (topic id, partition), an AlterPartitionResult."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.epoch != broker_epoch:
+            return ControllerResult([], (ErrorCode.stale_broker_epoch, {}))
+        records: list[Any] = []
+        results: dict[tuple[uuid.UUID, int], AlterPartitionResult] = {}
+        for change in changes:
+            topic = self.image.topics_by_id.get(change.topic_id)
+            key = (change.topic_id, change.partition)
+            if topic is None:
+                results[key] = AlterPartitionResult(ErrorCode.unknown_topic_id)
+                continue
+            part = topic.partitions.get(change.partition)
+            if part is None:
+                results[key] = AlterPartitionResult(ErrorCode.unknown_topic_or_partition)
+                continue
+            error = self._check_isr_change(broker_id, part, change)
+            if error != ErrorCode.none:
+                results[key] = AlterPartitionResult(error, part.leader, part.leader_epoch,
+                                                    list(part.isr), part.leader_recovery_state,
+                                                    part.partition_epoch)
+                continue
+            isr = [b for b, _ in change.new_isr]
+            records.append(r.PartitionChangeRecord(
+                partition_id=change.partition, topic_id=change.topic_id, isr=tuple(isr),
+                leader_recovery_state=change.leader_recovery_state))
+            results[key] = AlterPartitionResult(
+                ErrorCode.none, part.leader, part.leader_epoch, isr,
+                change.leader_recovery_state, part.partition_epoch + 1)
+        return ControllerResult(records, (ErrorCode.none, results))
+
+    def _check_isr_change(self, broker_id: int, part: Any, change: IsrChange) -> ErrorCode:
+        if change.leader_epoch != part.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if broker_id != part.leader:
+            return ErrorCode.invalid_request
+        if change.partition_epoch != part.partition_epoch:
+            return ErrorCode.invalid_update_version
+        if change.leader_recovery_state not in (0, 1) or \
+                (part.leader_recovery_state == 0 and change.leader_recovery_state == 1):
+            return ErrorCode.invalid_request
+        members = [b for b, _ in change.new_isr]
+        if len(set(members)) != len(members) or part.leader not in members:
+            return ErrorCode.invalid_request
+        for member, epoch in change.new_isr:
+            registered = self.image.brokers.get(member)
+            if member not in part.replicas or registered is None or registered.fenced or \
+                    registered.in_controlled_shutdown or \
+                    (epoch >= 0 and epoch != registered.epoch):
+                return ErrorCode.ineligible_replica
+        return ErrorCode.none
 
     def elect_leaders(self, election_type: int,
                       partitions: Sequence[tuple[str, int]] | None) -> ControllerResult:

@@ -1,4 +1,5 @@
-"""BrokerRegistration and BrokerHeartbeat: brokers' sessions with the controller (KIP-631).
+"""BrokerRegistration, BrokerHeartbeat and AlterPartition: what brokers ask of the
+controller (KIP-631, KIP-497).
 
 Served on the controller listener. A broker registers (fenced, with an incarnation id and
 its listeners) and gets its broker epoch, the offset of its registration record; its
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.broker.handlers import handles
-from ottla.controller.quorum_controller import ControllerError
+from ottla.controller.quorum_controller import ControllerError, IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 
@@ -45,3 +46,28 @@ async def handle_broker_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, 
     return {"throttle_time": 0, "error_code": ErrorCode.none,
             "is_caught_up": reply.is_caught_up, "is_fenced": reply.is_fenced,
             "should_shut_down": reply.should_shut_down}
+
+
+@handles(ApiKey.ALTER_PARTITION, 2, 3, listeners=("controller",))
+async def handle_alter_partition(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    """A partition leader changes its ISR (the controller validates epochs and members)."""
+    changes = []
+    for topic in req.topics:
+        for p in topic.partitions:
+            if ctx.api_version >= 3:
+                isr = tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs)
+            else:
+                isr = tuple((b, -1) for b in p.new_isr)
+            changes.append(IsrChange(topic.topic_id, p.partition_index, p.leader_epoch, isr,
+                                     p.leader_recovery_state, p.partition_epoch))
+    error, results = await broker.controller.submit(
+        lambda c: c.alter_partition(req.broker_id, req.broker_epoch, changes))
+    topics: dict[Any, list[dict[str, Any]]] = {}
+    for (topic_id, partition), res in results.items():
+        topics.setdefault(topic_id, []).append({
+            "partition_index": partition, "error_code": res.error, "leader_id": res.leader,
+            "leader_epoch": res.leader_epoch, "isr": res.isr,
+            "leader_recovery_state": res.leader_recovery_state,
+            "partition_epoch": res.partition_epoch})
+    return {"throttle_time": 0, "error_code": error,
+            "topics": [{"topic_id": t, "partitions": parts} for t, parts in topics.items()]}
