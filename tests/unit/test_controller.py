@@ -274,3 +274,20 @@ def test_alter_partition_validates_the_leaders_isr_change() -> None:
         ErrorCode.ineligible_replica  # fenced
     gone = IsrChange(uuid.uuid4(), 0, 0, ((1, 10),), 0, 0)
     assert error_of(1, 10, gone) == ErrorCode.unknown_topic_id
+
+
+def test_leaders_are_balanced_back_to_preferred_replicas() -> None:
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2):
+        apply(c, c.register_broker(b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None,
+                                   b).records)
+    apply(c, c.create_topics([NewTopic("t", assignments={0: [1, 2], 1: [2, 1]})]).records)
+    topic = c.image.topics_by_name["t"]
+    apply(c, [r.PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, leader=2),
+              r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=1,
+                                      isr=(1,))])
+    balanced = c.balance_partition_leaders()
+    assert balanced.response == [("t", 0)]  # t-1's preferred replica left the ISR
+    apply(c, balanced.records)
+    assert [topic.partitions[p].leader for p in (0, 1)] == [1, 1]
+    assert c.balance_partition_leaders().records == []

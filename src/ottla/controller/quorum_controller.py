@@ -335,6 +335,24 @@ class QuorumController:
                     tp=f"{name}-{index}", preferred=part.replicas[0]) or None)
         return ControllerResult(records, results)
 
+    def balance_partition_leaders(self, max_elections: int = 1000) -> ControllerResult:
+        """The periodic preferred-leader election (auto.leader.rebalance.enable): every
+        partition whose preferred replica is live and in the ISR but not leading gets
+        it back as leader. Response: the (topic, partition)s moved."""
+        live = {b.broker_id for b in self.image.live_brokers()}
+        records: list[Any] = []
+        moved: list[tuple[str, int]] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in sorted(topic.partitions.items()):
+                if len(records) >= max_elections:
+                    break
+                error, leader, _ = self._preferred(part, live)
+                if error == ErrorCode.none:
+                    records.append(r.PartitionChangeRecord(
+                        partition_id=index, topic_id=topic.topic_id, leader=leader))
+                    moved.append((topic.name, index))
+        return ControllerResult(records, moved)
+
     @staticmethod
     def _preferred(part: Any, live: set[int]) -> tuple[ErrorCode, int, list[int] | None]:
         preferred = part.replicas[0]

@@ -193,6 +193,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("broker.heartbeat.interval.ms", T.INT, 2000, "Broker heartbeat interval."),
     ConfigKey("broker.rack", T.STRING, None, "The rack of this broker.", read_only=True),
     ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True, "Preferred leader balancing."),
+    ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,
+              "How often the controller moves leaderships back to preferred replicas."),
     ConfigKey("queued.max.requests", T.INT, 500, "Requests queued per connection.", at_least(1)),
 ]
 BROKER_CONFIGS = ConfigDef(_KEYS)

@@ -160,7 +160,8 @@ class Node:
         checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"] / 1000
         retention_every = cfg["log.retention.check.interval.ms"] / 1000
         expire_every = 600.0
-        last_checkpoint = last_expire = last_retention = time.monotonic()
+        balance_every = cfg["leader.imbalance.check.interval.seconds"]
+        last_checkpoint = last_expire = last_retention = last_balance = time.monotonic()
         while True:
             await asyncio.sleep(min(1.0, retention_every))
             now = self.now_ms()
@@ -176,6 +177,11 @@ class Node:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()
                 await self._fence_stale_brokers(now)
+                if cfg["auto.leader.rebalance.enable"] and mono - last_balance >= balance_every:
+                    last_balance = mono
+                    moved = await self.driver.submit(lambda c: c.balance_partition_leaders())
+                    if moved:
+                        log.info("Moved %d leaderships back to preferred replicas", len(moved))
                 if mono - last_expire >= expire_every:
                     last_expire = mono
                     expiration = self.broker.dynamic_config("producer.id.expiration.ms")
