@@ -155,3 +155,44 @@ def test_a_leader_changes_its_isr_with_alter_partition(make_ottla) -> None:
         assert alter([2, 1], 0).topics[0].partitions[0].error_code == 95  # stale version
         grown = alter([2, 1], 1).topics[0].partitions[0]
         assert grown.error_code == 0 and list(grown.isr) == [2, 1]
+
+
+def test_update_features_raises_metadata_version_and_refuses_downgrades(tmp_path) -> None:
+    import sys
+
+    from tests.helpers import OttlaProcess
+    from tests.integration.test_admin import run_cli
+    from tests.integration.test_cli import _server_properties
+
+    # Start at 3.9 (level 21) from a formatted directory, then upgrade to 4.0-IV3.
+    data = tmp_path / "features"
+    config, port = _server_properties(tmp_path, data, 1, voters=True)
+    cluster = run_cli("storage", "random-uuid").stdout.strip()
+    assert run_cli("storage", "format", "-t", cluster, "-c", config, "-r", "3.9"
+                   ).returncode == 0
+    node = OttlaProcess(str(data), port=port)
+    node.args = lambda: [sys.executable, "-m", "ottla", "server", config]  # type: ignore
+    node.start()
+    try:
+        def finalized() -> int:
+            with WireClient(node.bootstrap) as c:
+                v = c.api_versions()
+            return {f.name: f.max_version_level
+                    for f in v.finalized_features}["metadata.version"]
+
+        def update(level: int, kind: int, validate_only: bool = False):
+            with WireClient(node.bootstrap) as c:
+                return c.request(ApiKey.UPDATE_FEATURES, 1, {
+                    "timeout": 10000, "validate_only": validate_only, "feature_updates": [
+                        {"feature": "metadata.version", "max_version_level": level,
+                         "upgrade_type": kind}]}).results[0]
+
+        assert finalized() == 21
+        assert update(25, 1, validate_only=True).error_code == 0 and finalized() == 21
+        assert update(99, 1).error_code == 95  # INVALID_UPDATE_VERSION: unsupported level
+        assert update(25, 1).error_code == 0 and finalized() == 25
+        assert update(21, 1).error_code == 95  # a downgrade needs a downgrade type
+        assert update(21, 2).error_code == 95  # and metadata.version never goes down
+        assert finalized() == 25
+    finally:
+        assert node.stop() == 0

@@ -27,6 +27,8 @@ MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 METADATA_VERSION = "metadata.version"
 METADATA_VERSION_LEVEL = 25  # 4.0-IV3
+SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL)}
+"""Feature levels this software can run at (3.3-IV3 to 4.0-IV3 for metadata.version)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # IncrementalAlterConfigs operations.
@@ -373,6 +375,36 @@ class QuorumController:
         if chosen is None:
             return ErrorCode.eligible_leaders_not_available, -1, None
         return ErrorCode.none, chosen, [chosen]  # data the old ISR had may be lost
+
+    def update_features(self, updates: Sequence[tuple[str, int, int]],
+                        validate_only: bool = False) -> ControllerResult:
+        """UpdateFeatures: (feature, max level, upgrade type 1 upgrade / 2 safe / 3 unsafe
+        downgrade). All or nothing; response: {feature: (error, message)}."""
+        results: dict[str, tuple[ErrorCode, str | None]] = {}
+        records: list[Any] = []
+        for name, level, upgrade_type in updates:
+            supported = SUPPORTED_FEATURES.get(name)
+            current = self.image.features.get(name, 0)
+            problem = None
+            if supported is None:
+                problem = f"The controller does not support the feature {name}"
+            elif level != 0 and not supported[0] <= level <= supported[1]:
+                problem = (f"{name} level {level} is outside the supported range "
+                           f"{supported[0]}-{supported[1]}")
+            elif level < current and upgrade_type == 1:
+                problem = (f"Cannot downgrade {name} from {current} to {level} without "
+                           "setting the upgrade type to safe or unsafe downgrade")
+            elif name == METADATA_VERSION and level < current:
+                problem = "Downgrading metadata.version is not supported"
+            if problem is not None:
+                results[name] = (ErrorCode.invalid_update_version, problem)
+            else:
+                results[name] = (ErrorCode.none, None)
+                if level != current:
+                    records.append(r.FeatureLevelRecord(name=name, feature_level=level))
+        if validate_only or any(err != ErrorCode.none for err, _ in results.values()):
+            records = []
+        return ControllerResult(records, results)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
         """A block of producer ids for a broker (AllocateProducerIds): (start, length)."""

@@ -6,13 +6,13 @@ import re
 from typing import Any
 
 from ottla.broker.handlers import REGISTRY, handles
+from ottla.controller.quorum_controller import SUPPORTED_FEATURES
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 # Features this node can run at (KIP-584): name -> (min level, max level).
-SUPPORTED_FEATURES = {"metadata.version": (7, 25)}
 
 
 def api_keys_for(listener_kind: str) -> list[dict[str, int]]:

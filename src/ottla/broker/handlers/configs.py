@@ -173,3 +173,18 @@ async def handle_incremental_alter_configs(broker: Any, ctx: Any, req: Any) -> d
     results = await broker.controller.submit(
         lambda c: c.incremental_alter_configs(resources, req.validate_only))
     return _alter_response(results)
+
+
+@handles(ApiKey.UPDATE_FEATURES, 0, 1, listeners=("broker", "controller"))
+async def handle_update_features(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    """Finalize feature levels (metadata.version), all or nothing."""
+    # v0 had allow_downgrade; v1 an upgrade type (1 upgrade, 2 safe, 3 unsafe downgrade).
+    updates = [(u.feature, u.max_version_level,
+                (2 if u.allow_downgrade else 1) if ctx.api_version == 0 else u.upgrade_type)
+               for u in req.feature_updates]
+    validate_only = bool(getattr(req, "validate_only", False))
+    results = await broker.controller.submit(
+        lambda c: c.update_features(updates, validate_only))
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "results": [{"feature": name, "error_code": error, "error_message": message}
+                        for name, (error, message) in results.items()]}
