@@ -257,3 +257,30 @@ def test_metadata_quorum_describes_the_voter_through_either_listener(ottla) -> N
         wrong = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
             "topic_name": "orders", "partitions": [{"partition_index": 0}]}]})
     assert wrong.topics[0].partitions[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_features_tool_describes_and_upgrades(tmp_path) -> None:
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    data = tmp_path / "feat"
+    config, port = _server_properties(tmp_path, data, 1, voters=True)
+    assert run_cli("storage", "format", "-t", cluster_id, "-c", config, "-r", "3.8"
+                   ).returncode == 0
+    node = OttlaProcess(str(data), port=port)
+    node.args = lambda: [sys.executable, "-m", "ottla", "server", config]  # type: ignore
+    node.start()
+    try:
+        bs = ["--bootstrap-server", node.bootstrap]
+        described = run_cli("features", *bs, "describe")
+        assert described.returncode == 0, described.stderr
+        assert "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t" \
+               "SupportedMaxVersion: 4.0-IV3\tFinalizedVersionLevel: 3.8-IV0" in described.stdout
+        dry = run_cli("features", *bs, "upgrade", "--metadata", "3.9", "--dry-run")
+        assert dry.returncode == 0 and "validated to 3.9-IV0" in dry.stdout
+        assert "FinalizedVersionLevel: 3.8-IV0" in run_cli("features", *bs, "describe").stdout
+        done = run_cli("features", *bs, "upgrade", "--metadata", "3.9")
+        assert done.returncode == 0 and "was upgraded to 3.9-IV0" in done.stdout
+        assert "FinalizedVersionLevel: 3.9-IV0" in run_cli("features", *bs, "describe").stdout
+        down = run_cli("features", *bs, "downgrade", "--metadata", "3.8")
+        assert down.returncode == 1 and "Could not downgrade" in down.stdout
+    finally:
+        assert node.stop() == 0

@@ -12,6 +12,7 @@ def build_parser() -> argparse.ArgumentParser:
         console,
         consumer_groups,
         dump_log,
+        features,
         leader_election,
         log_dirs,
         metadata_quorum,
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump_log.add_parser(sub)
     consumer_groups.add_parser(sub)
     log_dirs.add_parser(sub)
+    features.add_parser(sub)
     leader_election.add_parser(sub)
     metadata_quorum.add_parser(sub)
     pipeline.add_parser(sub)

@@ -1,0 +1,95 @@
+"""``ottla features``: describe and change finalized feature levels (kafka-features.sh).
+
+``describe`` prints each feature's supported range and finalized level; ``upgrade`` /
+``downgrade`` take ``--metadata VERSION`` (a release such as 3.9 or 3.7-IV4) or
+``--feature name=level`` (repeatable), with ``--dry-run`` to validate only.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ottla.cli.common import fail
+from ottla.metadata.bootstrap import METADATA_VERSIONS, metadata_version
+
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+_NAMES = {level: name for name, level in METADATA_VERSIONS.items()}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("features", help="describe or change feature levels (kafka-features.sh)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server")
+    where.add_argument("--bootstrap-controller")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    actions.add_parser("describe", help="the supported and finalized levels").set_defaults(
+        run=run_describe)
+    for name in ("upgrade", "downgrade"):
+        q = actions.add_parser(name, help=f"{name} feature levels")
+        q.add_argument("--metadata", help="the metadata.version, e.g. 3.9 or 3.7-IV4")
+        q.add_argument("--feature", action="append", default=[], metavar="NAME=LEVEL")
+        q.add_argument("--dry-run", action="store_true")
+        if name == "downgrade":
+            q.add_argument("--unsafe", action="store_true")
+        q.set_defaults(run=run_update)
+
+
+def _level_name(feature: str, level: int) -> str:
+    return _NAMES.get(level, str(level)) if feature == "metadata.version" else str(level)
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    from ottla.client.blocking import BlockingClient
+
+    address = args.bootstrap_server or args.bootstrap_controller
+    with BlockingClient(address, client_id="ottla-features") as client:
+        versions = client.api_versions()
+    finalized = {f.name: f.max_version_level for f in versions.finalized_features}
+    for f in versions.supported_features:
+        level = finalized.get(f.name)
+        print(f"Feature: {f.name}\tSupportedMinVersion: {_level_name(f.name, f.min_version)}"
+              f"\tSupportedMaxVersion: {_level_name(f.name, f.max_version)}"
+              f"\tFinalizedVersionLevel: "
+              f"{'-' if level is None else _level_name(f.name, level)}"
+              f"\tEpoch: {versions.finalized_features_epoch}")
+    return 0
+
+
+def run_update(args: argparse.Namespace) -> int:
+    from ottla.client.blocking import BlockingClient
+    from ottla.protocol.api import ApiKey
+
+    updates: dict[str, int] = {}
+    try:
+        if args.metadata:
+            updates["metadata.version"] = metadata_version(args.metadata)[1]
+        for item in args.feature:
+            name, sep, level = item.partition("=")
+            if not sep:
+                raise ValueError(f"--feature expects name=level, got {item!r}")
+            updates[name] = int(level)
+    except ValueError as e:
+        return fail(str(e))
+    if not updates:
+        return fail("give --metadata or --feature")
+    kind = UPGRADE if args.action == "upgrade" else \
+        (UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else SAFE_DOWNGRADE)
+    address = args.bootstrap_server or args.bootstrap_controller
+    with BlockingClient(address, client_id="ottla-features") as client:
+        response = client.request(ApiKey.UPDATE_FEATURES, 1, {
+            "timeout": 60000, "validate_only": args.dry_run, "feature_updates": [
+                {"feature": n, "max_version_level": lvl, "upgrade_type": kind}
+                for n, lvl in updates.items()]})
+    failed = 0
+    verb = args.action
+    for result in response.results:
+        level = _level_name(result.feature, updates[result.feature])
+        if result.error_code == 0:
+            prefix = "validated" if args.dry_run else f"was {verb}d"
+            print(f"{result.feature} {prefix} to {level}.")
+        else:
+            failed += 1
+            print(f"Could not {verb} {result.feature} to {level}. {result.error_message}")
+    return 1 if failed else 0
