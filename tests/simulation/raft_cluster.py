@@ -1,10 +1,13 @@
-"""A simulated KRaft quorum: seeded clock, network and faults around RaftReplica.
+"""A simulated KRaft quorum: seeded clock, network, disk and faults around RaftReplica.
 
-Everything that varies (delays, losses, partitions, crashes, election timers) comes from
-one ``random.Random(seed)``, so a failing seed replays exactly. Invariants are checked
-as the run goes: one leader per epoch, every node's committed entries equal one global
-committed log (nothing committed is lost or reordered), and no replica ever truncates
-below its high watermark (``RaftError``).
+Everything that varies (delays, losses, partitions, crashes, election timers, how long
+an fsync takes) comes from one ``random.Random(seed)``, so a failing seed replays
+exactly. Each node's log is a :class:`SimulatedDisk`: appends become durable only when a
+later flush event runs, and a crash loses whatever was not flushed. Proposals are
+batches of one to three offsets, and observers (brokers) follow the log beside the
+voters. Invariants are checked as the run goes: one leader per epoch, every node's
+committed entries equal one global committed log (nothing committed is lost or
+reordered), and no replica ever truncates below its high watermark (``RaftError``).
 """
 
 from __future__ import annotations
@@ -17,11 +20,42 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import Entry, Outgoing
+from ottla.raft.messages import Entry, Outgoing, Snapshot
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 
 TICK_MS = 10
-SNAPSHOT_EVERY = 40  # entries applied beyond the last snapshot before taking another
+SNAPSHOT_EVERY = 40  # offsets applied beyond the last snapshot before taking another
+MAX_FSYNC_MS = 60
+
+
+class SimulatedDisk(MemoryLog):
+    """A log whose appends are durable only after ``flush``; a crash keeps the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed = 0
+
+    @property
+    def flushed_end_offset(self) -> int:
+        return min(self.flushed, self.end_offset)
+
+    def flush(self) -> None:
+        self.flushed = self.end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        super().truncate_to(offset)
+        self.flushed = min(self.flushed, self.end_offset)
+
+    def take_snapshot(self, snapshot: Snapshot) -> None:
+        super().take_snapshot(snapshot)  # the snapshot file is written and fsynced
+        self.flushed = max(self.flushed, snapshot.end_offset)
+
+    def install_snapshot(self, snapshot: Snapshot) -> None:
+        super().install_snapshot(snapshot)
+        self.flushed = snapshot.end_offset
+
+    def lose_unflushed(self) -> None:
+        self.truncate_to(max(self.flushed_end_offset, self.start_offset))
 
 
 @dataclass
@@ -36,16 +70,20 @@ class Faults:
 
 
 class SimulatedQuorum:
-    def __init__(self, seed: int, voters: int) -> None:
+    def __init__(self, seed: int, voters: int, observers: int = 0) -> None:
         self.rng = random.Random(seed)
-        self.ids = list(range(1, voters + 1))
+        self.voter_ids = list(range(1, voters + 1))
+        self.ids = list(range(1, voters + observers + 1))
         self.now = 0
         self.faults = Faults()
-        self.logs = {n: MemoryLog() for n in self.ids}
+        self.logs = {n: SimulatedDisk() for n in self.ids}
         self.durable: dict[int, tuple[int, int | None]] = {n: (0, None) for n in self.ids}
         self.nodes: dict[int, RaftReplica | None] = {}
         self.applied: dict[int, list[Entry]] = {}
+        self.applied_end: dict[int, int] = {}
+        self.flushing: set[int] = set()
         self.committed: list[Entry] = []  # the one committed log every node must agree on
+        self.committed_bases: list[int] = []
         self.leaders: dict[int, int] = {}  # epoch -> leader
         self.events: list[tuple[int, int, str, Any]] = []
         self.seq = itertools.count()
@@ -58,14 +96,19 @@ class SimulatedQuorum:
 
     def boot(self, n: int) -> None:
         epoch, voted = self.durable[n]
-        replica = RaftReplica(n, set(self.ids), self.logs[n], random.Random(self.rng.random()),
-                              RaftConfig(), epoch=epoch, voted_for=voted)
+        replica = RaftReplica(n, set(self.voter_ids), self.logs[n],
+                              random.Random(self.rng.random()), RaftConfig(), epoch=epoch,
+                              voted_for=voted)
         self.nodes[n] = replica
         self.applied[n] = []  # the state machine is rebuilt from the log after a restart
+        self.applied_end[n] = 0
         self.after(n, replica.start(self.now))
 
     def crash(self, n: int) -> None:
-        self.nodes[n] = None  # volatile state gone; log and quorum state are durable
+        """Volatile state gone; the quorum state and the flushed log survive."""
+        self.nodes[n] = None
+        self.logs[n].lose_unflushed()
+        self.flushing.discard(n)
 
     # --- events ---------------------------------------------------------------------------
 
@@ -83,36 +126,47 @@ class SimulatedQuorum:
         committed = replica.take_committed()
         if committed is not None:
             if committed.snapshot is not None:
-                self.load_snapshot(n, committed.snapshot.data)
+                self.load_snapshot(n, committed.snapshot)
             self.apply(n, committed.base_offset, committed.entries)
-            applied = len(self.applied[n])
+            applied = self.applied_end[n]
             if applied - replica.log.start_offset >= SNAPSHOT_EVERY:
                 # The state machine's state is its applied entries; the log before
                 # them goes, so lagging followers must fetch the snapshot.
                 replica.create_snapshot(applied, tuple(self.applied[n]))
+        if self.logs[n].flushed_end_offset < self.logs[n].end_offset and \
+                n not in self.flushing:
+            self.flushing.add(n)
+            self.schedule(self.now + self.rng.randint(0, MAX_FSYNC_MS), "flush", n)
         for out in outgoing:
             if self.rng.random() < self.faults.loss or self.faults.cut(n, out.destination):
                 continue
             delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
             self.schedule(self.now + delay, "deliver", (n, out.destination, out.message))
 
-    def load_snapshot(self, n: int, data: tuple[Entry, ...]) -> None:
+    def load_snapshot(self, n: int, snapshot: Snapshot) -> None:
         """A snapshot replaces the state: it must be a prefix of the committed log."""
         self.applied[n] = []
-        self.apply(n, 0, list(data))
+        self.applied_end[n] = 0
+        self.apply(n, 0, list(snapshot.data))
+        assert self.applied_end[n] == snapshot.end_offset
         self.snapshots_loaded += 1
 
     def apply(self, n: int, base: int, entries: list[Entry]) -> None:
         applied = self.applied[n]
-        assert base == len(applied), f"node {n} skipped committed offsets {len(applied)}..{base}"
-        for offset, entry in enumerate(entries, start=base):
-            if offset < len(self.committed):
-                assert self.committed[offset] == entry, (
-                    f"node {n} committed {entry} at {offset}, others {self.committed[offset]}")
+        assert base == self.applied_end[n], \
+            f"node {n} skipped committed offsets {self.applied_end[n]}..{base}"
+        for entry in entries:
+            i = len(applied)
+            if i < len(self.committed):
+                assert (self.committed[i], self.committed_bases[i]) == (entry, base), (
+                    f"node {n} committed {entry} at {base}, others {self.committed[i]} "
+                    f"at {self.committed_bases[i]}")
             else:
-                assert offset == len(self.committed)
                 self.committed.append(entry)
+                self.committed_bases.append(base)
             applied.append(entry)
+            base += entry.count
+        self.applied_end[n] = base
 
     def digest(self, entries: list[Entry]) -> str:
         h = hashlib.sha256()
@@ -142,17 +196,24 @@ class SimulatedQuorum:
             elif kind == "propose":
                 for n, replica in self.nodes.items():
                     if replica is not None and replica.is_leader:
-                        replica.propose(f"record-{self.proposed}", self.now)
+                        count = self.rng.randint(1, 3)
+                        replica.propose(f"batch-{self.proposed}", self.now, count)
                         self.proposed += 1
-                        self.after(n, [])
+                        self.after(n, replica.tick(self.now))
                 self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
+            elif kind == "flush":
+                self.flushing.discard(data)
+                replica = self.nodes[data]
+                if replica is not None:
+                    self.logs[data].flush()
+                    self.after(data, replica.tick(self.now))
             elif kind == "fault" and chaos:
                 self.inject_fault()
                 self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
             elif kind == "restart" and self.nodes[data] is None:
                 self.boot(data)
         self.now = end_ms
-        self.events = [e for e in self.events if e[2] in ("deliver", "restart")]
+        self.events = [e for e in self.events if e[2] in ("deliver", "restart", "flush")]
         heapq.heapify(self.events)
 
     def inject_fault(self) -> None:
@@ -182,7 +243,14 @@ class SimulatedQuorum:
                 self.boot(n)
 
     def leader(self) -> int | None:
-        leaders = [n for n, r in self.nodes.items()
+        voters = [self.nodes[v] for v in self.voter_ids]
+        leaders = [r.node_id for r in voters
                    if r is not None and r.is_leader and
-                   all(o is not None and o.epoch == r.epoch for o in self.nodes.values())]
+                   all(o is not None and o.epoch == r.epoch for o in voters)]
         return leaders[0] if leaders else None
+
+    @property
+    def committed_end(self) -> int:
+        if not self.committed:
+            return 0
+        return self.committed_bases[-1] + self.committed[-1].count

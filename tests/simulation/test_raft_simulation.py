@@ -15,29 +15,33 @@ RECOVERY_BOUND_MS = 10_000
 
 @pytest.mark.parametrize("voters", [3, 5])
 def test_raft_is_safe_under_faults_and_recovers_after_healing(voters) -> None:
-    """Nodes snapshot every 40 applied entries and drop the log before it, so replicas
-    that fall behind (partitioned, crashed) catch up through FetchSnapshot."""
+    """Nodes snapshot every 40 applied offsets and drop the log before it, so replicas
+    that fall behind (partitioned, crashed) catch up through FetchSnapshot. Two
+    observers (brokers) follow the log and must catch up too."""
     snapshots_loaded = 0
     for seed in range(SEEDS // 2):
-        sim = SimulatedQuorum(seed * 2 + voters, voters)
+        sim = SimulatedQuorum(seed * 2 + voters, voters, observers=2)
         try:
             sim.run_until(CHAOS_MS, chaos=True)
-            committed_before = len(sim.committed)
+            committed_before = sim.committed_end
             sim.heal()
             healed_at = sim.now
             deadline = healed_at + RECOVERY_BOUND_MS
             while sim.now < deadline and (sim.leader() is None
-                                          or len(sim.committed) <= committed_before):
+                                          or sim.committed_end <= committed_before):
                 sim.run_until(sim.now + 100, chaos=False)
             assert sim.leader() is not None, "no leader elected after the partition healed"
-            assert len(sim.committed) > committed_before, "nothing committed after healing"
+            assert sim.committed_end > committed_before, "nothing committed after healing"
             sim.run_until(sim.now + 3_000, chaos=False)
             # Every live node applied a prefix of the one committed log, and they agree.
             for n, applied in sim.applied.items():
                 assert sim.digest(applied) == sim.digest(sim.committed[:len(applied)]), n
-            caught_up = [n for n, a in sim.applied.items()
-                         if len(a) >= len(sim.committed) - 64]
+            caught_up = [n for n in sim.voter_ids
+                         if sim.applied_end[n] >= sim.committed_end - 64]
             assert len(caught_up) >= voters // 2 + 1
+            for observer in sim.ids[voters:]:
+                assert sim.applied_end[observer] >= committed_before, \
+                    f"observer {observer} did not catch up"
         except AssertionError as e:
             raise AssertionError(f"seed {seed * 2 + voters} ({voters} voters): {e}") from e
         snapshots_loaded += sim.snapshots_loaded

@@ -1,64 +1,127 @@
-"""The on-disk Raft log behaves like the in-memory one, across reopening."""
+"""The on-disk Raft log behaves like the in-memory one, across reopening and snapshots."""
 
 from __future__ import annotations
 
 import itertools
+import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ottla.metadata import records as meta
-from ottla.raft.file_log import FileRaftLog
+from ottla.raft.file_log import FileRaftLog, entries_of
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import Entry
+from ottla.raft.messages import Entry, Snapshot
 
 counter = itertools.count()
+NOW = 1_700_000_000_000
 
 
-def record(n: int) -> meta.NoOpRecord | meta.FeatureLevelRecord:
+def record(n: int) -> meta.FeatureLevelRecord:
     return meta.FeatureLevelRecord(name=f"f{n}", feature_level=n % 100)
 
 
 ops = st.lists(st.one_of(
-    st.tuples(st.just("append"), st.integers(0, 2), st.integers(1, 5), st.booleans()),
+    st.tuples(st.just("append"), st.integers(0, 2), st.integers(1, 4), st.integers(0, 3)),
     st.tuples(st.just("truncate"), st.integers(0, 40)),
+    st.tuples(st.just("snapshot"), st.integers(0, 40)),
+    st.tuples(st.just("install"), st.integers(1, 10)),
     st.tuples(st.just("reopen")),
 ), max_size=25)
+
+
+def boundaries(log: MemoryLog) -> list[int]:
+    return [log.start_offset + sum(e.count for e in log.entries[:i])
+            for i in range(len(log.entries) + 1)]
 
 
 @settings(max_examples=60, deadline=None)
 @given(ops)
 def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
     directory = str(tmp_path_factory.mktemp("raftlog"))
-    disk = FileRaftLog(directory, 1, [1, 2, 3], now_ms=1_700_000_000_000)
+    disk = FileRaftLog(directory, 1, [1, 2, 3], now_ms=NOW)
     memory = MemoryLog()
     epoch = 1
     try:
         for op in operations:
             if op[0] == "append":
                 epoch += op[1]
-                control = op[3]
-                entries = [Entry(epoch, None if control else record(next(counter)))
-                           for _ in range(op[2])]
+                entries = []
+                for _ in range(op[2]):
+                    size = op[3]  # 0: a leader-change control batch
+                    payload = tuple(record(next(counter)) for _ in range(size)) or None
+                    entries.append(Entry(epoch, payload, max(size, 1)))
                 disk.append(entries)
                 memory.append(entries)
             elif op[0] == "truncate":
-                target = min(op[1], memory.end_offset)
+                edges = boundaries(memory)
+                target = edges[min(op[1], len(edges) - 1)]
                 disk.truncate_to(target)
                 memory.truncate_to(target)
                 epoch = max(epoch, memory.last_epoch)
+            elif op[0] == "snapshot":
+                edges = boundaries(memory)[1:]
+                if edges:
+                    end = edges[min(op[1], len(edges) - 1)]
+                    snapshot = Snapshot(end, memory.epoch_at(end - 1), b"state at %d" % end)
+                    disk.take_snapshot(snapshot)
+                    memory.take_snapshot(snapshot)
+            elif op[0] == "install":
+                epoch += 1
+                snapshot = Snapshot(memory.end_offset + op[1], epoch, b"installed")
+                disk.install_snapshot(snapshot)
+                memory.install_snapshot(snapshot)
             else:
                 disk.flush()
                 disk.close()
-                disk = FileRaftLog(directory, 1, [1, 2, 3], now_ms=1_700_000_000_000)
-            assert disk.end_offset == memory.end_offset
+                disk = FileRaftLog(directory, 1, [1, 2, 3], now_ms=NOW)
+            assert (disk.start_offset, disk.end_offset) == (memory.start_offset,
+                                                           memory.end_offset)
             assert disk.last_epoch == memory.last_epoch
-            assert disk.read(0, 1000) == memory.read(0, 1000)
-            for offset in range(memory.end_offset):
+            assert disk.read(memory.start_offset, 1000) == memory.read(memory.start_offset, 1000)
+            if memory.snapshot is not None:
+                assert disk.snapshot == memory.snapshot
+            for offset in range(memory.start_offset, memory.end_offset):
                 assert disk.epoch_at(offset) == memory.epoch_at(offset)
             for e in range(0, epoch + 2):
                 assert disk.end_offset_for_epoch(e) == memory.end_offset_for_epoch(e), e
-            if memory.end_offset > 2:
-                assert disk.read(1, 2) == memory.read(1, 2)
+            edges = boundaries(memory)
+            if len(edges) > 2:
+                assert disk.entries_between(edges[1], edges[-1]) == \
+                    memory.entries_between(edges[1], edges[-1])
     finally:
         disk.close()
+
+
+def test_a_follower_appends_the_leaders_batches_byte_for_byte(tmp_path) -> None:
+    leader = FileRaftLog(str(tmp_path / "leader"), 1, [1, 2, 3], now_ms=NOW)
+    follower = FileRaftLog(str(tmp_path / "follower"), 2, [1, 2, 3], now_ms=NOW + 5)
+    try:
+        leader.append([Entry(3, None), Entry(3, (record(1), record(2)), 2)])
+        follower.append(leader.read(0, 10))
+        follower.flush()
+        for name in ("00000000000000000000.log",):
+            with open(os.path.join(leader.dir, name), "rb") as a, \
+                    open(os.path.join(follower.dir, name), "rb") as b:
+                assert a.read() == b.read()
+        assert entries_of(follower.read(0, 10)[1].raw or b"") == [Entry(3, (record(1),
+                                                                           record(2)), 2)]
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> None:
+    log = FileRaftLog(str(tmp_path / "log"), 1, [1], now_ms=NOW)
+    try:
+        log.append([Entry(1, (record(1),)), Entry(1, (record(2),))])
+        token = log.begin_flush()
+        log.truncate_to(1)
+        log.append([Entry(2, (record(3),), 1)])
+        log.fsync(token[0])
+        log.end_flush(token)
+        assert log.flushed_end_offset == 0  # the new entry at 1 is not known to be durable
+        log.flush()
+        assert log.flushed_end_offset == 2
+    finally:
+        log.close()

@@ -36,3 +36,18 @@ def test_a_snapshot_moves_the_log_start_and_answers_for_its_epoch():
     log.install_snapshot(Snapshot(10, 6, "newer"))
     assert (log.start_offset, log.end_offset, log.last_epoch) == (10, 10, 6)
     assert log.end_offset_for_epoch(6) == (6, 10)
+
+
+def test_entries_are_batches_spanning_several_offsets():
+    log = MemoryLog()
+    log.append([Entry(1, "a", 3), Entry(1, "b", 1), Entry(2, "c", 2)])
+    assert (log.end_offset, log.last_epoch) == (6, 2)
+    assert [log.epoch_at(o) for o in range(6)] == [1, 1, 1, 1, 2, 2]
+    assert log.end_offset_for_epoch(1) == (1, 4)
+    assert log.read(3, 5) == (Entry(1, "b", 1), Entry(2, "c", 2))
+    with pytest.raises(IndexError):
+        log.read(1, 5)  # not where an entry starts
+    log.truncate_to(4)
+    assert log.end_offset == 4
+    log.take_snapshot(Snapshot(3, 1, "state"))
+    assert (log.start_offset, log.read(3, 5)) == (3, (Entry(1, "b", 1),))

@@ -8,15 +8,19 @@ from collections.abc import Callable
 from ottla.raft.memory_log import MemoryLog
 from ottla.raft.messages import Entry, FetchResponse, Outgoing
 from ottla.raft.quorum import RaftConfig, RaftReplica
+from tests.simulation.raft_cluster import SimulatedDisk
 
 
 class Cluster:
     """Replicas whose messages are delivered only between nodes we let talk."""
 
-    def __init__(self, n: int, config: RaftConfig) -> None:
+    def __init__(self, n: int, config: RaftConfig, log_factory: Callable[[], MemoryLog]
+                 = MemoryLog) -> None:
         self.config = config
         self.now = 0
-        self.logs = {i: MemoryLog() for i in range(1, n + 1)}
+        self.logs = {i: log_factory() for i in range(1, n + 1)}
+        self.manual_flush: set[int] = set()
+        """Nodes whose logs are flushed only by ``flush``; the others after every step."""
         self.durable = {i: (0, None) for i in self.logs}
         self.nodes = {i: self._replica(i) for i in self.logs}
         self.queue: list[tuple[int, Outgoing]] = []
@@ -31,7 +35,13 @@ class Cluster:
         self.nodes[i] = self._replica(i)
         self.applied[i] = []
 
+    def flush(self, i: int) -> None:
+        self.logs[i].flush()
+        self._after(i, self.nodes[i].tick(self.now))
+
     def _after(self, i: int, out: list[Outgoing]) -> None:
+        if i not in self.manual_flush:
+            self.logs[i].flush()
         r = self.nodes[i]
         self.durable[i] = (r.epoch, r.voted_for)
         committed = r.take_committed()
@@ -61,7 +71,7 @@ class Cluster:
 
     def propose(self, i: int, payload: str) -> None:
         assert self.nodes[i].propose(payload, self.now) is not None
-        self._after(i, [])
+        self._after(i, self.nodes[i].tick(self.now))
 
 
 def test_a_leader_does_not_commit_an_old_epoch_entry_by_counting_replicas() -> None:
@@ -111,5 +121,34 @@ def test_a_leader_does_not_commit_an_old_epoch_entry_by_counting_replicas() -> N
     assert [e.payload for e in c.logs[2].entries[:2]] == [None, None]  # X is gone
     # Nothing any node applied was later replaced.
     final = c.logs[5].entries
+    for node, applied in c.applied.items():
+        assert applied == final[:len(applied)], f"node {node} applied {applied}"
+
+
+def test_a_leader_counts_only_its_flushed_entries_toward_the_high_watermark() -> None:
+    """X reaches the leader's page cache and one follower's disk: one durable copy of
+    three, so not committed. The leader crashes before its fsync and loses X; node 3,
+    which never had it, wins with the leader's vote and overwrites it. Had the leader
+    counted its unflushed X, X would have been committed, applied, then lost."""
+    c = Cluster(3, RaftConfig(), log_factory=SimulatedDisk)
+    everyone = set(c.nodes)
+    c.run({1}, everyone, lambda: c.nodes[1].is_leader)
+    c.run(everyone - {1}, everyone,
+          lambda: all(c.nodes[i].high_watermark == 1 for i in everyone))
+    c.manual_flush.add(1)
+    c.propose(1, "X")
+    c.run({2}, {1, 2}, lambda: c.nodes[1]._replica_end[2] == 2)  # 2 fetched at 2: has X
+    assert c.logs[2].flushed_end_offset == 2 and c.logs[1].flushed_end_offset == 1
+    assert c.nodes[1].high_watermark == 1, "X was committed with one durable copy"
+    # Node 1 crashes before its fsync: X is gone from its log.
+    c.logs[1].lose_unflushed()
+    c.manual_flush.discard(1)
+    c.restart(1)
+    c.now += 5000
+    c.run({3}, {1, 3}, lambda: c.nodes[3].is_leader)
+    c.run({1, 2}, everyone,
+          lambda: all(c.nodes[i].high_watermark == c.logs[3].end_offset for i in everyone))
+    assert [e.payload for e in c.logs[2].entries] == [None, None]  # X was never committed
+    final = c.logs[3].entries
     for node, applied in c.applied.items():
         assert applied == final[:len(applied)], f"node {node} applied {applied}"

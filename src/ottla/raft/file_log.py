@@ -1,21 +1,32 @@
 """The Raft log on disk: ``__cluster_metadata-0`` in Kafka's format, for RaftReplica.
 
-Each entry is one record in a batch of its own, whose partition leader epoch is the
-entry's epoch: a metadata record (``ottla.metadata.records``) or, for the ``None``
-payload a new leader appends, a LEADER_CHANGE control record. One batch per entry keeps
-every entry boundary a batch boundary, so Raft may truncate at any offset (Kafka's
-replicas instead copy the leader's batches as they are, which the driver will do when
-entries become batches). The log's leader-epoch cache answers ``end_offset_for_epoch``
-exactly as OffsetForLeaderEpoch does. ``flush`` fsyncs: a replica must flush before it acknowledges
-entries (a Fetch at a higher offset) or a vote.
+Each entry is one record batch whose partition leader epoch is the entry's epoch: the
+records of one controller operation (``ottla.metadata.records``), or, for the ``None``
+payload a new leader appends, a LEADER_CHANGE control record. A follower appends the
+leader's batches byte for byte (``Entry.raw``), as Kafka's replicas do, so every log of
+the quorum holds the same bytes. The log's leader-epoch cache answers
+``end_offset_for_epoch`` exactly as OffsetForLeaderEpoch does.
 
-Snapshots (``<offset>-<epoch>.checkpoint`` files) are not written here yet: ``snapshot``
-stays None and the log start stays where retention left it.
+Durability: an append reaches the kernel at once; ``flushed_end_offset`` says how much
+is fsynced, and RaftReplica acknowledges (a follower's Fetch offset) or counts (the
+leader's own position toward the high watermark) only that much. A driver fsyncs off
+the event loop with ``begin_flush`` / ``fsync`` / ``end_flush``; a truncation in between
+voids the flush's claim.
+
+Snapshots are ``<end offset>-<epoch>.checkpoint`` files (20 and 10 digits) in the same
+directory, written whole to a ``.part`` file, fsynced and renamed: ``take_snapshot``
+moves the log start to the snapshot's end and drops the segments below it,
+``install_snapshot`` (a follower far behind) replaces the whole log. On opening, the
+latest snapshot is the log's prefix; the bootstrap snapshot ``storage format`` wrote (end
+offset 0) is not one. What survives a crash: the quorum-state file, every flushed batch
+and every renamed snapshot.
 """
 
 from __future__ import annotations
 
 import io
+import os
+import re
 import struct
 from typing import Any
 
@@ -26,12 +37,18 @@ from kio.static.primitive import i16, i32
 from ottla.metadata import records as meta
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
 from ottla.raft.messages import Entry, Snapshot
+from ottla.storage.checkpoint import write_atomically
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
 
 METADATA_TOPIC = "__cluster_metadata"
 LEADER_CHANGE = 2
 _READ_BYTES = 1 << 20
+_SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+def snapshot_file_name(end_offset: int, epoch: int) -> str:
+    return f"{end_offset:020d}-{epoch:010d}.checkpoint"
 
 
 def _leader_change(leader_id: int, voters: list[int]) -> tuple[bytes, bytes]:
@@ -43,16 +60,39 @@ def _leader_change(leader_id: int, voters: list[int]) -> tuple[bytes, bytes]:
     return struct.pack(">hh", 0, LEADER_CHANGE), buf.getvalue()
 
 
+def entries_of(data: bytes | bytearray | memoryview) -> list[Entry]:
+    """The entries of a run of record batches (a log read, a Fetch response)."""
+    result = []
+    for pos, header in scan_batches(data):
+        raw = bytes(data[pos:pos + header.size])
+        payload = None if header.is_control else tuple(
+            meta.decode(bytes(record.value)) for record in decode_records(raw, 0, header))
+        result.append(Entry(header.partition_leader_epoch, payload,
+                            header.last_offset - header.base_offset + 1, raw))
+    return result
+
+
 class FileRaftLog:
     """The MemoryLog interface over a partition log directory."""
 
-    snapshot: Snapshot | None = None
-
-    def __init__(self, directory: str, leader_id: int, voters: list[int], now_ms: int) -> None:
-        self.log = Log(directory, METADATA_TOPIC, 0, LogConfig.resolve(), now_ms=now_ms)
-        self.leader_id = leader_id  # who a LEADER_CHANGE record names when we append one
+    def __init__(self, directory: str, node_id: int, voters: list[int], now_ms: int) -> None:
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        self.node_id = node_id  # who a LEADER_CHANGE record names when we append one
         self.voters = sorted(voters)
         self.now_ms = now_ms
+        self.snapshot: Snapshot | None = self._load_latest_snapshot()
+        start = self.snapshot.end_offset if self.snapshot is not None else 0
+        self.log = Log(directory, METADATA_TOPIC, 0, LogConfig.resolve(), now_ms=now_ms,
+                       log_start_offset=start)
+        if self.log.log_end_offset < start:
+            # A crash between writing an installed snapshot and resetting the log.
+            self.log.truncate_fully_and_start_at(start, now_ms)
+        self.log.flush()
+        self.flushed_end_offset = self.log.log_end_offset
+        self._generation = 0  # bumped by truncation: voids flushes begun before it
+
+    # --- the MemoryLog interface -----------------------------------------------------
 
     @property
     def start_offset(self) -> int:
@@ -64,27 +104,36 @@ class FileRaftLog:
 
     @property
     def last_epoch(self) -> int:
-        return max(self.log.leader_epoch_cache.latest_epoch, 0)
+        latest = self.log.leader_epoch_cache.latest_epoch
+        if latest < 0:
+            return self.snapshot.epoch if self.snapshot is not None else 0
+        return latest
 
     def epoch_at(self, offset: int) -> int:
+        if offset < self.start_offset:
+            if self.snapshot is not None and offset == self.snapshot.end_offset - 1:
+                return self.snapshot.epoch
+            raise IndexError(f"offset {offset} is below the log start {self.start_offset}")
         return self.log.leader_epoch_cache.epoch_for_offset(offset)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         found, end = self.log.leader_epoch_cache.end_offset_for(epoch, self.end_offset)
+        if self.snapshot is not None and self.snapshot.epoch <= epoch and \
+                (found < 0 or found < self.snapshot.epoch):
+            return self.snapshot.epoch, self.start_offset
         return (0, 0) if found < 0 else (found, end)
 
     def append(self, entries: list[Entry] | tuple[Entry, ...]) -> None:
         for entry in entries:
-            self._append_batch(entry)
+            batch = bytearray(entry.raw if entry.raw is not None else self._encode(entry))
+            self.log.append_as_leader(batch, read_header(batch, 0), entry.epoch, self.now_ms)
 
-    def _append_batch(self, entry: Entry) -> None:
+    def _encode(self, entry: Entry) -> bytes:
         if entry.payload is None:
-            record = _leader_change(self.leader_id, self.voters)
-        else:
-            record = (None, meta.encode(entry.payload))
-        batch = bytearray(build_batch([record], timestamp=self.now_ms,
-                                      control=entry.payload is None))
-        self.log.append_as_leader(batch, read_header(batch, 0), entry.epoch, self.now_ms)
+            return build_batch([_leader_change(self.node_id, self.voters)],
+                               timestamp=self.now_ms, control=True)
+        return build_batch([(None, meta.encode(record)) for record in entry.payload],
+                           timestamp=self.now_ms)
 
     def read(self, offset: int, max_entries: int) -> tuple[Entry, ...]:
         result: list[Entry] = []
@@ -92,33 +141,99 @@ class FileRaftLog:
             info = self.log.read(offset, _READ_BYTES)
             if info.records is None:
                 break
-            data = info.records.read()
-            for pos, header in scan_batches(data):
-                epoch = header.partition_leader_epoch
-                for record in decode_records(data, pos, header):
-                    if record.offset < offset or len(result) >= max_entries:
-                        continue
-                    payload = None if header.is_control else meta.decode(bytes(record.value))
-                    result.append(Entry(epoch, payload))
-                offset = max(offset, header.last_offset + 1)
+            for entry in entries_of(info.records.read()):
+                if len(result) < max_entries:
+                    result.append(entry)
+                    offset += entry.count
         return tuple(result)
 
     def entries_between(self, start: int, end: int) -> list[Entry]:
-        return list(self.read(start, end - start))
+        result: list[Entry] = []
+        while start < end:
+            chunk = self.read(start, 256)
+            if not chunk:
+                break
+            for entry in chunk:
+                if start >= end:
+                    break
+                result.append(entry)
+                start += entry.count
+        return result
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.start_offset:
             raise IndexError(f"cannot truncate to {offset}, below the log start "
                              f"{self.start_offset}")
         self.log.truncate_to(offset)
+        self._generation += 1
+        self.flushed_end_offset = min(self.flushed_end_offset, self.end_offset)
+
+    # --- durability ------------------------------------------------------------------
+
+    def begin_flush(self) -> tuple[int, int]:
+        """What a flush started now may claim: (end offset, truncation generation)."""
+        return self.end_offset, self._generation
+
+    def fsync(self, end: int) -> None:
+        """fsync the segments holding offsets below ``end`` (safe off the event loop)."""
+        self.log.flush(end)
+
+    def end_flush(self, token: tuple[int, int]) -> None:
+        end, generation = token
+        if generation == self._generation:
+            self.flushed_end_offset = max(self.flushed_end_offset, min(end, self.end_offset))
 
     def flush(self) -> None:
-        self.log.flush()
+        token = self.begin_flush()
+        self.fsync(token[0])
+        self.end_flush(token)
 
     def close(self) -> None:
         self.log.close()
 
-    def take_snapshot(self, snapshot: Snapshot) -> Any:
-        raise NotImplementedError("metadata snapshots on disk come with the Raft driver")
+    # --- snapshots -------------------------------------------------------------------
 
-    install_snapshot = take_snapshot
+    def _load_latest_snapshot(self) -> Snapshot | None:
+        found = []
+        for name in os.listdir(self.dir):
+            if name.endswith(".checkpoint.part"):
+                os.unlink(os.path.join(self.dir, name))  # a write a crash interrupted
+                continue
+            match = _SNAPSHOT_FILE.match(name)
+            if match and int(match.group(1)) > 0:
+                found.append((int(match.group(1)), int(match.group(2))))
+        if not found:
+            return None
+        end, epoch = max(found)
+        with open(os.path.join(self.dir, snapshot_file_name(end, epoch)), "rb") as f:
+            data = f.read()
+        self._delete_snapshots_before(end)
+        return Snapshot(end, epoch, data)
+
+    def _write_snapshot(self, snapshot: Snapshot) -> None:
+        data: Any = snapshot.data
+        write_atomically(os.path.join(self.dir, snapshot_file_name(
+            snapshot.end_offset, snapshot.epoch)), bytes(data))
+
+    def _delete_snapshots_before(self, end_offset: int) -> None:
+        for name in os.listdir(self.dir):
+            match = _SNAPSHOT_FILE.match(name)
+            if match and 0 < int(match.group(1)) < end_offset:
+                os.unlink(os.path.join(self.dir, name))
+
+    def take_snapshot(self, snapshot: Snapshot) -> None:
+        """Write ``snapshot`` (bytes of a checkpoint file) and drop the log before it."""
+        self._write_snapshot(snapshot)
+        self.snapshot = snapshot
+        self.log.high_watermark = max(self.log.high_watermark, snapshot.end_offset)
+        self.log.delete_records_before(snapshot.end_offset)
+        self._delete_snapshots_before(snapshot.end_offset)
+
+    def install_snapshot(self, snapshot: Snapshot) -> None:
+        """Replace the whole log with the leader's snapshot."""
+        self._write_snapshot(snapshot)
+        self.snapshot = snapshot
+        self.log.truncate_fully_and_start_at(snapshot.end_offset, self.now_ms)
+        self._generation += 1
+        self.flushed_end_offset = snapshot.end_offset
+        self._delete_snapshots_before(snapshot.end_offset)

@@ -12,11 +12,18 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One log entry: the epoch of the leader that appended it and its payload. A
-    ``None`` payload is the leader-change control record a new leader writes first."""
+    """One log entry: the epoch of the leader that appended it, its payload and how many
+    offsets it spans. An entry is a record batch: the controller writes each operation's
+    records as one, applied all or nothing, and Raft never splits it (followers fetch,
+    truncate and commit at entry boundaries). A ``None`` payload is the leader-change
+    control record a new leader writes first."""
 
     epoch: int
     payload: Any
+    count: int = 1
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+    """The record batch as the leader wrote it, when the entry came from a log on disk
+    or the wire: a follower appends these bytes as they are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +61,18 @@ class EndQuorumEpoch:
 
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
+    """From a follower (a voter) or an observer (a broker). With ``max_wait_ms`` the
+    leader parks a fetch that finds nothing new until entries arrive, the high watermark
+    moves or the wait ends (long polling)."""
+
     replica_id: int
     epoch: int
     fetch_offset: int
     last_fetched_epoch: int
+    max_wait_ms: int = 0
+    known_high_watermark: int = -1
+    """The high watermark the fetcher last heard (KIP-1166): a parked fetch is answered
+    at once when the leader's is newer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +86,7 @@ class FetchResponse:
     diverging_end_offset: int = -1
     snapshot_end_offset: int = -1  # the fetch offset is gone: fetch this snapshot
     snapshot_epoch: int = -1
-    error: str | None = None  # "fenced_leader_epoch", "not_leader"
+    error: str | None = None  # "fenced_leader_epoch", "not_leader", "timeout"
 
 
 @dataclass(frozen=True, slots=True)

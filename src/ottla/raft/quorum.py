@@ -9,6 +9,16 @@ from its leader for ``fetch_timeout_ms`` first asks for pre-votes, which do not 
 any epoch, and only a majority of them starts a real election; a leader that has not
 been fetched from by a majority for 1.5 fetch timeouts resigns (check quorum).
 
+Entries are batches spanning ``count`` offsets. A leader counts only the part of its own
+log that is flushed toward the high watermark, and a follower fetches the next entries
+only once what it has is flushed: a Fetch offset acknowledges durable entries. The
+leader parks a Fetch that finds nothing new (long polling) and answers it when entries
+arrive, the high watermark moves past what the fetcher knows, or its wait ends.
+
+Observers (brokers) are replicas outside the voter set: they never vote or campaign;
+they find the leader by asking any voter and then fetch like followers, without
+counting toward the high watermark.
+
 The replica never reads a clock or touches a socket: the driver passes ``now_ms`` and
 delivers the returned :class:`Outgoing` messages. ``epoch`` and ``voted_for`` are the
 durable quorum state; a driver must persist ``quorum_state()`` after each call that
@@ -53,7 +63,8 @@ class RaftConfig:
     fetch_timeout_ms: int = 2000  # controller.quorum.fetch.timeout.ms
     election_backoff_max_ms: int = 1000  # controller.quorum.election.backoff.max.ms
     request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
-    fetch_backoff_ms: int = 50  # pause after an empty Fetch (stands in for long polling)
+    fetch_backoff_ms: int = 50  # pause after a failed Fetch before the next
+    fetch_max_wait_ms: int = 500  # how long the leader may park a Fetch (long polling)
     max_fetch_entries: int = 64
 
 
@@ -65,10 +76,12 @@ class RaftReplica:
     def __init__(self, node_id: int, voters: set[int] | frozenset[int], log: MemoryLog,
                  rng: random.Random, config: RaftConfig | None = None, *,
                  epoch: int = 0, voted_for: int | None = None) -> None:
-        if node_id not in voters:
-            raise ValueError(f"node {node_id} is not among the voters {sorted(voters)}")
+        if not voters:
+            raise ValueError("a quorum needs at least one voter")
         self.node_id = node_id
         self.voters = frozenset(voters)
+        self.is_voter = node_id in self.voters
+        """False for an observer: a broker that follows the log without voting."""
         self.log = log
         self.rng = rng
         self.config = config or RaftConfig()
@@ -78,15 +91,21 @@ class RaftReplica:
         self.role = Role.UNATTACHED
         self.high_watermark = log.start_offset  # a snapshot only holds committed entries
         self.applied = 0
+        self.epoch_start_offset = -1
+        """Where this leader's epoch begins (its leader-change entry)."""
         self._votes: set[int] = set()
         self._deadline = 0  # election timer (or, for a leader, the check-quorum time)
         # follower
         self._fetch_sent_ms: int | None = None
         self._next_fetch_ms = 0
         self._last_leader_contact = -(1 << 62)
+        self._discover_next = 0  # observer: the voter asked next for the leader
         # leader
         self._replica_end: dict[int, int] = {}
         self._last_fetch: dict[int, int] = {}
+        self._last_caught_up: dict[int, int] = {}
+        self._observers: dict[int, tuple[int, int]] = {}  # id -> (fetch offset, time)
+        self._parked: dict[int, tuple[FetchRequest, int]] = {}  # id -> (fetch, deadline)
 
     # --- durable state ------------------------------------------------------------------
 
@@ -110,15 +129,19 @@ class RaftReplica:
             self.epoch += 1
             self.voted_for = self.node_id
             return self._become_leader(now_ms)
+        if not self.is_voter:
+            self._deadline = now_ms
+            return self._discover(now_ms)
         self._reset_election_timer(now_ms, self.config.fetch_timeout_ms)
         return []
 
-    def propose(self, payload: Any, now_ms: int) -> int | None:
-        """Append ``payload`` if leader; its offset (committed later), else None."""
+    def propose(self, payload: Any, now_ms: int, count: int = 1) -> int | None:
+        """Append ``payload`` as one entry of ``count`` offsets if leader; its base offset
+        (committed later), else None. Parked fetches learn of it on the next ``tick``."""
         if not self.is_leader:
             return None
         offset = self.log.end_offset
-        self.log.append([Entry(self.epoch, payload)])
+        self.log.append([Entry(self.epoch, payload, count)])
         self._maybe_advance_high_watermark()
         return offset
 
@@ -148,21 +171,34 @@ class RaftReplica:
         return True
 
     def tick(self, now_ms: int) -> list[Outgoing]:
+        """Timers, and whatever a flush or a proposal since the last call made possible
+        (a higher high watermark, parked fetches to answer, the next Fetch to send)."""
+        return self._tick(now_ms) + self._drain_parked(now_ms)
+
+    def _tick(self, now_ms: int) -> list[Outgoing]:
         if self.role is Role.LEADER:
             alive = sum(1 for v in self.voters if v == self.node_id or
                         now_ms - self._last_fetch.get(v, -(1 << 62))
                         < self.config.fetch_timeout_ms * 3 // 2)
             if alive < self.majority:
                 return self.resign(now_ms)
+            self._maybe_advance_high_watermark()
             return []
         if now_ms >= self._deadline:
             if self.role is Role.FOLLOWER and \
                     now_ms - self._last_leader_contact < self.config.fetch_timeout_ms:
                 self._deadline = self._last_leader_contact + self.config.fetch_timeout_ms
-            else:
+            elif self.is_voter:
                 return self._become_prospective(now_ms)
+            elif self.role is Role.FOLLOWER:
+                # An observer whose leader went quiet looks for the leader again.
+                self.role = Role.UNATTACHED
+                self.leader_id = None
+                self._fetch_sent_ms = None
         if self.role is Role.FOLLOWER:
             return self._maybe_fetch(now_ms)
+        if not self.is_voter:
+            return self._discover(now_ms)
         return []
 
     def resign(self, now_ms: int) -> list[Outgoing]:
@@ -174,9 +210,13 @@ class RaftReplica:
         self.role = Role.UNATTACHED
         self.leader_id = None
         self._reset_election_timer(now_ms, self.config.election_timeout_ms)
-        return [Outgoing(v, EndQuorumEpoch(self.node_id, self.epoch, others)) for v in others]
+        return [Outgoing(v, EndQuorumEpoch(self.node_id, self.epoch, others))
+                for v in others] + self._drain_parked(now_ms)
 
     def handle(self, source: int, message: Any, now_ms: int) -> list[Outgoing]:
+        return self._handle(source, message, now_ms) + self._drain_parked(now_ms)
+
+    def _handle(self, source: int, message: Any, now_ms: int) -> list[Outgoing]:
         match message:
             case VoteRequest():
                 return self._on_vote_request(source, message, now_ms)
@@ -189,12 +229,29 @@ class RaftReplica:
             case FetchRequest():
                 return self._on_fetch(message, now_ms)
             case FetchResponse():
-                return self._on_fetch_response(message, now_ms)
+                return self._on_fetch_response(source, message, now_ms)
             case FetchSnapshotRequest():
                 return self._on_fetch_snapshot(message, now_ms)
             case FetchSnapshotResponse():
                 return self._on_fetch_snapshot_response(message, now_ms)
         raise TypeError(f"not a Raft message: {message!r}")
+
+    # --- what DescribeQuorum reports ---------------------------------------------------
+
+    def replica_states(self) -> tuple[list[tuple[int, int, int, int]],
+                                      list[tuple[int, int, int, int]]]:
+        """The leader's view of voters and observers: (id, log end offset, last fetch
+        time, last caught-up time), -1 where unknown."""
+        voters = []
+        for v in sorted(self.voters):
+            if v == self.node_id:
+                voters.append((v, self.log.end_offset, -1, -1))
+            else:
+                voters.append((v, self._replica_end.get(v, -1), self._last_fetch.get(v, -1),
+                               self._last_caught_up.get(v, -1)))
+        observers = [(o, end, at, at if end >= self.high_watermark else -1)
+                     for o, (end, at) in sorted(self._observers.items())]
+        return voters, observers
 
     # --- transitions ---------------------------------------------------------------------
 
@@ -255,6 +312,9 @@ class RaftReplica:
         self.leader_id = self.node_id
         self._replica_end = {v: 0 for v in self.voters if v != self.node_id}
         self._last_fetch = {v: now_ms for v in self.voters}
+        self._last_caught_up = {}
+        self._observers = {}
+        self.epoch_start_offset = self.log.end_offset
         self.log.append([Entry(self.epoch, None)])  # leader change: commits the epoch
         self._maybe_advance_high_watermark()
         begin = BeginQuorumEpoch(self.node_id, self.epoch)
@@ -263,6 +323,9 @@ class RaftReplica:
     # --- elections -----------------------------------------------------------------------
 
     def _on_vote_request(self, source: int, req: VoteRequest, now_ms: int) -> list[Outgoing]:
+        if not self.is_voter:
+            return [Outgoing(source, VoteResponse(self.node_id, self.epoch, False,
+                                                  req.pre_vote, self.leader_id))]
         up_to_date = self._log_is_current(req.last_epoch, req.end_offset)
         if req.pre_vote:
             # Grant only if the candidate could win and we have no live leader: a node
@@ -339,9 +402,28 @@ class RaftReplica:
             return []  # one Fetch in flight at a time
         if now_ms < self._next_fetch_ms:
             return []
+        if self.log.flushed_end_offset < self.log.end_offset:
+            return []  # a fetch offset acknowledges what we have: flush it first
         self._fetch_sent_ms = now_ms
         return [Outgoing(self.leader_id, FetchRequest(
-            self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch))]
+            self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
+            self.config.fetch_max_wait_ms, self.high_watermark))]
+
+    def _discover(self, now_ms: int) -> list[Outgoing]:
+        """An observer without a leader asks the voters in turn; whoever answers names
+        the leader (or is it)."""
+        if self._fetch_sent_ms is not None and \
+                now_ms - self._fetch_sent_ms < self.config.request_timeout_ms:
+            return []
+        if now_ms < self._next_fetch_ms:
+            return []
+        voters = sorted(self.voters)
+        target = voters[self._discover_next % len(voters)]
+        self._discover_next += 1
+        self._fetch_sent_ms = now_ms
+        return [Outgoing(target, FetchRequest(
+            self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch, 0,
+            self.high_watermark))]
 
     def _on_fetch(self, req: FetchRequest, now_ms: int) -> list[Outgoing]:
         if req.epoch > self.epoch:
@@ -365,10 +447,40 @@ class RaftReplica:
         if req.replica_id in self._replica_end:
             self._replica_end[req.replica_id] = req.fetch_offset
             self._last_fetch[req.replica_id] = now_ms
+            if req.fetch_offset >= self.log.end_offset:
+                self._last_caught_up[req.replica_id] = now_ms
             self._maybe_advance_high_watermark()
+        elif req.replica_id not in self.voters:
+            self._observers[req.replica_id] = (req.fetch_offset, now_ms)
+        self._parked.pop(req.replica_id, None)  # a newer fetch replaces a parked one
+        if req.max_wait_ms > 0 and req.fetch_offset >= self.log.end_offset and \
+                req.known_high_watermark >= self.high_watermark:
+            self._parked[req.replica_id] = (req, now_ms + req.max_wait_ms)
+            return []
+        return [self._fetch_answer(req)]
+
+    def _fetch_answer(self, req: FetchRequest) -> Outgoing:
         entries = self.log.read(req.fetch_offset, self.config.max_fetch_entries)
-        return [Outgoing(req.replica_id, FetchResponse(
-            self.node_id, self.epoch, self.high_watermark, entries, req.fetch_offset))]
+        return Outgoing(req.replica_id, FetchResponse(
+            self.node_id, self.epoch, self.high_watermark, entries, req.fetch_offset))
+
+    def _drain_parked(self, now_ms: int) -> list[Outgoing]:
+        """Answer the parked fetches that have news, or whose wait is over; a replica
+        that is no longer leader sends them away."""
+        if not self._parked:
+            return []
+        out = []
+        for replica_id, (req, deadline) in list(self._parked.items()):
+            if not self.is_leader or req.epoch != self.epoch:
+                out.append(Outgoing(replica_id, FetchResponse(
+                    self.leader_id, self.epoch, self.high_watermark, error="not_leader")))
+            elif self.log.end_offset > req.fetch_offset or \
+                    self.high_watermark > req.known_high_watermark or now_ms >= deadline:
+                out.append(self._fetch_answer(req))
+            else:
+                continue
+            del self._parked[replica_id]
+        return out
 
     def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int) -> list[Outgoing]:
         snapshot = self.log.snapshot
@@ -389,24 +501,46 @@ class RaftReplica:
         self._fetch_sent_ms = None
         self._last_leader_contact = now_ms
         snapshot = resp.snapshot
-        if snapshot is not None and snapshot.end_offset > self.log.end_offset:
+        # The leader sends a replica to a snapshot when its log ends before the
+        # leader's log start or diverged below it; either way the whole log goes, even
+        # a longer one. Everything the replica knows is committed precedes the snapshot
+        # end, so nothing committed is lost; an older answer arriving late is ignored.
+        if snapshot is not None and snapshot.end_offset > self.high_watermark:
             self.log.install_snapshot(snapshot)
-            self.high_watermark = max(self.high_watermark, snapshot.end_offset)
+            self.high_watermark = snapshot.end_offset
         return self._maybe_fetch(now_ms)
 
     def _maybe_advance_high_watermark(self) -> None:
-        ends = sorted([self.log.end_offset, *self._replica_end.values()], reverse=True)
+        """The majority's end offset, counting only the flushed part of our own log."""
+        if not self.is_leader:
+            return
+        ends = sorted([self.log.flushed_end_offset, *self._replica_end.values()],
+                      reverse=True)
         candidate = ends[self.majority - 1]
         if candidate > self.high_watermark and \
                 self.log.epoch_at(candidate - 1) == self.epoch:
             self.high_watermark = candidate
 
-    def _on_fetch_response(self, resp: FetchResponse, now_ms: int) -> list[Outgoing]:
+    def _on_fetch_response(self, source: int, resp: FetchResponse, now_ms: int
+                           ) -> list[Outgoing]:
+        if not self.is_voter and self.role is Role.UNATTACHED:
+            # Any answer ends this round of discovery: ask the next voter soon.
+            self._fetch_sent_ms = None
+            self._next_fetch_ms = now_ms + self.config.fetch_backoff_ms
         if resp.epoch > self.epoch:
             self._observe_epoch(resp.epoch, resp.leader_id, now_ms)
             return self._maybe_fetch(now_ms)
-        if resp.epoch < self.epoch or self.role is not Role.FOLLOWER or \
-                resp.leader_id != self.leader_id or resp.error is not None:
+        if resp.epoch < self.epoch:
+            return []
+        if self.leader_id is None and resp.leader_id is not None:
+            # Same epoch, and the answer names its leader: an observer found it.
+            self._observe_epoch(resp.epoch, resp.leader_id, now_ms)
+            return self._maybe_fetch(now_ms)
+        if self.role is not Role.FOLLOWER or resp.leader_id != self.leader_id or \
+                source != self.leader_id or resp.error is not None:
+            if self.role is Role.FOLLOWER and source == self.leader_id:
+                self._fetch_sent_ms = None
+                self._next_fetch_ms = now_ms + self.config.fetch_backoff_ms
             return []
         self._fetch_sent_ms = None
         self._last_leader_contact = now_ms
@@ -426,8 +560,6 @@ class RaftReplica:
             return self._maybe_fetch(now_ms)  # an answer to an older Fetch: ask again
         if resp.entries:
             self.log.append(resp.entries)
-        else:
-            self._next_fetch_ms = now_ms + self.config.fetch_backoff_ms
         self.high_watermark = max(self.high_watermark,
                                   min(resp.high_watermark, self.log.end_offset))
         return self._maybe_fetch(now_ms)

@@ -442,6 +442,21 @@ class Log:
                 if header.producer_id >= 0:
                     self.producer_state.update(header, header.base_offset, header.last_offset)
 
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Drop every segment and start empty at ``offset`` (a replica that installed
+        a snapshot in place of its log)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._bases.clear()
+        segment = self._new_segment_object(offset, now_ms)
+        segment.reset_indexes()
+        self._add_segment(segment)
+        self.log_start_offset = self.recovery_point = self.high_watermark = offset
+        self.leader_epoch_cache.entries = []
+        self.leader_epoch_cache.save()
+        self.producer_state.truncate()
+
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
