@@ -173,9 +173,12 @@ def test_heartbeats_unfence_a_caught_up_broker_and_silence_fences_it() -> None:
     apply(c, caught_up.records)
     apply(c, c.create_topics([NewTopic("t", assignments={0: [2], 1: [1]}),
                               NewTopic("u", assignments={0: [2, 1]})]).records)
-    topic, shared = c.image.topics_by_name["t"], c.image.topics_by_name["u"].partitions[0]
+    topic = c.image.topics_by_name["t"]
+
+    def shared():  # a partition's registration is replaced, not changed, by a record
+        return c.image.topics_by_name["u"].partitions[0]
     assert [topic.partitions[p].leader for p in (0, 1)] == [2, 1]
-    assert shared.leader == 2 and shared.isr == [2, 1]
+    assert shared().leader == 2 and shared().isr == [2, 1]
 
     with pytest.raises(ControllerError) as stale:
         c.broker_heartbeat(2, 9, 10, False, False, now_ms=300)
@@ -188,7 +191,7 @@ def test_heartbeats_unfence_a_caught_up_broker_and_silence_fences_it() -> None:
     assert c.image.brokers[2].fenced
     assert topic.partitions[0].leader == -1  # its only replica is fenced
     assert topic.partitions[1].leader == 1
-    assert shared.leader == 1 and shared.isr == [1]  # moved to the other ISR member
+    assert shared().leader == 1 and shared().isr == [1]  # moved to the other ISR member
 
     back = c.broker_heartbeat(2, 10, 10, False, False, now_ms=9300)
     apply(c, back.records)
@@ -254,6 +257,7 @@ def test_alter_partition_validates_the_leaders_isr_change() -> None:
     assert results[(topic.topic_id, 0)].isr == [1, 2]
     assert results[(topic.topic_id, 0)].partition_epoch == 1
     apply(c, shrink.records)
+    part = topic.partitions[0]
     assert (part.isr, part.partition_epoch, part.leader_epoch) == ([1, 2], 1, 0)
 
     def error_of(broker, epoch, ch):

@@ -1,4 +1,4 @@
-"""The bootstrap snapshot: what a freshly formatted cluster's metadata log starts from.
+"""Snapshot files, and the bootstrap snapshot a freshly formatted cluster starts from.
 
 ``ottla storage format`` writes ``__cluster_metadata-0/00000000000000000000-0000000000
 .checkpoint`` as Kafka 4 does: a snapshot file of record batches, a header control
@@ -126,9 +126,11 @@ def _parse_voters(value: bytes) -> list[InitialVoter]:
             for v in record.voters]
 
 
-def write_bootstrap(metadata_log_dir: str, level: int, voters: list[InitialVoter],
-                    now_ms: int) -> str:
-    """Write the bootstrap snapshot (atomically, fsynced) and return its path."""
+def encode_snapshot(records: list[Any], now_ms: int, voters: list[InitialVoter] | None = None,
+                    batch_size: int = 1000) -> bytes:
+    """A ``.checkpoint`` file as Kafka writes one: a header control batch, the KRaft
+    version and voters when given, the records in batches of ``batch_size``, a footer.
+    Offsets inside the file start at 0."""
     header = _control(SNAPSHOT_HEADER, struct.pack(">hq", 0, now_ms) + b"\x00")
     footer = _control(SNAPSHOT_FOOTER, struct.pack(">h", 0) + b"\x00")
     batches = [build_batch([header], base_offset=0, timestamp=now_ms, control=True)]
@@ -138,14 +140,35 @@ def write_bootstrap(metadata_log_dir: str, level: int, voters: list[InitialVoter
         batches.append(build_batch([kraft, _control(KRAFT_VOTERS, _voters_value(voters))],
                                    base_offset=offset, timestamp=now_ms, control=True))
         offset += 2
-    records = [meta.FeatureLevelRecord(name=METADATA_VERSION, feature_level=level)]
-    batches.append(build_batch([(None, meta.encode(r)) for r in records],
-                               base_offset=offset, timestamp=now_ms))
-    offset += len(records)
+    for i in range(0, len(records), batch_size):
+        chunk = records[i:i + batch_size]
+        batches.append(build_batch([(None, meta.encode(r)) for r in chunk],
+                                   base_offset=offset, timestamp=now_ms))
+        offset += len(chunk)
     batches.append(build_batch([footer], base_offset=offset, timestamp=now_ms, control=True))
+    return b"".join(batches)
+
+
+def decode_snapshot(data: bytes | bytearray | memoryview) -> BootstrapMetadata:
+    """The records and voters of a ``.checkpoint`` file (CRCs checked)."""
+    result = BootstrapMetadata()
+    for pos, header in scan_batches(data, verify=True):
+        for record in decode_records(data, pos, header):
+            if header.is_control:
+                if control_record_type(record.key) == KRAFT_VOTERS and record.value:
+                    result.voters = _parse_voters(bytes(record.value))
+            elif record.value is not None:
+                result.records.append(meta.decode(bytes(record.value)))
+    return result
+
+
+def write_bootstrap(metadata_log_dir: str, level: int, voters: list[InitialVoter],
+                    now_ms: int) -> str:
+    """Write the bootstrap snapshot (atomically, fsynced) and return its path."""
+    records = [meta.FeatureLevelRecord(name=METADATA_VERSION, feature_level=level)]
     path = bootstrap_path(metadata_log_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomically(path, b"".join(batches))
+    write_atomically(path, encode_snapshot(records, now_ms, voters))
     return path
 
 
@@ -156,12 +179,4 @@ def read_bootstrap(metadata_log_dir: str) -> BootstrapMetadata | None:
             data = f.read()
     except FileNotFoundError:
         return None
-    result = BootstrapMetadata()
-    for pos, header in scan_batches(data, verify=True):
-        for record in decode_records(data, pos, header):
-            if header.is_control:
-                if control_record_type(record.key) == KRAFT_VOTERS and record.value:
-                    result.voters = _parse_voters(bytes(record.value))
-            elif record.value is not None:
-                result.records.append(meta.decode(bytes(record.value)))
-    return result
+    return decode_snapshot(data)

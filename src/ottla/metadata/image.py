@@ -2,17 +2,28 @@
 
 Both the controller (at write time) and the broker (at commit time) hold one and feed it
 the same records through ``replay``; nothing else mutates it. That is the "one replay
-path" of the design: restarting a node is replaying its log.
+path" of the design: restarting a node is replaying its log, and a snapshot is the image
+written back as records (``to_records``).
+
+Replay never changes a stored object in place: a changed partition, broker or config set
+is a new object put under its key. So the controller's image can keep its maps on the
+timeline (``registry``): each map then remembers the values it had at every snapshot
+epoch, and renouncing leadership reverts the uncommitted records wholesale. A broker's
+image uses plain dicts.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import uuid
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from ottla.metadata import records as r
+from ottla.timeline import SnapshotRegistry, TimelineHashMap
 
 NO_LEADER = -1
 
@@ -28,7 +39,7 @@ class ConfigResourceType(IntEnum):
     GROUP = 32
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class PartitionRegistration:
     replicas: list[int]
     isr: list[int]
@@ -44,10 +55,10 @@ class PartitionRegistration:
 class TopicImage:
     name: str
     topic_id: uuid.UUID
-    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+    partitions: MutableMapping[int, PartitionRegistration] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Endpoint:
     name: str
     host: str
@@ -55,7 +66,7 @@ class Endpoint:
     security_protocol: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int
     epoch: int
@@ -67,27 +78,46 @@ class BrokerRegistration:
 
 
 class MetadataImage:
-    def __init__(self) -> None:
-        self.topics_by_name: dict[str, TopicImage] = {}
-        self.topics_by_id: dict[uuid.UUID, TopicImage] = {}
-        self.configs: dict[tuple[int, str], dict[str, str]] = {}
-        self.brokers: dict[int, BrokerRegistration] = {}
-        self.features: dict[str, int] = {}
-        self.next_producer_id = 0
-        self.offset = -1
-        """The offset of the last record replayed."""
+    def __init__(self, registry: SnapshotRegistry | None = None) -> None:
+        self.registry = registry
+        self.topics_by_name: MutableMapping[str, TopicImage] = self._map()
+        self.topics_by_id: MutableMapping[uuid.UUID, TopicImage] = self._map()
+        self.configs: MutableMapping[tuple[int, str], dict[str, str]] = self._map()
+        self.brokers: MutableMapping[int, BrokerRegistration] = self._map()
+        self.features: MutableMapping[str, int] = self._map()
+        self._scalars: MutableMapping[str, int] = self._map()
+
+    def _map(self) -> MutableMapping[Any, Any]:
+        return TimelineHashMap(self.registry) if self.registry is not None else {}
+
+    @property
+    def next_producer_id(self) -> int:
+        return self._scalars.get("next_producer_id", 0)
+
+    @property
+    def offset(self) -> int:
+        """The offset of the last record replayed (-1 before any)."""
+        return self._scalars.get("offset", -1)
+
+    def clear(self) -> None:
+        """Forget everything (before loading a snapshot in place of the state)."""
+        if self.registry is not None:
+            self.registry.reset()
+        for mapping in (self.topics_by_name, self.topics_by_id, self.configs, self.brokers,
+                        self.features, self._scalars):
+            mapping.clear()
 
     # --- the one way state changes ---------------------------------------------------
 
     def replay(self, record: Any, offset: int | None = None) -> None:
         if offset is not None:
-            self.offset = offset
-        handler = getattr(self, f"_replay_{type(record).__name__}", None)
+            self._scalars["offset"] = offset
+        handler = self._handlers.get(type(record))
         if handler is not None:
-            handler(record)
+            handler(self, record)
 
     def _replay_TopicRecord(self, rec: r.TopicRecord) -> None:
-        topic = TopicImage(rec.name, rec.topic_id)
+        topic = TopicImage(rec.name, rec.topic_id, self._map())
         self.topics_by_name[rec.name] = topic
         self.topics_by_id[rec.topic_id] = topic
 
@@ -99,21 +129,19 @@ class MetadataImage:
             rec.leader_recovery_state)
 
     def _replay_PartitionChangeRecord(self, rec: r.PartitionChangeRecord) -> None:
-        part = self.topics_by_id[rec.topic_id].partitions[rec.partition_id]
-        if rec.isr is not None:
-            part.isr = list(rec.isr)
-        if rec.replicas is not None:
-            part.replicas = list(rec.replicas)
-        if rec.removing_replicas is not None:
-            part.removing_replicas = list(rec.removing_replicas)
-        if rec.adding_replicas is not None:
-            part.adding_replicas = list(rec.adding_replicas)
+        partitions = self.topics_by_id[rec.topic_id].partitions
+        part = partitions[rec.partition_id]
+        changes: dict[str, Any] = {"partition_epoch": part.partition_epoch + 1}
+        for name in ("isr", "replicas", "removing_replicas", "adding_replicas"):
+            value = getattr(rec, name)
+            if value is not None:
+                changes[name] = list(value)
         if rec.leader_recovery_state != -1:
-            part.leader_recovery_state = rec.leader_recovery_state
+            changes["leader_recovery_state"] = rec.leader_recovery_state
         if rec.leader != -2:
-            part.leader = rec.leader
-            part.leader_epoch += 1
-        part.partition_epoch += 1
+            changes["leader"] = rec.leader
+            changes["leader_epoch"] = part.leader_epoch + 1
+        partitions[rec.partition_id] = dataclasses.replace(part, **changes)
 
     def _replay_RemoveTopicRecord(self, rec: r.RemoveTopicRecord) -> None:
         topic = self.topics_by_id.pop(rec.topic_id)
@@ -122,14 +150,15 @@ class MetadataImage:
 
     def _replay_ConfigRecord(self, rec: r.ConfigRecord) -> None:
         key = (rec.resource_type, rec.resource_name)
+        entries = dict(self.configs.get(key, {}))
         if rec.value is None:
-            entries = self.configs.get(key)
-            if entries is not None:
-                entries.pop(rec.name, None)
-                if not entries:
-                    del self.configs[key]
+            entries.pop(rec.name, None)
         else:
-            self.configs.setdefault(key, {})[rec.name] = rec.value
+            entries[rec.name] = rec.value
+        if entries:
+            self.configs[key] = entries
+        else:
+            self.configs.pop(key, None)
 
     def _replay_RegisterBrokerRecord(self, rec: r.RegisterBrokerRecord) -> None:
         self.brokers[rec.broker_id] = BrokerRegistration(
@@ -143,11 +172,11 @@ class MetadataImage:
 
     def _replay_FenceBrokerRecord(self, rec: r.FenceBrokerRecord) -> None:
         if rec.id in self.brokers:
-            self.brokers[rec.id].fenced = True
+            self.brokers[rec.id] = dataclasses.replace(self.brokers[rec.id], fenced=True)
 
     def _replay_UnfenceBrokerRecord(self, rec: r.UnfenceBrokerRecord) -> None:
         if rec.id in self.brokers:
-            self.brokers[rec.id].fenced = False
+            self.brokers[rec.id] = dataclasses.replace(self.brokers[rec.id], fenced=False)
 
     def _replay_FeatureLevelRecord(self, rec: r.FeatureLevelRecord) -> None:
         if rec.feature_level == 0:
@@ -156,7 +185,50 @@ class MetadataImage:
             self.features[rec.name] = rec.feature_level
 
     def _replay_ProducerIdsRecord(self, rec: r.ProducerIdsRecord) -> None:
-        self.next_producer_id = rec.next_producer_id
+        self._scalars["next_producer_id"] = rec.next_producer_id
+
+    _handlers: dict[type, Callable[[MetadataImage, Any], None]] = {}
+
+    # --- snapshots -------------------------------------------------------------------
+
+    def to_records(self) -> list[Any]:
+        """The image as records that replay to an equal image: what a snapshot holds.
+        In a fixed order (features first, then brokers, topics, configs), so two equal
+        images give the same records."""
+        records: list[Any] = [r.FeatureLevelRecord(name=name, feature_level=level)
+                              for name, level in sorted(self.features.items())]
+        for broker in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            records.append(r.RegisterBrokerRecord(
+                broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
+                broker_epoch=broker.epoch, rack=broker.rack, fenced=broker.fenced,
+                in_controlled_shutdown=broker.in_controlled_shutdown,
+                end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
+                                                  security_protocol=e.security_protocol)
+                                 for e in broker.endpoints.values())))
+        for topic in sorted(self.topics_by_id.values(), key=lambda t: t.name):
+            records.append(r.TopicRecord(name=topic.name, topic_id=topic.topic_id))
+            for index, part in sorted(topic.partitions.items()):
+                records.append(r.PartitionRecord(
+                    partition_id=index, topic_id=topic.topic_id, replicas=tuple(part.replicas),
+                    isr=tuple(part.isr), removing_replicas=tuple(part.removing_replicas),
+                    adding_replicas=tuple(part.adding_replicas), leader=part.leader,
+                    leader_recovery_state=part.leader_recovery_state,
+                    leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch))
+        for (resource_type, resource_name), entries in sorted(self.configs.items()):
+            records.extend(r.ConfigRecord(resource_type=resource_type,
+                                          resource_name=resource_name, name=name, value=value)
+                           for name, value in sorted(entries.items()))
+        if self.next_producer_id:
+            records.append(r.ProducerIdsRecord(broker_id=-1,
+                                               next_producer_id=self.next_producer_id))
+        return records
+
+    def digest(self) -> str:
+        """A fingerprint of the state (not of the offset): equal images, equal digests."""
+        h = hashlib.sha256()
+        for record in self.to_records():
+            h.update(r.encode(record))
+        return h.hexdigest()
 
     # --- queries ---------------------------------------------------------------------
 
@@ -171,3 +243,8 @@ class MetadataImage:
     def live_brokers(self) -> list[BrokerRegistration]:
         return sorted((b for b in self.brokers.values() if not b.fenced),
                       key=lambda b: b.broker_id)
+
+
+MetadataImage._handlers = {
+    getattr(r, name[len("_replay_"):]): function
+    for name, function in vars(MetadataImage).items() if name.startswith("_replay_")}
