@@ -131,10 +131,14 @@ def test_legacy_alter_configs_replaces_the_whole_set() -> None:
 
 def test_producer_id_blocks_do_not_overlap() -> None:
     c = controller()
-    first = c.allocate_producer_ids(1, 1)
+    epoch = c.image.brokers[1].epoch
+    first = c.allocate_producer_ids(1, epoch)
     apply(c, first.records)
-    second = c.allocate_producer_ids(1, 1)
+    second = c.allocate_producer_ids(1, epoch)
     assert first.response == (0, 1000) and second.response == (1000, 1000)
+    with pytest.raises(ControllerError) as stale:
+        c.allocate_producer_ids(1, epoch + 1)
+    assert stale.value.code == ErrorCode.stale_broker_epoch
 
 
 def test_replay_from_records_rebuilds_the_same_image() -> None:

@@ -118,7 +118,7 @@ def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> 
         token = log.begin_flush()
         log.truncate_to(1)
         log.append([Entry(2, (record(3),), 1)])
-        log.fsync(token[0])
+        log.fsync(token)
         log.end_flush(token)
         assert log.flushed_end_offset == 0  # the new entry at 1 is not known to be durable
         log.flush()

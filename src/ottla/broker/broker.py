@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -9,32 +10,71 @@ from typing import Any, Protocol
 from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.metadata.image import MetadataImage
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 
 class ControllerChannel(Protocol):
-    """How a broker hands an operation to the active controller and awaits its commit.
+    """How a broker reaches the active controller (``server.controller_channel``).
 
-    ``op`` receives the controller and returns a ControllerResult; the awaited value is the
-    result's response, released once its records are committed and applied here.
+    ``call`` sends a request to the active controller wherever it runs; ``forward`` does
+    so with a client's request; ``submit`` runs an operation (a function of the
+    controller returning a ControllerResult) on this node's controller when it is the
+    active one, answering once its records are committed.
     """
 
     def submit(self, op: Callable[[Any], Any]) -> Awaitable[Any]: ...
 
+    def call(self, api_key: int, version: int, body: Any, timeout: float = ...,
+             client_id: str | None = ...) -> Awaitable[Any]: ...
+
+    def forward(self, ctx: Any, request: Any, timeout: float = ...) -> Awaitable[Any]: ...
+
+
+CREATE_TOPICS_VERSION = 7
+
+
+async def create_topics(controller: ControllerChannel, topics: list[Any]) -> dict[str, ErrorCode]:
+    """Ask the active controller to create topics (``NewTopic``s) the broker needs itself
+    (auto-creation, internal topics); the error per topic name."""
+    response = await controller.call(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, {
+        "topics": [{"name": t.name, "num_partitions": t.num_partitions,
+                    "replication_factor": t.replication_factor, "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in t.configs.items()]}
+                   for t in topics],
+        "timeout": 30000, "validate_only": False})
+    return {t.name: ErrorCode(t.error_code) for t in response.topics}
+
 
 class ProducerIdManager:
-    """Hands out producer ids from blocks the controller allocates (AllocateProducerIds)."""
+    """Hands out producer ids from blocks the controller allocates (AllocateProducerIds);
+    concurrent callers share one allocation."""
 
     def __init__(self, broker_id: int, controller: ControllerChannel) -> None:
         self.broker_id = broker_id
         self.controller = controller
         self._next = 0
         self._end = 0
+        self._allocating: asyncio.Future[Any] | None = None
 
     async def generate(self, broker_epoch: int) -> int:
-        if self._next >= self._end:
-            start, length = await self.controller.submit(
-                lambda c: c.allocate_producer_ids(self.broker_id, broker_epoch))
-            self._next, self._end = start, start + length
+        while self._next >= self._end:
+            if self._allocating is None:
+                self._allocating = asyncio.ensure_future(self.controller.call(
+                    ApiKey.ALLOCATE_PRODUCER_IDS, 0,
+                    {"broker_id": self.broker_id, "broker_epoch": broker_epoch}))
+            allocating = self._allocating
+            try:
+                response = await asyncio.shield(allocating)
+            finally:
+                if self._allocating is allocating and allocating.done():
+                    self._allocating = None
+            if response.error_code != ErrorCode.none:
+                raise KafkaError(response.error_code, "The controller did not allocate "
+                                 "producer ids")
+            if self._next >= self._end:
+                self._next = response.producer_id_start
+                self._end = response.producer_id_start + response.producer_id_len
         pid = self._next
         self._next += 1
         return pid
@@ -42,15 +82,18 @@ class ProducerIdManager:
 
 class Broker:
     def __init__(self, *, node_id: int, cluster_id: str, config: Any, image: MetadataImage,
-                 replica_manager: ReplicaManager, controller: ControllerChannel,
-                 clock: Callable[[], float] = time.time) -> None:
+                 replica_manager: ReplicaManager | None, controller: ControllerChannel,
+                 clock: Callable[[], float] = time.time, raft: Any = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.config = config
         """The node's KafkaConfig (server.config); handlers read keys from it."""
         self.image = image
-        self.replica_manager = replica_manager
+        self.replica_manager: ReplicaManager = replica_manager  # type: ignore[assignment]
+        """None on a node that is only a controller (no broker listener reaches it)."""
         self.controller = controller
+        self.raft = raft
+        """This node's RaftDriver (the metadata quorum's KRaft client)."""
         self.clock = clock
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.producer_ids = ProducerIdManager(node_id, controller)

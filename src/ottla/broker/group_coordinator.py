@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ottla.broker.broker import create_topics
 from ottla.controller.quorum_controller import NewTopic
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
@@ -135,8 +136,16 @@ class GroupCoordinatorService:
                          configs={"cleanup.policy": "compact",
                                   "compression.type": "producer",
                                   "segment.bytes": str(self.segment_bytes)})
-        self._creating = asyncio.ensure_future(
-            self.broker.controller.submit(lambda c: c.create_topics([topic])))
+        self._creating = asyncio.ensure_future(self._create(topic))
+
+    async def _create(self, topic: NewTopic) -> None:
+        try:
+            errors = await create_topics(self.broker.controller, [topic])
+        except Exception as e:
+            log.warning("Cannot create %s: %s", OFFSETS_TOPIC, e)
+            return
+        if errors.get(OFFSETS_TOPIC) not in (ErrorCode.none, ErrorCode.topic_already_exists):
+            log.warning("Cannot create %s: %s", OFFSETS_TOPIC, errors.get(OFFSETS_TOPIC))
 
     # --- following leadership ------------------------------------------------------------
 

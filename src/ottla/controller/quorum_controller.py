@@ -22,6 +22,7 @@ from ottla.metadata import records as r
 from ottla.metadata.image import NO_LEADER, ConfigResourceType, MetadataImage
 from ottla.protocol.errors import ErrorCode
 from ottla.storage.log_config import TOPIC_CONFIGS, validate_topic_configs
+from ottla.timeline import SnapshotRegistry
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -96,6 +97,13 @@ class ControllerError(Exception):
         self.message = message
 
 
+class NotControllerError(ControllerError):
+    """This node is not (or no longer) the active controller: ask the active one."""
+
+    def __init__(self, message: str = "This node is not the active controller") -> None:
+        super().__init__(ErrorCode.not_controller, message)
+
+
 def validate_topic_name(name: str) -> None:
     if not name:
         raise ControllerError(ErrorCode.invalid_topic_exception,
@@ -129,8 +137,8 @@ class QuorumController:
     def __init__(self, node_id: int, *, default_num_partitions: int = 1,
                  default_replication_factor: int = 1, delete_topic_enable: bool = True,
                  rng: random.Random | None = None,
-                 broker_config_validator: Callable[[str, str | None], None] | None = None
-                 ) -> None:
+                 broker_config_validator: Callable[[str, str | None], None] | None = None,
+                 registry: SnapshotRegistry | None = None) -> None:
         self.node_id = node_id
         self.broker_config_validator = broker_config_validator
         """Checks a dynamic broker config (raises ControllerError); the server supplies it
@@ -139,7 +147,9 @@ class QuorumController:
         self.default_replication_factor = default_replication_factor
         self.delete_topic_enable = delete_topic_enable
         self.rng = rng or random.Random()
-        self.image = MetadataImage()
+        self.registry = registry
+        """The timeline the image's maps keep their history on (None: plain dicts)."""
+        self.image = MetadataImage(registry)
         self.last_heartbeat_ms: dict[int, int] = {}
         """Broker sessions: soft state of the active controller, not in the log."""
 
@@ -408,6 +418,10 @@ class QuorumController:
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int) -> ControllerResult:
         """A block of producer ids for a broker (AllocateProducerIds): (start, length)."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.epoch != broker_epoch:
+            raise ControllerError(ErrorCode.stale_broker_epoch,
+                                  f"Broker {broker_id} is not registered at epoch {broker_epoch}")
         start = self.image.next_producer_id
         record = r.ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                      next_producer_id=start + PRODUCER_ID_BLOCK_SIZE)

@@ -10,12 +10,10 @@ node with an empty metadata log replays these records instead of the built-in de
 
 from __future__ import annotations
 
-import base64
 import io
 import os
 import re
 import struct
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +24,7 @@ from kio.static.primitive import i16, i32, u16
 from ottla.metadata import records as meta
 from ottla.protocol.records import build_batch, control_record_type, decode_records, scan_batches
 from ottla.storage.checkpoint import write_atomically
+from ottla.storage.meta_properties import kafka_uuid_text, parse_kafka_uuid
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 BOOTSTRAP_CHECKPOINT = "00000000000000000000-0000000000.checkpoint"
@@ -96,19 +95,11 @@ def _control(kind: int, value: bytes) -> tuple[bytes, bytes]:
     return struct.pack(">hh", 0, kind), value
 
 
-def _uuid_bytes(kafka_id: str) -> bytes:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(kafka_id + "==")).bytes
-
-
-def _kafka_id(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
 def _voters_value(voters: list[InitialVoter]) -> bytes:
     """VotersRecord v0, every voter on the CONTROLLER listener, kraft.version 0-1."""
     record = VotersRecord(version=i16(0), voters=tuple(
         Voter(voter_id=i32(v.node_id),
-              voter_directory_id=uuid.UUID(bytes=_uuid_bytes(v.directory_id)),
+              voter_directory_id=parse_kafka_uuid(v.directory_id),
               endpoints=(Endpoint(name="CONTROLLER", host=v.host, port=u16(v.port)),),
               k_raft_version_feature=KRaftVersionFeature(
                   min_supported_version=i16(0), max_supported_version=i16(1)))
@@ -122,7 +113,7 @@ def _parse_voters(value: bytes) -> list[InitialVoter]:
     record, _ = entity_reader(VotersRecord)(value, 0)
     return [InitialVoter(v.voter_id, v.endpoints[0].host if v.endpoints else "",
                          v.endpoints[0].port if v.endpoints else 0,
-                         _kafka_id(v.voter_directory_id.bytes))
+                         kafka_uuid_text(v.voter_directory_id))
             for v in record.voters]
 
 

@@ -11,7 +11,7 @@ Durability: an append reaches the kernel at once; ``flushed_end_offset`` says ho
 is fsynced, and RaftReplica acknowledges (a follower's Fetch offset) or counts (the
 leader's own position toward the high watermark) only that much. A driver fsyncs off
 the event loop with ``begin_flush`` / ``fsync`` / ``end_flush``; a truncation in between
-voids the flush's claim.
+voids the flush's claim. (Indexes are not fsynced: recovery rebuilds them.)
 
 Snapshots are ``<end offset>-<epoch>.checkpoint`` files (20 and 10 digits) in the same
 directory, written whole to a ``.part`` file, fsynced and renamed: ``take_snapshot``
@@ -28,6 +28,7 @@ import io
 import os
 import re
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
@@ -45,6 +46,13 @@ METADATA_TOPIC = "__cluster_metadata"
 LEADER_CHANGE = 2
 _READ_BYTES = 1 << 20
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+@dataclass(frozen=True)
+class FlushToken:
+    end_offset: int
+    generation: int
+    fds: list[int]
 
 
 def snapshot_file_name(end_offset: int, epoch: int) -> str:
@@ -170,23 +178,35 @@ class FileRaftLog:
 
     # --- durability ------------------------------------------------------------------
 
-    def begin_flush(self) -> tuple[int, int]:
-        """What a flush started now may claim: (end offset, truncation generation)."""
-        return self.end_offset, self._generation
+    def begin_flush(self) -> FlushToken:
+        """What a flush started now may claim, and duplicates of the descriptors to
+        fsync, so that ``fsync`` can run on a worker thread without touching the log."""
+        fds = [os.dup(segment.fd) for segment in self.log.segments
+               if segment.next_offset > self.flushed_end_offset]
+        return FlushToken(self.end_offset, self._generation, fds)
 
-    def fsync(self, end: int) -> None:
-        """fsync the segments holding offsets below ``end`` (safe off the event loop)."""
-        self.log.flush(end)
+    @staticmethod
+    def fsync(token: FlushToken) -> None:
+        """fsync the log's data files (safe off the event loop)."""
+        for fd in token.fds:
+            os.fsync(fd)
 
-    def end_flush(self, token: tuple[int, int]) -> None:
-        end, generation = token
-        if generation == self._generation:
-            self.flushed_end_offset = max(self.flushed_end_offset, min(end, self.end_offset))
+    def end_flush(self, token: FlushToken, durable: bool = True) -> None:
+        """Back on the loop: close the duplicates and claim what was fsynced, unless the
+        fsync failed or a truncation came in between."""
+        for fd in token.fds:
+            os.close(fd)
+        if durable and token.generation == self._generation:
+            end = min(token.end_offset, self.end_offset)
+            self.flushed_end_offset = max(self.flushed_end_offset, end)
+            self.log.recovery_point = max(self.log.recovery_point, end)
 
     def flush(self) -> None:
         token = self.begin_flush()
-        self.fsync(token[0])
-        self.end_flush(token)
+        try:
+            self.fsync(token)
+        finally:
+            self.end_flush(token)
 
     def close(self) -> None:
         self.log.close()

@@ -48,7 +48,7 @@ MAX_QUEUED_FRAMES = 64
 class RequestDispatcher:
     """Decodes requests, runs their handler, encodes responses."""
 
-    def __init__(self, broker: Any, registry: dict[int, ApiSpec]) -> None:
+    def __init__(self, broker: Any, registry: dict[str, dict[int, ApiSpec]]) -> None:
         self.broker = broker
         self.registry = registry
 
@@ -206,8 +206,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _process(self, frame: bytes | memoryview) -> None:
         try:
             api_key, version, correlation_id = peek_api(frame)
-            spec = self.dispatcher.registry.get(api_key)
-            if spec is None or self.server.listener_kind not in spec.listeners:
+            spec = self.dispatcher.registry[self.server.listener_kind].get(api_key)
+            if spec is None:
                 raise MalformedRequest(f"unknown or unserved api key {api_key}")
             if not spec.min_version <= version <= spec.max_version:
                 if api_key == ApiKey.API_VERSIONS:
@@ -356,13 +356,20 @@ class KafkaServer:
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
 
-    async def start(self) -> None:
+    async def start(self, serve: bool = True) -> None:
+        """Bind the port; accept connections now, or (``serve=False``) only from
+        ``start_serving`` (until then they wait in the backlog)."""
         loop = asyncio.get_running_loop()
         factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self)  # noqa: E731
         self._server = await loop.create_server(factory, self.host or None, self.port,
-                                                reuse_address=True, backlog=1024)
+                                                reuse_address=True, backlog=1024,
+                                                start_serving=serve)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+
+    async def start_serving(self) -> None:
+        assert self._server is not None
+        await self._server.start_serving()
 
     async def stop(self) -> None:
         if self._server is not None:

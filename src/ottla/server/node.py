@@ -1,5 +1,12 @@
-"""A node: wires storage, the metadata quorum, the controller and the broker together,
-serves its listeners, and shuts down cleanly."""
+"""A node: a broker, a controller, or both (``process.roles``), around one KRaft client.
+
+Every node runs a Raft replica of ``__cluster_metadata`` (a voter if it is a
+controller, an observer if only a broker) and a MetadataPublisher that applies what the
+quorum commits to the node's MetadataImage. A controller adds the QuorumController,
+active on whichever voter leads. A broker adds its logs, partitions and group
+coordinator; it registers with the active controller, waits until it has caught up with
+the metadata and is unfenced, and only then serves its listeners.
+"""
 
 from __future__ import annotations
 
@@ -7,30 +14,36 @@ import asyncio
 import logging
 import os
 import time
-import uuid
 from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.handlers import load_all
 from ottla.broker.replica_manager import ReplicaManager
-from ottla.controller.quorum_controller import ControllerResult, QuorumController
-from ottla.metadata import records as meta
-from ottla.metadata.bootstrap import read_bootstrap
+from ottla.controller.quorum_controller import QuorumController
+from ottla.metadata.bootstrap import METADATA_PARTITION_DIR, read_bootstrap
 from ottla.metadata.image import MetadataImage
-from ottla.raft.single_voter import METADATA_TOPIC, SingleVoterRaft
+from ottla.raft.description import QuorumDescription, ReplicaDescription
+from ottla.raft.file_log import METADATA_TOPIC
+from ottla.raft.quorum import RaftConfig
+from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
+from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
+from ottla.server.metadata_publisher import MetadataPublisher
 from ottla.server.network import KafkaServer, RequestDispatcher
+from ottla.server.raft_driver import RaftDriver
 from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
-from ottla.storage.meta_properties import MetaProperties, check_log_dirs
+from ottla.storage.meta_properties import (
+    MetaProperties,
+    MetaPropertiesError,
+    check_log_dirs,
+    parse_kafka_uuid,
+)
+from ottla.timeline import SnapshotRegistry
 
 log = logging.getLogger(__name__)
-
-_TOPIC_RECORDS = (meta.TopicRecord, meta.PartitionRecord, meta.PartitionChangeRecord,
-                  meta.RemoveTopicRecord, meta.ConfigRecord, meta.RegisterBrokerRecord,
-                  meta.UnfenceBrokerRecord, meta.FenceBrokerRecord)
 
 
 class Node:
@@ -42,127 +55,202 @@ class Node:
         self._stopped = asyncio.Event()
         self._cleaning: asyncio.Future[Any] | None = None
         self.fault: BaseException | None = None
+        self.raft: RaftDriver | None = None
+        self.controller_driver: ControllerDriver | None = None
+        self.lifecycle: BrokerLifecycle | None = None
+        self.log_manager: LogManager | None = None
+        self.group_coordinator: GroupCoordinatorService | None = None
+        self.channel: ControllerChannel | None = None
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.config.roles
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.config.roles
+
     async def start(self) -> None:
         cfg = self.config
         node_id = cfg.node_id
-        dirs = cfg.all_log_dirs
-        self.cluster_id = check_log_dirs(dirs, node_id)
+        self.cluster_id = check_log_dirs(cfg.all_log_dirs, node_id)
         now = self.now_ms()
-
-        self.raft = SingleVoterRaft(cfg.metadata_log_dir, node_id, now)
-        self.controller = QuorumController(
-            node_id, default_num_partitions=cfg["num.partitions"],
-            default_replication_factor=cfg["default.replication.factor"],
-            delete_topic_enable=cfg["delete.topic.enable"],
-            broker_config_validator=validate_dynamic_broker_config)
+        bootstrap = read_bootstrap(cfg.metadata_log_dir)
+        self.voters = self._voters(bootstrap)
+        raft_config = RaftConfig(
+            election_timeout_ms=cfg["controller.quorum.election.timeout.ms"],
+            fetch_timeout_ms=cfg["controller.quorum.fetch.timeout.ms"],
+            election_backoff_max_ms=cfg["controller.quorum.election.backoff.max.ms"],
+            request_timeout_ms=cfg["controller.quorum.request.timeout.ms"])
+        self.raft = RaftDriver(
+            node_id=node_id, cluster_id=self.cluster_id, voters=self.voters,
+            directory=os.path.join(cfg.metadata_log_dir, METADATA_PARTITION_DIR),
+            config=raft_config, clock=self.clock, on_fault=self._on_fault)
+        if self.is_controller and not self.raft.is_voter:
+            raise MetaPropertiesError(f"controller {node_id} is not among the voters "
+                                      f"{sorted(self.voters)} of controller.quorum.voters")
         self.image = MetadataImage()
-        replayed = 0
-        for offset, record in self.raft.read_committed():
-            self.controller.replay(record, offset)
-            self.image.replay(record, offset)
-            replayed += 1
-        log.info("Replayed %d metadata records (epoch %d)", replayed, self.raft.epoch)
+        self.publisher = MetadataPublisher(
+            self.image, self.raft, on_change=self._on_metadata, clock=self.clock,
+            snapshot_bytes=cfg["metadata.log.max.record.bytes.between.snapshots"],
+            snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"])
+        self.raft.listeners.append(self.publisher)
+        if self.is_controller:
+            controller = QuorumController(
+                node_id, default_num_partitions=cfg["num.partitions"],
+                default_replication_factor=cfg["default.replication.factor"],
+                delete_topic_enable=cfg["delete.topic.enable"],
+                broker_config_validator=validate_dynamic_broker_config,
+                registry=SnapshotRegistry())
+            boot_records = bootstrap.records if bootstrap is not None else []
+            self.controller_driver = ControllerDriver(
+                controller, self.raft,
+                bootstrap_records=lambda: boot_records or controller.bootstrap_records(),
+                session_timeout_ms=cfg["broker.session.timeout.ms"],
+                leader_balance_interval_s=cfg["leader.imbalance.check.interval.seconds"]
+                if cfg["auto.leader.rebalance.enable"] else None,
+                max_idle_interval_ms=cfg["metadata.max.idle.interval.ms"],
+                on_fault=self._on_fault, clock=self.clock)
+            self.raft.listeners.append(self.controller_driver)
+        self.channel = ControllerChannel(
+            node_id, self.raft, self.controller_driver, self.voters,
+            describe=self._describe_quorum if self.is_controller else None)
 
-        self.log_manager = LogManager(cfg.log_dirs, now,
-                                      skip_dirs=frozenset({f"{METADATA_TOPIC}-0"}))
-        loop = asyncio.get_running_loop()
-        self.log_manager.on_roll = lambda lg, base: loop.run_in_executor(None, lg.flush, base)
-        self.log_manager.discover()
-        self.cleaner = LogCleaner(lambda: self.log_manager.logs)
-        self.replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)
-        self.driver = ControllerDriver(self.controller, self.raft, self._publish,
-                                       self._on_fault, self.clock)
-        meta_props = MetaProperties.read(cfg.metadata_log_dir)
-        self.driver.directory_id = meta_props.directory_id if meta_props else None
-        controller_names = set(cfg.controller_listener_names)
-        self.driver.endpoints = [(ln.name, ln.host or "localhost", ln.port)
-                                 for ln in cfg.listeners if ln.name in controller_names]
+        replica_manager = None
+        if self.is_broker:
+            self.log_manager = LogManager(cfg.log_dirs, now,
+                                          skip_dirs=frozenset({f"{METADATA_TOPIC}-0"}))
+            loop = asyncio.get_running_loop()
+            self.log_manager.on_roll = \
+                lambda lg, base: loop.run_in_executor(None, lg.flush, base)
+            self.log_manager.discover()
+            self.cleaner = LogCleaner(lambda: self.log_manager.logs)  # type: ignore[union-attr]
+            replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)
         self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
-                             image=self.image, replica_manager=self.replica_manager,
-                             controller=self.driver, clock=self.clock)
-        self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
-        self.broker.group_coordinator = self.group_coordinator
-        self.replica_manager.apply_metadata(self.image, now)
-        self.log_manager.delete_stray(set(self.replica_manager.partitions))
-        self.log_manager.started()
-        self.group_coordinator.on_metadata(now)
+                             image=self.image, replica_manager=replica_manager,
+                             controller=self.channel, clock=self.clock, raft=self.raft)
+        if self.is_broker:
+            self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
+            self.broker.group_coordinator = self.group_coordinator
 
-        if self.raft.end_offset == 0:
-            # A new cluster: start from the bootstrap snapshot `storage format` wrote.
-            boot = read_bootstrap(cfg.metadata_log_dir)
-            first = boot.records if boot is not None and boot.records else None
-            await self.driver.submit(
-                lambda c: ControllerResult(first or c.bootstrap_records()))
-        registry = load_all()
-        dispatcher = RequestDispatcher(self.broker, registry)
+        await self._bind()
+        self.raft.start()
+        if self.is_broker:
+            await self._start_broker()
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+
+    def _voters(self, bootstrap: Any) -> dict[int, tuple[str, int]]:
+        """controller.quorum.voters, else the voters ``storage format`` recorded."""
+        voters = self.config.quorum_voters
+        if not voters and bootstrap is not None:
+            voters = {v.node_id: (v.host, v.port) for v in bootstrap.voters}
+        if not voters:
+            raise MetaPropertiesError("controller.quorum.voters is not set and the metadata "
+                                      "log dir names no initial controllers")
+        return voters
+
+    async def _bind(self) -> None:
+        """Bind every listener; controller listeners serve at once, broker listeners once
+        the broker is unfenced (so no client sees a broker that has not caught up)."""
+        cfg = self.config
+        dispatcher = RequestDispatcher(self.broker, load_all())
         controller_names = set(cfg.controller_listener_names)
         socket_options = {k: cfg[k] for k in ("socket.send.buffer.bytes",
                                               "socket.receive.buffer.bytes")
                           if k in cfg.explicit}
         for listener in cfg.listeners:
             kind = "controller" if listener.name in controller_names else "broker"
-            if kind == "broker" and "broker" not in cfg.roles:
-                continue
-            if kind == "controller" and "controller" not in cfg.roles:
+            if kind not in cfg.roles:
                 continue
             server = KafkaServer(self.broker, dispatcher, listener.name, kind, listener.host,
                                  listener.port, cfg["socket.request.max.bytes"],
                                  socket_options)
-            await server.start()
+            await server.start(serve=kind == "controller")
             self.servers.append(server)
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                      server.port)
-        await self._register_broker()
-        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
 
-    async def _register_broker(self) -> None:
-        """Register after binding, so an advertised port 0 becomes the bound port."""
+    async def _start_broker(self) -> None:
+        """Register, wait to be caught up and unfenced, then serve clients."""
+        assert self.log_manager is not None and self.channel is not None
+        cfg = self.config
         bound = {s.listener_name: s.port for s in self.servers}
-        endpoints = []
-        for ln in self.config.advertised_listeners:
-            port = ln.port or bound.get(ln.name, ln.port)
-            endpoints.append((ln.name, ln.host, port, ln.protocol_id))
-        incarnation = uuid.uuid4()
-        rack = self.config["broker.rack"]
-        epoch = await self.driver.submit(
-            lambda c: c.register_broker(self.config.node_id, incarnation, endpoints, rack,
-                                        self.raft.end_offset))
-        self.broker.broker_epoch = epoch
+        endpoints = [(ln.name, ln.host, ln.port or bound.get(ln.name, ln.port), ln.protocol_id)
+                     for ln in cfg.advertised_listeners]
+        directory_ids = [parse_kafka_uuid(m.directory_id)
+                         for m in (MetaProperties.read(d) for d in cfg.log_dirs)
+                         if m is not None and m.directory_id]
+        self.lifecycle = BrokerLifecycle(
+            broker=self.broker, channel=self.channel,
+            applied_offset=lambda: self.publisher.applied_offset, endpoints=endpoints,
+            rack=cfg["broker.rack"], heartbeat_interval_ms=cfg["broker.heartbeat.interval.ms"],
+            session_timeout_ms=cfg["broker.session.timeout.ms"], directory_ids=directory_ids)
+        self.lifecycle.start()
+        unfenced = asyncio.ensure_future(self.lifecycle.unfenced.wait())
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        await asyncio.wait([unfenced, stopped], return_when=asyncio.FIRST_COMPLETED)
+        unfenced.cancel()
+        stopped.cancel()
+        if self._stopped.is_set():
+            return
+        # Caught up with the metadata: whatever it does not assign here is stray.
+        self.log_manager.delete_stray(set(self.broker.replica_manager.partitions))
+        self.log_manager.started()
+        for server in self.servers:
+            if server.listener_kind == "broker":
+                await server.start_serving()
 
     def _topic_defaults(self, image: MetadataImage) -> dict[str, Any]:
         dynamic = {**image.broker_configs(None), **image.broker_configs(self.config.node_id)}
         return self.config.topic_defaults(dynamic)
 
-    def _publish(self, committed: list[tuple[int, Any]]) -> None:
-        """Apply committed metadata records to the broker's image and its partitions."""
-        touched = False
-        for offset, record in committed:
-            self.image.replay(record, offset)
-            touched = touched or isinstance(record, _TOPIC_RECORDS)
-        if touched:
+    def _on_metadata(self) -> None:
+        """Committed metadata touched topics, brokers or configs: follow it here."""
+        if self.is_broker and self.broker.replica_manager is not None:
             now = self.now_ms()
-            self.replica_manager.apply_metadata(self.image, now)
-            self.group_coordinator.on_metadata(now)
+            self.broker.replica_manager.apply_metadata(self.image, now)
+            if self.group_coordinator is not None:
+                self.group_coordinator.on_metadata(now)
+
+    def _describe_quorum(self) -> QuorumDescription:
+        """DescribeQuorum's view of the metadata partition (complete on the leader)."""
+        assert self.raft is not None
+        replica = self.raft.replica
+        meta_props = MetaProperties.read(self.config.metadata_log_dir)
+        own_directory = meta_props.directory_id if meta_props else None
+        now = self.now_ms()
+        voters, observers = replica.replica_states()
+
+        def describe(entry: tuple[int, int, int, int]) -> ReplicaDescription:
+            node, end, fetched, caught_up = entry
+            if node == self.config.node_id:
+                return ReplicaDescription(node, own_directory, end, now, now)
+            return ReplicaDescription(node, None, end, fetched, caught_up)
+        name = self.config.controller_listener_names[0]
+        return QuorumDescription(
+            -1 if replica.leader_id is None else replica.leader_id, replica.epoch,
+            replica.high_watermark, [describe(v) for v in voters],
+            [describe(o) for o in observers],
+            endpoints={v: [(name, host, port)] for v, (host, port) in self.voters.items()})
 
     def _on_fault(self, error: BaseException) -> None:
-        """A metadata write failed: the node cannot go on safely; stop it."""
-        log.critical("Fatal fault in the metadata log: %s", error)
+        """The metadata log or the controller failed: the node cannot go on safely."""
+        log.critical("Fatal fault: %s", error)
         self.fault = error
         self._stopped.set()
 
     async def _housekeeping(self) -> None:
-        """Periodic tasks: flush.ms, the recovery-point checkpoint, producer expiry."""
+        """Periodic broker tasks: flush.ms, checkpoints, retention, the cleaner, producer
+        expiry. (The controller's periodic tasks run in its driver, when active.)"""
         cfg = self.config
         checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"] / 1000
         retention_every = cfg["log.retention.check.interval.ms"] / 1000
         expire_every = 600.0
-        balance_every = cfg["leader.imbalance.check.interval.seconds"]
-        last_checkpoint = last_expire = last_retention = last_balance = time.monotonic()
-        while True:
+        last_checkpoint = last_expire = last_retention = time.monotonic()
+        while self.log_manager is not None:
             await asyncio.sleep(min(1.0, retention_every))
             now = self.now_ms()
             try:
@@ -176,12 +264,6 @@ class Node:
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()
-                await self._fence_stale_brokers(now)
-                if cfg["auto.leader.rebalance.enable"] and mono - last_balance >= balance_every:
-                    last_balance = mono
-                    moved = await self.driver.submit(lambda c: c.balance_partition_leaders())
-                    if moved:
-                        log.info("Moved %d leaderships back to preferred replicas", len(moved))
                 if mono - last_expire >= expire_every:
                     last_expire = mono
                     expiration = self.broker.dynamic_config("producer.id.expiration.ms")
@@ -189,18 +271,6 @@ class Node:
                         lg.producer_state.remove_expired(now, expiration)
             except OSError:
                 log.exception("Housekeeping failed")
-
-    async def _fence_stale_brokers(self, now_ms: int) -> None:
-        """Fence brokers whose heartbeats stopped (this process's broker cannot miss)."""
-        timeout = self.config["broker.session.timeout.ms"]
-        try:
-            fenced = await self.driver.submit(lambda c: c.fence_stale_brokers(
-                now_ms, timeout, frozenset({self.config.node_id})))
-        except Exception:
-            log.exception("Fencing stale brokers failed")
-            return
-        for broker_id in fenced or ():
-            log.info("Fenced broker %d: no heartbeat for %d ms", broker_id, timeout)
 
     def _start_cleaning(self, now_ms: int) -> None:
         """Compact the dirtiest log: the rewrite on a worker thread, the swap back on the
@@ -215,7 +285,7 @@ class Node:
             self._cleaning = None
             try:
                 plan = future.result()
-                if chosen[0] in self.log_manager.logs:
+                if self.log_manager is not None and chosen[0] in self.log_manager.logs:
                     self.cleaner.commit(plan)
                 else:
                     for _, swap in plan.swaps:
@@ -236,6 +306,10 @@ class Node:
         self._stopped.set()
 
     async def stop(self) -> None:
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()  # controlled shutdown while the quorum is reachable
+        if self.raft is not None:
+            await self.raft.resign()
         for server in self.servers:
             await server.stop()
         for task in self._tasks:
@@ -250,10 +324,12 @@ class Node:
                 await asyncio.wait_for(asyncio.shield(self._cleaning), 30)
             except (TimeoutError, Exception):
                 pass
-        if hasattr(self, "group_coordinator"):
+        if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
-        if hasattr(self, "log_manager"):
+        if self.log_manager is not None:
             self.log_manager.shutdown()
-        if hasattr(self, "raft"):
-            self.raft.close()
+        if self.channel is not None:
+            await self.channel.close()
+        if self.raft is not None:
+            await self.raft.stop()
         log.info("Shut down cleanly")

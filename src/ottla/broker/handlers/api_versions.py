@@ -18,8 +18,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 def api_keys_for(listener_kind: str) -> list[dict[str, int]]:
     return [{"api_key": spec.api_key, "min_version": spec.min_version,
              "max_version": spec.max_version}
-            for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
-            if listener_kind in spec.listeners]
+            for spec in sorted(REGISTRY[listener_kind].values(), key=lambda s: s.api_key)]
 
 
 def unsupported_version_response(listener_kind: str) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""BrokerRegistration, BrokerHeartbeat and AlterPartition: what brokers ask of the
-controller (KIP-631, KIP-497).
+"""BrokerRegistration, BrokerHeartbeat, AlterPartition and AllocateProducerIds: what
+brokers ask of the controller (KIP-631, KIP-497, KIP-730).
 
 Served on the controller listener. A broker registers (fenced, with an incarnation id and
 its listeners) and gets its broker epoch, the offset of its registration record; its
@@ -60,8 +60,11 @@ async def handle_alter_partition(broker: Any, ctx: Any, req: Any) -> dict[str, A
                 isr = tuple((b, -1) for b in p.new_isr)
             changes.append(IsrChange(topic.topic_id, p.partition_index, p.leader_epoch, isr,
                                      p.leader_recovery_state, p.partition_epoch))
-    error, results = await broker.controller.submit(
-        lambda c: c.alter_partition(req.broker_id, req.broker_epoch, changes))
+    try:
+        error, results = await broker.controller.submit(
+            lambda c: c.alter_partition(req.broker_id, req.broker_epoch, changes))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "topics": []}
     topics: dict[Any, list[dict[str, Any]]] = {}
     for (topic_id, partition), res in results.items():
         topics.setdefault(topic_id, []).append({
@@ -71,3 +74,16 @@ async def handle_alter_partition(broker: Any, ctx: Any, req: Any) -> dict[str, A
             "partition_epoch": res.partition_epoch})
     return {"throttle_time": 0, "error_code": error,
             "topics": [{"topic_id": t, "partitions": parts} for t, parts in topics.items()]}
+
+
+@handles(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, listeners=("controller",))
+async def handle_allocate_producer_ids(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    """A block of producer ids for a broker's idempotent and transactional producers."""
+    try:
+        start, length = await broker.controller.submit(
+            lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "producer_id_start": -1,
+                "producer_id_len": 0}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id_start": start,
+            "producer_id_len": length}

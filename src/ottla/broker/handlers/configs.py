@@ -156,7 +156,7 @@ def _alter_response(results: list[tuple[int, str, ErrorCode, str | None]]) -> di
          "resource_name": rname} for rtype, rname, code, msg in results]}
 
 
-@handles(ApiKey.ALTER_CONFIGS, 0, 2)
+@handles(ApiKey.ALTER_CONFIGS, 0, 2, forward=True)
 async def handle_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     resources = [(res.resource_type, res.resource_name,
                   {c.name: c.value for c in res.configs}) for res in req.resources]
@@ -165,7 +165,7 @@ async def handle_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any
     return _alter_response(results)
 
 
-@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, forward=True)
 async def handle_incremental_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     resources = [(res.resource_type, res.resource_name,
                   [(c.name, c.config_operation, c.value) for c in res.configs])
@@ -175,7 +175,7 @@ async def handle_incremental_alter_configs(broker: Any, ctx: Any, req: Any) -> d
     return _alter_response(results)
 
 
-@handles(ApiKey.UPDATE_FEATURES, 0, 1, listeners=("broker", "controller"))
+@handles(ApiKey.UPDATE_FEATURES, 0, 1, forward=True)
 async def handle_update_features(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     """Finalize feature levels (metadata.version), all or nothing."""
     # v0 had allow_downgrade; v1 an upgrade type (1 upgrade, 2 safe, 3 unsafe downgrade).

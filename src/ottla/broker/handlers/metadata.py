@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ottla.broker.broker import create_topics
 from ottla.broker.handlers import handles
 from ottla.controller.quorum_controller import (
     ControllerError,
@@ -144,12 +145,11 @@ async def _auto_create(broker: Any, names: list[str]) -> dict[str, ErrorCode]:
             continue
         valid.append(NewTopic(name))
     if valid:
-        results = await broker.controller.submit(lambda c: c.create_topics(valid))
-        for result in results:
-            if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-                errors[result.name] = (ErrorCode.invalid_replication_factor
-                                       if result.error == ErrorCode.invalid_replication_factor
-                                       else ErrorCode.unknown_topic_or_partition)
+        for name, error in (await create_topics(broker.controller, valid)).items():
+            if error not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                errors[name] = (ErrorCode.invalid_replication_factor
+                                if error == ErrorCode.invalid_replication_factor
+                                else ErrorCode.unknown_topic_or_partition)
     return errors
 
 

@@ -1,32 +1,54 @@
-"""DescribeQuorum: the state of the metadata partition's Raft quorum (KIP-595, KIP-853)."""
+"""The KRaft RPCs between the replicas of ``__cluster_metadata`` (Vote,
+BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) on the controller listener, and
+DescribeQuorum, the state of the quorum (KIP-595, KIP-853), which the leader answers."""
 
 from __future__ import annotations
 
-import base64
-import uuid
 from typing import Any
 
 from ottla.broker.handlers import handles
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
+from ottla.storage.meta_properties import parse_kafka_uuid
 
 METADATA_TOPIC = "__cluster_metadata"
 
 
-def _uuid(kafka_id: str | None) -> uuid.UUID:
-    if not kafka_id:
-        return uuid.UUID(int=0)
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(kafka_id + "=="))
-
-
 def _replica(r: Any) -> dict[str, Any]:
-    return {"replica_id": r.replica_id, "replica_directory_id": _uuid(r.directory_id),
+    return {"replica_id": r.replica_id, "replica_directory_id": parse_kafka_uuid(r.directory_id),
             "log_end_offset": r.log_end_offset, "last_fetch_timestamp": r.last_fetch_ms,
             "last_caught_up_timestamp": r.last_caught_up_ms}
 
 
+@handles(ApiKey.VOTE, 0, 2, listeners=("controller",))
+async def handle_vote(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    return await broker.raft.inbound(ApiKey.VOTE, req)
+
+
+@handles(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, listeners=("controller",))
+async def handle_begin_quorum_epoch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    return await broker.raft.inbound(ApiKey.BEGIN_QUORUM_EPOCH, req)
+
+
+@handles(ApiKey.END_QUORUM_EPOCH, 0, 1, listeners=("controller",))
+async def handle_end_quorum_epoch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    return await broker.raft.inbound(ApiKey.END_QUORUM_EPOCH, req)
+
+
+@handles(ApiKey.FETCH, 13, 18, listeners=("controller",))
+async def handle_raft_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    """A follower or an observer fetching the metadata log; the leader may hold it until
+    there is something new (long polling)."""
+    return await broker.raft.inbound(ApiKey.FETCH, req)
+
+
+@handles(ApiKey.FETCH_SNAPSHOT, 0, 1, listeners=("controller",))
+async def handle_fetch_snapshot(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+    return await broker.raft.inbound(ApiKey.FETCH_SNAPSHOT, req)
+
+
 @handles(ApiKey.DESCRIBE_QUORUM, 0, 2, listeners=("broker", "controller"))
-def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> Any:
     topics = req.topics
     valid = len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and \
         len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0
@@ -40,6 +62,8 @@ def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
         return {"error_code": ErrorCode.none, "error_message": None, "nodes": [],
                 "topics": [{"topic_name": t.topic_name, "partitions": partitions}
                            for t in topics[:1]]}
+    if ctx.listener_kind == "broker" or not broker.raft.is_leader:
+        return await broker.controller.forward(ctx, req)  # only the leader knows it all
     quorum = broker.controller.describe_quorum()
     return {
         "error_code": ErrorCode.none, "error_message": None,

@@ -1,4 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders, forwarded to the controller."""
+"""CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders: run on the active
+controller, to which brokers forward them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 
 
-@handles(ApiKey.CREATE_TOPICS, 2, 7)
+@handles(ApiKey.CREATE_TOPICS, 2, 7, forward=True)
 async def handle_create_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     new_topics = [NewTopic(
         name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
@@ -47,7 +48,7 @@ def _configs_for_new_topic(broker: Any, new: NewTopic) -> list[dict[str, Any]]:
     return configs
 
 
-@handles(ApiKey.DELETE_TOPICS, 1, 6)
+@handles(ApiKey.DELETE_TOPICS, 1, 6, forward=True)
 async def handle_delete_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 6:
         names = [t.name for t in req.topics]
@@ -62,7 +63,7 @@ async def handle_delete_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any
         for name, topic_id, code, msg in results]}
 
 
-@handles(ApiKey.CREATE_PARTITIONS, 0, 3)
+@handles(ApiKey.CREATE_PARTITIONS, 0, 3, forward=True)
 async def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     requests = [(t.name, t.count,
                  [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
@@ -74,7 +75,7 @@ async def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> dict[str,
         for name, code, msg in results]}
 
 
-@handles(ApiKey.ELECT_LEADERS, 0, 2)
+@handles(ApiKey.ELECT_LEADERS, 0, 2, forward=True)
 async def handle_elect_leaders(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     """Preferred or unclean leader elections, decided by the controller."""
     election_type = getattr(req, "election_type", 0)

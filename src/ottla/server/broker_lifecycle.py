@@ -1,0 +1,125 @@
+"""The broker's side of KIP-631: registration, heartbeats, controlled shutdown.
+
+A broker registers with the active controller under a new incarnation id each time its
+process starts, and gets its broker epoch (the offset of its registration record). It
+starts fenced: its heartbeats report how far it has applied the metadata log, and the
+controller unfences it once that reaches its registration. Until then it heartbeats
+every 100 ms, and every ``broker.heartbeat.interval.ms`` after. A heartbeat refused as
+STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED (the controller no longer knows this
+registration) makes it register again. On shutdown it asks to be shut down
+(``want_shut_down``), which fences it and moves its leaderships away before it goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ottla.controller.quorum_controller import METADATA_VERSION, SUPPORTED_FEATURES
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+from ottla.server.controller_channel import ControllerUnavailable
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_VERSION = 4
+HEARTBEAT_VERSION = 1
+FENCED_HEARTBEAT_S = 0.1
+
+
+class BrokerLifecycle:
+    def __init__(self, *, broker: Any, channel: Any, applied_offset: Callable[[], int],
+                 endpoints: list[tuple[str, str, int, int]], rack: str | None,
+                 heartbeat_interval_ms: int, session_timeout_ms: int,
+                 directory_ids: list[uuid.UUID]) -> None:
+        self.broker = broker
+        self.channel = channel
+        self.applied_offset = applied_offset
+        self.endpoints = endpoints
+        self.rack = rack
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.session_timeout = session_timeout_ms / 1000
+        self.directory_ids = directory_ids
+        self.incarnation_id = uuid.uuid4()
+        self.epoch = -1
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if self.epoch < 0:
+                    await self._register()
+                await self._heartbeat()
+            except ControllerUnavailable as e:
+                log.warning("Broker %d cannot reach the active controller: %s",
+                            self.broker.node_id, e)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Broker %d: heartbeat failed", self.broker.node_id)
+            await asyncio.sleep(self.heartbeat_interval if not self.fenced
+                                else FENCED_HEARTBEAT_S)
+
+    async def _register(self) -> None:
+        low, high = SUPPORTED_FEATURES[METADATA_VERSION]
+        response = await self.channel.call(ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, {
+            "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
+            "incarnation_id": self.incarnation_id,
+            "listeners": [{"name": n, "host": h, "port": p, "security_protocol": s}
+                          for n, h, p, s in self.endpoints],
+            "features": [{"name": METADATA_VERSION, "min_supported_version": low,
+                          "max_supported_version": high}],
+            "rack": self.rack, "is_migrating_zk_broker": False,
+            "log_dirs": self.directory_ids, "previous_broker_epoch": -1},
+            timeout=self.session_timeout)
+        if response.error_code != ErrorCode.none:
+            raise RuntimeError(f"registration refused: {ErrorCode(response.error_code)!r}")
+        self.epoch = self.broker.broker_epoch = response.broker_epoch
+        self.fenced = True
+        log.info("Broker %d registered with broker epoch %d", self.broker.node_id, self.epoch)
+
+    async def _heartbeat(self, want_shut_down: bool = False, timeout: float | None = None
+                         ) -> Any:
+        response = await self.channel.call(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, {
+            "broker_id": self.broker.node_id, "broker_epoch": self.epoch,
+            "current_metadata_offset": self.applied_offset(), "want_fence": False,
+            "want_shut_down": want_shut_down, "offline_log_dirs": []},
+            timeout=timeout or self.session_timeout)
+        if response.error_code in (ErrorCode.stale_broker_epoch,
+                                   ErrorCode.broker_id_not_registered):
+            log.info("Broker %d: registration %d is gone (%r); registering again",
+                     self.broker.node_id, self.epoch, ErrorCode(response.error_code))
+            self.epoch = -1
+            return response
+        if response.error_code != ErrorCode.none:
+            raise RuntimeError(f"heartbeat refused: {ErrorCode(response.error_code)!r}")
+        if self.fenced != response.is_fenced:
+            log.info("Broker %d is %s", self.broker.node_id,
+                     "fenced" if response.is_fenced else "unfenced")
+        self.fenced = response.is_fenced
+        if not self.fenced:
+            self.unfenced.set()
+        return response
+
+    async def stop(self) -> None:
+        """Stop heartbeating after a controlled shutdown (bounded: the controller may be
+        gone too)."""
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self.epoch >= 0:
+            try:
+                await self._heartbeat(want_shut_down=True, timeout=2.0)
+            except Exception as e:
+                log.info("Broker %d: no controlled shutdown (%s)", self.broker.node_id, e)

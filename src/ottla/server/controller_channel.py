@@ -1,0 +1,141 @@
+"""How a node reaches the active controller, wherever it runs.
+
+Brokers never change metadata themselves. A client's admin request (CreateTopics,
+IncrementalAlterConfigs, ...) that reaches a broker listener is forwarded whole to the
+active controller inside an Envelope (KIP-590), and the broker's own requests
+(BrokerRegistration, BrokerHeartbeat, CreateTopics for auto-creation, AllocateProducerIds)
+go the same way. The active controller is the Raft leader this node's replica knows of;
+an Envelope answered NOT_CONTROLLER (a leader that has not claimed yet, or lost its
+claim) or a controller that cannot be reached is retried, against the leader as the
+replica learns it, until the request's deadline. On a node that also runs the
+controller, the request still travels over the controller listener: one path, whichever
+node is active.
+
+``submit`` is the in-process path the controller listener's handlers use on the active
+controller itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ottla.broker.context import CloseConnection
+from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.controller.quorum_controller import ControllerResult, NotControllerError
+from ottla.protocol.api import ApiKey, request_schema
+from ottla.protocol.codec import decode_response, encode_request
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.messages import build
+from ottla.raft.description import QuorumDescription
+from ottla.server.controller_driver import ControllerDriver
+from ottla.server.raft_driver import RaftDriver
+
+log = logging.getLogger(__name__)
+
+ENVELOPE_VERSION = 0
+RETRY_BACKOFF_S = 0.05
+LOOPBACK = bytes([127, 0, 0, 1])
+
+
+class ControllerUnavailable(CloseConnection):
+    """No active controller answered before the deadline; the client's connection is
+    closed so that it retries."""
+
+
+class ControllerChannel:
+    def __init__(self, node_id: int, raft: RaftDriver, local: ControllerDriver | None,
+                 voters: dict[int, tuple[str, int]], describe: Callable[[], QuorumDescription]
+                 | None = None) -> None:
+        self.node_id = node_id
+        self.raft = raft
+        self.local = local
+        self.voters = voters
+        self._describe = describe
+        self._clients: dict[int, AsyncClient] = {}
+        self._round_robin = itertools.cycle(sorted(voters))
+
+    # --- on the controller --------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.local is not None and self.local.is_active
+
+    async def submit(self, op: Callable[[Any], ControllerResult]) -> Any:
+        """Run an operation on this node's controller (NotControllerError if it is not
+        the active one)."""
+        if self.local is None:
+            raise NotControllerError("This node does not run a controller")
+        return await self.local.submit(op)
+
+    def next_offset(self) -> int:
+        if self.local is None:
+            raise NotControllerError("This node does not run a controller")
+        return self.local.next_offset()
+
+    def describe_quorum(self) -> QuorumDescription:
+        if self._describe is None:
+            raise NotControllerError("This node does not run a controller")
+        return self._describe()
+
+    # --- from anywhere --------------------------------------------------------------------
+
+    async def call(self, api_key: int, version: int, body: dict[str, Any] | Any,
+                   timeout: float = 30.0, client_id: str | None = None) -> Any:
+        """Send a request to the active controller in an Envelope; its response."""
+        entity = build(request_schema(api_key, version), body) if isinstance(body, dict) \
+            else body
+        inner = encode_request(api_key, version, 0, client_id or f"broker-{self.node_id}",
+                               entity)[4:]
+        envelope = {"request_data": inner, "request_principal": None,
+                    "client_host_address": LOOPBACK}
+        deadline = time.monotonic() + timeout
+        last_error = "no controller answered"
+        while True:
+            target = self._target()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                response = await self._client(target).request(
+                    ApiKey.ENVELOPE, ENVELOPE_VERSION, envelope, remaining)
+            except (NodeUnavailable, TimeoutError, OSError) as e:
+                last_error = f"controller {target}: {e}"
+            else:
+                if response.error_code == ErrorCode.none and response.response_data:
+                    return decode_response(api_key, version, response.response_data)[1]
+                if response.error_code != ErrorCode.not_controller:
+                    raise ControllerUnavailable(
+                        f"the controller refused the request: {response.error_code!r}")
+                last_error = f"controller {target} is not active"
+            await asyncio.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
+        raise ControllerUnavailable(f"no active controller within {timeout:.0f} s "
+                                    f"({last_error})")
+
+    async def forward(self, ctx: Any, request: Any, timeout: float = 30.0) -> Any:
+        """A client's request, forwarded whole; the controller's response as it is."""
+        return await self.call(ctx.header.api_key, ctx.header.api_version, request, timeout,
+                               ctx.client_id)
+
+    def _target(self) -> int:
+        leader = self.raft.leader_id
+        if leader is not None and leader in self.voters:
+            return leader
+        return next(self._round_robin)
+
+    def _client(self, node: int) -> AsyncClient:
+        client = self._clients.get(node)
+        if client is None:
+            host, port = self.voters[node]
+            client = self._clients[node] = AsyncClient(host, port,
+                                                       client_id=f"broker-{self.node_id}")
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()

@@ -1,0 +1,124 @@
+"""Applies committed metadata to this node's MetadataImage, and takes its snapshots.
+
+Every node, broker or controller, follows ``__cluster_metadata`` through its Raft
+replica (a voter on controllers, an observer on brokers: seed 003's "brokers pull"),
+and this publisher turns each committed batch into image updates, in offset order.
+The image is what the broker serves Metadata, DescribeCluster and configs from; after
+a batch that touched topics, brokers or configs, ``on_change`` lets the node update its
+partitions and coordinators.
+
+Snapshots: once ``metadata.log.max.record.bytes.between.snapshots`` bytes of batches
+have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` has
+passed with something new), the image is written as a ``.checkpoint`` file at the
+applied offset and the log before it is dropped. A replica that falls behind the log
+start loads the leader's snapshot instead of the entries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ottla.metadata import records as meta
+from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
+from ottla.metadata.image import MetadataImage
+from ottla.raft.messages import Committed
+from ottla.server.raft_driver import RaftDriver
+
+log = logging.getLogger(__name__)
+
+_STATE_RECORDS = (meta.TopicRecord, meta.PartitionRecord, meta.PartitionChangeRecord,
+                  meta.RemoveTopicRecord, meta.ConfigRecord, meta.RegisterBrokerRecord,
+                  meta.UnregisterBrokerRecord, meta.UnfenceBrokerRecord,
+                  meta.FenceBrokerRecord)
+
+
+class MetadataPublisher:
+    def __init__(self, image: MetadataImage, raft: RaftDriver, *,
+                 on_change: Callable[[], None] = lambda: None,
+                 snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3600000,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.image = image
+        self.raft = raft
+        self.on_change = on_change
+        self.snapshot_bytes = snapshot_bytes
+        self.snapshot_interval_ms = snapshot_interval_ms
+        self.clock = clock
+        self.applied_end = 0
+        """Offsets below this are applied to the image."""
+        self.snapshots_loaded = 0
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = self.now_ms()
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    @property
+    def applied_offset(self) -> int:
+        """The last offset applied (-1 for none): what BrokerHeartbeat reports."""
+        return self.applied_end - 1
+
+    async def wait_for(self, end_offset: int) -> None:
+        """Until the image has every offset below ``end_offset``."""
+        if self.applied_end >= end_offset:
+            return
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((end_offset, future))
+        await future
+
+    # --- RaftListener ------------------------------------------------------------------
+
+    def on_committed(self, committed: Committed) -> None:
+        changed = False
+        if committed.snapshot is not None:
+            self.image.clear()
+            end = committed.snapshot.end_offset
+            for record in decode_snapshot(committed.snapshot.data).records:
+                self.image.replay(record, end - 1)
+            self.applied_end = end
+            self.snapshots_loaded += 1
+            self._bytes_since_snapshot = 0
+            changed = True
+            log.info("Loaded the metadata snapshot at offset %d", end)
+        offset = committed.base_offset
+        for entry in committed.entries:
+            if entry.payload is not None:
+                for i, record in enumerate(entry.payload):
+                    self.image.replay(record, offset + i)
+                    changed = changed or isinstance(record, _STATE_RECORDS)
+            self._bytes_since_snapshot += len(entry.raw) if entry.raw is not None else 0
+            offset += entry.count
+        self.applied_end = max(self.applied_end, offset)
+        if changed:
+            self.on_change()
+        still = []
+        for end, future in self._waiters:
+            if end <= self.applied_end:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                still.append((end, future))
+        self._waiters = still
+        self._maybe_snapshot()
+
+    def on_raft_state(self) -> None:
+        pass
+
+    def _maybe_snapshot(self) -> None:
+        if self._bytes_since_snapshot == 0:
+            return
+        now = self.now_ms()
+        due = self.snapshot_interval_ms > 0 and \
+            now - self._last_snapshot_ms >= self.snapshot_interval_ms
+        if self._bytes_since_snapshot < self.snapshot_bytes and not due:
+            return
+        data: Any = encode_snapshot(self.image.to_records(), now)
+        if self.raft.create_snapshot(self.applied_end, data):
+            log.info("Wrote a metadata snapshot at offset %d (%d bytes)", self.applied_end,
+                     len(data))
+        self._bytes_since_snapshot = 0
+        self._last_snapshot_ms = now

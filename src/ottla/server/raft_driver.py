@@ -1,0 +1,388 @@
+"""Runs a RaftReplica on the event loop: the KRaft client of one node.
+
+The replica decides; this driver does the I/O around each decision, in this order:
+
+1. the quorum state (epoch, vote, leader) is written to ``quorum-state`` and fsynced
+   before any message the decision produced leaves, so a vote is never given twice;
+2. messages go out as Kafka's KRaft RPCs: requests on a connection per peer (a second
+   one for Fetch and FetchSnapshot, which the leader may hold while it long-polls), and
+   answers to inbound requests back on the connection they came on;
+3. newly committed entries are handed to the listeners (the metadata publisher, then
+   the controller), in offset order;
+4. appended entries are fsynced on a worker thread, coalesced, and the replica is told
+   once they are durable: only then does a leader count them, or a follower fetch on.
+
+Voters are ``controller.quorum.voters`` (or the voters ``storage format`` wrote into the
+bootstrap snapshot); a node that is not among them (a broker) runs the replica as an
+observer. Timers tick every 20 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+from ottla.raft import wire
+from ottla.raft.file_log import FileRaftLog
+from ottla.raft.messages import (
+    Committed,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Outgoing,
+    Snapshot,
+    VoteRequest,
+    VoteResponse,
+)
+from ottla.raft.quorum import RaftConfig, RaftReplica, Role
+from ottla.storage.checkpoint import write_atomically
+
+log = logging.getLogger(__name__)
+
+QUORUM_STATE_FILE = "quorum-state"
+TICK_SECONDS = 0.02
+_RESPONSES = {VoteRequest: VoteResponse, FetchRequest: FetchResponse,
+              FetchSnapshotRequest: FetchSnapshotResponse}
+
+
+class RaftListener(Protocol):
+    def on_committed(self, committed: Committed) -> None:
+        """Entries (after a snapshot to load first, if any) the quorum has committed."""
+
+    def on_raft_state(self) -> None:
+        """The epoch, the leader or this replica's role changed."""
+
+
+def read_quorum_state(directory: str) -> tuple[int, int | None]:
+    """(epoch, voted for) from ``quorum-state``; (0, None) when there is none."""
+    try:
+        with open(os.path.join(directory, QUORUM_STATE_FILE), encoding="utf-8") as f:
+            state = json.load(f)
+    except (FileNotFoundError, ValueError):
+        return 0, None
+    voted = int(state.get("votedId", -1))
+    return int(state.get("leaderEpoch", 0)), None if voted < 0 else voted
+
+
+class RaftDriver:
+    def __init__(self, *, node_id: int, cluster_id: str, voters: dict[int, tuple[str, int]],
+                 directory: str, config: RaftConfig | None = None,
+                 clock: Callable[[], float] = time.time, rng: random.Random | None = None,
+                 on_fault: Callable[[BaseException], None] | None = None) -> None:
+        if not voters:
+            raise ValueError("the metadata quorum has no voters: set controller.quorum.voters")
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.voters = dict(voters)
+        self.directory = directory
+        self.config = config or RaftConfig()
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.on_fault = on_fault
+        self.listeners: list[RaftListener] = []
+        self.log = FileRaftLog(directory, node_id, sorted(voters), self.now_ms())
+        epoch, voted = read_quorum_state(directory)
+        self.replica = RaftReplica(node_id, set(voters), self.log, self.rng, self.config,
+                                   epoch=epoch, voted_for=voted)
+        self._persisted: dict[str, Any] | None = None
+        self._inbound: dict[tuple[int, type], asyncio.Future[Any]] = {}
+        self._clients: dict[tuple[int, str], AsyncClient] = {}
+        self._state_seen: tuple[int, int | None, Role] | None = None
+        self._flushing = False
+        self._kicked = False
+        self._ticker: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._stopped = False
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- what the node asks ------------------------------------------------------------
+
+    @property
+    def is_voter(self) -> bool:
+        return self.replica.is_voter
+
+    @property
+    def is_leader(self) -> bool:
+        return self.replica.is_leader
+
+    @property
+    def epoch(self) -> int:
+        return self.replica.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.replica.leader_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.replica.high_watermark
+
+    @property
+    def end_offset(self) -> int:
+        return self.log.end_offset
+
+    def start(self) -> None:
+        self._step(self.replica.start(self.now_ms()))
+        self._schedule_tick()
+
+    def propose(self, records: list[Any]) -> int | None:
+        """Append ``records`` as one batch if this replica leads: its base offset (the
+        records are committed when the high watermark passes them), else None."""
+        base = self.replica.propose(tuple(records), self.now_ms(), len(records))
+        if base is not None:
+            self._kick()
+        return base
+
+    def create_snapshot(self, end_offset: int, data: bytes) -> bool:
+        """Keep ``data`` (a checkpoint file of the state at ``end_offset``) as the log's
+        prefix; False if that is not newer than the current snapshot or not applied."""
+        return self.replica.create_snapshot(end_offset, data)
+
+    async def resign(self) -> None:
+        """A leader shutting down hands leadership over (EndQuorumEpoch) at once."""
+        if self.replica.is_leader:
+            self._step(self.replica.resign(self.now_ms()))
+            await asyncio.sleep(0)  # let the requests leave
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._ticker is not None:
+            self._ticker.cancel()
+        for future in self._inbound.values():
+            if not future.done():
+                future.set_result(None)
+        for task in list(self._tasks):
+            task.cancel()
+        for client in self._clients.values():
+            await client.close()
+        self.log.flush()
+        self.log.close()
+
+    # --- the step after every decision -----------------------------------------------------
+
+    def _step(self, outgoing: list[Outgoing]) -> None:
+        if self._stopped:
+            return
+        replica = self.replica
+        try:
+            state = replica.quorum_state()
+            if state != self._persisted:
+                self._write_quorum_state()
+                self._persisted = state
+            for out in outgoing:
+                self._dispatch(out)
+            committed = replica.take_committed()
+            if committed is not None:
+                for listener in self.listeners:
+                    listener.on_committed(committed)
+            seen = (replica.epoch, replica.leader_id, replica.role)
+            if seen != self._state_seen:
+                self._state_seen = seen
+                log.info("Metadata quorum: epoch %d, leader %s, this node %s", seen[0],
+                         seen[1], seen[2].value)
+                for listener in self.listeners:
+                    listener.on_raft_state()
+            self._maybe_flush()
+        except Exception as e:
+            self._fail(e)
+
+    def _fail(self, error: BaseException) -> None:
+        log.critical("The metadata quorum failed: %s", error, exc_info=error)
+        self._stopped = True
+        if self.on_fault is not None:
+            self.on_fault(error)
+
+    def _write_quorum_state(self) -> None:
+        r = self.replica
+        state = {"clusterId": self.cluster_id,
+                 "leaderId": -1 if r.leader_id is None else r.leader_id,
+                 "leaderEpoch": r.epoch,
+                 "votedId": -1 if r.voted_for is None else r.voted_for,
+                 "appliedOffset": 0,
+                 "currentVoters": [{"voterId": v} for v in sorted(self.voters)],
+                 "data_version": 0}
+        write_atomically(os.path.join(self.directory, QUORUM_STATE_FILE),
+                         json.dumps(state).encode())
+
+    def _kick(self) -> None:
+        """Tick once soon: a proposal or a flush may have made progress possible."""
+        if not self._kicked and not self._stopped:
+            self._kicked = True
+            asyncio.get_running_loop().call_soon(self._on_kick)
+
+    def _on_kick(self) -> None:
+        self._kicked = False
+        self._step(self.replica.tick(self.now_ms()))
+
+    def _schedule_tick(self) -> None:
+        if not self._stopped:
+            self._ticker = asyncio.get_running_loop().call_later(TICK_SECONDS, self._on_tick)
+
+    def _on_tick(self) -> None:
+        self._step(self.replica.tick(self.now_ms()))
+        self._schedule_tick()
+
+    def _maybe_flush(self) -> None:
+        if self._flushing or self.log.flushed_end_offset >= self.log.end_offset:
+            return
+        self._flushing = True
+        token = self.log.begin_flush()
+        future = asyncio.get_running_loop().run_in_executor(None, self.log.fsync, token)
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._flushing = False
+            if self._stopped:
+                self.log.end_flush(token)
+                return
+            try:
+                f.result()
+            except OSError as e:
+                self.log.end_flush(token, durable=False)
+                self._fail(e)
+                return
+            self.log.end_flush(token)
+            self._kick()
+        future.add_done_callback(done)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- outbound ------------------------------------------------------------------------
+
+    def _client(self, node: int, lane: str) -> AsyncClient | None:
+        """The connection to a voter; Fetch traffic has a lane of its own, so a fetch the
+        leader holds does not delay a vote."""
+        address = self.voters.get(node)
+        if address is None:
+            return None
+        client = self._clients.get((node, lane))
+        if client is None:
+            client = self._clients[(node, lane)] = AsyncClient(
+                address[0], address[1], client_id=f"raft-{self.node_id}-{lane}",
+                connect_timeout=self.config.request_timeout_ms / 1000)
+        return client
+
+    def _dispatch(self, out: Outgoing) -> None:
+        message = out.message
+        if isinstance(message, (VoteResponse, FetchResponse, FetchSnapshotResponse)):
+            future = self._inbound.pop((out.destination, type(message)), None)
+            if future is not None and not future.done():
+                future.set_result(message)
+            return
+        if isinstance(message, FetchSnapshotRequest):
+            self._spawn(self._fetch_snapshot(out.destination, message))
+        else:
+            self._spawn(self._send(out.destination, message))
+
+    async def _send(self, destination: int, message: Any) -> None:
+        lane = "fetch" if isinstance(message, FetchRequest) else "control"
+        client = self._client(destination, lane)
+        if client is None:
+            return
+        api_key, version, body = wire.encode_request(message, destination, self.cluster_id)
+        timeout = (self.config.request_timeout_ms + getattr(message, "max_wait_ms", 0)) / 1000
+        try:
+            response = await client.request(api_key, version, body, timeout)
+        except (NodeUnavailable, TimeoutError, OSError):
+            return  # the replica's timers deal with silence
+        reply = wire.decode_response(message, destination, response)
+        if reply is not None and not self._stopped:
+            self._step(self.replica.handle(destination, reply, self.now_ms()))
+
+    async def _fetch_snapshot(self, destination: int, request: FetchSnapshotRequest) -> None:
+        """Download the snapshot chunk by chunk, then hand it to the replica whole."""
+        client = self._client(destination, "fetch")
+        if client is None:
+            return
+        data = bytearray()
+        leader: int | None = destination
+        epoch = request.epoch
+        snapshot: Snapshot | None = None
+        try:
+            while True:
+                response = await client.request(
+                    ApiKey.FETCH_SNAPSHOT, wire.FETCH_SNAPSHOT_VERSION,
+                    wire.fetch_snapshot_request(request, self.cluster_id, len(data)),
+                    self.config.request_timeout_ms / 1000)
+                chunk = wire.snapshot_chunk(response)
+                if chunk is None:
+                    return
+                leader, epoch, snapshot_id, size, part = chunk
+                if snapshot_id is None:
+                    snapshot = None
+                    break
+                data += part
+                if len(data) >= size or not part:
+                    snapshot = Snapshot(snapshot_id.end_offset, snapshot_id.epoch, bytes(data))
+                    break
+        except (NodeUnavailable, TimeoutError, OSError):
+            return
+        if not self._stopped:
+            reply = FetchSnapshotResponse(leader, epoch, snapshot)
+            self._step(self.replica.handle(destination, reply, self.now_ms()))
+
+    # --- inbound (the controller listener's KRaft handlers call these) ---------------------
+
+    async def inbound(self, api_key: int, request: Any) -> dict[str, Any]:
+        """Answer a KRaft RPC from another replica."""
+        if getattr(request, "cluster_id", None) not in (None, self.cluster_id):
+            return self._error_response(api_key, ErrorCode.inconsistent_cluster_id)
+        decoded = wire.decode_request(api_key, request)
+        if decoded is None or self._stopped:
+            return self._error_response(api_key, ErrorCode.invalid_request)
+        source, message = decoded
+        response_type = _RESPONSES.get(type(message))
+        future: asyncio.Future[Any] | None = None
+        if response_type is not None:
+            key = (source, response_type)
+            previous = self._inbound.pop(key, None)
+            if previous is not None and not previous.done():
+                previous.set_result(None)  # a newer request from the same replica
+            future = self._inbound[key] = asyncio.get_running_loop().create_future()
+        self._step(self.replica.handle(source, message, self.now_ms()))
+        if future is None:
+            return wire.epoch_response(self.replica.leader_id, self.replica.epoch)
+        wait = (getattr(message, "max_wait_ms", 0) + self.config.request_timeout_ms) / 1000
+        try:
+            reply = await asyncio.wait_for(asyncio.shield(future), wait)
+        except TimeoutError:
+            reply = None
+        finally:
+            if self._inbound.get((source, response_type)) is future:  # type: ignore[misc]
+                del self._inbound[(source, response_type)]  # type: ignore[misc]
+        return self._response(api_key, request, reply)
+
+    def _response(self, api_key: int, request: Any, reply: Any) -> dict[str, Any]:
+        if api_key == ApiKey.VOTE:
+            return wire.vote_response(reply)
+        if api_key == ApiKey.FETCH:
+            if reply is None:
+                reply = FetchResponse(self.replica.leader_id, self.replica.epoch,
+                                      self.replica.high_watermark, error="timeout")
+            return wire.fetch_response(reply, self.log.start_offset)
+        p = request.topics[0].partitions[0]
+        return wire.fetch_snapshot_response(reply, p.position, request.max_bytes)
+
+    def _error_response(self, api_key: int, error: ErrorCode) -> dict[str, Any]:
+        epoch, leader = self.replica.epoch, self.replica.leader_id
+        if api_key == ApiKey.VOTE:
+            return wire.vote_response(None, error)
+        if api_key == ApiKey.FETCH:
+            return wire.fetch_response(None, self.log.start_offset, error)
+        if api_key == ApiKey.FETCH_SNAPSHOT:
+            return wire.fetch_snapshot_response(None, 0, 0, error)
+        return wire.epoch_response(leader, epoch, error)
