@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.client.blocking import BlockingClient
+from ottla.protocol.api import ApiKey
 
 
 def free_port() -> int:
@@ -41,7 +42,9 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: fl
 
 @dataclass
 class OttlaProcess:
-    """A real ``ottla server`` child process with its own data directory."""
+    """A real ``ottla server`` child process with its own data directory: a combined
+    dev node configured by ``--override``s, or any node of a cluster started from its
+    ``config_file`` (a server.properties)."""
 
     data_dir: str
     port: int = field(default_factory=free_port)
@@ -49,12 +52,26 @@ class OttlaProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     log_path: str = ""
+    config_file: str | None = None
+    roles: str = "broker,controller"
+    node_id: int = 1
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def controller(self) -> str:
+        return f"127.0.0.1:{self.controller_port}"
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
+
     def args(self) -> list[str]:
+        args = [sys.executable, "-m", "ottla", "server"]
+        if self.config_file is not None:
+            return [*args, self.config_file]
         props = {
             "log.dirs": self.data_dir,
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port},"
@@ -63,14 +80,13 @@ class OttlaProcess:
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
             **self.overrides,
         }
-        args = [sys.executable, "-m", "ottla", "server"]
         for key, value in props.items():
             args += ["--override", f"{key}={value}"]
         return args
 
     def start(self, wait: bool = True) -> OttlaProcess:
         self.log_path = os.path.join(os.path.dirname(self.data_dir.rstrip("/")),
-                                     f"ottla-{self.port}.log")
+                                     f"ottla-{self.node_id}-{self.port}.log")
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -82,10 +98,12 @@ class OttlaProcess:
         def ready() -> bool:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"ottla exited with {self.proc.returncode}:\n{self.log()}")
-            with WireClient(self.bootstrap, timeout=2) as client:
+            # A broker answers once it is unfenced; a controller at once.
+            with WireClient(self.bootstrap if self.is_broker else self.controller,
+                            timeout=2) as client:
                 client.api_versions()
             return True
-        wait_until(ready, timeout, 0.1, f"ottla on port {self.port}")
+        wait_until(ready, timeout, 0.1, f"ottla node {self.node_id} ({self.roles})")
 
     def log(self) -> str:
         try:
@@ -126,3 +144,103 @@ def running_ottla(data_dir: str, **overrides: str) -> Iterator[OttlaProcess]:
 
 WireClient = BlockingClient
 """The tests' raw protocol client (``ottla.client.blocking``)."""
+
+
+class KRaftCluster:
+    """Controller processes (node ids 1..n, voters of the quorum) and broker processes
+    (ids 101, 102, ...), each formatted with ``ottla storage format`` under one cluster
+    id and started from its own server.properties, as an operator would."""
+
+    def __init__(self, base: str, controllers: int = 3, brokers: int = 2,
+                 controller_props: dict[str, str] | None = None,
+                 broker_props: dict[str, str] | None = None) -> None:
+        from ottla.storage.meta_properties import random_uuid
+
+        self.base = base
+        self.cluster_id = random_uuid()
+        self.nodes: dict[int, OttlaProcess] = {}
+        for i in range(1, controllers + 1):
+            self.nodes[i] = OttlaProcess(os.path.join(base, f"controller-{i}"),
+                                         roles="controller", node_id=i)
+        for j in range(1, brokers + 1):
+            self.nodes[100 + j] = OttlaProcess(os.path.join(base, f"broker-{j}"),
+                                               roles="broker", node_id=100 + j)
+        voters = ",".join(f"{i}@127.0.0.1:{self.nodes[i].controller_port}"
+                          for i in self.controller_ids)
+        for node in self.nodes.values():
+            props = {
+                "process.roles": node.roles, "node.id": str(node.node_id),
+                "controller.quorum.voters": voters,
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "log.dirs": node.data_dir,
+            }
+            if node.is_broker:
+                props.update({"listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                              "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+                              "inter.broker.listener.name": "PLAINTEXT",
+                              # Replication between brokers is a later issue.
+                              "offsets.topic.replication.factor": "1",
+                              **(broker_props or {})})
+            else:
+                props.update({"listeners": f"CONTROLLER://127.0.0.1:{node.controller_port}",
+                              **(controller_props or {})})
+            node.config_file = os.path.join(base, f"node-{node.node_id}.properties")
+            with open(node.config_file, "w", encoding="utf-8") as f:
+                f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+            formatted = subprocess.run(
+                [sys.executable, "-m", "ottla", "storage", "format", "--cluster-id",
+                 self.cluster_id, "--config", node.config_file],
+                capture_output=True, text=True, timeout=60)
+            assert formatted.returncode == 0, formatted.stderr
+
+    @property
+    def controller_ids(self) -> list[int]:
+        return sorted(i for i, n in self.nodes.items() if not n.is_broker)
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return sorted(i for i, n in self.nodes.items() if n.is_broker)
+
+    def broker(self, i: int = 101) -> OttlaProcess:
+        return self.nodes[i]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.nodes[b].bootstrap for b in self.broker_ids
+                        if self.nodes[b].proc is not None)
+
+    def start(self) -> KRaftCluster:
+        for node in self.nodes.values():  # the quorum forms while the rest start
+            node.start(wait=False)
+        for node in self.nodes.values():
+            node.wait_ready(60)
+        return self
+
+    def stop(self) -> None:
+        for i in self.broker_ids + self.controller_ids:
+            self.nodes[i].stop()
+
+    def describe_quorum(self, via: int | None = None) -> Any:
+        """The DescribeQuorum partition as a live controller (or ``via``) reports it."""
+        candidates = [via] if via is not None else [
+            i for i in self.controller_ids if self.nodes[i].proc is not None]
+        last: Exception | None = None
+        for i in candidates:
+            try:
+                with WireClient(self.nodes[i].controller, timeout=5) as client:
+                    response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
+                        "topic_name": "__cluster_metadata",
+                        "partitions": [{"partition_index": 0}]}]})
+                partition = response.topics[0].partitions[0]
+                if response.error_code == 0 and partition.error_code == 0:
+                    return partition
+            except (OSError, ConnectionError) as e:
+                last = e
+        raise ConnectionError(f"no controller described the quorum ({last!r})")
+
+    def leader(self) -> int:
+        """The current leader (active controller), once one is elected."""
+        return wait_until(lambda: self.describe_quorum().leader_id
+                          if self.describe_quorum().leader_id > 0 else None,
+                          30, 0.2, "a metadata quorum leader")

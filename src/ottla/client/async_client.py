@@ -68,6 +68,8 @@ class AsyncClient:
             return
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._open())
+            # Whoever waited may have given up; the failure is still looked at.
+            self._connecting.add_done_callback(lambda f: f.cancelled() or f.exception())
         connecting = self._connecting
         try:
             await asyncio.shield(connecting)
@@ -122,6 +124,10 @@ class AsyncClient:
 
     async def close(self) -> None:
         self._closed = True
+        if self._connecting is not None:
+            self._connecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._connecting
         task = self._reader_task
         self._disconnect(NodeUnavailable("client closed"))
         if task is not None:

@@ -132,7 +132,7 @@ class RaftReplica:
         if not self.is_voter:
             self._deadline = now_ms
             return self._discover(now_ms)
-        self._reset_election_timer(now_ms, self.config.fetch_timeout_ms)
+        self._reset_election_timer(now_ms, self.config.election_timeout_ms)
         return []
 
     def propose(self, payload: Any, now_ms: int, count: int = 1) -> int | None:
