@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import Entry, Outgoing, Snapshot
+from ottla.raft.messages import Committed, Entry, Outgoing, Snapshot
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 
 TICK_MS = 10
@@ -125,14 +125,8 @@ class SimulatedQuorum:
             assert first == n, f"epoch {replica.epoch} has two leaders: {first} and {n}"
         committed = replica.take_committed()
         if committed is not None:
-            if committed.snapshot is not None:
-                self.load_snapshot(n, committed.snapshot)
-            self.apply(n, committed.base_offset, committed.entries)
-            applied = self.applied_end[n]
-            if applied - replica.log.start_offset >= SNAPSHOT_EVERY:
-                # The state machine's state is its applied entries; the log before
-                # them goes, so lagging followers must fetch the snapshot.
-                replica.create_snapshot(applied, tuple(self.applied[n]))
+            self.on_committed(n, replica, committed)
+        self.on_state(n, replica)
         if self.logs[n].flushed_end_offset < self.logs[n].end_offset and \
                 n not in self.flushing:
             self.flushing.add(n)
@@ -143,15 +137,40 @@ class SimulatedQuorum:
             delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
             self.schedule(self.now + delay, "deliver", (n, out.destination, out.message))
 
+    def on_committed(self, n: int, replica: RaftReplica, committed: Committed) -> None:
+        """Apply what the quorum committed; snapshot now and then. A snapshot's data is
+        (the entries it covers, ``snapshot_state``) so the entries can be checked."""
+        if committed.snapshot is not None:
+            self.load_snapshot(n, committed.snapshot)
+        self.apply(n, committed.base_offset, committed.entries)
+        self.maybe_snapshot(n, replica)
+
+    def maybe_snapshot(self, n: int, replica: RaftReplica) -> None:
+        applied = self.applied_end[n]
+        if applied - replica.log.start_offset >= SNAPSHOT_EVERY:
+            # The log before the state machine's state goes, so lagging followers must
+            # fetch the snapshot.
+            replica.create_snapshot(applied, (tuple(self.applied[n]), self.snapshot_state(n)))
+
+    def on_state(self, n: int, replica: RaftReplica) -> None:
+        """After every step of node ``n`` (a subclass follows leadership here)."""
+
+    def snapshot_state(self, n: int) -> object:
+        return None
+
     def load_snapshot(self, n: int, snapshot: Snapshot) -> None:
         """A snapshot replaces the state: it must be a prefix of the committed log."""
         self.applied[n] = []
         self.applied_end[n] = 0
-        self.apply(n, 0, list(snapshot.data))
+        self._record_applied(n, 0, list(snapshot.data[0]))
         assert self.applied_end[n] == snapshot.end_offset
         self.snapshots_loaded += 1
 
     def apply(self, n: int, base: int, entries: list[Entry]) -> None:
+        self._record_applied(n, base, entries)
+
+    def _record_applied(self, n: int, base: int, entries: list[Entry]) -> None:
+        """Check entries a node applies against the one committed log, and keep them."""
         applied = self.applied[n]
         assert base == self.applied_end[n], \
             f"node {n} skipped committed offsets {self.applied_end[n]}..{base}"
@@ -195,9 +214,7 @@ class SimulatedQuorum:
                     self.after(dest, replica.handle(source, message, self.now))
             elif kind == "propose":
                 for n, replica in self.nodes.items():
-                    if replica is not None and replica.is_leader:
-                        count = self.rng.randint(1, 3)
-                        replica.propose(f"batch-{self.proposed}", self.now, count)
+                    if replica is not None and replica.is_leader and self.propose(n, replica):
                         self.proposed += 1
                         self.after(n, replica.tick(self.now))
                 self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
@@ -215,6 +232,11 @@ class SimulatedQuorum:
         self.now = end_ms
         self.events = [e for e in self.events if e[2] in ("deliver", "restart", "flush")]
         heapq.heapify(self.events)
+
+    def propose(self, n: int, replica: RaftReplica) -> bool:
+        """What a leader appends now: a batch of one to three offsets."""
+        count = self.rng.randint(1, 3)
+        return replica.propose(f"batch-{self.proposed}", self.now, count) is not None
 
     def inject_fault(self) -> None:
         choice = self.rng.random()

@@ -7,13 +7,10 @@ Active: when this node's Raft replica leads an epoch and everything up to that e
 leader-change entry is committed and replayed here, the controller claims the epoch. An
 operation then runs against the controller's latest state, its records are appended as
 one batch and replayed at once (so the next operation sees them), and the caller waits
-in the purgatory until the high watermark passes the batch. Before each batch a
-timeline snapshot is taken at its base offset; commits delete the snapshots below the
-committed offset. When the replica stops leading (a newer epoch, a resignation), the
-controller renounces: it reverts to the snapshot at the committed offset, dropping
-exactly the appended-but-uncommitted records, and fails the waiting callers with
-NOT_CONTROLLER. Should those records commit after all (the next leader kept them), they
-come back as committed batches and are replayed like any others.
+in the purgatory until the high watermark passes the batch. When the replica stops
+leading (a newer epoch, a resignation), the controller renounces: it reverts to the
+committed offset and fails the waiting callers with NOT_CONTROLLER. The bookkeeping
+(timeline snapshots, what to replay) is the sans-I/O ``controller.offset_control``.
 
 Only the active controller runs the periodic tasks: fencing brokers whose heartbeats
 stopped, moving leaderships back to preferred replicas, and a NoOpRecord when the log
@@ -25,18 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from ottla.controller.offset_control import OffsetControl
 from ottla.controller.quorum_controller import (
     ControllerResult,
     NotControllerError,
     QuorumController,
 )
 from ottla.metadata import records as meta
-from ottla.metadata.bootstrap import METADATA_VERSION, decode_snapshot
+from ottla.metadata.bootstrap import METADATA_VERSION
 from ottla.raft.messages import Committed
 from ottla.server.raft_driver import RaftDriver
 
@@ -50,10 +47,8 @@ class ControllerDriver:
                  max_idle_interval_ms: int = 500,
                  on_fault: Callable[[BaseException], None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
-        if controller.registry is None:
-            raise ValueError("the controller's image must live on a SnapshotRegistry")
         self.controller = controller
-        self.registry = controller.registry
+        self.offsets = OffsetControl(controller)
         self.raft = raft
         self.bootstrap_records = bootstrap_records
         self.session_timeout_ms = session_timeout_ms
@@ -61,11 +56,6 @@ class ControllerDriver:
         self.max_idle_interval_ms = max_idle_interval_ms
         self.on_fault = on_fault
         self.clock = clock
-        self.claim_epoch = -1
-        self.committed_end = 0
-        """Offsets below this are committed and replayed here."""
-        self.replayed_end = 0
-        """Offsets below this are replayed here (more than committed on the active one)."""
         self._purgatory: list[tuple[int, asyncio.Future[Any], Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._last_write = time.monotonic()
@@ -75,7 +65,7 @@ class ControllerDriver:
 
     @property
     def is_active(self) -> bool:
-        return self.claim_epoch >= 0 and self.claim_epoch == self.raft.epoch \
+        return self.offsets.claim_epoch == self.raft.epoch and self.offsets.claimed \
             and self.raft.is_leader
 
     def next_offset(self) -> int:
@@ -101,50 +91,35 @@ class ControllerDriver:
 
     def _append(self, records: list[Any]) -> int:
         base = self.raft.end_offset
-        self.registry.get_or_create_snapshot(base)
+        self.offsets.before_append(base)
         if self.raft.propose(records) != base:
-            self.registry.revert_to_snapshot(base)
+            self.offsets.cancel_append(base)
             raise NotControllerError("The metadata quorum has no leader here")
         try:
-            for i, record in enumerate(records):
-                self.controller.replay(record, base + i)
+            self.offsets.replay_appended(records, base)
         except Exception as e:  # a record we cannot apply is a bug: stop, do not spread it
             self._fault(e)
             raise
-        self.replayed_end = base + len(records)
         self._last_write = time.monotonic()
-        return self.replayed_end
+        return base + len(records)
 
     # --- RaftListener ------------------------------------------------------------------
 
     def on_committed(self, committed: Committed) -> None:
-        if committed.snapshot is not None:
-            if self.is_active:
-                self._fault(RuntimeError("the active controller was asked to load a snapshot"))
-                return
-            image = self.controller.image
-            image.clear()
-            records = decode_snapshot(committed.snapshot.data).records
-            end = committed.snapshot.end_offset
-            for record in records:
-                image.replay(record, end - 1)
-            self.committed_end = self.replayed_end = end
-        offset = committed.base_offset
-        for entry in committed.entries:
-            end = offset + entry.count
-            if entry.payload is not None and end > self.replayed_end:
-                for i, record in enumerate(entry.payload):
-                    self.controller.replay(record, offset + i)
-            offset = end
-        self.committed_end = offset
-        self.replayed_end = max(self.replayed_end, offset)
-        if self.is_active:
-            self.registry.delete_snapshots_up_to(self.committed_end)
-        self._complete_up_to(self.committed_end)
+        try:
+            self.offsets.on_committed(committed)
+        except Exception as e:
+            self._fault(e)
+            return
+        end = self.offsets.committed_end
+        while self._purgatory and self._purgatory[0][0] <= end:
+            _, future, response = self._purgatory.pop(0)
+            if not future.done():
+                future.set_result(response)
         self._maybe_claim()
 
     def on_raft_state(self) -> None:
-        if self.claim_epoch >= 0 and not self.is_active:
+        if self.offsets.claimed and not self.is_active:
             self._renounce()
         self._maybe_claim()
 
@@ -152,25 +127,20 @@ class ControllerDriver:
 
     def _maybe_claim(self) -> None:
         raft = self.raft
-        if not raft.is_leader or self.claim_epoch == raft.epoch or \
-                self.committed_end <= raft.replica.epoch_start_offset:
+        if not self.offsets.can_claim(raft.is_leader, raft.epoch,
+                                      raft.replica.epoch_start_offset):
             return
-        self.claim_epoch = raft.epoch
-        self.controller.last_heartbeat_ms.clear()
+        self.offsets.claim(raft.epoch)
         log.info("Active controller for epoch %d (committed offset %d)", raft.epoch,
-                 self.committed_end)
+                 self.offsets.committed_end)
         loop = asyncio.get_running_loop()
         if METADATA_VERSION not in self.controller.image.features:
             self._tasks.append(loop.create_task(self._bootstrap()))
         self._tasks.append(loop.create_task(self._periodic()))
 
     def _renounce(self) -> None:
-        log.info("No longer the active controller (epoch %d)", self.claim_epoch)
-        self.claim_epoch = -1
-        if self.replayed_end > self.committed_end:
-            self.registry.revert_to_snapshot(self.committed_end)
-        self.registry.delete_snapshots_up_to(sys.maxsize)
-        self.replayed_end = self.committed_end
+        log.info("No longer the active controller (epoch %d)", self.offsets.claim_epoch)
+        self.offsets.renounce()
         purgatory, self._purgatory = self._purgatory, []
         for _, future, _ in purgatory:
             if not future.done():
@@ -178,12 +148,6 @@ class ControllerDriver:
         for task in self._tasks:
             task.cancel()
         self._tasks = []
-
-    def _complete_up_to(self, end: int) -> None:
-        while self._purgatory and self._purgatory[0][0] <= end:
-            _, future, response = self._purgatory.pop(0)
-            if not future.done():
-                future.set_result(response)
 
     def _fault(self, error: BaseException) -> None:
         log.critical("Controller fault: %s", error, exc_info=error)
