@@ -4,13 +4,16 @@ Every voter runs a QuorumController on the timeline with the same OffsetControl 
 node's driver uses (claim when leading with the epoch's start committed, replay
 standbys' batches as they commit, revert on renounce); the active one turns random admin
 operations (registrations, heartbeats, topic creation and deletion, configs, fencing,
-elections, producer ids) into record batches. Every node, observers included, applies
-committed batches to a MetadataImage, and snapshots carry the image as records, so a
-node far behind loads it from there.
+elections, producer ids) into record batches, now and then inside a metadata
+transaction that spans several batches and ends, aborts, or is left open by a leader
+that loses its epoch (its successor aborts it first). Every node, observers included,
+applies committed batches to a MetadataImage through the brokers' MetadataLoader, and
+snapshots carry the image as records, so a node far behind loads it from there.
 
 Checked as the run goes: at every offset that is a multiple of ``DIGEST_EVERY`` and a
 batch boundary, all nodes' images have the same digest; a controller that claims or
-renounces has exactly its node's committed image; replay never fails.
+renounces outside a transaction has exactly its node's committed image; replay never
+fails.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from ottla.controller.quorum_controller import ControllerError, NewTopic, Quorum
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.image import ConfigResourceType, MetadataImage
+from ottla.metadata.loader import MetadataLoader
 from ottla.raft.messages import Committed, Snapshot
 from ottla.raft.quorum import RaftReplica
 from ottla.timeline import SnapshotRegistry
@@ -34,8 +38,10 @@ DIGEST_EVERY = 8
 
 class MetadataQuorum(SimulatedQuorum):
     def __init__(self, seed: int, voters: int, observers: int = 0) -> None:
-        self.images: dict[int, MetadataImage] = {}
+        self.loaders: dict[int, MetadataLoader] = {}
         self.controls: dict[int, OffsetControl] = {}
+        self.own_transaction: dict[int, int] = {}  # node -> epoch it began one in
+        self.transactions = {"begun": 0, "ended": 0, "aborted": 0, "dangling": 0}
         self.digests: dict[int, str] = {}
         self.claims = 0
         self.renounced_with_pending = 0
@@ -45,7 +51,7 @@ class MetadataQuorum(SimulatedQuorum):
     # --- node lifecycle: the state machines are rebuilt from the log -----------------------
 
     def boot(self, n: int) -> None:
-        self.images[n] = MetadataImage()
+        self.loaders[n] = MetadataLoader(MetadataImage())
         if n in self.voter_ids:
             self.controls[n] = OffsetControl(QuorumController(
                 n, rng=random.Random(self.ops_rng.random()), registry=SnapshotRegistry()))
@@ -56,10 +62,7 @@ class MetadataQuorum(SimulatedQuorum):
     def load_snapshot(self, n: int, snapshot: Snapshot) -> None:
         super().load_snapshot(n, snapshot)  # checks the entries it covers
         data = snapshot.data[1]
-        image = self.images[n]
-        image.clear()
-        for record in decode_snapshot(data).records:
-            image.replay(record)
+        self.loaders[n].load_snapshot(decode_snapshot(data).records, snapshot.end_offset)
         self._check_digest(n, snapshot.end_offset)
         control = self.controls.get(n)
         if control is not None:
@@ -71,21 +74,25 @@ class MetadataQuorum(SimulatedQuorum):
         control = self.controls.get(n)
         if control is not None:
             control.on_committed(Committed(base, entries))
-        image = self.images[n]
+        loader = self.loaders[n]
         offset = base
         for entry in entries:
             for i, record in enumerate(entry.payload or ()):
-                image.replay(record, offset + i)
+                loader.apply(record, offset + i)
             offset += entry.count
             self._check_digest(n, offset)
 
+    def maybe_snapshot(self, n: int, replica: RaftReplica) -> None:
+        if not self.loaders[n].in_transaction:
+            super().maybe_snapshot(n, replica)
+
     def snapshot_state(self, n: int) -> object:
-        return encode_snapshot(self.images[n].to_records(), self.now)
+        return encode_snapshot(self.loaders[n].image.to_records(), self.now)
 
     def _check_digest(self, n: int, end_offset: int) -> None:
         if end_offset % DIGEST_EVERY:
             return
-        digest = self.images[n].digest()
+        digest = self.loaders[n].image.digest()
         expected = self.digests.setdefault(end_offset, digest)
         assert digest == expected, f"node {n}'s metadata at offset {end_offset} differs"
 
@@ -99,29 +106,58 @@ class MetadataQuorum(SimulatedQuorum):
             if control.replayed_end > control.committed_end:
                 self.renounced_with_pending += 1
             control.renounce()
-            assert control.controller.image.digest() == self.images[n].digest(), \
-                f"controller {n} did not revert to its committed state"
+            self._check_controller(n, "did not revert to its committed state")
         if control.can_claim(replica.is_leader, replica.epoch, replica.epoch_start_offset):
             control.claim(replica.epoch)
             self.claims += 1
-            assert control.controller.image.digest() == self.images[n].digest(), \
-                f"controller {n} claimed with a state other than the committed one"
+            self._check_controller(n, "claimed with a state other than the committed one")
+
+    def _check_controller(self, n: int, problem: str) -> None:
+        """Outside transactions, a standby's controller state is its node's image."""
+        control, loader = self.controls[n], self.loaders[n]
+        if control.transaction_start < 0 and not loader.in_transaction:
+            assert control.controller.image.digest() == loader.image.digest(), \
+                f"controller {n} {problem}"
 
     def propose(self, n: int, replica: RaftReplica) -> bool:
         control = self.controls.get(n)
         if control is None or not control.claimed or control.claim_epoch != replica.epoch:
             return False
         base = replica.log.end_offset
-        try:
-            records = random_operation(self.ops_rng, control.controller, self.now, base)
-        except ControllerError:
-            return False
+        records = self._transaction_records(n, control, replica.epoch)
+        if records is None:
+            try:
+                records = random_operation(self.ops_rng, control.controller, self.now, base)
+            except ControllerError:
+                return False
+            if records and control.transaction_start < 0 and self.ops_rng.random() < 0.05:
+                records = [r.BeginTransactionRecord(name="sim"), *records]
+                self.own_transaction[n] = replica.epoch
+                self.transactions["begun"] += 1
         if not records:
             return False
         control.before_append(base)
         assert replica.propose(tuple(records), self.now, len(records)) == base
         control.replay_appended(records, base)
         return True
+
+    def _transaction_records(self, n: int, control: OffsetControl, epoch: int
+                             ) -> list[Any] | None:
+        """Closing an open transaction: one left by another leader is aborted first (as
+        the driver does on activation); our own ends or aborts now and then."""
+        if control.transaction_start < 0:
+            return None
+        if self.own_transaction.get(n) != epoch:
+            self.transactions["dangling"] += 1
+            return [r.AbortTransactionRecord(reason="new leader")]
+        choice = self.ops_rng.random()
+        if choice < 0.25:
+            self.transactions["ended"] += 1
+            return [r.EndTransactionRecord()]
+        if choice < 0.35:
+            self.transactions["aborted"] += 1
+            return [r.AbortTransactionRecord(reason="sim")]
+        return None
 
 
 def random_operation(rng: random.Random, c: QuorumController, now: int, base: int

@@ -8,6 +8,12 @@ base offset; commits delete the snapshots below the committed offset, so the one
 committed offset is there whenever uncommitted records are. Renounce reverts to it:
 exactly the appended-but-uncommitted records are forgotten, and if they commit after
 all (the next leader kept them) they come back as committed batches.
+
+Metadata transactions (KIP-868): a BeginTransactionRecord takes a snapshot at its own
+offset, an EndTransactionRecord closes the transaction, an AbortTransactionRecord
+reverts to that snapshot. The stable offset stops at an open transaction's start, so
+what waits on the stable offset (answers to callers) never sees half of one; a
+controller that claims with a transaction left open by a crashed predecessor aborts it.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import sys
 from typing import Any
 
 from ottla.controller.quorum_controller import QuorumController
+from ottla.metadata import records as r
 from ottla.metadata.bootstrap import decode_snapshot
 from ottla.raft.messages import Committed
+from ottla.timeline import TimelineInteger
 
 
 class OffsetControl:
@@ -32,6 +40,50 @@ class OffsetControl:
         """Offsets below this are committed and replayed here."""
         self.replayed_end = 0
         """Offsets below this are replayed here (beyond committed on the active one)."""
+        self._transaction_start = TimelineInteger(self.registry, -1)
+        """On the timeline: reverting into a transaction reopens it."""
+        self._skipping_aborted = False
+        """Records of a transaction this controller aborted are ignored until its abort."""
+
+    @property
+    def transaction_start(self) -> int:
+        """The offset of the open metadata transaction's BeginTransactionRecord, or -1."""
+        return self._transaction_start.get()
+
+    @transaction_start.setter
+    def transaction_start(self, offset: int) -> None:
+        self._transaction_start.set(offset)
+
+    @property
+    def stable_end(self) -> int:
+        """Offsets below this are committed and outside any open transaction: a
+        transaction counts as open if it is in the committed state, even when the active
+        controller has already appended (not yet committed) its end."""
+        start = self.transaction_start
+        if self.replayed_end > self.committed_end and \
+                self.registry.has_snapshot(self.committed_end):
+            start = self._transaction_start.get(self.committed_end)
+        return min(self.committed_end, start) if start >= 0 else self.committed_end
+
+    def replay(self, record: Any, offset: int) -> None:
+        """The one way a record changes the controller: transactions here, the rest in
+        the QuorumController."""
+        if self._skipping_aborted:
+            if isinstance(record, r.EndTransactionRecord):
+                raise RuntimeError(f"a transaction this controller aborted ended at {offset}")
+            if isinstance(record, r.AbortTransactionRecord):
+                self._skipping_aborted = False
+            return
+        if isinstance(record, r.BeginTransactionRecord):
+            self.registry.get_or_create_snapshot(offset)
+            self.transaction_start = offset
+        elif isinstance(record, r.EndTransactionRecord):
+            self.transaction_start = -1
+        elif isinstance(record, r.AbortTransactionRecord):
+            if self.transaction_start >= 0:
+                self.registry.revert_to_snapshot(self.transaction_start)
+            self.transaction_start = -1
+        self.controller.replay(record, offset)
 
     @property
     def claimed(self) -> bool:
@@ -48,17 +100,20 @@ class OffsetControl:
             for record in decode_snapshot(committed.snapshot.data).records:
                 image.replay(record, end - 1)
             self.committed_end = self.replayed_end = end
+            self.transaction_start = -1  # snapshots are taken outside transactions
+            self._skipping_aborted = False
         offset = committed.base_offset
         for entry in committed.entries:
             end = offset + entry.count
             if entry.payload is not None and end > self.replayed_end:
                 for i, record in enumerate(entry.payload):
-                    self.controller.replay(record, offset + i)
+                    self.replay(record, offset + i)
             offset = end
         self.committed_end = offset
         self.replayed_end = max(self.replayed_end, offset)
-        if self.claimed:
-            self.registry.delete_snapshots_up_to(self.committed_end)
+        # Keep what a renounce or an abort may revert to; a standby keeps only the
+        # snapshot of an open transaction.
+        self.registry.delete_snapshots_up_to(self.stable_end)
 
     def can_claim(self, is_leader: bool, epoch: int, epoch_start_offset: int) -> bool:
         """A leader claims its epoch once everything before the epoch's leader-change
@@ -73,9 +128,25 @@ class OffsetControl:
     def renounce(self) -> None:
         self.claim_epoch = -1
         if self.replayed_end > self.committed_end:
-            self.registry.revert_to_snapshot(self.committed_end)
-        self.registry.delete_snapshots_up_to(sys.maxsize)
+            if self.registry.has_snapshot(self.committed_end):
+                self.registry.revert_to_snapshot(self.committed_end)
+            else:
+                self._renounce_after_abort()
+        self.registry.delete_snapshots_up_to(
+            self.transaction_start if self.transaction_start >= 0 else sys.maxsize)
         self.replayed_end = self.committed_end
+
+    def _renounce_after_abort(self) -> None:
+        """No snapshot at the committed offset: this controller aborted a transaction
+        that began in the committed log (its revert dropped the later snapshots) and the
+        abort is not committed yet. That transaction is doomed: whoever leads next finds
+        it open and aborts it, if our abort does not commit. So the state to keep is the
+        one just after our abort (later appends are forgotten as usual), and the
+        transaction's records that commit from here on are skipped until its abort."""
+        later = [epoch for epoch in self.registry.epochs() if epoch > self.committed_end]
+        if later:
+            self.registry.revert_to_snapshot(later[0])
+        self._skipping_aborted = True
 
     def before_append(self, base_offset: int) -> None:
         """A snapshot of the state before the batch at ``base_offset``."""
@@ -84,7 +155,7 @@ class OffsetControl:
     def replay_appended(self, records: list[Any], base_offset: int) -> None:
         """The active controller applies its own batch as soon as it is appended."""
         for i, record in enumerate(records):
-            self.controller.replay(record, base_offset + i)
+            self.replay(record, base_offset + i)
         self.replayed_end = base_offset + len(records)
 
     def cancel_append(self, base_offset: int) -> None:

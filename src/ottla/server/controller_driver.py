@@ -15,7 +15,10 @@ committed offset and fails the waiting callers with NOT_CONTROLLER. The bookkeep
 Only the active controller runs the periodic tasks: fencing brokers whose heartbeats
 stopped, moving leaderships back to preferred replicas, and a NoOpRecord when the log
 has been idle for ``metadata.max.idle.interval.ms`` (so observers see it advance). On
-claiming an empty log it writes the bootstrap records ``storage format`` prepared.
+claiming, it first aborts a metadata transaction its predecessor left open, and on an
+empty log writes the bootstrap records ``storage format`` prepared (in a transaction,
+as Kafka does). An operation with more than 10,000 records is written as several
+batches inside a transaction.
 """
 
 from __future__ import annotations
@@ -32,12 +35,15 @@ from ottla.controller.quorum_controller import (
     NotControllerError,
     QuorumController,
 )
-from ottla.metadata import records as meta
+from ottla.metadata import records as r
 from ottla.metadata.bootstrap import METADATA_VERSION
 from ottla.raft.messages import Committed
 from ottla.server.raft_driver import RaftDriver
 
 log = logging.getLogger(__name__)
+
+MAX_RECORDS_PER_BATCH = 10000
+"""Kafka's cap on the records of one metadata batch; more go in a transaction."""
 
 
 class ControllerDriver:
@@ -75,16 +81,24 @@ class ControllerDriver:
     # --- operations -------------------------------------------------------------------
 
     async def submit(self, op: Callable[[QuorumController], ControllerResult]) -> Any:
-        """Run ``op`` as the active controller; its response once its records commit."""
+        """Run ``op`` as the active controller; its response once its records commit
+        (and no metadata transaction holds back the stable offset)."""
         if not self.is_active:
             raise NotControllerError()
         result = op(self.controller)
-        if not result.records:
+        records = result.records
+        if not records:
             if not self._purgatory:
                 return result.response
             end = self._purgatory[-1][0]  # a read waits out the writes before it
+        elif len(records) <= MAX_RECORDS_PER_BATCH:
+            end = self._append(records)
         else:
-            end = self._append(result.records)
+            # Too many for one batch: several, made atomic by a metadata transaction.
+            end = self._append([r.BeginTransactionRecord(name=f"{len(records)} records")])
+            for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
+                end = self._append(records[i:i + MAX_RECORDS_PER_BATCH])
+            end = self._append([r.EndTransactionRecord()])
         future = asyncio.get_running_loop().create_future()
         self._purgatory.append((end, future, result.response))
         return await future
@@ -111,7 +125,7 @@ class ControllerDriver:
         except Exception as e:
             self._fault(e)
             return
-        end = self.offsets.committed_end
+        end = self.offsets.stable_end
         while self._purgatory and self._purgatory[0][0] <= end:
             _, future, response = self._purgatory.pop(0)
             if not future.done():
@@ -133,10 +147,7 @@ class ControllerDriver:
         self.offsets.claim(raft.epoch)
         log.info("Active controller for epoch %d (committed offset %d)", raft.epoch,
                  self.offsets.committed_end)
-        loop = asyncio.get_running_loop()
-        if METADATA_VERSION not in self.controller.image.features:
-            self._tasks.append(loop.create_task(self._bootstrap()))
-        self._tasks.append(loop.create_task(self._periodic()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._activate()))
 
     def _renounce(self) -> None:
         log.info("No longer the active controller (epoch %d)", self.offsets.claim_epoch)
@@ -156,13 +167,25 @@ class ControllerDriver:
 
     # --- what the active controller does on its own ----------------------------------------
 
-    async def _bootstrap(self) -> None:
-        records = self.bootstrap_records()
+    async def _activate(self) -> None:
+        """First, before anything else: abort a metadata transaction a crashed leader
+        left open, or write the bootstrap records on an empty log; then the periodic
+        tasks."""
         try:
-            await self.submit(lambda c: ControllerResult(records))
-            log.info("Wrote the bootstrap metadata: %s", records)
+            if self.offsets.transaction_start >= 0:
+                log.info("Aborting the metadata transaction open since offset %d",
+                         self.offsets.transaction_start)
+                await self.submit(lambda c: ControllerResult([r.AbortTransactionRecord(
+                    reason="a new active controller took over")]))
+            if METADATA_VERSION not in self.controller.image.features:
+                records = self.bootstrap_records()
+                await self.submit(lambda c: ControllerResult([
+                    r.BeginTransactionRecord(name="Bootstrap records"), *records,
+                    r.EndTransactionRecord()]))
+                log.info("Wrote the bootstrap metadata: %s", records)
         except NotControllerError:
-            pass
+            return
+        await self._periodic()
 
     async def _periodic(self) -> None:
         """Fence silent brokers (8 checks per session timeout), balance leaders, and keep
@@ -187,7 +210,7 @@ class ControllerDriver:
                     if moved:
                         log.info("Moved %d leaderships back to preferred replicas", len(moved))
                 if idle_s is not None and time.monotonic() - self._last_write >= idle_s:
-                    await self.submit(lambda c: ControllerResult([meta.NoOpRecord()]))
+                    await self.submit(lambda c: ControllerResult([r.NoOpRecord()]))
             except NotControllerError:
                 return
             except asyncio.CancelledError:

@@ -5,7 +5,8 @@ replica (a voter on controllers, an observer on brokers: seed 003's "brokers pul
 and this publisher turns each committed batch into image updates, in offset order.
 The image is what the broker serves Metadata, DescribeCluster and configs from; after
 a batch that touched topics, brokers or configs, ``on_change`` lets the node update its
-partitions and coordinators.
+partitions and coordinators. The records of a metadata transaction reach the image
+together, at its EndTransactionRecord, or never (AbortTransactionRecord).
 
 Snapshots: once ``metadata.log.max.record.bytes.between.snapshots`` bytes of batches
 have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` has
@@ -22,19 +23,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ottla.metadata import records as meta
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.image import MetadataImage
+from ottla.metadata.loader import MetadataLoader
 from ottla.raft.messages import Committed
 from ottla.server.raft_driver import RaftDriver
 
 log = logging.getLogger(__name__)
-
-_STATE_RECORDS = (meta.TopicRecord, meta.PartitionRecord, meta.PartitionChangeRecord,
-                  meta.RemoveTopicRecord, meta.ConfigRecord, meta.RegisterBrokerRecord,
-                  meta.UnregisterBrokerRecord, meta.UnfenceBrokerRecord,
-                  meta.FenceBrokerRecord)
-
 
 class MetadataPublisher:
     def __init__(self, image: MetadataImage, raft: RaftDriver, *,
@@ -53,6 +48,7 @@ class MetadataPublisher:
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.now_ms()
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self.loader = MetadataLoader(image)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -75,10 +71,8 @@ class MetadataPublisher:
     def on_committed(self, committed: Committed) -> None:
         changed = False
         if committed.snapshot is not None:
-            self.image.clear()
             end = committed.snapshot.end_offset
-            for record in decode_snapshot(committed.snapshot.data).records:
-                self.image.replay(record, end - 1)
+            self.loader.load_snapshot(decode_snapshot(committed.snapshot.data).records, end)
             self.applied_end = end
             self.snapshots_loaded += 1
             self._bytes_since_snapshot = 0
@@ -86,10 +80,8 @@ class MetadataPublisher:
             log.info("Loaded the metadata snapshot at offset %d", end)
         offset = committed.base_offset
         for entry in committed.entries:
-            if entry.payload is not None:
-                for i, record in enumerate(entry.payload):
-                    self.image.replay(record, offset + i)
-                    changed = changed or isinstance(record, _STATE_RECORDS)
+            for i, record in enumerate(entry.payload or ()):
+                changed = self.loader.apply(record, offset + i) or changed
             self._bytes_since_snapshot += len(entry.raw) if entry.raw is not None else 0
             offset += entry.count
         self.applied_end = max(self.applied_end, offset)
@@ -109,8 +101,8 @@ class MetadataPublisher:
         pass
 
     def _maybe_snapshot(self) -> None:
-        if self._bytes_since_snapshot == 0:
-            return
+        if self._bytes_since_snapshot == 0 or self.loader.in_transaction:
+            return  # (a snapshot inside a transaction would lose what it holds back)
         now = self.now_ms()
         due = self.snapshot_interval_ms > 0 and \
             now - self._last_snapshot_ms >= self.snapshot_interval_ms

@@ -1,0 +1,52 @@
+"""Applies committed metadata records to a MetadataImage, as a broker does (sans I/O).
+
+Records of a metadata transaction (KIP-868) are held back and reach the image together
+at its EndTransactionRecord, or never (AbortTransactionRecord), so an image never shows
+half an operation. Used by the node's MetadataPublisher and by the simulation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.metadata import records as r
+from ottla.metadata.image import MetadataImage
+
+STATE_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord,
+                 r.RemoveTopicRecord, r.ConfigRecord, r.RegisterBrokerRecord,
+                 r.UnregisterBrokerRecord, r.UnfenceBrokerRecord, r.FenceBrokerRecord)
+"""Records after which a broker updates its partitions and coordinators."""
+
+
+class MetadataLoader:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self._transaction: list[tuple[Any, int]] | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        """A snapshot now would lose what is held back: take none."""
+        return self._transaction is not None
+
+    def load_snapshot(self, records: list[Any], end_offset: int) -> None:
+        """Replace the image with a snapshot's (snapshots are outside transactions)."""
+        self._transaction = None
+        self.image.clear()
+        for record in records:
+            self.image.replay(record, end_offset - 1)
+
+    def apply(self, record: Any, offset: int) -> bool:
+        """Replay one committed record; whether the image's topics, brokers or configs
+        changed."""
+        if isinstance(record, r.BeginTransactionRecord):
+            self._transaction = []
+        elif isinstance(record, r.EndTransactionRecord):
+            held, self._transaction = self._transaction or [], None
+            return any([self.apply(rec, off) for rec, off in held])
+        elif isinstance(record, r.AbortTransactionRecord):
+            self._transaction = None
+        elif self._transaction is not None:
+            self._transaction.append((record, offset))
+            return False
+        self.image.replay(record, offset)
+        return isinstance(record, STATE_RECORDS)

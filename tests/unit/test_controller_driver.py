@@ -1,0 +1,106 @@
+"""The controller driver on a stand-in Raft log: batching, the purgatory, renouncing."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from ottla.controller.quorum_controller import (
+    ControllerResult,
+    NotControllerError,
+    QuorumController,
+)
+from ottla.metadata import records as r
+from ottla.raft.messages import Committed, Entry
+from ottla.server.controller_driver import MAX_RECORDS_PER_BATCH, ControllerDriver
+from ottla.timeline import SnapshotRegistry
+
+
+class Replica:
+    epoch_start_offset = 0
+
+
+class StandInRaft:
+    """A leader whose log commits only when the test says so."""
+
+    def __init__(self) -> None:
+        self.epoch = 1
+        self.is_leader = True
+        self.replica = Replica()
+        self.entries: list[Entry] = [Entry(1, None)]  # the leader-change entry
+        self.committed = 0
+
+    @property
+    def end_offset(self) -> int:
+        return sum(e.count for e in self.entries)
+
+    def propose(self, records: list[Any]) -> int | None:
+        if not self.is_leader:
+            return None
+        base = self.end_offset
+        self.entries.append(Entry(self.epoch, tuple(records), len(records)))
+        return base
+
+    def commit_all(self, driver: ControllerDriver) -> None:
+        offset, base = 0, 0
+        newly = []
+        for entry in self.entries:
+            if offset >= self.committed:
+                if not newly:
+                    base = offset
+                newly.append(entry)
+            offset += entry.count
+        self.committed = offset
+        driver.on_committed(Committed(base, newly))
+
+
+async def active_driver() -> tuple[ControllerDriver, StandInRaft]:
+    raft = StandInRaft()
+    controller = QuorumController(1, rng=random.Random(1), registry=SnapshotRegistry())
+    driver = ControllerDriver(controller, raft, bootstrap_records=lambda: [],  # type: ignore[arg-type]
+                              max_idle_interval_ms=0)
+    controller.replay(r.FeatureLevelRecord(name="metadata.version", feature_level=25))
+    raft.commit_all(driver)  # commits the leader-change entry: the controller claims
+    assert driver.is_active
+    await asyncio.sleep(0)  # let activation run (nothing to abort or bootstrap)
+    return driver, raft
+
+
+async def test_an_operation_too_big_for_one_batch_is_one_transaction() -> None:
+    driver, raft = await active_driver()
+    many = [r.NoOpRecord() for _ in range(MAX_RECORDS_PER_BATCH * 2 + 5)]
+    pending = asyncio.ensure_future(driver.submit(lambda c: ControllerResult(many, "done")))
+    await asyncio.sleep(0)
+    sizes = [e.count for e in raft.entries[1:]]
+    assert sizes == [1, MAX_RECORDS_PER_BATCH, MAX_RECORDS_PER_BATCH, 5, 1]
+    assert isinstance(raft.entries[1].payload[0], r.BeginTransactionRecord)
+    assert isinstance(raft.entries[-1].payload[0], r.EndTransactionRecord)
+    assert not pending.done()
+    raft.commit_all(driver)
+    assert await asyncio.wait_for(pending, 1) == "done"
+    raft.is_leader = False
+    driver.on_raft_state()  # renounce: stops the periodic tasks
+
+
+async def test_a_caller_waits_for_the_stable_offset_and_fails_on_renounce() -> None:
+    driver, raft = await active_driver()
+    first = asyncio.ensure_future(driver.submit(lambda c: ControllerResult(
+        [r.BeginTransactionRecord(name="t"), r.NoOpRecord()], "first")))
+    await asyncio.sleep(0)
+    raft.commit_all(driver)
+    # Committed, but inside a transaction that has not ended: not stable yet.
+    assert not first.done() and driver.offsets.transaction_start > 0
+    second = asyncio.ensure_future(driver.submit(lambda c: ControllerResult(
+        [r.EndTransactionRecord()], "second")))
+    await asyncio.sleep(0)
+    raft.is_leader = False
+    raft.epoch = 2
+    driver.on_raft_state()  # renounce before the end commits
+    for future in (first, second):
+        with pytest.raises(NotControllerError):
+            await asyncio.wait_for(future, 1)
+    # Back to the committed state, where the transaction is still open.
+    assert driver.offsets.transaction_start > 0 and not driver.is_active
