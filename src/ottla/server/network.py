@@ -35,6 +35,7 @@ from ottla.protocol.codec import (
     response_header_bytes,
 )
 from ottla.protocol.errors import MalformedRequest
+from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
 from ottla.storage.segment import FileSlice
 
@@ -56,10 +57,13 @@ class RequestDispatcher:
                ) -> tuple[bytes, list[bytes | bytearray | memoryview], int]:
         """The response's frame prefix and header, and its body as chunks: record sets
         (Fetch) go to the socket as the objects the log read, without being copied into
-        one buffer."""
-        if isinstance(response, dict):
-            response = build(response_schema(header.api_key, header.api_version), response)
-        chunks, size = encode_body_chunks(response)
+        one buffer. A body the handler encoded itself (Fetch) passes through."""
+        if type(response) is EncodedBody:
+            chunks, size = response.chunks, response.size
+        else:
+            if isinstance(response, dict):
+                response = build(response_schema(header.api_key, header.api_version), response)
+            chunks, size = encode_body_chunks(response)
         return response_header_bytes(header.api_key, header.api_version,
                                      header.correlation_id, size), chunks, size
 

@@ -5,6 +5,9 @@ any fetched partition wake it. Limits follow Kafka: the response carries at most
 ``max_bytes`` (and the broker's ``fetch.max.bytes``), each partition at most its
 ``partition_max_bytes``, except that the first partition with data returns at least one
 whole batch so a large batch never blocks a consumer (KIP-74).
+
+The response is encoded here, by ``protocol.fetch_response`` rather than through kio
+objects; its record sets stay ``FileSlice``s that the connection sends with ``sendfile``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ottla.broker.handlers import handles
 from ottla.broker.partition import READ_COMMITTED
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
 from ottla.protocol.messages import ms
 
 ZERO_UUID_INT = 0
@@ -57,9 +61,10 @@ def _forgotten(req: Any, uses_ids: bool) -> list[tuple[Any, int]]:
     return keys
 
 
-def _error_response(error: ErrorCode) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": error, "session_id": INVALID_SESSION_ID,
-            "responses": [], "node_endpoints": []}
+def _error_response(version: int, error: ErrorCode) -> EncodedBody:
+    return encode_fetch_response(version, {
+        "throttle_time": 0, "error_code": error, "session_id": INVALID_SESSION_ID,
+        "responses": [], "node_endpoints": []})
 
 
 def _read_partition(broker: Any, cached: CachedPartition, max_bytes: int, isolation: int,
@@ -136,9 +141,9 @@ def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
     else:
         session = sessions.get(session_id)
         if session is None:
-            return _error_response(ErrorCode.fetch_session_id_not_found)
+            return _error_response(version, ErrorCode.fetch_session_id_not_found)
         if session.epoch != epoch or session.uses_topic_ids != uses_ids:
-            return _error_response(ErrorCode.invalid_fetch_session_epoch)
+            return _error_response(version, ErrorCode.invalid_fetch_session_epoch)
         for key in _forgotten(req, uses_ids):
             session.partitions.pop(key, None)
         for key, cached in requested.items():
@@ -158,7 +163,7 @@ def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
     isolation = getattr(req, "isolation_level", 0)
     max_wait = max(0, ms(req.max_wait))
     keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
-    fetch = _Fetch(broker, parts, session, session_id, create_session, uses_ids, max_bytes,
+    fetch = _Fetch(broker, parts, session, session_id, create_session, version, max_bytes,
                    isolation, req.min_bytes, keys, now_ms)
     results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids)
     if max_wait == 0 or fetch.satisfied(results, total, errors):
@@ -172,7 +177,7 @@ class _Fetch:
     append (or a moved watermark, for a session) or ``max_wait`` ends it."""
 
     def __init__(self, broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
-                 session: Any, session_id: int, create_session: bool, uses_ids: bool,
+                 session: Any, session_id: int, create_session: bool, version: int,
                  max_bytes: int, isolation: int, min_bytes: int, keys: list[Any],
                  now_ms: int) -> None:
         self.broker = broker
@@ -180,7 +185,8 @@ class _Fetch:
         self.session = session
         self.session_id = session_id
         self.create_session = create_session
-        self.uses_ids = uses_ids
+        self.version = version
+        self.uses_ids = version >= 13
         self.max_bytes = max_bytes
         self.isolation = isolation
         self.min_bytes = min_bytes
@@ -193,7 +199,7 @@ class _Fetch:
             return True
         return self.session is not None and _has_news(self.parts, results)
 
-    async def wait(self, deadline: float) -> dict[str, Any]:
+    async def wait(self, deadline: float) -> EncodedBody:
         loop = asyncio.get_running_loop()
         while True:
             woken = loop.create_future()
@@ -214,7 +220,7 @@ class _Fetch:
             if self.satisfied(results, total, errors) or loop.time() >= deadline:
                 return self.respond(results)
 
-    def respond(self, results: dict[tuple[Any, int], dict[str, Any]]) -> dict[str, Any]:
+    def respond(self, results: dict[tuple[Any, int], dict[str, Any]]) -> EncodedBody:
         parts, session, session_id = self.parts, self.session, self.session_id
         if self.create_session:
             session_id = self.broker.fetch_sessions.create(parts, self.uses_ids, self.now_ms)
@@ -229,8 +235,9 @@ class _Fetch:
             for key, data in selected.items():
                 if data["records"]:
                     parts.move_to_end(key)  # rotate so every partition gets its turn
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
-                "responses": _group(parts, selected, self.uses_ids), "node_endpoints": []}
+        return encode_fetch_response(self.version, {
+            "throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
+            "responses": _group(parts, selected, self.uses_ids), "node_endpoints": []})
 
 
 def _has_news(parts: OrderedDict[tuple[Any, int], CachedPartition],
