@@ -17,6 +17,10 @@ counter = itertools.count()
 NOW = 1_700_000_000_000
 
 
+def CLOCK() -> float:  # a constant clock
+    return NOW / 1000
+
+
 def record(n: int) -> meta.FeatureLevelRecord:
     return meta.FeatureLevelRecord(name=f"f{n}", feature_level=n % 100)
 
@@ -39,7 +43,7 @@ def boundaries(log: MemoryLog) -> list[int]:
 @given(ops)
 def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
     directory = str(tmp_path_factory.mktemp("raftlog"))
-    disk = FileRaftLog(directory, 1, [1, 2, 3], now_ms=NOW)
+    disk = FileRaftLog(directory, 1, [1, 2, 3], clock=CLOCK)
     memory = MemoryLog()
     epoch = 1
     try:
@@ -74,7 +78,7 @@ def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
             else:
                 disk.flush()
                 disk.close()
-                disk = FileRaftLog(directory, 1, [1, 2, 3], now_ms=NOW)
+                disk = FileRaftLog(directory, 1, [1, 2, 3], clock=CLOCK)
             assert (disk.start_offset, disk.end_offset) == (memory.start_offset,
                                                            memory.end_offset)
             assert disk.last_epoch == memory.last_epoch
@@ -94,8 +98,8 @@ def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
 
 
 def test_a_follower_appends_the_leaders_batches_byte_for_byte(tmp_path) -> None:
-    leader = FileRaftLog(str(tmp_path / "leader"), 1, [1, 2, 3], now_ms=NOW)
-    follower = FileRaftLog(str(tmp_path / "follower"), 2, [1, 2, 3], now_ms=NOW + 5)
+    leader = FileRaftLog(str(tmp_path / "leader"), 1, [1, 2, 3], clock=CLOCK)
+    follower = FileRaftLog(str(tmp_path / "follower"), 2, [1, 2, 3], clock=lambda: (NOW + 5) / 1000)
     try:
         leader.append([Entry(3, None), Entry(3, (record(1), record(2)), 2)])
         follower.append(leader.read(0, 10))
@@ -112,7 +116,7 @@ def test_a_follower_appends_the_leaders_batches_byte_for_byte(tmp_path) -> None:
 
 
 def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> None:
-    log = FileRaftLog(str(tmp_path / "log"), 1, [1], now_ms=NOW)
+    log = FileRaftLog(str(tmp_path / "log"), 1, [1], clock=CLOCK)
     try:
         log.append([Entry(1, (record(1),)), Entry(1, (record(2),))])
         token = log.begin_flush()
@@ -125,3 +129,26 @@ def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> 
         assert log.flushed_end_offset == 2
     finally:
         log.close()
+
+
+def test_a_crash_while_installing_a_snapshot_drops_the_old_log_on_the_next_start(
+        tmp_path) -> None:
+    from ottla.raft.file_log import INSTALL_MARKER
+    from ottla.storage.checkpoint import write_atomically
+
+    directory = str(tmp_path / "log")
+    log = FileRaftLog(directory, 2, [1, 2, 3], clock=CLOCK)
+    log.append([Entry(1, (record(i),)) for i in range(8)])  # diverged from the leader
+    log.flush()
+    # The install wrote its marker and the snapshot, then the process died.
+    write_atomically(os.path.join(directory, INSTALL_MARKER), b"5")
+    log._write_snapshot(Snapshot(5, 3, b"leader state"))
+    log.close()
+    reopened = FileRaftLog(directory, 2, [1, 2, 3], clock=CLOCK)
+    try:
+        assert (reopened.start_offset, reopened.end_offset) == (5, 5)
+        assert reopened.snapshot == Snapshot(5, 3, b"leader state")
+        assert reopened.last_epoch == 3
+        assert not os.path.exists(os.path.join(directory, INSTALL_MARKER))
+    finally:
+        reopened.close()

@@ -152,3 +152,32 @@ def test_a_leader_counts_only_its_flushed_entries_toward_the_high_watermark() ->
     final = c.logs[3].entries
     for node, applied in c.applied.items():
         assert applied == final[:len(applied)], f"node {node} applied {applied}"
+
+
+def test_late_answers_do_not_undo_what_a_follower_fetched_since() -> None:
+    """A Fetch answered after the follower moved on (it timed out and fetched again)
+    must not truncate it or send it to a snapshot, and only the snapshot it asked for,
+    with its log unchanged since, is installed."""
+    from ottla.raft.messages import (
+        BeginQuorumEpoch,
+        FetchRequest,
+        FetchSnapshotResponse,
+        Snapshot,
+    )
+
+    log = MemoryLog()
+    follower = RaftReplica(2, {1, 2, 3}, log, random.Random(1), RaftConfig())
+    follower.start(0)
+    sent = follower.handle(1, BeginQuorumEpoch(1, 1), 10)
+    assert [type(o.message) for o in sent] == [FetchRequest]
+    entries = tuple(Entry(1, f"e{i}") for i in range(5))
+    follower.handle(1, FetchResponse(1, 1, 0, entries, base_offset=0), 20)
+    assert log.end_offset == 5
+    late = [FetchResponse(1, 1, 3, base_offset=0, snapshot_end_offset=3, snapshot_epoch=1),
+            FetchResponse(1, 1, 3, base_offset=0, diverging_epoch=0, diverging_end_offset=0)]
+    for answer in late:
+        assert follower.handle(1, answer, 30) == []
+    assert log.read(0, 10) == entries
+    stray = FetchSnapshotResponse(1, 1, Snapshot(40, 1, "not asked for"))
+    follower.handle(1, stray, 40)
+    assert (log.start_offset, log.end_offset) == (0, 5)

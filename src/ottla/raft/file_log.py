@@ -28,6 +28,8 @@ import io
 import os
 import re
 import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,7 @@ from ottla.storage.log_config import LogConfig
 METADATA_TOPIC = "__cluster_metadata"
 LEADER_CHANGE = 2
 _READ_BYTES = 1 << 20
+INSTALL_MARKER = "installing-snapshot"
 _SNAPSHOT_FILE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
@@ -83,22 +86,29 @@ def entries_of(data: bytes | bytearray | memoryview) -> list[Entry]:
 class FileRaftLog:
     """The MemoryLog interface over a partition log directory."""
 
-    def __init__(self, directory: str, node_id: int, voters: list[int], now_ms: int) -> None:
+    def __init__(self, directory: str, node_id: int, voters: list[int],
+                 clock: Callable[[], float] = time.time) -> None:
         self.dir = directory
         os.makedirs(directory, exist_ok=True)
         self.node_id = node_id  # who a LEADER_CHANGE record names when we append one
         self.voters = sorted(voters)
-        self.now_ms = now_ms
+        self.clock = clock
         self.snapshot: Snapshot | None = self._load_latest_snapshot()
         start = self.snapshot.end_offset if self.snapshot is not None else 0
-        self.log = Log(directory, METADATA_TOPIC, 0, LogConfig.resolve(), now_ms=now_ms,
-                       log_start_offset=start)
-        if self.log.log_end_offset < start:
-            # A crash between writing an installed snapshot and resetting the log.
-            self.log.truncate_fully_and_start_at(start, now_ms)
+        self.log = Log(directory, METADATA_TOPIC, 0, LogConfig.resolve(),
+                       now_ms=self.now_ms, log_start_offset=start)
+        if self.log.log_end_offset < start or self._install_interrupted():
+            # A crash between writing an installed snapshot and resetting the log: what
+            # the log holds may have diverged from the leader's, so it all goes.
+            self.log.truncate_fully_and_start_at(start, self.now_ms)
+        self._finish_install()
         self.log.flush()
         self.flushed_end_offset = self.log.log_end_offset
         self._generation = 0  # bumped by truncation: voids flushes begun before it
+
+    @property
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
 
     # --- the MemoryLog interface -----------------------------------------------------
 
@@ -250,10 +260,29 @@ class FileRaftLog:
         self._delete_snapshots_before(snapshot.end_offset)
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
-        """Replace the whole log with the leader's snapshot."""
+        """Replace the whole log with the leader's snapshot. The snapshot is on disk
+        before the log goes (a replica never knows less than it acknowledged), and the
+        ``installing`` marker makes a start after a crash in between drop the old log."""
+        write_atomically(os.path.join(self.dir, INSTALL_MARKER), b"%d" % snapshot.end_offset)
         self._write_snapshot(snapshot)
         self.snapshot = snapshot
         self.log.truncate_fully_and_start_at(snapshot.end_offset, self.now_ms)
         self._generation += 1
         self.flushed_end_offset = snapshot.end_offset
         self._delete_snapshots_before(snapshot.end_offset)
+        self._finish_install()
+
+    def _install_interrupted(self) -> bool:
+        """An install was under way and its snapshot got written: finish it."""
+        try:
+            with open(os.path.join(self.dir, INSTALL_MARKER), encoding="ascii") as f:
+                end = int(f.read().strip() or -1)
+        except (FileNotFoundError, ValueError):
+            return False
+        return self.snapshot is not None and self.snapshot.end_offset == end
+
+    def _finish_install(self) -> None:
+        try:
+            os.unlink(os.path.join(self.dir, INSTALL_MARKER))
+        except FileNotFoundError:
+            pass

@@ -100,6 +100,8 @@ class RaftReplica:
         self._next_fetch_ms = 0
         self._last_leader_contact = -(1 << 62)
         self._discover_next = 0  # observer: the voter asked next for the leader
+        self._snapshot_wanted: tuple[int, int, int] | None = None
+        """(end offset, epoch, our log end) of the snapshot a FetchSnapshot asked for."""
         # leader
         self._replica_end: dict[int, int] = {}
         self._last_fetch: dict[int, int] = {}
@@ -432,21 +434,22 @@ class RaftReplica:
             error = "fenced_leader_epoch" if req.epoch < self.epoch else "not_leader"
             return [Outgoing(req.replica_id, FetchResponse(
                 self.leader_id, self.epoch, self.high_watermark, error=error))]
+        if req.replica_id in self._replica_end:
+            self._last_fetch[req.replica_id] = now_ms  # any fetch is contact (check quorum)
         snapshot = self.log.snapshot
         epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
         if snapshot is not None and (req.fetch_offset < self.log.start_offset or
                                      (req.fetch_offset > 0 and end < self.log.start_offset)):
             # What it needs (or where it diverged) was compacted into a snapshot.
             return [Outgoing(req.replica_id, FetchResponse(
-                self.node_id, self.epoch, self.high_watermark,
+                self.node_id, self.epoch, self.high_watermark, base_offset=req.fetch_offset,
                 snapshot_end_offset=snapshot.end_offset, snapshot_epoch=snapshot.epoch))]
         if req.fetch_offset > 0 and (epoch != req.last_fetched_epoch or end < req.fetch_offset):
             return [Outgoing(req.replica_id, FetchResponse(
-                self.node_id, self.epoch, self.high_watermark,
+                self.node_id, self.epoch, self.high_watermark, base_offset=req.fetch_offset,
                 diverging_epoch=epoch, diverging_end_offset=end))]
         if req.replica_id in self._replica_end:
             self._replica_end[req.replica_id] = req.fetch_offset
-            self._last_fetch[req.replica_id] = now_ms
             if req.fetch_offset >= self.log.end_offset:
                 self._last_caught_up[req.replica_id] = now_ms
             self._maybe_advance_high_watermark()
@@ -483,6 +486,8 @@ class RaftReplica:
         return out
 
     def _on_fetch_snapshot(self, req: FetchSnapshotRequest, now_ms: int) -> list[Outgoing]:
+        if self.is_leader and req.replica_id in self._last_fetch:
+            self._last_fetch[req.replica_id] = now_ms  # downloading is contact too
         snapshot = self.log.snapshot
         if not self.is_leader or req.epoch != self.epoch or snapshot is None or \
                 (snapshot.end_offset, snapshot.epoch) != (req.end_offset, req.snapshot_epoch):
@@ -501,11 +506,15 @@ class RaftReplica:
         self._fetch_sent_ms = None
         self._last_leader_contact = now_ms
         snapshot = resp.snapshot
+        wanted, self._snapshot_wanted = self._snapshot_wanted, None
         # The leader sends a replica to a snapshot when its log ends before the
         # leader's log start or diverged below it; either way the whole log goes, even
         # a longer one. Everything the replica knows is committed precedes the snapshot
-        # end, so nothing committed is lost; an older answer arriving late is ignored.
-        if snapshot is not None and snapshot.end_offset > self.high_watermark:
+        # end, so nothing committed is lost. Only the snapshot asked for, with the log
+        # as it was when asked, is installed: a late answer must not undo entries
+        # fetched (and acknowledged) since.
+        if snapshot is not None and snapshot.end_offset > self.high_watermark and \
+                wanted == (snapshot.end_offset, snapshot.epoch, self.log.end_offset):
             self.log.install_snapshot(snapshot)
             self.high_watermark = snapshot.end_offset
         return self._maybe_fetch(now_ms)
@@ -542,10 +551,14 @@ class RaftReplica:
                 self._fetch_sent_ms = None
                 self._next_fetch_ms = now_ms + self.config.fetch_backoff_ms
             return []
-        self._fetch_sent_ms = None
         self._last_leader_contact = now_ms
+        if resp.base_offset != self.log.end_offset:
+            return []  # an answer to an older Fetch: the current one is on its way
+        self._fetch_sent_ms = None
         if resp.snapshot_end_offset >= 0:
             self._fetch_sent_ms = now_ms
+            self._snapshot_wanted = (resp.snapshot_end_offset, resp.snapshot_epoch,
+                                     self.log.end_offset)
             return [Outgoing(resp.leader_id, FetchSnapshotRequest(
                 self.node_id, self.epoch, resp.snapshot_end_offset, resp.snapshot_epoch))]
         if resp.diverging_epoch >= 0:
@@ -556,8 +569,6 @@ class RaftReplica:
                                 f"{target}..{self.high_watermark}")
             self.log.truncate_to(target)
             return self._maybe_fetch(now_ms)
-        if resp.base_offset != self.log.end_offset:
-            return self._maybe_fetch(now_ms)  # an answer to an older Fetch: ask again
         if resp.entries:
             self.log.append(resp.entries)
         self.high_watermark = max(self.high_watermark,

@@ -90,7 +90,7 @@ class RaftDriver:
         self.rng = rng or random.Random()
         self.on_fault = on_fault
         self.listeners: list[RaftListener] = []
-        self.log = FileRaftLog(directory, node_id, sorted(voters), self.now_ms())
+        self.log = FileRaftLog(directory, node_id, sorted(voters), clock)
         epoch, voted = read_quorum_state(directory)
         self.replica = RaftReplica(node_id, set(voters), self.log, self.rng, self.config,
                                    epoch=epoch, voted_for=voted)
@@ -115,7 +115,7 @@ class RaftDriver:
 
     @property
     def is_leader(self) -> bool:
-        return self.replica.is_leader
+        return self.replica.is_leader and not self._stopped
 
     @property
     def epoch(self) -> int:
@@ -134,12 +134,14 @@ class RaftDriver:
         return self.log.end_offset
 
     def start(self) -> None:
-        self._step(self.replica.start(self.now_ms()))
+        self._advance(lambda: self.replica.start(self.now_ms()))
         self._schedule_tick()
 
     def propose(self, records: list[Any]) -> int | None:
         """Append ``records`` as one batch if this replica leads: its base offset (the
         records are committed when the high watermark passes them), else None."""
+        if self._stopped:
+            return None
         base = self.replica.propose(tuple(records), self.now_ms(), len(records))
         if base is not None:
             self._kick()
@@ -153,11 +155,13 @@ class RaftDriver:
     async def resign(self) -> None:
         """A leader shutting down hands leadership over (EndQuorumEpoch) at once."""
         if self.replica.is_leader:
-            self._step(self.replica.resign(self.now_ms()))
+            self._advance(lambda: self.replica.resign(self.now_ms()))
             await asyncio.sleep(0)  # let the requests leave
 
     async def stop(self) -> None:
         self._stopped = True
+        for listener in self.listeners:
+            listener.on_raft_state()  # no longer leading: a controller renounces
         if self._ticker is not None:
             self._ticker.cancel()
         for future in self._inbound.values():
@@ -171,6 +175,18 @@ class RaftDriver:
         self.log.close()
 
     # --- the step after every decision -----------------------------------------------------
+
+    def _advance(self, decide: Callable[[], list[Outgoing]]) -> None:
+        """Let the replica decide (handle a message, tick), then do the I/O it asks for.
+        Anything the replica raises (a broken invariant) stops the node."""
+        if self._stopped:
+            return
+        try:
+            outgoing = decide()
+        except Exception as e:
+            self._fail(e)
+            return
+        self._step(outgoing)
 
     def _step(self, outgoing: list[Outgoing]) -> None:
         if self._stopped:
@@ -201,6 +217,8 @@ class RaftDriver:
     def _fail(self, error: BaseException) -> None:
         log.critical("The metadata quorum failed: %s", error, exc_info=error)
         self._stopped = True
+        for listener in self.listeners:
+            listener.on_raft_state()  # no longer leading: a controller renounces
         if self.on_fault is not None:
             self.on_fault(error)
 
@@ -224,15 +242,17 @@ class RaftDriver:
 
     def _on_kick(self) -> None:
         self._kicked = False
-        self._step(self.replica.tick(self.now_ms()))
+        self._advance(lambda: self.replica.tick(self.now_ms()))
 
     def _schedule_tick(self) -> None:
         if not self._stopped:
             self._ticker = asyncio.get_running_loop().call_later(TICK_SECONDS, self._on_tick)
 
     def _on_tick(self) -> None:
-        self._step(self.replica.tick(self.now_ms()))
-        self._schedule_tick()
+        try:
+            self._advance(lambda: self.replica.tick(self.now_ms()))
+        finally:
+            self._schedule_tick()
 
     def _maybe_flush(self) -> None:
         if self._flushing or self.log.flushed_end_offset >= self.log.end_offset:
@@ -300,8 +320,8 @@ class RaftDriver:
         except (NodeUnavailable, TimeoutError, OSError):
             return  # the replica's timers deal with silence
         reply = wire.decode_response(message, destination, response)
-        if reply is not None and not self._stopped:
-            self._step(self.replica.handle(destination, reply, self.now_ms()))
+        if reply is not None:
+            self._advance(lambda: self.replica.handle(destination, reply, self.now_ms()))
 
     async def _fetch_snapshot(self, destination: int, request: FetchSnapshotRequest) -> None:
         """Download the snapshot chunk by chunk, then hand it to the replica whole."""
@@ -331,9 +351,8 @@ class RaftDriver:
                     break
         except (NodeUnavailable, TimeoutError, OSError):
             return
-        if not self._stopped:
-            reply = FetchSnapshotResponse(leader, epoch, snapshot)
-            self._step(self.replica.handle(destination, reply, self.now_ms()))
+        reply = FetchSnapshotResponse(leader, epoch, snapshot)
+        self._advance(lambda: self.replica.handle(destination, reply, self.now_ms()))
 
     # --- inbound (the controller listener's KRaft handlers call these) ---------------------
 
@@ -353,7 +372,7 @@ class RaftDriver:
             if previous is not None and not previous.done():
                 previous.set_result(None)  # a newer request from the same replica
             future = self._inbound[key] = asyncio.get_running_loop().create_future()
-        self._step(self.replica.handle(source, message, self.now_ms()))
+        self._advance(lambda: self.replica.handle(source, message, self.now_ms()))
         if future is None:
             return wire.epoch_response(self.replica.leader_id, self.replica.epoch)
         wait = (getattr(message, "max_wait_ms", 0) + self.config.request_timeout_ms) / 1000

@@ -4,7 +4,8 @@ The envelope carries the whole inner request, header included; the controller ru
 through the controller listener's handler for that API, exactly as if it had arrived
 directly, and returns the inner response, header included. A controller that is not the
 active one answers NOT_CONTROLLER in the envelope itself, whatever the inner API, which
-is how the forwarding broker knows to look for the active controller and retry.
+is how the forwarding broker knows to look for the active controller and retry; so does
+an inner response whose own top-level error is NOT_CONTROLLER.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ async def handle_envelope(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
         if inspect.isawaitable(response):
             response = await response
     except NotControllerError:
+        return _envelope(ErrorCode.not_controller)
+    if isinstance(response, dict) and response.get("error_code") == ErrorCode.not_controller:
+        # The handler answered NOT_CONTROLLER itself (leadership went while it waited).
         return _envelope(ErrorCode.not_controller)
     if isinstance(response, dict):
         response = build(response_schema(api_key, version), response)

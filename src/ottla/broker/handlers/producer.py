@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from ottla.broker.context import CloseConnection
 from ottla.broker.handlers import handles
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
@@ -15,7 +19,13 @@ async def handle_init_producer_id(broker: Any, ctx: Any, req: Any) -> dict[str, 
         # Transactions (the transaction coordinator) are a later subsystem.
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
                 "producer_id": -1, "producer_epoch": -1}
-    producer_id = await broker.producer_ids.generate(broker.broker_epoch)
+    try:
+        producer_id = await broker.producer_ids.generate(broker.broker_epoch)
+    except (KafkaError, ConnectionError, CloseConnection) as e:
+        # No block of ids from the controller yet: retriable, as Kafka answers it.
+        log.info("No producer id for %s: %s", ctx.client_id, e)
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_load_in_progress,
+                "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id": producer_id,
             "producer_epoch": 0}
 
