@@ -22,6 +22,7 @@ from typing import Any
 from ottla.broker.handlers import ApiSpec
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
 from ottla.protocol.records import build_batch, set_base_offset
 from ottla.server import allocator
 from ottla.server.network import KafkaServer, RequestDispatcher
@@ -48,7 +49,7 @@ class SinkState:
 def api_versions(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
     return {"error_code": ErrorCode.none, "throttle_time": 0, "api_keys": [
         {"api_key": s.api_key, "min_version": s.min_version, "max_version": s.max_version}
-        for s in SINK_APIS.values()], "supported_features": [],
+        for s in SINK_APIS["broker"].values()], "supported_features": [],
         "finalized_features_epoch": -1, "finalized_features": [],
         "zk_migration_ready": False}
 
@@ -100,7 +101,7 @@ def store(state: SinkState, key: tuple[str, int], records: bytes) -> None:
     entry[1] += len(view)
 
 
-def fetch(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
+def fetch(state: SinkState, ctx: Any, req: Any) -> EncodedBody:
     topics = []
     for topic in req.topics:
         parts = []
@@ -113,8 +114,10 @@ def fetch(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
                           "aborted_transactions": None, "preferred_read_replica": -1,
                           "records": bytes(batch)})
         topics.append({"topic": topic.topic, "partitions": parts})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
-            "responses": topics}
+    # Encoded as the broker encodes its Fetch responses, so only storage differs.
+    return encode_fetch_response(ctx.api_version, {
+        "throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+        "responses": topics, "node_endpoints": []})
 
 
 def list_offsets(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
@@ -125,10 +128,10 @@ def list_offsets(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
              "leader_epoch": 0} for p in t.partitions]} for t in req.topics]}
 
 
-SINK_APIS = {int(k): ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
+SINK_APIS = {"broker": {int(k): ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
     (ApiKey.API_VERSIONS, 0, 3, api_versions), (ApiKey.METADATA, 0, 12, metadata),
     (ApiKey.PRODUCE, 3, 9, produce), (ApiKey.FETCH, 4, 12, fetch),
-    (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]}
+    (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]}}
 
 
 async def serve(host: str, port: int, record_size: int, ready: asyncio.Event | None = None,
