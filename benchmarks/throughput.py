@@ -33,9 +33,15 @@ LATENCY_MAX_RECORDS = 20_000
 LATENCY_MAX_BYTES = 128 * MB
 PRODUCER = {"linger.ms": 5, "batch.size": 1 << 20, "compression.type": "none",
             "queue.buffering.max.kbytes": 1 << 20, "queue.buffering.max.messages": 1_000_000}
+# As a Kafka user tunes a consumer for throughput. librdkafka stops fetching for
+# fetch.queue.backoff.ms (default 1 s) whenever its prefetch queue holds more than
+# queued.min.messages (default 100k): with small records that is every few hundred ms,
+# and the measurement becomes those pauses (a 1 KiB consume from the sink went from
+# 1000 to 150-500 MB/s depending on how long it ran).
 CONSUMER = {"fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 16 << 20,
             "fetch.wait.max.ms": 10, "enable.auto.commit": False,
-            "queued.max.messages.kbytes": 1 << 20}
+            "queued.max.messages.kbytes": 1 << 18, "queued.min.messages": 1_000_000,
+            "fetch.queue.backoff.ms": 1}
 
 
 def proc_cpu_seconds(pid: int) -> float:

@@ -299,8 +299,9 @@ def test_delete_records_moves_the_log_start_and_survives_restart(ottla, topic) -
 
 
 def test_large_fetch_responses_are_byte_exact(ottla) -> None:
-    """A response larger than the socket buffer leaves partly by sendfile and partly by
-    the read-and-queue path; either way the client gets exactly the stored batches."""
+    """A response larger than the socket buffer leaves by sendfile as the socket drains,
+    and the connection answers nothing else meanwhile: pipelined requests get their
+    answers whole and in order, exactly the stored batches."""
     import os as _os
 
     batches = [build_batch([(b"k%d" % i, _os.urandom(200 * 1024)) for _ in range(4)],
@@ -320,3 +321,23 @@ def test_large_fetch_responses_are_byte_exact(ottla) -> None:
             assert len(records) == sum(len(b) for b in batches)
             assert values_of(records) == expected
             assert offsets_of(records) == [4 * i for i in range(24)]
+        # Three requests sent before reading: a fetch of everything, a metadata request
+        # and a fetch from the middle; the answers come whole and in order.
+        body = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 64 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                "forgotten_topics_data": [], "topics": [{"topic": topic, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": 64 << 20}]}]}
+        middle = {**body, "topics": [{"topic": topic, "partitions": [{
+            **body["topics"][0]["partitions"][0], "fetch_offset": 48}]}]}
+        ids = [client.send(ApiKey.FETCH, 11, body),
+               client.send(ApiKey.METADATA, 12, {"topics": None,
+                                                 "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False}),
+               client.send(ApiKey.FETCH, 11, middle)]
+        whole = partition_data(client.receive(ApiKey.FETCH, 11, ids[0])).records
+        assert values_of(whole) == expected
+        assert topic in {t.name for t in client.receive(ApiKey.METADATA, 12, ids[1]).topics}
+        half = partition_data(client.receive(ApiKey.FETCH, 11, ids[2])).records
+        assert values_of(half) == expected[48:]

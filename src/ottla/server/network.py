@@ -96,6 +96,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer: tuple[str, int] = ("", 0)
         self._sendfile_fd = -1
         """The socket for ``os.sendfile``; -1 where the transport must see every byte."""
+        self._outgoing: collections.deque[Any] = collections.deque()
+        """What is left of a response with segment slices, in order."""
+        self._sending = False
+        self._writer_fd = -1
+        """A duplicate of the socket, watched for writability while a slice waits."""
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -125,6 +130,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._stop_sending()
         self.server.connections.discard(self)
         if self._task is not None and not self._task.done():
             self._task.cancel()
@@ -199,7 +205,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # --- request processing -----------------------------------------------------------
 
     def _pump(self) -> None:
-        while self._frames and not self._busy and not self._write_paused and not self._closed:
+        while self._frames and not self._busy and not self._write_paused and \
+                not self._sending and not self._closed:
             frame = self._frames.popleft()
             self._process(frame)
         if self._read_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and not self._closed:
@@ -282,13 +289,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._send_with_slices([prefix, *chunks])
 
     def _send_with_slices(self, parts: list[Any]) -> None:
-        """Write a response holding segment slices: each goes out with ``sendfile`` when
-        everything before it has reached the socket, otherwise it is read and queued."""
+        """Write a response holding segment slices. Each slice goes out with
+        ``sendfile``, straight from the page cache, once everything before it has reached
+        the socket; when the socket is full, the rest waits until it drains (a writer on
+        a duplicate of the socket's descriptor, leaving the transport alone) and the
+        connection answers nothing else until the response is out. Where ``sendfile``
+        cannot be used (TLS) the slices are read and queued on the transport."""
         assert self.transport is not None
-        pending: list[Any] = []
-        for part in parts:
+        if self._sendfile_fd < 0:
+            self._send_read(parts)
+            return
+        self._outgoing.extend(parts)
+        self._sending = True
+        self._continue_sending()
+
+    def _continue_sending(self) -> None:
+        transport = self.transport
+        while self._outgoing:
+            if self._closed or transport is None or transport.is_closing():
+                self._stop_sending()
+                return
+            part = self._outgoing[0]
             if type(part) is not FileSlice:
-                pending.append(part)
+                transport.write(part)
+                self._outgoing.popleft()
                 continue
             if not part.valid:
                 # Its segment was closed after the read (cleaner swap): the size is
@@ -297,27 +321,67 @@ class KafkaConnection(asyncio.BufferedProtocol):
                          *self.peer)
                 self.close()
                 return
-            if pending:
-                self.transport.writelines(pending)
-                pending = []
-            sent = self._sendfile(part)
-            if sent < part.length:
-                rest = os.pread(part.fd, part.length - sent, part.position + sent)
-                if len(rest) != part.length - sent:  # truncated under us
-                    log.info("Closing connection from %s:%d: a fetched segment shrank",
-                             *self.peer)
-                    self.close()
-                    return
-                pending.append(rest)
-        if pending:
-            self.transport.writelines(pending)
+            if transport.get_write_buffer_size():
+                self._wait_writable()  # the bytes before it are still leaving
+                return
+            try:
+                sent = self._sendfile(part)
+            except OSError:
+                self.close()  # a broken connection
+                return
+            if sent == part.length:
+                self._outgoing.popleft()
+                continue
+            if sent == 0 and part.position + part.length > os.fstat(part.fd).st_size:
+                log.info("Closing connection from %s:%d: a fetched segment shrank",
+                         *self.peer)
+                self.close()
+                return
+            self._outgoing[0] = FileSlice(part.fd, part.position + sent, part.length - sent,
+                                          part.segment)
+            self._wait_writable()
+            return
+        self._stop_sending()
+
+    def _on_writable(self) -> None:
+        self._continue_sending()
+        if not self._sending:
+            self._pump()  # the response is out: the next request may run
+
+    def _wait_writable(self) -> None:
+        if self._writer_fd < 0:
+            self._writer_fd = os.dup(self._sendfile_fd)
+            asyncio.get_running_loop().add_writer(self._writer_fd, self._on_writable)
+
+    def _stop_sending(self) -> None:
+        self._sending = False
+        if self._writer_fd >= 0:
+            asyncio.get_running_loop().remove_writer(self._writer_fd)
+            os.close(self._writer_fd)
+            self._writer_fd = -1
+        if self._closed:
+            self._outgoing.clear()
+
+    def _send_read(self, parts: list[Any]) -> None:
+        """The slices read into memory and queued, in order (no ``sendfile``)."""
+        assert self.transport is not None
+        pending: list[Any] = []
+        for part in parts:
+            if type(part) is not FileSlice:
+                pending.append(part)
+                continue
+            rest = os.pread(part.fd, part.length, part.position) if part.valid else b""
+            if len(rest) != part.length:  # closed or truncated under us
+                log.info("Closing connection from %s:%d: a fetched segment went away",
+                         *self.peer)
+                self.close()
+                return
+            pending.append(rest)
+        self.transport.writelines(pending)
 
     def _sendfile(self, part: FileSlice) -> int:
-        """Send what the socket takes now, straight from the page cache; 0 unless the
-        transport's own buffer is empty (bytes must leave in order)."""
-        if self._sendfile_fd < 0 or self.transport is None or \
-                self.transport.get_write_buffer_size():
-            return 0
+        """Send what the socket takes now, straight from the page cache (raises OSError
+        for a broken connection)."""
         sent = 0
         while sent < part.length:
             try:
@@ -325,8 +389,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                 part.length - sent)
             except (BlockingIOError, InterruptedError):
                 break
-            except OSError:
-                break  # a broken connection: the transport reports it
             if n == 0:
                 break
             sent += n
