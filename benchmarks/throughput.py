@@ -42,6 +42,11 @@ CONSUMER = {"fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 16 << 20,
             "fetch.wait.max.ms": 10, "enable.auto.commit": False,
             "queued.max.messages.kbytes": 1 << 18, "queued.min.messages": 1_000_000,
             "fetch.queue.backoff.ms": 1}
+# The latency consumer keeps librdkafka's prefetch defaults: fetching without pause at
+# 1 ms waits takes the CPU the producer and the broker need on two cores (p99 at 16 KiB
+# went from 3-6 ms to 70-240 ms).
+LATENCY_CONSUMER = {"fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 16 << 20,
+                    "fetch.wait.max.ms": 1, "enable.auto.commit": False}
 
 
 def proc_cpu_seconds(pid: int) -> float:
@@ -112,7 +117,7 @@ def latency(bootstrap: str, topic: str, size: int, rate: float, seconds: float
     """Produce at ``rate`` records/s with the send time in each value; a consumer
     measures the delay until it sees each record."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"lat-{time.time()}",
-                         **CONSUMER, "fetch.wait.max.ms": 1})
+                         **LATENCY_CONSUMER})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     end_offset = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"}) \
         .get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
