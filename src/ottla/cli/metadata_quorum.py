@@ -8,12 +8,12 @@ then ``describe --status`` (leader, epoch, high watermark, lag, voters) or
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import time
 from typing import Any
 
 from ottla.cli.common import fail
+from ottla.storage.meta_properties import kafka_uuid_text
 
 METADATA_TOPIC = "__cluster_metadata"
 
@@ -37,9 +37,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _directory_id(value: Any) -> str:
-    if value is None or value.int == 0:
-        return "" if value is None else "AAAAAAAAAAAAAAAAAAAAAA"
-    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+    return "" if value is None else kafka_uuid_text(value)
 
 
 def run(args: argparse.Namespace) -> int:
