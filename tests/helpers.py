@@ -241,6 +241,5 @@ class KRaftCluster:
 
     def leader(self) -> int:
         """The current leader (active controller), once one is elected."""
-        return wait_until(lambda: self.describe_quorum().leader_id
-                          if self.describe_quorum().leader_id > 0 else None,
-                          30, 0.2, "a metadata quorum leader")
+        return wait_until(lambda: max(self.describe_quorum().leader_id, 0), 30, 0.2,
+                          "a metadata quorum leader")

@@ -77,6 +77,9 @@ class Node:
         cfg = self.config
         node_id = cfg.node_id
         self.cluster_id = check_log_dirs(cfg.all_log_dirs, node_id)
+        meta_props = MetaProperties.read(cfg.metadata_log_dir)
+        self.directory_id = meta_props.directory_id if meta_props else None
+        """The metadata log dir's directory.id, which DescribeQuorum reports."""
         now = self.now_ms()
         bootstrap = read_bootstrap(cfg.metadata_log_dir)
         self.voters = self._voters(bootstrap)
@@ -219,8 +222,7 @@ class Node:
         """DescribeQuorum's view of the metadata partition (complete on the leader)."""
         assert self.raft is not None
         replica = self.raft.replica
-        meta_props = MetaProperties.read(self.config.metadata_log_dir)
-        own_directory = meta_props.directory_id if meta_props else None
+        own_directory = self.directory_id
         now = self.now_ms()
         voters, observers = replica.replica_states()
 
