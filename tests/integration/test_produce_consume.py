@@ -122,12 +122,17 @@ def test_kafka_python_round_trip(node, codec: str | None) -> None:
     producer.flush(30)
     metas = [f.get(timeout=30) for f in futures]
     producer.close()
+    # consumer_timeout_ms is an idle limit between messages, and the first one waits for the
+    # connection, metadata and ListOffsets: be generous, and stop once everything is in.
     consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=5000)
+                             consumer_timeout_ms=30000)
     consumer.assign([KTP(topic, p) for p in range(3)])
     consumer.seek_to_beginning()
-    got = {(m.partition, m.offset): (m.key, m.value, list(m.headers), m.timestamp)
-           for m in consumer}
+    got = {}
+    for m in consumer:
+        got[(m.partition, m.offset)] = (m.key, m.value, list(m.headers), m.timestamp)
+        if len(got) == len(records):
+            break
     consumer.close()
     assert len(got) == len(records)
     for meta, (k, v, h, ts) in zip(metas, records):
