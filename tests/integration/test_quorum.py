@@ -188,8 +188,10 @@ def test_a_controller_far_behind_catches_up_from_a_snapshot(tmp_path) -> None:
 
 def test_a_killed_broker_is_fenced_and_its_partitions_lose_their_leader(tmp_path) -> None:
     session = 3000
+    # Brokers heartbeat every 500 ms (default 2000), so a live one has slack in the session.
     cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=2, controller_props={
-        "broker.session.timeout.ms": str(session)})
+        "broker.session.timeout.ms": str(session)}, broker_props={
+        "broker.heartbeat.interval.ms": "500"})
     try:
         cluster.start()
         a, b = cluster.broker(101), cluster.broker(102)
