@@ -5,7 +5,7 @@ the connection sends: ``protocol.fetch_response.encode_fetch_response`` against
 ``messages.build`` + ``codec.encode_body_chunks`` (the path every other response takes),
 measured in the same run. Two shapes: a consumer's fetch of one partition returning a
 1 MiB ``FileSlice``, and a fetch of 50 partitions returning about 20 KiB each. Record
-sets are slices of a real segment and are not read, as on the broker (``sendfile``).
+sets are slices of a real segment and are not read, as on the broker.
 
 Run: ``python -m benchmarks.fetch_encode [--seconds 0.5] [--version 16]``.
 """

@@ -299,9 +299,9 @@ def test_delete_records_moves_the_log_start_and_survives_restart(ottla, topic) -
 
 
 def test_large_fetch_responses_are_byte_exact(ottla) -> None:
-    """A response larger than the socket buffer leaves by sendfile as the socket drains,
-    and the connection answers nothing else meanwhile: pipelined requests get their
-    answers whole and in order, exactly the stored batches."""
+    """A response larger than the socket buffer leaves from a mapping of the page cache
+    as the socket drains: pipelined requests get their answers whole and in order,
+    exactly the stored batches."""
     import os as _os
 
     batches = [build_batch([(b"k%d" % i, _os.urandom(200 * 1024)) for _ in range(4)],

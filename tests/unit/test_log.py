@@ -266,3 +266,24 @@ def test_log_manager_marks_clean_shutdown_and_checkpoints(tmp_path) -> None:
     again = LogManager([d], now_ms=0)
     assert again.clean_shutdown[os.path.abspath(d)]
     assert set(again.discover()) == {("t", 0)}
+
+
+def test_a_read_slice_maps_exactly_its_bytes_and_not_a_shortened_file(tmp_path) -> None:
+    """``FileSlice.map`` is what a plaintext connection sends: the same bytes as ``read``
+    at any (page-unaligned) position, still readable after the segment file is unlinked,
+    and None once the file no longer holds the whole slice."""
+    log = make_log(str(tmp_path / "t-0"))
+    for i in range(30):
+        append(log, [os.urandom(700 + i)])  # batches that straddle page boundaries
+    for offset in (0, 7, 29):
+        info = log.read(offset, 5000)
+        assert info.records is not None
+        assert (info.records.position % 4096 != 0) == (offset != 0)
+        view = info.records.map()
+        assert view is not None and bytes(view) == info.records.read()
+    info = log.read(12, 1 << 20)
+    view = info.records.map()
+    os.unlink(log.active_segment.path)  # a deleted segment stays mapped until dropped
+    assert bytes(view) == info.records.read()
+    os.ftruncate(info.records.fd, info.records.position + 10)  # cut short under a fetch
+    assert info.records.map() is None

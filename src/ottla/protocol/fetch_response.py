@@ -5,7 +5,7 @@ kio's writers) spent about a quarter of a 1 MiB fetch's handling time on objects
 for one response. This writes the same bytes as kio, field for field (kio's schema is the
 reference; ``tests/unit/test_fetch_response.py`` compares every version), as a list of
 chunks: the fixed parts in byte arrays, each large record set (a segment's ``FileSlice``)
-as the object it is, so the connection can still send it with ``sendfile``.
+as the object it is, so the connection can still send it from the page cache.
 
 The input is the dict the Fetch handler builds (the shape ``messages.build`` takes):
 fields a version lacks are ignored, optional ones default as in kio's schema.
@@ -160,7 +160,7 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
                 buf += _uvarint(n + 1) if flexible else _I32.pack(n)
                 if n < INLINE_RECORDS and isinstance(records, bytes | bytearray | memoryview):
                     buf += records
-                else:  # its own chunk: a FileSlice goes out with sendfile
+                else:  # its own chunk: a FileSlice leaves from the page cache
                     size += len(buf) + n
                     chunks.append(buf)
                     chunks.append(records)

@@ -8,6 +8,7 @@ decodes records on the append or read path: it reads batch headers to find posit
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -39,8 +40,9 @@ def segment_file(directory: str, base_offset: int, suffix: str) -> str:
 class FileSlice:
     """A byte range of a segment file: what a fetch returns without copying records.
 
-    The network layer sends it with ``sendfile`` straight from the page cache. It may be
-    sent a loop turn after the read (a delayed fetch), so it remembers its segment: if
+    The network layer hands the kernel a read-only mapping of it (``map``), so the bytes
+    go from the page cache to the socket without passing through Python objects. It may
+    be sent a loop turn after the read (a delayed fetch), so it remembers its segment: if
     that segment was closed meanwhile, the descriptor number may name another file.
     """
 
@@ -58,6 +60,22 @@ class FileSlice:
 
     def read(self) -> bytes:
         return os.pread(self.fd, self.length, self.position)
+
+    def map(self) -> memoryview | None:
+        """The bytes as a read-only view of the page cache: a mapping of just this range,
+        unmapped when the last view of it is dropped. None if the file no longer holds
+        the whole range (truncated after the read).
+
+        Only the kernel should read the view (a socket write): a file truncated while
+        mapped turns a user-space read of the lost pages into SIGBUS, where the kernel's
+        own copy fails with EFAULT and the connection closes."""
+        start = self.position - self.position % mmap.ALLOCATIONGRANULARITY
+        try:
+            window = mmap.mmap(self.fd, self.position + self.length - start,
+                               prot=mmap.PROT_READ, offset=start)
+        except (ValueError, OSError):  # past the end of the file now
+            return None
+        return memoryview(window)[self.position - start:]
 
 
 class LogSegment:

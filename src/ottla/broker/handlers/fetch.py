@@ -7,7 +7,7 @@ any fetched partition wake it. Limits follow Kafka: the response carries at most
 whole batch so a large batch never blocks a consumer (KIP-74).
 
 The response is encoded here, by ``protocol.fetch_response`` rather than through kio
-objects; its record sets stay ``FileSlice``s that the connection sends with ``sendfile``.
+objects; its record sets stay ``FileSlice``s that the connection sends from the page cache.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _read_partition(broker: Any, cached: CachedPartition, max_bytes: int, isolat
         read = partition.read(cached.fetch_offset, max_bytes, isolation,
                               cached.current_leader_epoch, min_one)
         if read.records is not None:
-            data["records"] = read.records  # a FileSlice: sent with sendfile
+            data["records"] = read.records  # a FileSlice: sent from the page cache
     except KafkaError as e:
         data["error_code"] = e.code
         if e.code == ErrorCode.not_leader_or_follower:
