@@ -46,3 +46,44 @@ def test_the_sink_acknowledges_stores_and_serves_records(tmp_path) -> None:
     finally:
         sink.kill()
         sink.wait(10)
+
+
+def test_the_sink_fills_a_fetch_up_to_its_byte_limits_like_a_broker() -> None:
+    """The consume ceiling is only fair if the sink answers as much as a broker with
+    data waiting would: whole batches up to the partition's and the request's limits."""
+    port = free_port()
+    sink = subprocess.Popen([sys.executable, "-m", "benchmarks.sink", "--port", str(port),
+                             "--record-size", "16384"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def up() -> bool:
+            with WireClient(f"127.0.0.1:{port}", timeout=2) as client:
+                client.api_versions()
+            return True
+        wait_until(up, 30, 0.1, "the sink to listen")
+        with WireClient(f"127.0.0.1:{port}") as client:
+            sizes = {}
+            for limit in (1, 3 << 20, 8 << 20):
+                response = client.fetch("bench", 0, 1000, max_bytes=limit)
+                partition = response.responses[0].partitions[0]
+                sizes[limit] = len(partition.records)
+                assert _first_and_last_offsets(partition.records)[0] == 1000
+            assert 0 < sizes[1] <= 1.1 * (1 << 20)  # one batch even over the limit
+            assert 2 << 20 < sizes[3 << 20] <= 3 << 20
+            assert 7 << 20 < sizes[8 << 20] <= 8 << 20
+    finally:
+        sink.kill()
+        sink.wait(10)
+
+
+def _first_and_last_offsets(records: bytes) -> tuple[int, int]:
+    """Walks the batch headers; each batch must start where the one before ended."""
+    position, first, last = 0, -1, -1
+    while position + 61 <= len(records):
+        base = int.from_bytes(records[position:position + 8], "big", signed=True)
+        assert last < 0 or base == last + 1, f"batch at {base} after offset {last}"
+        first = base if first < 0 else first
+        length = int.from_bytes(records[position + 8:position + 12], "big")
+        last = base + int.from_bytes(records[position + 23:position + 27], "big")
+        position += 12 + length
+    return first, last
