@@ -14,20 +14,21 @@ fields a version lacks are ignored, optional ones default as in kio's schema.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
+from ottla.protocol.direct_encoding import (
+    I32,
+    NULL_I32,
+    EncodedBody,
+    array_length,
+    node_endpoints,
+    string,
+    uvarint,
+)
 from ottla.protocol.messages import ms
 
-
-@dataclass(frozen=True, slots=True)
-class EncodedBody:
-    """A response body already encoded: the dispatcher sends its chunks as they are."""
-
-    chunks: list[Any]
-    """bytes / bytearray, and record sets (``FileSlice``) that stay parts of their own."""
-    size: int
+__all__ = ["EncodedBody", "encode_fetch_response"]
 
 
 MIN_VERSION = 4
@@ -36,8 +37,6 @@ INLINE_RECORDS = 16384
 """Record sets in bytes shorter than this are copied into the fixed parts (as
 ``codec.ChunkWriter`` does); longer ones, and every ``FileSlice``, stay chunks."""
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 _TOP_V7 = struct.Struct(">ihi")  # throttle_time, error_code, session_id
 _PARTITION_V4 = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 _PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log start offset
@@ -46,34 +45,7 @@ _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _DIVERGING_EPOCH = struct.Struct(">BBiqB")  # tag 0: epoch, end_offset
 _CURRENT_LEADER = struct.Struct(">BBiiB")  # tag 1: leader_id, leader_epoch
 _SNAPSHOT_ID = struct.Struct(">BBqiB")  # tag 2: end_offset, epoch
-_NULL_I32 = _I32.pack(-1)
 _ZERO_UUID = bytes(16)
-_VARINTS = [bytes((n,)) for n in range(128)]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 128:
-        return _VARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _length(items: Sequence[Any] | None, flexible: bool) -> bytes:
-    """An array's (or a nullable array's) length prefix."""
-    if items is None:
-        return b"\x00" if flexible else _NULL_I32
-    return _uvarint(len(items) + 1) if flexible else _I32.pack(len(items))
-
-
-def _string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else _I16.pack(-1)
-    raw = value.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _partition_tags(p: Mapping[str, Any]) -> bytes:
@@ -96,21 +68,7 @@ def _partition_tags(p: Mapping[str, Any]) -> bytes:
             tags.append(_SNAPSHOT_ID.pack(2, 13, end_offset, epoch, 0))
     if not tags:
         return b"\x00"
-    return _VARINTS[len(tags)] + b"".join(tags)
-
-
-def _node_endpoints(endpoints: Sequence[Mapping[str, Any]] | None) -> bytes:
-    """The top level's tagged fields (v16+): node_endpoints, tag 0, when not empty."""
-    if not endpoints:
-        return b"\x00"
-    value = bytearray(_length(endpoints, True))
-    for node in endpoints:
-        value += _I32.pack(node["node_id"])
-        value += _string(node["host"], True)
-        value += _I32.pack(node["port"])
-        value += _string(node.get("rack"), True)
-        value.append(0)
-    return b"\x01\x00" + _uvarint(len(value)) + value
+    return uvarint(len(tags)) + b"".join(tags)
 
 
 def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedBody:
@@ -125,17 +83,17 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
     if version >= 7:
         buf += _TOP_V7.pack(throttle, response["error_code"], response.get("session_id", 0))
     else:
-        buf += _I32.pack(throttle)
+        buf += I32.pack(throttle)
     topics = response["responses"]
-    buf += _length(topics, flexible)
+    buf += array_length(topics, flexible)
     for topic in topics:
         if version >= 13:
             topic_id = topic["topic_id"]
             buf += _ZERO_UUID if topic_id is None else topic_id.bytes
         else:
-            buf += _string(topic["topic"], flexible)
+            buf += string(topic["topic"], flexible)
         partitions = topic["partitions"]
-        buf += _length(partitions, flexible)
+        buf += array_length(partitions, flexible)
         for p in partitions:
             if version >= 5:
                 buf += _PARTITION_V5.pack(p["partition_index"], p["error_code"],
@@ -145,19 +103,19 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
                 buf += _PARTITION_V4.pack(p["partition_index"], p["error_code"],
                                           p["high_watermark"], p.get("last_stable_offset", -1))
             aborted = p["aborted_transactions"]
-            buf += _length(aborted, flexible)
+            buf += array_length(aborted, flexible)
             for txn in aborted or ():
                 buf += _ABORTED.pack(txn["producer_id"], txn["first_offset"])
                 if flexible:
                     buf.append(0)
             if version >= 11:
-                buf += _I32.pack(p.get("preferred_read_replica", -1))
+                buf += I32.pack(p.get("preferred_read_replica", -1))
             records = p["records"]
             if records is None:
-                buf += b"\x00" if flexible else _NULL_I32
+                buf += b"\x00" if flexible else NULL_I32
             else:
                 n = len(records)
-                buf += _uvarint(n + 1) if flexible else _I32.pack(n)
+                buf += uvarint(n + 1) if flexible else I32.pack(n)
                 if n < INLINE_RECORDS and isinstance(records, bytes | bytearray | memoryview):
                     buf += records
                 else:  # its own chunk: a FileSlice leaves from the page cache
@@ -170,7 +128,7 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
         if flexible:
             buf.append(0)
     if flexible:
-        buf += _node_endpoints(response.get("node_endpoints")) if version >= 16 else b"\x00"
+        buf += node_endpoints(response.get("node_endpoints")) if version >= 16 else b"\x00"
     if buf:
         size += len(buf)
         chunks.append(buf)
