@@ -9,6 +9,7 @@ from ottla.broker.handlers import handles
 from ottla.controller.quorum_controller import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.produce_response import encode_produce_response
 
 
 @handles(ApiKey.PRODUCE, 3, 13)
@@ -64,4 +65,5 @@ def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time": 0, "node_endpoints": []}
+    return encode_produce_response(ctx.api_version, {
+        "responses": responses, "throttle_time": 0, "node_endpoints": []})
