@@ -24,6 +24,7 @@ from ottla.broker.handlers import ApiSpec
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
+from ottla.protocol.produce_response import encode_produce_response
 from ottla.protocol.records import build_batch, set_base_offset
 from ottla.server import allocator
 from ottla.server.network import KafkaServer, RequestDispatcher
@@ -107,7 +108,9 @@ def produce(state: SinkState, ctx: Any, req: Any) -> Any:
     if req.acks == 0:
         from ottla.broker.context import NO_RESPONSE
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time": 0}
+    # Encoded as the broker encodes its Produce responses, so only storage differs.
+    return encode_produce_response(ctx.api_version, {"responses": responses,
+                                                     "throttle_time": 0})
 
 
 def store(state: SinkState, key: tuple[str, int], records: bytes) -> None:
