@@ -8,6 +8,7 @@ import pytest
 
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
+from ottla.storage.checkpoint import read_offsets, write_offsets
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
@@ -266,6 +267,30 @@ def test_log_manager_marks_clean_shutdown_and_checkpoints(tmp_path) -> None:
     again = LogManager([d], now_ms=0)
     assert again.clean_shutdown[os.path.abspath(d)]
     assert set(again.discover()) == {("t", 0)}
+
+
+def test_a_log_found_on_disk_resumes_its_checkpoints_and_a_new_namesake_starts_at_zero(
+        tmp_path) -> None:
+    """Checkpointed offsets belong to the logs that were on disk: a partition created
+    after its namesake was deleted (its directory gone, the checkpoint not yet rewritten)
+    must not start at the old log's start offset."""
+    d = str(tmp_path / "logs")
+    manager = LogManager([d], now_ms=0)
+    manager.discover()
+    kept = manager.load_log(("kept", 0), LogConfig.resolve(), None, 0)
+    append(kept, [b"a", b"b", b"c"])
+    kept.log_start_offset = 2  # as DeleteRecords or retention leave it
+    manager.started()
+    manager.shutdown()
+    path = os.path.join(d, "log-start-offset-checkpoint")
+    write_offsets(path, {**read_offsets(path), ("gone", 0): 500})  # a deleted topic's
+    again = LogManager([d], now_ms=0)
+    again.discover()
+    assert again.load_log(("kept", 0), LogConfig.resolve(), None, 0).log_start_offset == 2
+    fresh = again.load_log(("gone", 0), LogConfig.resolve(), None, 0)
+    assert (fresh.log_start_offset, fresh.log_end_offset) == (0, 0)
+    assert append(fresh, [b"x"]).first_offset == 0
+    again.shutdown()
 
 
 def test_a_read_slice_maps_exactly_its_bytes_and_not_a_shortened_file(tmp_path) -> None:

@@ -42,6 +42,11 @@ class LogManager:
         """Partition directory names owned by someone else (the metadata log)."""
         self.on_roll: Callable[[Log, int], None] | None = None
         self._loaded: dict[TopicPartition, str] = {}
+        self._checkpoints: dict[str, tuple[dict[TopicPartition, int],
+                                           dict[TopicPartition, int]]] = {}
+        """Per dir, the recovery points and log start offsets checkpointed before this
+        start, read once, for the logs ``discover`` found."""
+        self._partitions_per_dir: dict[str, int] = dict.fromkeys(self.log_dirs, 0)
         self._doomed: list[tuple[int, Any]] = []
         """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
         self.offline_dirs: set[str] = set()
@@ -72,6 +77,7 @@ class LogManager:
                 if tp is not None:
                     found[tp] = d
         self._loaded = found
+        self._checkpoints.clear()
         return found
 
     def load_log(self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None,
@@ -81,28 +87,37 @@ class LogManager:
         if existing is not None:
             existing.config = config
             return existing
-        parent = self._loaded.get(tp) or self._least_loaded_dir()
-        recovery = read_offsets(os.path.join(parent, RECOVERY_POINT_CHECKPOINT))
-        starts = read_offsets(os.path.join(parent, LOG_START_OFFSET_CHECKPOINT))
+        found = self._loaded.get(tp)
+        parent = found or self._least_loaded_dir()
+        # A new log starts at 0 whatever an old checkpoint says about a namesake.
+        recovery_point, log_start_offset = self._checkpointed(parent, tp) if found else (0, 0)
         log_ = Log(os.path.join(parent, log_dir_name(*tp)), tp[0], tp[1], config,
-                   topic_id=topic_id, now_ms=now_ms, recovery_point=recovery.get(tp, 0),
-                   log_start_offset=starts.get(tp, 0),
+                   topic_id=topic_id, now_ms=now_ms, recovery_point=recovery_point,
+                   log_start_offset=log_start_offset,
                    clean_shutdown=self.clean_shutdown.get(parent, False))
         log_.on_roll = self.on_roll
         log_.on_io_error = lambda failed: self.mark_offline(os.path.dirname(failed.dir))
         if parent in self.offline_dirs:
             log_.offline = True
         self.logs[tp] = log_
+        self._partitions_per_dir[parent] += 1
         return log_
 
+    def _checkpointed(self, parent: str, tp: TopicPartition) -> tuple[int, int]:
+        """(recovery point, log start offset) of a log found on disk. The checkpoint files
+        are read once per dir: reading them per log made opening n logs cost n^2."""
+        offsets = self._checkpoints.get(parent)
+        if offsets is None:
+            offsets = self._checkpoints[parent] = (
+                read_offsets(os.path.join(parent, RECOVERY_POINT_CHECKPOINT)),
+                read_offsets(os.path.join(parent, LOG_START_OFFSET_CHECKPOINT)))
+        return offsets[0].get(tp, 0), offsets[1].get(tp, 0)
+
     def _least_loaded_dir(self) -> str:
-        """Where a new partition goes: the online log dir with the fewest partitions."""
+        """Where a new partition goes: the online log dir with the fewest partitions
+        (counted as logs open and close, not by walking them for every new one)."""
         online = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
-        counts = dict.fromkeys(online, 0)
-        for log_ in self.logs.values():
-            parent = os.path.dirname(log_.dir)
-            if parent in counts:
-                counts[parent] += 1
+        counts = self._partitions_per_dir
         return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def mark_offline(self, log_dir: str) -> None:
@@ -134,6 +149,7 @@ class LogManager:
             except FileNotFoundError:
                 pass
         self._loaded.clear()
+        self._checkpoints.clear()
 
     def delete_stray(self, keep: set[TopicPartition]) -> None:
         """Delete partition directories on disk that the metadata no longer knows."""
@@ -147,6 +163,7 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> None:
         log_ = self.logs.pop(tp, None)
         if log_ is not None:
+            self._partitions_per_dir[os.path.dirname(log_.dir)] -= 1
             log_.delete()
 
     def update_configs(self, configs: Mapping[TopicPartition, LogConfig]) -> None:
@@ -226,6 +243,7 @@ class LogManager:
             self._online(d, lambda d=d: write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE),
                                                          b""))
         self.logs.clear()
+        self._partitions_per_dir = dict.fromkeys(self.log_dirs, 0)
 
     def describe(self) -> dict[str, dict[TopicPartition, Any]]:
         result: dict[str, dict[TopicPartition, Any]] = {d: {} for d in self.log_dirs}
