@@ -204,3 +204,25 @@ def test_log_append_time_topics_stamp_broker_time(node) -> None:
     rows = consume_all(node, topic, 1, partitions=1)[0]
     after = int(time.time() * 1000)
     assert before <= rows[0][4] <= after
+
+
+def test_a_topic_of_many_partitions_serves_every_partition_and_survives_a_restart(
+        tmp_path) -> None:
+    """A running broker opens a big topic's logs a slice of loop time at a time: a client
+    may meet NOT_LEADER_OR_FOLLOWER for a partition whose log is not open yet and retries,
+    every partition ends up serving, and after a restart nothing produced is gone."""
+    partitions = 400
+    node = OttlaProcess(str(tmp_path / "data")).start()
+    try:
+        make_topic(node, "wide", partitions)
+        producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 5})
+        for p in range(partitions):
+            producer.produce("wide", value=b"v%d" % p, partition=p)
+        assert producer.flush(60) == 0
+        assert node.stop() == 0, node.log()
+        node.start()
+        got = consume_all(node, "wide", partitions, partitions)
+        assert {p: [m[2] for m in msgs] for p, msgs in got.items()} == \
+            {p: [b"v%d" % p] for p in range(partitions)}
+    finally:
+        node.stop()

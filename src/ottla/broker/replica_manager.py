@@ -9,6 +9,7 @@ fetches learn that data arrived.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +41,19 @@ class ReplicaManager:
     def log_config(self, image: MetadataImage, topic: str) -> LogConfig:
         return LogConfig.resolve(image.topic_configs(topic), self.topic_defaults(image))
 
-    def apply_metadata(self, image: MetadataImage, now_ms: int) -> None:
-        """Make the hosted partitions match the image (create, update, delete)."""
+    def apply_metadata(self, image: MetadataImage, now_ms: int,
+                       budget_s: float | None = None) -> bool:
+        """Make the hosted partitions match the image (create, update, delete).
+
+        Opening a new log creates a directory and five files, milliseconds each, on the
+        event loop. With ``budget_s`` it stops opening new logs once that much time has
+        gone (after at least one) and returns True: the caller calls again later, and each
+        call diffs against the image it is given, so deletes and re-creates in between
+        are followed. A partition whose log is not open yet answers
+        NOT_LEADER_OR_FOLLOWER, which clients retry, as a Kafka broker does before its
+        metadata publisher has made the log."""
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        pending = False
         wanted: dict[TopicPartition, tuple[uuid.UUID, PartitionState]] = {}
         for topic in image.topics_by_name.values():
             for index, reg in topic.partitions.items():
@@ -67,12 +79,16 @@ class ReplicaManager:
                 self.log_manager.delete_log(tp)
                 partition = None
             if partition is None:
+                if pending:
+                    continue
                 log_ = self.log_manager.load_log(tp, config, topic_id, now_ms)
                 self.partitions[tp] = Partition(tp[0], tp[1], topic_id, log_, self.broker_id,
                                                 state)
+                pending = deadline is not None and time.perf_counter() >= deadline
             else:
                 partition.log.config = config
                 partition.update_state(state)
+        return pending and any(tp not in self.partitions for tp in wanted)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))

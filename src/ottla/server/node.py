@@ -45,6 +45,9 @@ from ottla.timeline import SnapshotRegistry
 
 log = logging.getLogger(__name__)
 
+OPEN_LOGS_SLICE_S = 0.02
+"""How long one loop turn may spend opening new logs once the broker serves clients."""
+
 
 class Node:
     def __init__(self, config: KafkaConfig, clock: Any = time.time) -> None:
@@ -53,6 +56,8 @@ class Node:
         self.servers: list[KafkaServer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = asyncio.Event()
+        self._serving_logs = False
+        self._opening_logs = False
         self._cleaning: asyncio.Future[Any] | None = None
         self.fault: BaseException | None = None
         self.raft: RaftDriver | None = None
@@ -202,6 +207,7 @@ class Node:
         # Caught up with the metadata: whatever it does not assign here is stray.
         self.log_manager.delete_stray(set(self.broker.replica_manager.partitions))
         self.log_manager.started()
+        self._serving_logs = True
         for server in self.servers:
             if server.listener_kind == "broker":
                 await server.start_serving()
@@ -211,12 +217,26 @@ class Node:
         return self.config.topic_defaults(dynamic)
 
     def _on_metadata(self) -> None:
-        """Committed metadata touched topics, brokers or configs: follow it here."""
-        if self.is_broker and self.broker.replica_manager is not None:
-            now = self.now_ms()
-            self.broker.replica_manager.apply_metadata(self.image, now)
-            if self.group_coordinator is not None:
-                self.group_coordinator.on_metadata(now)
+        """Committed metadata touched topics, brokers or configs: follow it here.
+
+        Once serving, new logs are opened a slice of loop time at a time (a topic of
+        thousands of partitions held every client up for seconds); before, all at once,
+        because the stray-log sweep at startup deletes what is not open."""
+        if self._stopped.is_set() or not self.is_broker or \
+                self.broker.replica_manager is None:
+            return
+        now = self.now_ms()
+        budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
+        more = self.broker.replica_manager.apply_metadata(self.image, now, budget)
+        if self.group_coordinator is not None:
+            self.group_coordinator.on_metadata(now)
+        if more and not self._opening_logs:
+            self._opening_logs = True
+            asyncio.get_running_loop().call_soon(self._open_more_logs)
+
+    def _open_more_logs(self) -> None:
+        self._opening_logs = False
+        self._on_metadata()
 
     def _describe_quorum(self) -> QuorumDescription:
         """DescribeQuorum's view of the metadata partition (complete on the leader)."""
