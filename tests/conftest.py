@@ -39,3 +39,16 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if os.sep + "integration" + os.sep in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture
+def fsynced(monkeypatch) -> list[str]:
+    """The paths this process fsyncs from now on, in order (files and directories)."""
+    paths: list[str] = []
+    real = os.fsync
+
+    def record(fd: int) -> None:
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+    monkeypatch.setattr(os, "fsync", record)
+    return paths

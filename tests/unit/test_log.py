@@ -312,3 +312,22 @@ def test_a_read_slice_maps_exactly_its_bytes_and_not_a_shortened_file(tmp_path) 
     assert bytes(view) == info.records.read()
     os.ftruncate(info.records.fd, info.records.position + 10)  # cut short under a fetch
     assert info.records.map() is None
+
+
+def test_a_flush_makes_new_segment_names_durable_with_a_directory_fsync(
+        tmp_path, fsynced) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    append(log, [b"a"])
+    log.flush()
+    assert str(tmp_path / "t-0") in fsynced and str(tmp_path) in fsynced  # a new log
+    fsynced.clear()
+    append(log, [b"b"])
+    log.flush()  # the same segment: its name is already durable
+    assert fsynced and not any(os.path.isdir(p) for p in fsynced)
+    log.roll(1000)
+    append(log, [b"c"])
+    fsynced.clear()
+    log.flush()
+    assert fsynced[-1] == str(tmp_path / "t-0")
+    assert str(tmp_path) not in fsynced
+    log.close()

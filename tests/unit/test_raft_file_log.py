@@ -152,3 +152,23 @@ def test_a_crash_while_installing_a_snapshot_drops_the_old_log_on_the_next_start
         assert not os.path.exists(os.path.join(directory, INSTALL_MARKER))
     finally:
         reopened.close()
+
+
+def test_the_flush_after_a_roll_fsyncs_the_directory_holding_the_new_segment(
+        tmp_path, fsynced) -> None:
+    log = FileRaftLog(str(tmp_path / "log"), 1, [1], clock=CLOCK)
+    try:
+        log.append([Entry(1, (record(1),))])
+        log.flush()
+        fsynced.clear()
+        log.append([Entry(1, (record(2),))])
+        log.flush()
+        assert fsynced and log.dir not in fsynced
+        log.log.roll(NOW)
+        log.append([Entry(1, (record(3),))])
+        fsynced.clear()
+        log.flush()
+        assert log.dir in fsynced
+        assert log.flushed_end_offset == 3
+    finally:
+        log.close()

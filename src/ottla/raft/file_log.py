@@ -11,7 +11,9 @@ Durability: an append reaches the kernel at once; ``flushed_end_offset`` says ho
 is fsynced, and RaftReplica acknowledges (a follower's Fetch offset) or counts (the
 leader's own position toward the high watermark) only that much. A driver fsyncs off
 the event loop with ``begin_flush`` / ``fsync`` / ``end_flush``; a truncation in between
-voids the flush's claim. (Indexes are not fsynced: recovery rebuilds them.)
+voids the flush's claim; the flush after a segment roll fsyncs the directory too, so
+the new segment's name survives a crash. (Indexes are not fsynced: recovery rebuilds
+them.)
 
 Snapshots are ``<end offset>-<epoch>.checkpoint`` files (20 and 10 digits) in the same
 directory, written whole to a ``.part`` file, fsynced and renamed: ``take_snapshot``
@@ -191,13 +193,18 @@ class FileRaftLog:
     def begin_flush(self) -> FlushToken:
         """What a flush started now may claim, and duplicates of the descriptors to
         fsync, so that ``fsync`` can run on a worker thread without touching the log."""
-        fds = [os.dup(segment.fd) for segment in self.log.segments
-               if segment.next_offset > self.flushed_end_offset]
+        segments = [segment for segment in self.log.segments
+                    if segment.next_offset > self.flushed_end_offset]
+        fds = [os.dup(segment.fd) for segment in segments]
+        if any(segment.base_offset >= self.flushed_end_offset for segment in segments):
+            # A segment rolled since the last flush: its name lives in the directory.
+            fds.append(os.open(self.dir, os.O_RDONLY))
         return FlushToken(self.end_offset, self._generation, fds)
 
     @staticmethod
     def fsync(token: FlushToken) -> None:
-        """fsync the log's data files (safe off the event loop)."""
+        """fsync the log's data files, and its directory after a roll (safe off the
+        event loop)."""
         for fd in token.fds:
             os.fsync(fd)
 

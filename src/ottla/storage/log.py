@@ -5,10 +5,12 @@ tracks its start offset, its end offset (LEO), the high watermark its partition 
 recovery point (everything below it is fsynced) and the leader epoch cache.
 
 Durability, as in Kafka: an append is written to the kernel before ``append_as_leader``
-returns (it survives kill -9); fsync happens on segment roll (the rolled segment, off the
-event loop), every ``flush.messages`` appends / ``flush.ms`` milliseconds, and on clean
-shutdown. After an unclean shutdown every segment above the recovery point is re-read,
-each batch CRC-checked, and the log truncated at the first bad batch.
+returns (it survives kill -9); fsync happens on segment roll (the rolled segment, off
+the event loop), every ``flush.messages`` appends / ``flush.ms`` milliseconds, and on
+clean shutdown; a flush that reaches a segment made since the last one fsyncs the
+directory too, so that the segment's name survives a power loss as well as its bytes.
+After an unclean shutdown every segment above the recovery point is re-read, each batch
+CRC-checked, and the log truncated at the first bad batch.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ottla.protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from ottla.storage.checkpoint import fsync_dir
 from ottla.storage.leader_epoch import LeaderEpochCache
 from ottla.storage.log_config import LogConfig
 from ottla.storage.producer_state import ProducerStateManager
@@ -105,6 +108,8 @@ class Log:
         """Called with the new segment's base offset so the owner can fsync the old ones."""
         self.offline = False
         self.on_io_error: Callable[[Log], None] | None = None
+        self._new_directory = not os.path.isdir(directory)
+        """Its name in the log dir is made durable by the first flush."""
         os.makedirs(directory, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochCache(directory)
         if topic_id is not None:
@@ -284,12 +289,22 @@ class Log:
         end = self.log_end_offset if up_to is None else up_to
         if end <= self.recovery_point:
             return
+        new_files = False
         for segment in list(self.segments):
             if segment.next_offset > self.recovery_point and segment.base_offset < end:
                 try:
                     segment.flush()
                 except (OSError, ValueError):
                     return  # the segment was closed or deleted meanwhile
+                new_files = new_files or segment.base_offset >= self.recovery_point
+        if new_files:
+            # As Kafka's LocalLog.flush: a segment made since the last flush has a name
+            # that is durable only once its directory is fsynced (and a new log's
+            # directory only once the log dir is).
+            if self._new_directory:
+                fsync_dir(os.path.dirname(self.dir))
+                self._new_directory = False
+            fsync_dir(self.dir)
         self.recovery_point = max(self.recovery_point, end)
         if up_to is None or up_to >= self.log_end_offset:
             self.unflushed_messages = 0
