@@ -8,8 +8,11 @@ percentiles at half the measured produce rate, broker CPU seconds per GB and pea
 Ceilings: the sink, raw loopback TCP throughput, raw sequential disk writes (one fsync at
 the end, like the broker's default flush policy).
 
-Run: ``python -m benchmarks`` (``--sizes 1024 --seconds 5``); writes
+Run: ``python -m benchmarks`` (``--sizes 1024 --seconds 5 --repeat 3``); writes
 ``benchmarks/results/<time>.json`` and ``.md`` (and a ``.png`` if matplotlib is there).
+With ``--repeat N`` each size runs N rounds on fresh topics (deleted after the round, and
+fresh sinks), every ratio taken within its round; the table shows medians, and each ratio's
+lowest and highest, and the JSON keeps the rounds. Latency is measured once per size.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +31,7 @@ import time
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from tests.helpers import OttlaProcess, WireClient, free_port, wait_until
 
 MB = 1 << 20
@@ -208,58 +214,101 @@ def disk_write_mb_per_s(directory: str, megabytes: int = 512) -> float:
     return megabytes / took
 
 
-def run_size(size: int, seconds: float, workdir: str) -> dict[str, Any]:
-    result: dict[str, Any] = {"record_size": size}
-    node = OttlaProcess(os.path.join(workdir, f"data-{size}")).start()
-    sink_port, store_port = free_port(), free_port()
-    sink = subprocess.Popen([sys.executable, "-m", "benchmarks.sink", "--port", str(sink_port),
-                             "--record-size", str(size)], stdout=subprocess.DEVNULL)
-    store_dir = os.path.join(workdir, f"sink-store-{size}")
+def start_sinks(size: int, store_dir: str) -> tuple[list[subprocess.Popen[bytes]], str, str]:
+    """The sink and the storing sink, fresh for every round (nothing kept from earlier)."""
+    ports = free_port(), free_port()
+    base = [sys.executable, "-m", "benchmarks.sink", "--record-size", str(size)]
     os.makedirs(store_dir, exist_ok=True)
-    storing_sink = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.sink", "--port", str(store_port), "--record-size",
-         str(size), "--store", store_dir], stdout=subprocess.DEVNULL)
+    servers = [subprocess.Popen([*base, "--port", str(ports[0])], stdout=subprocess.DEVNULL),
+               subprocess.Popen([*base, "--port", str(ports[1]), "--store", store_dir],
+                                stdout=subprocess.DEVNULL)]
+    for port in ports:
+        wait_until(lambda port=port: socket.create_connection(("127.0.0.1", port), 1)
+                   .close() or True, 20, 0.1, "the sink")
+    return servers, f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Give the round's disk space back (a 16 KiB round writes ~5 GB)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(topics, operation_timeout=30).values():
+        future.result(60)
+
+
+def one_round(node: OttlaProcess, size: int, seconds: float, workdir: str, index: int
+              ) -> dict[str, Any]:
+    """Broker and sinks measured back to back on fresh topics; ratios within the round."""
+    topics = [f"bench-{index}", f"bench-all-{index}"]
+    with WireClient(node.bootstrap) as client:
+        for topic in topics:
+            client.create_topic(topic, 1)
+    store_dir = os.path.join(workdir, f"sink-store-{size}-{index}")
+    servers, sink, storing_sink = start_sinks(size, store_dir)
+    r: dict[str, Any] = {}
     try:
-        with WireClient(node.bootstrap) as client:
-            client.create_topic("bench", 1)
-            client.create_topic("bench-all", 1)
-            client.create_topic("latency", 1)
-        for port in (sink_port, store_port):
-            wait_until(lambda port=port: socket.create_connection(("127.0.0.1", port), 1)
-                       .close() or True, 20, 0.1, "the sink")
-        sink_addr = f"127.0.0.1:{sink_port}"
         pid = node.proc.pid
         cpu0 = proc_cpu_seconds(pid)
-        result["produce_acks1"] = produce(node.bootstrap, "bench", size, seconds, "1")
-        result["produce_acks_all"] = produce(node.bootstrap, "bench-all", size, seconds, "all")
-        result["consume"] = consume(node.bootstrap, "bench", size,
-                                    result["produce_acks1"]["records"])
-        moved_gb = (result["produce_acks1"]["records"] + result["produce_acks_all"]["records"]
-                    + result["consume"]["records"]) * size / (1 << 30)
-        result["broker_cpu_s_per_gb"] = (proc_cpu_seconds(pid) - cpu0) / max(moved_gb, 1e-9)
-        result["sink_produce"] = produce(sink_addr, "bench", size, seconds, "1")
-        result["storing_sink_produce"] = produce(f"127.0.0.1:{store_port}", "bench", size,
-                                                 seconds, "1")
-        result["sink_consume"] = consume(sink_addr, "bench", size,
-                                         result["consume"]["records"])
+        r["produce_acks1"] = produce(node.bootstrap, topics[0], size, seconds, "1")
+        r["produce_acks_all"] = produce(node.bootstrap, topics[1], size, seconds, "all")
+        r["consume"] = consume(node.bootstrap, topics[0], size, r["produce_acks1"]["records"])
+        moved_gb = (r["produce_acks1"]["records"] + r["produce_acks_all"]["records"]
+                    + r["consume"]["records"]) * size / (1 << 30)
+        r["broker_cpu_s_per_gb"] = (proc_cpu_seconds(pid) - cpu0) / max(moved_gb, 1e-9)
+        r["sink_produce"] = produce(sink, "bench", size, seconds, "1")
+        r["storing_sink_produce"] = produce(storing_sink, "bench", size, seconds, "1")
+        r["sink_consume"] = consume(sink, "bench", size, r["consume"]["records"])
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait(10)
+        shutil.rmtree(store_dir, ignore_errors=True)
+        delete_topics(node.bootstrap, topics)
+    r["produce_ratio"] = r["produce_acks1"]["mb_per_s"] / r["sink_produce"]["mb_per_s"]
+    r["produce_ratio_storing"] = r["produce_acks1"]["mb_per_s"] / \
+        r["storing_sink_produce"]["mb_per_s"]
+    r["consume_ratio"] = r["consume"]["mb_per_s"] / r["sink_consume"]["mb_per_s"]
+    return r
+
+
+def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over the rounds (the rounds themselves stay in the report)."""
+    out: dict[str, Any] = {}
+    for key, value in rounds[0].items():
+        if isinstance(value, dict):
+            out[key] = median_of([r[key] for r in rounds])
+        else:
+            out[key] = statistics.median(r[key] for r in rounds)
+    return out
+
+
+def run_size(size: int, seconds: float, workdir: str, repeat: int = 1) -> dict[str, Any]:
+    node = OttlaProcess(os.path.join(workdir, f"data-{size}")).start()
+    try:
+        rounds = [one_round(node, size, seconds, workdir, i) for i in range(repeat)]
+        result: dict[str, Any] = {"record_size": size, **median_of(rounds)}
+        if repeat > 1:
+            result["rounds"] = rounds
+        with WireClient(node.bootstrap) as client:
+            client.create_topic("latency", 1)
         # Half the measured produce rate, but no more than one Python process can both
         # produce and consume steadily on a core it shares (20k records/s, 128 MB/s):
         # above that the figure measures the benchmark's own queueing.
         half = result["produce_acks1"]["records_per_s"] / 2
         rate = min(half, LATENCY_MAX_RECORDS, LATENCY_MAX_BYTES / size)
         result["latency"] = latency(node.bootstrap, "latency", size, rate, seconds)
-        result["broker_peak_rss_mb"] = proc_peak_rss_mb(pid)
+        result["broker_peak_rss_mb"] = proc_peak_rss_mb(node.proc.pid)
     finally:
-        for server in (sink, storing_sink):
-            server.kill()
-            server.wait(10)
         node.stop()
-    result["produce_ratio"] = result["produce_acks1"]["mb_per_s"] / \
-        result["sink_produce"]["mb_per_s"]
-    result["produce_ratio_storing"] = result["produce_acks1"]["mb_per_s"] / \
-        result["storing_sink_produce"]["mb_per_s"]
-    result["consume_ratio"] = result["consume"]["mb_per_s"] / result["sink_consume"]["mb_per_s"]
     return result
+
+
+def ratio_cell(r: dict[str, Any], key: str) -> str:
+    """The median ratio, and with several rounds the lowest and highest."""
+    cell = f"{r[key]:.2f}"
+    if "rounds" in r:
+        values = [x[key] for x in r["rounds"]]
+        cell += f" ({min(values):.2f}-{max(values):.2f})"
+    return cell
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -275,11 +324,11 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['record_size']} B | {r['produce_acks1']['records_per_s']:,.0f}/s "
             f"{r['produce_acks1']['mb_per_s']:.1f} MB/s | "
             f"{r['produce_acks_all']['mb_per_s']:.1f} MB/s | "
-            f"{r['sink_produce']['mb_per_s']:.1f} MB/s | {r['produce_ratio']:.2f} | "
+            f"{r['sink_produce']['mb_per_s']:.1f} MB/s | {ratio_cell(r, 'produce_ratio')} | "
             f"{r['storing_sink_produce']['mb_per_s']:.1f} MB/s | "
-            f"{r['produce_ratio_storing']:.2f} | "
+            f"{ratio_cell(r, 'produce_ratio_storing')} | "
             f"{r['consume']['records_per_s']:,.0f}/s {r['consume']['mb_per_s']:.1f} MB/s | "
-            f"{r['sink_consume']['mb_per_s']:.1f} MB/s | {r['consume_ratio']:.2f} | "
+            f"{r['sink_consume']['mb_per_s']:.1f} MB/s | {ratio_cell(r, 'consume_ratio')} | "
             f"{lat['p50_ms']:.1f} / {lat['p99_ms']:.1f} / {lat['p999_ms']:.1f} "
             f"({lat['rate']:,.0f}) | {r['broker_cpu_s_per_gb']:.1f} | "
             f"{r['broker_peak_rss_mb']:.0f} |")
@@ -317,15 +366,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1024, 16384])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds per size on fresh topics; figures are medians and "
+                             "ratios show their range")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"),
+                        help="directory for the JSON, Markdown and PNG results")
     args = parser.parse_args()
-    results_dir = os.path.join(os.path.dirname(__file__), "results")
+    results_dir = args.out
     os.makedirs(results_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=results_dir) as workdir:
         report = {"loopback_mb_per_s": loopback_mb_per_s(),
                   "disk_write_mb_per_s": disk_write_mb_per_s(workdir),
                   "cpus": os.cpu_count(), "sizes": []}
         for size in args.sizes:
-            report["sizes"].append(run_size(size, args.seconds, workdir))
+            report["sizes"].append(run_size(size, args.seconds, workdir, args.repeat))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = os.path.join(results_dir, stamp)
     with open(base + ".json", "w") as f:

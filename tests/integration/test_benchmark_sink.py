@@ -4,6 +4,7 @@ tool the benchmark report depends on working."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -87,3 +88,27 @@ def _first_and_last_offsets(records: bytes) -> tuple[int, int]:
         last = base + int.from_bytes(records[position + 23:position + 27], "big")
         position += 12 + length
     return first, last
+
+
+def test_the_benchmark_runs_rounds_and_reports_medians_with_their_range(tmp_path) -> None:
+    """A short run of ``python -m benchmarks --repeat 2``: every round reads back all it
+    wrote, and the report keeps the rounds beside the medians (the figures themselves
+    are not judged here)."""
+    out = tmp_path / "results"
+    run = subprocess.run([sys.executable, "-m", "benchmarks", "--sizes", "1024", "--seconds",
+                          "0.5", "--repeat", "2", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [report_file] = out.glob("*.json")
+    [size] = json.loads(report_file.read_text())["sizes"]
+    assert len(size["rounds"]) == 2
+    for r in size["rounds"]:
+        assert r["produce_acks1"]["records"] > 0
+        assert r["consume"]["records"] == r["produce_acks1"]["records"]
+        assert r["sink_consume"]["records"] >= r["consume"]["records"]  # a pool without end
+    ratios = sorted(r["produce_ratio"] for r in size["rounds"])
+    assert size["produce_ratio"] == sum(ratios) / 2  # the median of two
+    assert size["latency"]["records"] > 0
+    row = next(line for line in (out / report_file.with_suffix(".md").name).read_text()
+               .splitlines() if line.startswith("| 1024 B"))
+    assert f"{size['produce_ratio']:.2f} ({ratios[0]:.2f}-{ratios[1]:.2f})" in row
