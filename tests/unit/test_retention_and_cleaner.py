@@ -238,3 +238,33 @@ def test_segment_jitter_rolls_segments_before_segment_ms(tmp_path) -> None:
     assert all(0 <= j < 8000 for j in jitters) and len(set(jitters)) > 1
     # Every segment rolled once it was older than segment.ms minus its own jitter.
     assert len(lg.segments) > 20 * 1000 // 10000 + 1
+
+
+def test_file_removals_run_where_the_log_manager_is_told(tmp_path) -> None:
+    """Unlinking big cached segments takes a fraction of a second, so a node runs it on a
+    worker thread: a deleted partition's directory is renamed aside at once (a namesake
+    can start empty) and expired segments are closed, but the files go only when the
+    background job runs."""
+    jobs: list = []
+    manager = LogManager([str(tmp_path)], now_ms=1000)
+    manager.in_background = jobs.append
+    lg = manager.load_log(TP, LogConfig.resolve({"segment.bytes": "300", "retention.ms": "1",
+                                                 "file.delete.delay.ms": "0"}), None, 1000)
+    for i in range(10):
+        append(lg, [(None, b"z" * 60)], ts=1000 + i)
+    assert manager.cleanup(now_ms=100_000) > 0
+    assert [f for f in os.listdir(lg.dir) if f.endswith(".deleted")]
+    jobs.pop()()
+    assert not [f for f in os.listdir(lg.dir) if f.endswith(".deleted")]
+
+    def directories() -> list[str]:
+        return sorted(name for name in os.listdir(tmp_path) if (tmp_path / name).is_dir())
+    manager.delete_log(TP)
+    [aside] = directories()
+    assert aside.endswith("-delete") and os.listdir(tmp_path / aside)
+    again = manager.load_log(TP, LogConfig.resolve(), None, 1000)
+    assert again.log_end_offset == 0
+    jobs.pop()()
+    assert directories() == [os.path.basename(again.dir)]
+    assert not jobs
+    manager.shutdown()

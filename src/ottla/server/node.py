@@ -134,6 +134,7 @@ class Node:
             loop = asyncio.get_running_loop()
             self.log_manager.on_roll = \
                 lambda lg, base: loop.run_in_executor(None, lg.flush, base)
+            self.log_manager.in_background = lambda job: loop.run_in_executor(None, job)
             self.log_manager.discover()
             self.cleaner = LogCleaner(lambda: self.log_manager.logs)  # type: ignore[union-attr]
             replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)

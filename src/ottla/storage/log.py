@@ -20,7 +20,6 @@ import bisect
 import logging
 import os
 import random
-import shutil
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -476,12 +475,14 @@ class Log:
         for segment in self.segments:
             segment.close()
 
-    def delete(self) -> None:
-        """Remove the partition directory (the topic was deleted)."""
+    def rename_for_deletion(self) -> str:
+        """Close the log and move its directory aside (``<name>.<uuid>-delete``, as
+        Kafka does) so that a new namesake can start at once; returns the path for the
+        caller to remove, which a start also does with any it finds."""
         self.close()
         doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
             os.rename(self.dir, doomed)
         except OSError:
             doomed = self.dir
-        shutil.rmtree(doomed, ignore_errors=True)
+        return doomed

@@ -41,6 +41,10 @@ class LogManager:
         self.skip_dirs = skip_dirs
         """Partition directory names owned by someone else (the metadata log)."""
         self.on_roll: Callable[[Log, int], None] | None = None
+        self.in_background: Callable[[Callable[[], None]], object] = lambda job: job()
+        """Runs file removals. Unlinking a GiB of cached segment takes 0.06-0.45 s here,
+        so the node hands them to a worker thread (Kafka: its scheduler threads);
+        renames, which make a deletion visible, stay with the caller."""
         self._loaded: dict[TopicPartition, str] = {}
         self._checkpoints: dict[str, tuple[dict[TopicPartition, int],
                                            dict[TopicPartition, int]]] = {}
@@ -164,7 +168,8 @@ class LogManager:
         log_ = self.logs.pop(tp, None)
         if log_ is not None:
             self._partitions_per_dir[os.path.dirname(log_.dir)] -= 1
-            log_.delete()
+            doomed = log_.rename_for_deletion()
+            self.in_background(lambda: shutil.rmtree(doomed, ignore_errors=True))
 
     def update_configs(self, configs: Mapping[TopicPartition, LogConfig]) -> None:
         for tp, config in configs.items():
@@ -203,18 +208,16 @@ class LogManager:
 
     def delete_doomed(self, now_ms: int, force: bool = False) -> None:
         """Close and unlink deleted segments whose delay has passed."""
-        keep = []
+        keep, due_now = [], []
         for due, segment in self._doomed:
             if force or due <= now_ms:
                 segment.close()
-                for path in segment.files():
-                    try:
-                        os.unlink(path + DELETED_SUFFIX)
-                    except FileNotFoundError:
-                        pass
+                due_now.extend(path + DELETED_SUFFIX for path in segment.files())
             else:
                 keep.append((due, segment))
         self._doomed = keep
+        if due_now:
+            self.in_background(lambda: unlink_all(due_now))
 
     def checkpoint(self) -> None:
         """Write recovery points and log start offsets of every online log dir."""
@@ -229,6 +232,7 @@ class LogManager:
             self._online(d, write)
 
     def shutdown(self) -> None:
+        self.in_background = lambda job: job()  # the worker threads may be gone
         self.delete_doomed(0, force=True)
         for log_ in self.logs.values():
             self._online(os.path.dirname(log_.dir), log_.flush)
@@ -250,3 +254,11 @@ class LogManager:
         for tp, lg in self.logs.items():
             result.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
         return result
+
+
+def unlink_all(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
