@@ -229,11 +229,16 @@ def start_sinks(size: int, store_dir: str) -> tuple[list[subprocess.Popen[bytes]
     return servers, f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"
 
 
-def delete_topics(bootstrap: str, topics: list[str]) -> None:
-    """Give the round's disk space back (a 16 KiB round writes ~5 GB)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def delete_topics(node: OttlaProcess, topics: list[str]) -> None:
+    """Give the round's disk space back (a 16 KiB round writes ~5 GB), and wait until the
+    broker's worker thread has removed the files, so the next phase does not share the
+    machine with the unlinking."""
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
     for future in admin.delete_topics(topics, operation_timeout=30).values():
         future.result(60)
+    dirs = {f"{topic}-0" for topic in topics}  # and "<dir>.<uuid>-delete" while going
+    wait_until(lambda: not any(name.split(".")[0] in dirs for name in
+                               os.listdir(node.data_dir)), 120, 0.1, "the files to go")
 
 
 def one_round(node: OttlaProcess, size: int, seconds: float, workdir: str, index: int
@@ -272,7 +277,7 @@ def one_round(node: OttlaProcess, size: int, seconds: float, workdir: str, index
             server.kill()
             server.wait(10)
         shutil.rmtree(store_dir, ignore_errors=True)
-        delete_topics(node.bootstrap, topics)
+        delete_topics(node, topics)
     r["produce_ratio"] = r["produce_acks1"]["mb_per_s"] / r["sink_produce"]["mb_per_s"]
     r["produce_ratio_storing"] = r["produce_acks1"]["mb_per_s"] / \
         r["storing_sink_produce"]["mb_per_s"]
