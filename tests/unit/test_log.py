@@ -331,3 +331,38 @@ def test_a_flush_makes_new_segment_names_durable_with_a_directory_fsync(
     assert fsynced[-1] == str(tmp_path / "t-0")
     assert str(tmp_path) not in fsynced
     log.close()
+
+
+def test_a_new_epoch_is_fsynced_with_the_segments_not_on_the_append(tmp_path,
+                                                                    fsynced) -> None:
+    """KAFKA-15046: no fsync on the request path when a new leader's first batch arrives;
+    the partition's flush (off the event loop) makes the checkpoint durable."""
+    log = make_log(str(tmp_path / "t-0"))
+    append(log, [b"a"], epoch=0)
+    append(log, [b"b"], epoch=4)
+    assert fsynced == []
+    log.flush()
+    checkpoint = str(tmp_path / "t-0" / "leader-epoch-checkpoint")
+    assert checkpoint in fsynced
+    assert fsynced.index(checkpoint) < fsynced.index(str(tmp_path / "t-0"))
+    log.close()
+
+
+def test_epochs_lost_from_the_checkpoint_in_a_crash_are_read_back_from_the_batches(
+        tmp_path) -> None:
+    path = str(tmp_path / "t-0")
+    log = make_log(path)
+    append(log, [b"a", b"b"], epoch=0)
+    log.flush()
+    checkpoint = os.path.join(path, "leader-epoch-checkpoint")
+    with open(checkpoint) as f:
+        flushed = f.read()
+    append(log, [b"c"], epoch=3)
+    append(log, [b"d"], epoch=5)
+    log.close()
+    with open(checkpoint, "w") as f:  # the saves after the flush did not reach the disk
+        f.write(flushed)
+    again = make_log(path, recovery_point=2)
+    assert again.leader_epoch_cache.entries == [(0, 0), (3, 2), (5, 3)]
+    assert again.leader_epoch_cache.end_offset_for(3, again.log_end_offset) == (3, 3)
+    again.close()

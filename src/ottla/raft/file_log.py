@@ -98,7 +98,8 @@ class FileRaftLog:
         self.snapshot: Snapshot | None = self._load_latest_snapshot()
         start = self.snapshot.end_offset if self.snapshot is not None else 0
         self.log = Log(directory, METADATA_TOPIC, 0, LogConfig.resolve(),
-                       now_ms=self.now_ms, log_start_offset=start)
+                       now_ms=self.now_ms, log_start_offset=start,
+                       sync_epoch_checkpoint=True)  # its flushes bypass Log.flush
         if self.log.log_end_offset < start or self._install_interrupted():
             # A crash between writing an installed snapshot and resetting the log: what
             # the log holds may have diverged from the leader's, so it all goes.

@@ -20,22 +20,26 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file."""
+def write_atomically(path: str, data: bytes, sync: bool = True) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file
+    (after a power loss too only with ``sync``; without it the caller fsyncs later)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync:
+        fsync_path(os.path.dirname(path) or ".")
 
 
-def fsync_dir(path: str) -> None:
+def fsync_path(path: str) -> None:
+    """fsync a file or directory by name (a directory: the names in it)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -43,10 +47,12 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_checkpoint(path: str, entries: Iterable[Sequence[object]], version: int = 0) -> None:
+
+def write_checkpoint(path: str, entries: Iterable[Sequence[object]], version: int = 0,
+                     sync: bool = True) -> None:
     rows = [" ".join(str(field) for field in entry) for entry in entries]
     text = f"{version}\n{len(rows)}\n" + "".join(row + "\n" for row in rows)
-    write_atomically(path, text.encode())
+    write_atomically(path, text.encode(), sync)
 
 
 def read_checkpoint(path: str) -> list[list[str]]:

@@ -31,7 +31,7 @@ from ottla.protocol.records import (
     decode_records,
     scan_batches,
 )
-from ottla.storage.checkpoint import fsync_dir, read_offsets, write_offsets
+from ottla.storage.checkpoint import fsync_path, read_offsets, write_offsets
 from ottla.storage.log import Log
 from ottla.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 
@@ -184,7 +184,7 @@ class LogCleaner:
             old.rename_to_deleted()
             self.crash_hook("old-deleted")
             os.rename(swap, old.path)
-            fsync_dir(lg.dir)
+            fsync_path(lg.dir)
             self.crash_hook("swap-installed")
             lg.replace_segment(old)
             self.crash_hook("indexes-rebuilt")
@@ -265,7 +265,7 @@ class LogCleaner:
             os.close(fd)
         self.crash_hook("cleaned-written")
         os.rename(cleaned, swap)
-        fsync_dir(lg.dir)
+        fsync_path(lg.dir)
         self.crash_hook("swap-renamed")
         return swap
 

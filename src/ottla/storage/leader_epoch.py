@@ -3,13 +3,19 @@
 It answers OffsetForLeaderEpoch (where did epoch N end?), which is how followers and
 consumers detect a log that diverged after a leader change (KIP-101, KIP-320). It is kept
 in ``leader-epoch-checkpoint`` in the partition directory.
+
+A new epoch is recorded on the first append of a new leader, on the request path. As in
+Kafka since KAFKA-15046, a partition log saves the file there without fsync (an fsync
+under heavy writeback stalled the event loop for tens to hundreds of milliseconds) and
+fsyncs it with its segments in ``Log.flush``, off the loop; after a crash, recovery
+re-reads the epochs of the batches above the recovery point from their headers.
 """
 
 from __future__ import annotations
 
 import os
 
-from ottla.storage.checkpoint import read_checkpoint, write_checkpoint
+from ottla.storage.checkpoint import fsync_path, read_checkpoint, write_checkpoint
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
@@ -17,8 +23,11 @@ UNDEFINED_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, sync: bool = True) -> None:
         self.path = os.path.join(directory, LEADER_EPOCH_CHECKPOINT)
+        self.sync = sync
+        """fsync every save; without it the owner calls ``fsync`` when it flushes."""
+        self.unflushed = False
         self.entries: list[tuple[int, int]] = []
         try:
             self.entries = [(int(e), int(o)) for e, o in read_checkpoint(self.path)]
@@ -81,4 +90,17 @@ class LeaderEpochCache:
             self.save()
 
     def save(self) -> None:
-        write_checkpoint(self.path, self.entries)
+        write_checkpoint(self.path, self.entries, sync=self.sync)
+        self.unflushed = not self.sync
+
+    def fsync(self) -> bool:
+        """fsync the file if a save since the last call did not; True if it did (the
+        directory, which holds the renamed file's name, is then the caller's to fsync)."""
+        if not self.unflushed:
+            return False
+        self.unflushed = False
+        try:
+            fsync_path(self.path)
+        except FileNotFoundError:
+            return False
+        return True

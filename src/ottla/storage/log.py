@@ -32,7 +32,7 @@ from ottla.protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from ottla.storage.checkpoint import fsync_dir
+from ottla.storage.checkpoint import fsync_path
 from ottla.storage.leader_epoch import LeaderEpochCache
 from ottla.storage.log_config import LogConfig
 from ottla.storage.producer_state import ProducerStateManager
@@ -87,7 +87,8 @@ class Log:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
                  topic_id: uuid.UUID | None = None, now_ms: int, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, sync_epoch_checkpoint: bool = False
+                 ) -> None:
         self.dir = directory
         self.rng = rng or random.Random()
         """Draws each segment's segment.jitter.ms."""
@@ -110,7 +111,7 @@ class Log:
         self._new_directory = not os.path.isdir(directory)
         """Its name in the log dir is made durable by the first flush."""
         os.makedirs(directory, exist_ok=True)
-        self.leader_epoch_cache = LeaderEpochCache(directory)
+        self.leader_epoch_cache = LeaderEpochCache(directory, sync=sync_epoch_checkpoint)
         if topic_id is not None:
             self._write_partition_metadata(topic_id)
         self._load(now_ms, clean_shutdown)
@@ -133,6 +134,7 @@ class Log:
                 os.unlink(os.path.join(self.dir, name))
         bases.sort()
         truncated_at: int | None = None
+        recovered: list[LogSegment] = []
         for base in bases:
             if truncated_at is not None:
                 # Everything after a corrupt batch is discarded, later segments included.
@@ -149,6 +151,7 @@ class Log:
             if base in rebuild and not needs_recovery:
                 segment.recover()
             elif needs_recovery:
+                recovered.append(segment)
                 removed = segment.recover()
                 if removed:
                     log.warning("%s: truncated %d bytes of invalid data from segment %d",
@@ -163,6 +166,13 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        for segment in recovered:
+            # The epoch checkpoint is fsynced with the segments, so a crash may have lost
+            # the entries of epochs that began above the recovery point: the batches
+            # carry them.
+            for _, header in segment.iter_headers():
+                self.leader_epoch_cache.assign(header.partition_leader_epoch,
+                                               header.base_offset)
         for segment in self.segments:
             for _, header in segment.iter_headers():
                 if header.producer_id >= 0:
@@ -296,14 +306,14 @@ class Log:
                 except (OSError, ValueError):
                     return  # the segment was closed or deleted meanwhile
                 new_files = new_files or segment.base_offset >= self.recovery_point
-        if new_files:
+        if self.leader_epoch_cache.fsync() or new_files:
             # As Kafka's LocalLog.flush: a segment made since the last flush has a name
             # that is durable only once its directory is fsynced (and a new log's
-            # directory only once the log dir is).
+            # directory only once the log dir is); so has a renamed epoch checkpoint.
             if self._new_directory:
-                fsync_dir(os.path.dirname(self.dir))
+                fsync_path(os.path.dirname(self.dir))
                 self._new_directory = False
-            fsync_dir(self.dir)
+            fsync_path(self.dir)
         self.recovery_point = max(self.recovery_point, end)
         if up_to is None or up_to >= self.log_end_offset:
             self.unflushed_messages = 0

@@ -21,6 +21,7 @@ from ottla.protocol.records import (
     decode_records,
     read_header,
 )
+from ottla.storage.checkpoint import fsync_path
 from ottla.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -385,13 +386,5 @@ def complete_swaps(directory: str) -> list[int]:
             os.replace(path, final)
             swapped.append(int(os.path.basename(stem)))
     if swapped:
-        _fsync_dir(directory)
+        fsync_path(directory)
     return swapped
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
