@@ -366,3 +366,29 @@ def test_epochs_lost_from_the_checkpoint_in_a_crash_are_read_back_from_the_batch
     assert again.leader_epoch_cache.entries == [(0, 0), (3, 2), (5, 3)]
     assert again.leader_epoch_cache.end_offset_for(3, again.log_end_offset) == (3, 3)
     again.close()
+
+
+def test_checkpoints_are_written_in_the_background_and_a_failure_takes_the_dir_offline(
+        tmp_path) -> None:
+    d = str(tmp_path / "logs")
+    jobs: list = []
+    manager = LogManager([d], now_ms=0)
+    manager.in_background = jobs.append
+    manager.discover()
+    log = manager.load_log(("t", 0), LogConfig.resolve(), None, 0)
+    append(log, [b"a", b"b"])
+    log.flush()
+    manager.checkpoint()
+    path = os.path.join(d, "recovery-point-offset-checkpoint")
+    assert not os.path.exists(path) and len(jobs) == 1  # figures taken, not yet written
+    log.recovery_point = 0  # later changes do not leak into the job
+    jobs.pop()()
+    assert read_offsets(path) == {("t", 0): 2}
+
+    os.unlink(path)
+    os.mkdir(path)  # the next write fails
+    manager.checkpoint()
+    jobs.pop()()
+    assert manager.offline_dirs == set()
+    manager.flush_dirty(now_ms=1)
+    assert manager.offline_dirs == {os.path.abspath(d)} and log.offline

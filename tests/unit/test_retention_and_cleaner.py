@@ -246,6 +246,10 @@ def test_file_removals_run_where_the_log_manager_is_told(tmp_path) -> None:
     can start empty) and expired segments are closed, but the files go only when the
     background job runs."""
     jobs: list = []
+
+    def run_jobs() -> None:
+        while jobs:
+            jobs.pop(0)()
     manager = LogManager([str(tmp_path)], now_ms=1000)
     manager.in_background = jobs.append
     lg = manager.load_log(TP, LogConfig.resolve({"segment.bytes": "300", "retention.ms": "1",
@@ -254,7 +258,7 @@ def test_file_removals_run_where_the_log_manager_is_told(tmp_path) -> None:
         append(lg, [(None, b"z" * 60)], ts=1000 + i)
     assert manager.cleanup(now_ms=100_000) > 0
     assert [f for f in os.listdir(lg.dir) if f.endswith(".deleted")]
-    jobs.pop()()
+    run_jobs()
     assert not [f for f in os.listdir(lg.dir) if f.endswith(".deleted")]
 
     def directories() -> list[str]:
@@ -264,7 +268,7 @@ def test_file_removals_run_where_the_log_manager_is_told(tmp_path) -> None:
     assert aside.endswith("-delete") and os.listdir(tmp_path / aside)
     again = manager.load_log(TP, LogConfig.resolve(), None, 1000)
     assert again.log_end_offset == 0
-    jobs.pop()()
+    run_jobs()
     assert directories() == [os.path.basename(again.dir)]
     assert not jobs
     manager.shutdown()

@@ -164,8 +164,6 @@ class Log:
             self._add_segment(self._new_segment_object(self.log_start_offset, now_ms))
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         for segment in recovered:
             # The epoch checkpoint is fsynced with the segments, so a crash may have lost
             # the entries of epochs that began above the recovery point: the batches
@@ -173,6 +171,8 @@ class Log:
             for _, header in segment.iter_headers():
                 self.leader_epoch_cache.assign(header.partition_leader_epoch,
                                                header.base_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         for segment in self.segments:
             for _, header in segment.iter_headers():
                 if header.producer_id >= 0:

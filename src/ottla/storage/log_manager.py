@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -42,6 +43,9 @@ class LogManager:
         """Partition directory names owned by someone else (the metadata log)."""
         self.on_roll: Callable[[Log, int], None] | None = None
         self.in_background: Callable[[Callable[[], None]], object] = lambda job: job()
+        self._checkpoint_lock = threading.Lock()
+        self._failed_dirs: list[str] = []
+        """Log dirs whose checkpoint write failed in the background: offline next turn."""
         """Runs file removals. Unlinking a GiB of cached segment takes 0.06-0.45 s here,
         so the node hands them to a worker thread (Kafka: its scheduler threads);
         renames, which make a deletion visible, stay with the caller."""
@@ -178,6 +182,7 @@ class LogManager:
 
     def flush_dirty(self, now_ms: int) -> None:
         """fsync logs whose ``flush.ms`` has passed since their last flush."""
+        self._take_failed_dirs_offline()
         for log_ in self.logs.values():
             if not log_.offline and log_.recovery_point < log_.log_end_offset and \
                     now_ms - log_.last_flush_ms >= log_.config.flush_ms:
@@ -220,16 +225,37 @@ class LogManager:
             self.in_background(lambda: unlink_all(due_now))
 
     def checkpoint(self) -> None:
-        """Write recovery points and log start offsets of every online log dir."""
+        """Write recovery points and log start offsets of every online log dir: the
+        figures are taken here, the files written (and fsynced, which took tens of ms
+        under heavy writeback) by ``in_background``; a failed write takes its dir
+        offline at the next call or ``flush_dirty``."""
+        self._take_failed_dirs_offline()
         for d in self.log_dirs:
-            logs = {tp: lg for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d}
+            if d in self.offline_dirs:
+                continue
+            logs = [(tp, lg) for tp, lg in self.logs.items() if os.path.dirname(lg.dir) == d]
+            recovery_points = {tp: lg.recovery_point for tp, lg in logs}
+            start_offsets = {tp: lg.log_start_offset for tp, lg in logs}
 
-            def write(d: str = d, logs: dict[TopicPartition, Log] = logs) -> None:
-                write_offsets(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
-                              {tp: lg.recovery_point for tp, lg in logs.items()})
-                write_offsets(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
-                              {tp: lg.log_start_offset for tp, lg in logs.items()})
-            self._online(d, write)
+            def write(d: str = d, recovery_points: dict[TopicPartition, int] = recovery_points,
+                      start_offsets: dict[TopicPartition, int] = start_offsets) -> None:
+                try:
+                    with self._checkpoint_lock:  # one writer per file at a time
+                        write_offsets(os.path.join(d, RECOVERY_POINT_CHECKPOINT),
+                                      recovery_points)
+                        write_offsets(os.path.join(d, LOG_START_OFFSET_CHECKPOINT),
+                                      start_offsets)
+                except OSError as e:
+                    log.error("I/O error in log directory %s: %s", d, e)
+                    self._failed_dirs.append(d)
+            self.in_background(write)
+        self._take_failed_dirs_offline()
+
+    def _take_failed_dirs_offline(self) -> None:
+        while self._failed_dirs:
+            d = self._failed_dirs.pop()
+            if d not in self.offline_dirs:
+                self.mark_offline(d)
 
     def shutdown(self) -> None:
         self.in_background = lambda job: job()  # the worker threads may be gone
