@@ -243,8 +243,8 @@ def test_segment_jitter_rolls_segments_before_segment_ms(tmp_path) -> None:
 def test_file_removals_run_where_the_log_manager_is_told(tmp_path) -> None:
     """Unlinking big cached segments takes a fraction of a second, so a node runs it on a
     worker thread: a deleted partition's directory is renamed aside at once (a namesake
-    can start empty) and expired segments are closed, but the files go only when the
-    background job runs."""
+    can start empty), expired segments and those DeleteRecords cut off are closed, but
+    the files go only when the background job runs."""
     jobs: list = []
 
     def run_jobs() -> None:
@@ -263,6 +263,15 @@ def test_file_removals_run_where_the_log_manager_is_told(tmp_path) -> None:
 
     def directories() -> list[str]:
         return sorted(name for name in os.listdir(tmp_path) if (tmp_path / name).is_dir())
+    for i in range(10):
+        append(lg, [(None, b"z" * 60)], ts=200_000 + i)
+    files = set(os.listdir(lg.dir))
+    lg.delete_records_before(lg.log_end_offset - 1)  # whole segments below it go
+    assert set(os.listdir(lg.dir)) == files
+    run_jobs()
+    assert len(set(os.listdir(lg.dir))) < len(files)
+    assert [value for _, _, value in records_of(lg)] == [b"z" * 60]
+
     manager.delete_log(TP)
     [aside] = directories()
     assert aside.endswith("-delete") and os.listdir(tmp_path / aside)

@@ -108,6 +108,9 @@ class Log:
         """Called with the new segment's base offset so the owner can fsync the old ones."""
         self.offline = False
         self.on_io_error: Callable[[Log], None] | None = None
+        self.discard: Callable[[list[LogSegment]], None] = delete_segments
+        """Removes segments cut from the log (DeleteRecords, truncation): at once by
+        default; a log manager closes them and unlinks their files off the loop."""
         self._new_directory = not os.path.isdir(directory)
         """Its name in the log dir is made durable by the first flush."""
         os.makedirs(directory, exist_ok=True)
@@ -386,9 +389,12 @@ class Log:
         if offset <= self.log_start_offset:
             return self.log_start_offset
         self.log_start_offset = offset
+        dropped = []
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
             self._bases.pop(0)
-            self.segments.pop(0).delete()
+            dropped.append(self.segments.pop(0))
+        if dropped:
+            self.discard(dropped)
         self.leader_epoch_cache.truncate_from_start(offset)
         return offset
 
@@ -453,9 +459,12 @@ class Log:
         """Remove every offset >= ``offset`` (a follower after divergence, or recovery)."""
         if offset >= self.log_end_offset:
             return
+        dropped = []
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             self._bases.pop()
-            self.segments.pop().delete()
+            dropped.append(self.segments.pop())
+        if dropped:
+            self.discard(dropped)
         self.active_segment.truncate_to(offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
@@ -496,3 +505,8 @@ class Log:
         except OSError:
             doomed = self.dir
         return doomed
+
+
+def delete_segments(segments: list[LogSegment]) -> None:
+    for segment in segments:
+        segment.delete()

@@ -27,7 +27,7 @@ from ottla.storage.checkpoint import (
 )
 from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name
 from ottla.storage.log_config import LogConfig
-from ottla.storage.segment import DELETED_SUFFIX
+from ottla.storage.segment import DELETED_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,7 @@ class LogManager:
                    log_start_offset=log_start_offset,
                    clean_shutdown=self.clean_shutdown.get(parent, False))
         log_.on_roll = self.on_roll
+        log_.discard = self._discard_segments
         log_.on_io_error = lambda failed: self.mark_offline(os.path.dirname(failed.dir))
         if parent in self.offline_dirs:
             log_.offline = True
@@ -223,6 +224,15 @@ class LogManager:
         self._doomed = keep
         if due_now:
             self.in_background(lambda: unlink_all(due_now))
+
+    def _discard_segments(self, segments: list[LogSegment]) -> None:
+        """Segments a log cut off (DeleteRecords, truncation): closed now, their files
+        unlinked by ``in_background``."""
+        paths = []
+        for segment in segments:
+            segment.close()
+            paths.extend(segment.files())
+        self.in_background(lambda: unlink_all(paths))
 
     def checkpoint(self) -> None:
         """Write recovery points and log start offsets of every online log dir: the
