@@ -109,6 +109,7 @@ def test_the_benchmark_runs_rounds_and_reports_medians_with_their_range(tmp_path
     ratios = sorted(r["produce_ratio"] for r in size["rounds"])
     assert size["produce_ratio"] == sum(ratios) / 2  # the median of two
     assert size["latency"]["records"] > 0
+    assert 0 <= size["latency"]["worst_steal_100ms_ms"] <= size["latency"]["steal_ms"] + 1e-9
     row = next(line for line in (out / report_file.with_suffix(".md").name).read_text()
                .splitlines() if line.startswith("| 1024 B"))
     assert f"{size['produce_ratio']:.2f} ({ratios[0]:.2f}-{ratios[1]:.2f})" in row
