@@ -1,8 +1,11 @@
-"""Test helpers: a real ``ottla server`` process on free ports, and a raw wire client."""
+"""Test helpers: a real ``ottla server`` process on free ports, a raw wire client, and
+what of a file the page cache holds."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import mmap
 import os
 import signal
 import socket
@@ -15,6 +18,39 @@ from typing import Any
 
 from ottla.client.blocking import BlockingClient
 from ottla.protocol.api import ApiKey
+
+
+def cached_bytes(path: str, start: int = 0, end: int | None = None) -> int:
+    """How many bytes of ``path`` in ``[start, end)`` are in the page cache (``mincore``
+    of a mapping made and dropped here), counted in whole pages."""
+    page = mmap.PAGESIZE
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        end = size if end is None else min(end, size)
+        if size == 0 or end <= start:
+            return 0
+        pages = (size + page - 1) // page
+        vec = (ctypes.c_ubyte * pages)()
+        with mmap.mmap(f.fileno(), size) as mapping:
+            view = (ctypes.c_char * size).from_buffer(mapping)
+            try:
+                if ctypes.CDLL(None, use_errno=True).mincore(
+                        ctypes.c_void_p(ctypes.addressof(view)), ctypes.c_size_t(size), vec):
+                    raise OSError(ctypes.get_errno(), "mincore")
+            finally:
+                del view
+    return sum(vec[i] & 1 for i in range(start // page, (end + page - 1) // page)) * page
+
+
+def on_tmpfs(path: str) -> bool:
+    """Whether ``path`` is on a file system that is the page cache (nothing to drop)."""
+    best, fstype, where = "", "", os.path.realpath(path)
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            _, point, kind = line.split()[:3]
+            if where.startswith(point.rstrip("/") + "/") and len(point) > len(best):
+                best, fstype = point, kind
+    return fstype in ("tmpfs", "ramfs")
 
 
 def free_port() -> int:

@@ -47,6 +47,15 @@ def at_least(minimum: float) -> Validator:
     return check
 
 
+def off_or_at_least(minimum: float) -> Validator:
+    """-1 (the feature is off) or at least ``minimum``."""
+    def check(name: str, value: Any) -> None:
+        if value is not None and value != -1 and value < minimum:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                              f"Value must be -1 or at least {minimum}")
+    return check
+
+
 def between(low: float, high: float) -> Validator:
     def check(name: str, value: Any) -> None:
         if value is not None and not low <= value <= high:

@@ -36,6 +36,7 @@ def test_dev_defaults_make_a_combined_node() -> None:
     ({"controller.listener.names": "OTHER"}, "controller.listener.names"),
     ({"auto.create.topics.enable": "maybe"}, "boolean"),
     ({"log.cleanup.policy": "shred"}, "log.cleanup.policy"),
+    ({"log.page.cache.window.bytes": "0"}, "-1 or at least 4096"),
 ])
 def test_bad_values_are_clear_errors(override: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

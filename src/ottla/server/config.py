@@ -20,6 +20,7 @@ from ottla.config import (
     ConfigType,
     at_least,
     between,
+    off_or_at_least,
     one_of,
 )
 from ottla.storage.log_config import TOPIC_CONFIGS
@@ -123,6 +124,10 @@ _KEYS: list[ConfigKey] = [
               between(0, 1)),
     ConfigKey("log.segment.delete.delay.ms", T.LONG, 60000, "Delay before deleting files."),
     ConfigKey("log.preallocate", T.BOOLEAN, False, "Preallocate new segment files."),
+    ConfigKey("log.page.cache.window.bytes", T.LONG, -1,
+              "Ottla: how many of each segment's newest bytes stay in the page cache; older "
+              "ones are written back and dropped (-1: all stay, as in Kafka).",
+              off_or_at_least(4096)),
     ConfigKey("log.message.timestamp.type", T.STRING, "CreateTime", "Default timestamp type.",
               one_of("CreateTime", "LogAppendTime")),
     ConfigKey("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX,

@@ -41,6 +41,7 @@ from ottla.storage.meta_properties import (
     check_log_dirs,
     parse_kafka_uuid,
 )
+from ottla.storage.page_cache import PageCacheWindow
 from ottla.timeline import SnapshotRegistry
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,9 @@ class Node:
             self.log_manager.on_roll = \
                 lambda lg, base: loop.run_in_executor(None, lg.flush, base)
             self.log_manager.in_background = lambda job: loop.run_in_executor(None, job)
+            if cfg["log.page.cache.window.bytes"] > 0:
+                self.log_manager.page_cache = PageCacheWindow(
+                    cfg["log.page.cache.window.bytes"], self.log_manager.in_background)
             self.log_manager.discover()
             self.cleaner = LogCleaner(lambda: self.log_manager.logs)  # type: ignore[union-attr]
             replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)

@@ -35,6 +35,7 @@ from ottla.protocol.records import (
 from ottla.storage.checkpoint import fsync_path
 from ottla.storage.leader_epoch import LeaderEpochCache
 from ottla.storage.log_config import LogConfig
+from ottla.storage.page_cache import PageCacheWindow
 from ottla.storage.producer_state import ProducerStateManager
 from ottla.storage.segment import (
     DELETED_SUFFIX,
@@ -108,6 +109,9 @@ class Log:
         """Called with the new segment's base offset so the owner can fsync the old ones."""
         self.offline = False
         self.on_io_error: Callable[[Log], None] | None = None
+        self.page_cache: PageCacheWindow | None = None
+        """What of its segments a log leaves in the page cache: all (None) or the
+        newest window (``use_page_cache_window``)."""
         self.discard: Callable[[list[LogSegment]], None] = delete_segments
         """Removes segments cut from the log (DeleteRecords, truncation): at once by
         default; a log manager closes them and unlinks their files off the loop."""
@@ -184,7 +188,7 @@ class Log:
 
     def _new_segment_object(self, base_offset: int, now_ms: int) -> LogSegment:
         jitter = self.config["segment.jitter.ms"]
-        return LogSegment(self.dir, base_offset,
+        segment = LogSegment(self.dir, base_offset,
                           index_max_bytes=self.config.segment_index_bytes,
                           index_interval_bytes=self.config.index_interval_bytes,
                           created_ms=now_ms,
@@ -192,6 +196,14 @@ class Log:
                           if self.config.preallocate else 0,
                           roll_jitter_ms=self.rng.randrange(min(jitter, self.config.segment_ms))
                           if jitter > 0 else 0)
+        segment.page_cache = self.page_cache
+        return segment
+
+    def use_page_cache_window(self, policy: PageCacheWindow | None) -> None:
+        """Keep only the newest bytes of each segment cached (``page_cache``)."""
+        self.page_cache = policy
+        for segment in self.segments:
+            segment.page_cache = policy
 
     def _add_segment(self, segment: LogSegment) -> None:
         self.segments.append(segment)
@@ -280,6 +292,8 @@ class Log:
         if self.active_segment.base_offset == base and self.active_segment.size == 0:
             return self.active_segment
         self.active_segment.trim()
+        if self.page_cache is not None:
+            self.page_cache.rolled(self.active_segment)
         segment = self._new_segment_object(base, now_ms)
         segment.reset_indexes()  # a fresh segment: no stale index entries
         self._add_segment(segment)

@@ -27,6 +27,7 @@ from ottla.storage.checkpoint import (
 )
 from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name
 from ottla.storage.log_config import LogConfig
+from ottla.storage.page_cache import PageCacheWindow
 from ottla.storage.segment import DELETED_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ class LogManager:
         """Partition directory names owned by someone else (the metadata log)."""
         self.on_roll: Callable[[Log, int], None] | None = None
         self.in_background: Callable[[Callable[[], None]], object] = lambda job: job()
+        self.page_cache: PageCacheWindow | None = None
+        """The logs' drop-behind policy (``log.page.cache.window.bytes``), if set."""
         self._checkpoint_lock = threading.Lock()
         self._failed_dirs: list[str] = []
         """Log dirs whose checkpoint write failed in the background: offline next turn."""
@@ -105,6 +108,7 @@ class LogManager:
                    clean_shutdown=self.clean_shutdown.get(parent, False))
         log_.on_roll = self.on_roll
         log_.discard = self._discard_segments
+        log_.use_page_cache_window(self.page_cache)
         log_.on_io_error = lambda failed: self.mark_offline(os.path.dirname(failed.dir))
         if parent in self.offline_dirs:
             log_.offline = True

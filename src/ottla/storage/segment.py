@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ottla.protocol.records import (
     HEADER_SIZE,
@@ -23,6 +24,9 @@ from ottla.protocol.records import (
 )
 from ottla.storage.checkpoint import fsync_path
 from ottla.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+
+if TYPE_CHECKING:
+    from ottla.storage.page_cache import PageCacheWindow
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -76,6 +80,10 @@ class FileSlice:
                                prot=mmap.PROT_READ, offset=start)
         except (ValueError, OSError):  # past the end of the file now
             return None
+        segment = self.segment
+        if segment is not None and segment.page_cache is not None:
+            segment.page_cache.served(window, segment, self.fd, start,
+                                      self.position + self.length - start)
         return memoryview(window)[self.position - start:]
 
 
@@ -106,6 +114,10 @@ class LogSegment:
         self.first_batch_timestamp: int | None = None
         self.created_ms = created_ms
         self._bytes_since_index_entry = 0
+        self.page_cache: PageCacheWindow | None = None
+        """The node's drop-behind policy, if it has one (``log.page.cache.window.bytes``)."""
+        self.cold_below = self.size
+        """Bytes below this position are not kept in the page cache (with a policy)."""
 
     # --- writing ---------------------------------------------------------------------
 
@@ -129,6 +141,8 @@ class LogSegment:
             self._bytes_since_index_entry = 0
         self._bytes_since_index_entry += len(view)
         self.next_offset = last_offset + 1
+        if self.page_cache is not None:
+            self.page_cache.appended(self)
         return position
 
     def flush(self) -> None:
@@ -145,6 +159,7 @@ class LogSegment:
         removed = self.size - position
         os.ftruncate(self.fd, position)
         self.size = position
+        self.cold_below = min(self.cold_below, position)
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self._bytes_since_index_entry = 0

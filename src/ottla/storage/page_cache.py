@@ -1,0 +1,107 @@
+"""Drop-behind: how much of each partition's newest data a broker leaves in the page cache.
+
+Kafka leaves caching to the operating system: every byte a broker writes stays in the
+page cache until memory runs short, so the cache grows by everything produced. That is
+free where fresh memory is cheap. It is not in a virtual machine whose host backs guest
+memory only once it is touched (a Firecracker guest with free page reporting, like the
+machine the benchmarks run on): there a write into page-cache pages the guest has not
+used lately runs at 0.35-0.5 GB/s, into pages it just freed at 1.4-1.7 GB/s, and a read
+from disk into a growing cache at about 0.5 GB/s against 1.7-1.9 GB/s when the cache is
+kept small (docs/performance.md).
+
+With ``log.page.cache.window.bytes`` set, a segment keeps its newest window of bytes (up
+to two windows) cached; each window that falls behind is written back and then dropped
+(``sync_file_range`` and ``posix_fadvise(DONTNEED)``), so new appends reuse memory just
+freed. Consumers at the tail read from the cache as before; one more than a window
+behind reads from disk, and those pages are dropped again once the response is sent.
+The work runs on the node's worker threads, never on the event loop.
+
+Nothing here changes durability: writing back early is not an fsync (the recovery
+point and ``flush.*`` are untouched), and dropping only ever removes clean pages.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ottla.storage.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+# sync_file_range(2): wait for writeback already under way, start it, wait for it.
+_WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_sync_file_range = getattr(_libc, "sync_file_range", None)
+if _sync_file_range is not None:
+    _sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+
+
+def write_back(fd: int, start: int, length: int) -> None:
+    """Write a range of a file to its device and wait for it (not a barrier: no flush
+    of the device's cache, no metadata), so that its pages are clean and can be dropped."""
+    if _sync_file_range is None:  # not Linux: the whole file, with its metadata
+        os.fdatasync(fd)
+        return
+    if _sync_file_range(fd, start, length, _WAIT_BEFORE | _WRITE | _WAIT_AFTER) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def drop(segment: LogSegment, fd: int, start: int, length: int) -> None:
+    """Write back and drop ``[start, start + length)`` of a segment's file, unless the
+    segment was closed meanwhile. (Its descriptor number could by then name another
+    file just opened: the cost would be writing back and dropping that file's pages
+    early, never losing them.)"""
+    if segment.fd != fd or length <= 0:
+        return
+    try:
+        write_back(fd, start, length)
+        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+    except OSError as e:
+        # A failed write-back is reported again by the next fsync of the segment,
+        # which is what takes its log offline; the pages just stay cached.
+        log.warning("Could not drop %s bytes %d-%d from the page cache: %s",
+                    segment.path, start, start + length, e)
+
+
+class PageCacheWindow:
+    """The drop-behind policy of a node's logs (``log.page.cache.window.bytes``)."""
+
+    def __init__(self, window_bytes: int,
+                 run: Callable[[Callable[[], None]], object] = lambda job: job()) -> None:
+        if window_bytes <= 0:
+            raise ValueError("the page cache window must be positive")
+        self.window = window_bytes
+        self.run = run
+        """Runs a job off the event loop (the node's executor); inline by default."""
+
+    def _drop_later(self, segment: LogSegment, fd: int, start: int, end: int) -> None:
+        self.run(lambda: drop(segment, fd, start, end - start))
+
+    def appended(self, segment: LogSegment) -> None:
+        """After an append: once a whole window lies more than a window behind the
+        segment's end, write it back and drop it."""
+        cold = segment.size - segment.size % self.window - self.window
+        if cold > segment.cold_below:
+            start, segment.cold_below = segment.cold_below, cold
+            self._drop_later(segment, segment.fd, start, cold)
+
+    def rolled(self, segment: LogSegment) -> None:
+        """A segment stopped being the active one: none of it stays cached."""
+        if segment.size > segment.cold_below:
+            start, segment.cold_below = segment.cold_below, segment.size
+            self._drop_later(segment, segment.fd, start, segment.size)
+
+    def served(self, mapping: Any, segment: LogSegment, fd: int, start: int, length: int
+               ) -> None:
+        """A fetch is sending ``mapping`` (bytes ``start..start+length`` of the segment):
+        if they are older than the window, drop them again once it is unmapped."""
+        if start + length <= segment.cold_below:
+            weakref.finalize(mapping, self._drop_later, segment, fd, start, start + length)

@@ -1,0 +1,95 @@
+"""log.page.cache.window.bytes: a log leaves only its newest bytes in the page cache,
+drops old ones again after a fetch reads them, and never loses a byte doing so."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from ottla.storage.page_cache import PageCacheWindow
+from tests.helpers import cached_bytes, on_tmpfs
+from tests.unit.test_log import append, make_log, read_values
+
+WINDOW = 64 * 1024
+VALUE = 16 * 1024
+
+
+@pytest.fixture
+def log_dir(tmp_path) -> str:
+    if on_tmpfs(str(tmp_path)):
+        pytest.skip("on tmpfs the page cache is the file: nothing can be dropped")
+    return str(tmp_path / "t-0")
+
+
+def fill(log, count: int) -> list[bytes]:
+    values = [bytes([i % 251]) * VALUE for i in range(count)]
+    for value in values:
+        append(log, [value])
+    return values
+
+
+def test_a_log_keeps_only_its_newest_window_in_the_page_cache(log_dir) -> None:
+    log = make_log(log_dir)
+    log.use_page_cache_window(PageCacheWindow(WINDOW))  # jobs run inline
+    values = fill(log, 64)
+    segment = log.active_segment
+    assert segment.size > 16 * WINDOW
+    # Everything more than two windows behind the end was written back and dropped ...
+    assert cached_bytes(segment.path, 0, segment.size - 2 * WINDOW) == 0
+    # ... the newest window is still there for consumers at the tail ...
+    assert cached_bytes(segment.path, segment.size - WINDOW) >= WINDOW - 4096
+    # ... and nothing was lost.
+    assert [v for _, v in read_values(log)] == values
+
+
+def test_without_a_window_everything_written_stays_cached(log_dir) -> None:
+    log = make_log(log_dir)
+    fill(log, 64)
+    segment = log.active_segment
+    assert cached_bytes(segment.path) >= segment.size - 4096
+
+
+def test_old_bytes_a_fetch_maps_are_dropped_again_once_sent(log_dir) -> None:
+    log = make_log(log_dir)
+    log.use_page_cache_window(PageCacheWindow(WINDOW))
+    values = fill(log, 64)
+    path = log.active_segment.path
+    records = log.read(0, 8 * VALUE).records
+    assert records is not None and records.position == 0
+    view = records.map()  # what the network layer hands to the socket
+    assert view is not None
+    assert values[0] in bytes(view[:2 * VALUE])  # read from disk, intact
+    assert cached_bytes(path, 0, records.length) > 0
+    del view
+    gc.collect()
+    assert cached_bytes(path, 0, records.length) == 0
+    # A read at the tail is left cached.
+    tail = log.read(63, VALUE).records
+    view = tail.map()
+    del view
+    gc.collect()
+    assert cached_bytes(path, tail.position, tail.position + tail.length) >= tail.length - 4096
+
+
+def test_a_rolled_segment_is_dropped_whole(log_dir) -> None:
+    log = make_log(log_dir, **{"segment.bytes": str(40 * VALUE)})
+    log.use_page_cache_window(PageCacheWindow(WINDOW))
+    values = fill(log, 64)
+    assert len(log.segments) == 2
+    old = log.segments[0]
+    assert cached_bytes(old.path) == 0
+    assert [v for _, v in read_values(log)] == values
+
+
+def test_the_work_runs_where_the_log_manager_says(log_dir) -> None:
+    jobs = []
+    log = make_log(log_dir)
+    log.use_page_cache_window(PageCacheWindow(WINDOW, run=jobs.append))
+    fill(log, 64)
+    segment = log.active_segment
+    assert jobs, "old windows are handed to the runner"
+    assert cached_bytes(segment.path) >= segment.size - 4096  # nothing dropped yet
+    for job in jobs:
+        job()
+    assert cached_bytes(segment.path, 0, segment.size - 2 * WINDOW) == 0
