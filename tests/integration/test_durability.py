@@ -9,12 +9,13 @@ import shutil
 import threading
 import time
 
+import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.records import build_batch, check_batch, read_header
-from tests.helpers import OttlaProcess, WireClient, wait_until
+from tests.helpers import OttlaProcess, WireClient, cached_bytes, on_tmpfs, wait_until
 from tests.integration.test_fetch import partition_data
 
 
@@ -183,5 +184,38 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path) -> None:
         for p, d in placed.items():
             expected = ErrorCode.kafka_storage_error if d == second else ErrorCode.none
             assert errors[p] == expected and fetched[p] == expected, (p, d)
+    finally:
+        assert node.stop() == 0
+
+
+def test_a_broker_with_a_page_cache_window_drops_old_bytes_and_loses_none(tmp_path) -> None:
+    if on_tmpfs(str(tmp_path)):
+        pytest.skip("on tmpfs the page cache is the file: nothing can be dropped")
+    window = 256 * 1024
+    node = OttlaProcess(str(tmp_path / "data"),
+                        overrides={"log.page.cache.window.bytes": str(window)}).start()
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("windowed", 1, 1)], operation_timeout=10)["windowed"].result()
+    producer = Producer({"bootstrap.servers": node.bootstrap, "acks": "1", "linger.ms": 5})
+    values = [bytes([i % 251]) * 16384 for i in range(512)]  # 8 MiB
+    for value in values:
+        producer.produce("windowed", value)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    [segment] = segment_files(node, "windowed", 0)
+    size = os.path.getsize(segment)
+    # The broker's worker threads write back and drop all but the newest windows.
+    wait_until(lambda: cached_bytes(segment, 0, size - 2 * window) == 0, timeout=30,
+               message="old bytes dropped from the page cache")
+    assert cached_bytes(segment, size - window) > 0
+    stored = read_partition(node, "windowed", 0)  # from disk, mostly
+    assert [stored[o] for o in sorted(stored)] == values
+    wait_until(lambda: cached_bytes(segment, 0, size - 2 * window) == 0, timeout=30,
+               message="bytes a consumer read dropped again")
+    node.kill9()
+    node.start()
+    try:
+        stored = read_partition(node, "windowed", 0)
+        assert [stored[o] for o in sorted(stored)] == values
     finally:
         assert node.stop() == 0

@@ -22,8 +22,8 @@ def log_dir(tmp_path) -> str:
     return str(tmp_path / "t-0")
 
 
-def fill(log, count: int) -> list[bytes]:
-    values = [bytes([i % 251]) * VALUE for i in range(count)]
+def fill(log, count: int, size: int = VALUE) -> list[bytes]:
+    values = [bytes([i % 251]) * size for i in range(count)]
     for value in values:
         append(log, [value])
     return values
@@ -40,6 +40,16 @@ def test_a_log_keeps_only_its_newest_window_in_the_page_cache(log_dir) -> None:
     # ... the newest window is still there for consumers at the tail ...
     assert cached_bytes(segment.path, segment.size - WINDOW) >= WINDOW - 4096
     # ... and nothing was lost.
+    assert [v for _, v in read_values(log)] == values
+
+
+def test_large_appends_are_dropped_whole(log_dir) -> None:
+    """Appends of 1 MiB fill the cache with large folios that straddle window edges."""
+    log = make_log(log_dir)
+    log.use_page_cache_window(PageCacheWindow(4 * WINDOW))
+    values = fill(log, 24, size=1 << 20)
+    segment = log.active_segment
+    assert cached_bytes(segment.path, 0, segment.size - 8 * WINDOW - (1 << 20)) == 0
     assert [v for _, v in read_values(log)] == values
 
 

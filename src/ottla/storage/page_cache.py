@@ -71,6 +71,10 @@ def drop(segment: LogSegment, fd: int, start: int, length: int) -> None:
                     segment.path, start, start + length, e)
 
 
+FOLIO_REACH = 4 << 20
+"""More than the largest folio the page cache uses (2 MiB: a PMD on x86-64)."""
+
+
 class PageCacheWindow:
     """The drop-behind policy of a node's logs (``log.page.cache.window.bytes``)."""
 
@@ -83,6 +87,10 @@ class PageCacheWindow:
         """Runs a job off the event loop (the node's executor); inline by default."""
 
     def _drop_later(self, segment: LogSegment, fd: int, start: int, end: int) -> None:
+        # The kernel drops only folios wholly inside the range, and a folio may be up to
+        # 2 MiB: one across the start of this range stayed when the range before it was
+        # dropped, so every range reaches back by more than that.
+        start = max(0, start - FOLIO_REACH)
         self.run(lambda: drop(segment, fd, start, end - start))
 
     def appended(self, segment: LogSegment) -> None:
