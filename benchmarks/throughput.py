@@ -338,8 +338,10 @@ def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_size(size: int, seconds: float, workdir: str, repeat: int = 1) -> dict[str, Any]:
-    node = OttlaProcess(os.path.join(workdir, f"data-{size}")).start()
+def run_size(size: int, seconds: float, workdir: str, repeat: int = 1,
+             broker_config: dict[str, str] | None = None) -> dict[str, Any]:
+    node = OttlaProcess(os.path.join(workdir, f"data-{size}"),
+                        overrides=dict(broker_config or {})).start()
     try:
         rounds = [one_round(node, size, seconds, workdir, i) for i in range(repeat)]
         result: dict[str, Any] = {"record_size": size, **median_of(rounds)}
@@ -369,8 +371,10 @@ def ratio_cell(r: dict[str, Any], key: str) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    settings = ", ".join(f"{k}={v}" for k, v in report.get("broker_config", {}).items())
     lines = [f"Loopback TCP {report['loopback_mb_per_s']:.0f} MB/s, sequential disk write "
-             f"{report['disk_write_mb_per_s']:.0f} MB/s (one fsync).", "",
+             f"{report['disk_write_mb_per_s']:.0f} MB/s (one fsync). Broker settings: "
+             f"{settings or 'defaults'}.", "",
              "| record | produce acks=1 | acks=all | sink produce | ratio | storing sink | "
              "ratio | consume | sink consume | ratio | p50 / p99 / p99.9 ms (rate/s) | "
              "host steal, worst 100 ms | CPU s/GB | RSS MB |",
@@ -427,17 +431,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="rounds per size on fresh topics; figures are medians and "
                              "ratios show their range")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for the node under test (repeatable), e.g. "
+                             "log.page.cache.window.bytes=33554432")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"),
                         help="directory for the JSON, Markdown and PNG results")
     args = parser.parse_args()
+    broker_config = dict(item.split("=", 1) for item in args.broker_config)
     results_dir = args.out
     os.makedirs(results_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=results_dir) as workdir:
         report = {"loopback_mb_per_s": loopback_mb_per_s(),
                   "disk_write_mb_per_s": disk_write_mb_per_s(workdir),
-                  "cpus": os.cpu_count(), "sizes": []}
+                  "cpus": os.cpu_count(), "broker_config": broker_config, "sizes": []}
         for size in args.sizes:
-            report["sizes"].append(run_size(size, args.seconds, workdir, args.repeat))
+            report["sizes"].append(run_size(size, args.seconds, workdir, args.repeat,
+                                            broker_config))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = os.path.join(results_dir, stamp)
     with open(base + ".json", "w") as f:

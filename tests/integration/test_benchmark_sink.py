@@ -91,16 +91,19 @@ def _first_and_last_offsets(records: bytes) -> tuple[int, int]:
 
 
 def test_the_benchmark_runs_rounds_and_reports_medians_with_their_range(tmp_path) -> None:
-    """A short run of ``python -m benchmarks --repeat 2``: every round reads back all it
-    wrote, and the report keeps the rounds beside the medians (the figures themselves
-    are not judged here)."""
+    """A short run of ``python -m benchmarks --repeat 2`` with a broker setting: every
+    round reads back all it wrote, and the report keeps the rounds beside the medians
+    and names the setting (the figures themselves are not judged here)."""
     out = tmp_path / "results"
     run = subprocess.run([sys.executable, "-m", "benchmarks", "--sizes", "1024", "--seconds",
-                          "0.5", "--repeat", "2", "--out", str(out)],
+                          "0.5", "--repeat", "2", "--out", str(out), "--broker-config",
+                          "log.page.cache.window.bytes=1048576"],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     [report_file] = out.glob("*.json")
-    [size] = json.loads(report_file.read_text())["sizes"]
+    report = json.loads(report_file.read_text())
+    assert report["broker_config"] == {"log.page.cache.window.bytes": "1048576"}
+    [size] = report["sizes"]
     assert len(size["rounds"]) == 2
     for r in size["rounds"]:
         assert r["produce_acks1"]["records"] > 0
@@ -110,6 +113,7 @@ def test_the_benchmark_runs_rounds_and_reports_medians_with_their_range(tmp_path
     assert size["produce_ratio"] == sum(ratios) / 2  # the median of two
     assert size["latency"]["records"] > 0
     assert 0 <= size["latency"]["worst_steal_100ms_ms"] <= size["latency"]["steal_ms"] + 1e-9
-    row = next(line for line in (out / report_file.with_suffix(".md").name).read_text()
-               .splitlines() if line.startswith("| 1024 B"))
+    table = (out / report_file.with_suffix(".md").name).read_text()
+    assert "Broker settings: log.page.cache.window.bytes=1048576." in table
+    row = next(line for line in table.splitlines() if line.startswith("| 1024 B"))
     assert f"{size['produce_ratio']:.2f} ({ratios[0]:.2f}-{ratios[1]:.2f})" in row
