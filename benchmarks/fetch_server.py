@@ -6,7 +6,8 @@ flight, as librdkafka does, but only receives into one reused buffer and walks t
 headers for the next offset, so the figure is what the server can send. Both servers are
 asked the same thing: 16 MiB per partition, from the data a producer just wrote.
 
-Run: ``python -m benchmarks.fetch_server [--record-size 16384] [--seconds 4]``.
+Run: ``python -m benchmarks.fetch_server [--record-size 16384] [--seconds 4]
+[--broker-config KEY=VALUE ...]``.
 """
 
 from __future__ import annotations
@@ -94,9 +95,12 @@ def main() -> None:
     parser.add_argument("--record-size", type=int, default=16384)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for the node under test (repeatable)")
     args = parser.parse_args()
+    overrides = dict(item.split("=", 1) for item in args.broker_config)
     with tempfile.TemporaryDirectory() as workdir:
-        node = OttlaProcess(os.path.join(workdir, "data")).start()
+        node = OttlaProcess(os.path.join(workdir, "data"), overrides=overrides).start()
         port = free_port()
         sink = subprocess.Popen([sys.executable, "-m", "benchmarks.sink", "--port", str(port),
                                  "--record-size", str(args.record_size)],
