@@ -6,7 +6,7 @@ sink (``benchmarks.sink``: the same network layer, storing nothing) and measures
 confluent-kafka: produce with acks=1 and acks=-1, consume from the beginning, latency
 percentiles at half the measured produce rate, broker CPU seconds per GB and peak RSS.
 Ceilings: the sink, raw loopback TCP throughput, raw sequential disk writes (one fsync at
-the end, like the broker's default flush policy).
+the end, like the broker's default flush policy) and the device alone (``O_DIRECT``).
 
 Run: ``python -m benchmarks`` (``--sizes 1024 --seconds 5 --repeat 3``); writes
 ``benchmarks/results/<time>.json`` and ``.md`` (and a ``.png`` if matplotlib is there).
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import shutil
 import socket
@@ -257,6 +258,30 @@ def disk_write_mb_per_s(directory: str, megabytes: int = 512) -> float:
     return megabytes / took
 
 
+def device_write_mb_per_s(directory: str, megabytes: int = 512) -> float | None:
+    """The disk itself: sequential ``O_DIRECT`` writes of 1 MiB from one reused buffer,
+    which bypass the page cache (and so the cost of memory the machine has not used
+    lately). None where the file system refuses ``O_DIRECT``."""
+    path = os.path.join(directory, "device-ceiling.tmp")
+    buf = mmap.mmap(-1, MB)  # page-aligned, as O_DIRECT wants
+    buf.write(b"x" * MB)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o644)
+    except OSError:
+        return None
+    start = time.perf_counter()
+    try:
+        for i in range(megabytes):
+            os.pwrite(fd, buf, i * MB)
+        os.fsync(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return megabytes / (time.perf_counter() - start)
+
+
 def start_sinks(size: int, store_dir: str) -> tuple[list[subprocess.Popen[bytes]], str, str]:
     """The sink and the storing sink, fresh for every round (nothing kept from earlier)."""
     ports = free_port(), free_port()
@@ -372,9 +397,11 @@ def ratio_cell(r: dict[str, Any], key: str) -> str:
 
 def markdown(report: dict[str, Any]) -> str:
     settings = ", ".join(f"{k}={v}" for k, v in report.get("broker_config", {}).items())
+    device = report.get("device_write_mb_per_s")
     lines = [f"Loopback TCP {report['loopback_mb_per_s']:.0f} MB/s, sequential disk write "
-             f"{report['disk_write_mb_per_s']:.0f} MB/s (one fsync). Broker settings: "
-             f"{settings or 'defaults'}.", "",
+             f"{report['disk_write_mb_per_s']:.0f} MB/s (one fsync), the device alone "
+             f"(O_DIRECT) {f'{device:.0f} MB/s' if device else 'not measured'}. "
+             f"Broker settings: {settings or 'defaults'}.", "",
              "| record | produce acks=1 | acks=all | sink produce | ratio | storing sink | "
              "ratio | consume | sink consume | ratio | p50 / p99 / p99.9 ms (rate/s) | "
              "host steal, worst 100 ms | CPU s/GB | RSS MB |",
@@ -443,6 +470,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=results_dir) as workdir:
         report = {"loopback_mb_per_s": loopback_mb_per_s(),
                   "disk_write_mb_per_s": disk_write_mb_per_s(workdir),
+                  "device_write_mb_per_s": device_write_mb_per_s(workdir),
                   "cpus": os.cpu_count(), "broker_config": broker_config, "sizes": []}
         for size in args.sizes:
             report["sizes"].append(run_size(size, args.seconds, workdir, args.repeat,

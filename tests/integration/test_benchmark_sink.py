@@ -115,5 +115,7 @@ def test_the_benchmark_runs_rounds_and_reports_medians_with_their_range(tmp_path
     assert 0 <= size["latency"]["worst_steal_100ms_ms"] <= size["latency"]["steal_ms"] + 1e-9
     table = (out / report_file.with_suffix(".md").name).read_text()
     assert "Broker settings: log.page.cache.window.bytes=1048576." in table
+    device = report["device_write_mb_per_s"]  # the disk without the page cache
+    assert (device is None and "not measured" in table) or f"(O_DIRECT) {device:.0f}" in table
     row = next(line for line in table.splitlines() if line.startswith("| 1024 B"))
     assert f"{size['produce_ratio']:.2f} ({ratios[0]:.2f}-{ratios[1]:.2f})" in row
