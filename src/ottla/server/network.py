@@ -16,7 +16,6 @@ import asyncio
 import collections
 import inspect
 import logging
-import os
 import socket
 import struct
 from collections.abc import Callable
@@ -317,7 +316,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     return None
                 parts.append(view)
                 continue
-            data = os.pread(chunk.fd, chunk.length, chunk.position)
+            data = chunk.read()
             if len(data) != chunk.length:
                 return None
             parts.append(data)

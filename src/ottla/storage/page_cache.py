@@ -110,6 +110,13 @@ class PageCacheWindow:
     def served(self, mapping: Any, segment: LogSegment, fd: int, start: int, length: int
                ) -> None:
         """A fetch is sending ``mapping`` (bytes ``start..start+length`` of the segment):
-        if they are older than the window, drop them again once it is unmapped."""
-        if start + length <= segment.cold_below:
-            weakref.finalize(mapping, self._drop_later, segment, fd, start, start + length)
+        the part older than the window is dropped again once it is unmapped."""
+        cold_end = min(start + length, segment.cold_below)
+        if cold_end > start:
+            weakref.finalize(mapping, self._drop_later, segment, fd, start, cold_end)
+
+    def read(self, segment: LogSegment, fd: int, start: int, length: int) -> None:
+        """A fetch read bytes ``start..start+length`` into memory: drop the old part."""
+        cold_end = min(start + length, segment.cold_below)
+        if cold_end > start:
+            self._drop_later(segment, fd, start, cold_end)

@@ -64,7 +64,11 @@ class FileSlice:
         return self.segment is None or self.segment.fd == self.fd
 
     def read(self) -> bytes:
-        return os.pread(self.fd, self.length, self.position)
+        data = os.pread(self.fd, self.length, self.position)
+        segment = self.segment
+        if segment is not None and segment.page_cache is not None:
+            segment.page_cache.read(segment, self.fd, self.position, self.length)
+        return data
 
     def map(self) -> memoryview | None:
         """The bytes as a read-only view of the page cache: a mapping of just this range,
