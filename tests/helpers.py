@@ -60,8 +60,9 @@ def free_port() -> int:
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05,
-               message: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy, or fail after ``timeout``."""
+               message: str | Callable[[], str] = "condition") -> Any:
+    """Poll ``condition`` until it returns something truthy, or fail after ``timeout``
+    (``message`` may be a function, to describe the state at the end)."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
     while time.monotonic() < deadline:
@@ -72,6 +73,8 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: fl
         except Exception as e:
             last_error = e
         time.sleep(interval)
+    if callable(message):
+        message = message()
     raise AssertionError(f"timed out after {timeout}s waiting for {message}"
                          + (f" (last error: {last_error!r})" if last_error else ""))
 
