@@ -7,6 +7,8 @@ import gc
 
 import pytest
 
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
 from ottla.storage.page_cache import PageCacheWindow
 from tests.helpers import cached_bytes, on_tmpfs
 from tests.unit.test_log import append, make_log, read_values
@@ -103,6 +105,31 @@ def test_the_work_runs_where_the_log_manager_says(log_dir) -> None:
     for job in jobs:
         job()
     assert cached_bytes(segment.path, 0, segment.size - 2 * WINDOW) == 0
+
+
+def test_a_log_manager_hands_the_work_to_its_current_runner(tmp_path) -> None:
+    """Logs opened before and after the setting follow it, and the jobs go wherever the
+    manager's ``in_background`` points when they come (a worker thread while the node
+    serves, inline once it shuts down)."""
+    if on_tmpfs(str(tmp_path)):
+        pytest.skip("on tmpfs the page cache is the file: nothing can be dropped")
+    earlier: list = []
+    jobs: list = []
+    manager = LogManager([str(tmp_path)], now_ms=1000)
+    manager.in_background = earlier.append
+    before = manager.load_log(("a", 0), LogConfig.resolve({}), None, 1000)
+    manager.use_page_cache_window(WINDOW)
+    after = manager.load_log(("b", 0), LogConfig.resolve({}), None, 1000)
+    manager.in_background = jobs.append
+    for log in (before, after):
+        fill(log, 32)
+    assert not earlier and len(jobs) >= 2
+    for job in jobs:
+        job()
+    for log in (before, after):
+        segment = log.active_segment
+        assert cached_bytes(segment.path, 0, segment.size - 2 * WINDOW) == 0
+    manager.shutdown()
 
 
 def test_a_read_across_the_window_edge_drops_its_old_part(log_dir) -> None:

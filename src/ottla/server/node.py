@@ -41,7 +41,6 @@ from ottla.storage.meta_properties import (
     check_log_dirs,
     parse_kafka_uuid,
 )
-from ottla.storage.page_cache import PageCacheWindow
 from ottla.timeline import SnapshotRegistry
 
 log = logging.getLogger(__name__)
@@ -137,8 +136,7 @@ class Node:
                 lambda lg, base: loop.run_in_executor(None, lg.flush, base)
             self.log_manager.in_background = lambda job: loop.run_in_executor(None, job)
             if cfg["log.page.cache.window.bytes"] > 0:
-                self.log_manager.page_cache = PageCacheWindow(
-                    cfg["log.page.cache.window.bytes"], self.log_manager.in_background)
+                self.log_manager.use_page_cache_window(cfg["log.page.cache.window.bytes"])
             self.log_manager.discover()
             self.cleaner = LogCleaner(lambda: self.log_manager.logs)  # type: ignore[union-attr]
             replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)

@@ -91,6 +91,13 @@ class LogManager:
         self._checkpoints.clear()
         return found
 
+    def use_page_cache_window(self, window_bytes: int) -> None:
+        """Keep only each segment's newest ``window_bytes`` cached (log.page.cache.window.bytes),
+        the work done by whatever ``in_background`` is when it comes (inline at shutdown)."""
+        self.page_cache = PageCacheWindow(window_bytes, lambda job: self.in_background(job))
+        for log_ in self.logs.values():
+            log_.use_page_cache_window(self.page_cache)
+
     def load_log(self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None,
                  now_ms: int) -> Log:
         """Open (recovering if needed) a log found by ``discover``, or create it."""
