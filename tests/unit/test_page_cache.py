@@ -3,7 +3,9 @@ drops old ones again after a fetch reads them, and never loses a byte doing so."
 
 from __future__ import annotations
 
+import errno
 import gc
+import os
 
 import pytest
 
@@ -157,3 +159,33 @@ def test_old_bytes_a_fetch_reads_into_memory_are_dropped_too(log_dir) -> None:
     assert values[0] in records.read()
     # Whole pages only: the one it shares with the next batch goes with the next read.
     assert cached_bytes(path, 0, records.length - records.length % 4096) == 0
+
+
+def test_a_failed_write_back_takes_the_log_dir_offline(tmp_path, monkeypatch) -> None:
+    """The kernel reports a write-back error once per open file: caught here, the
+    segment's next fsync would succeed. So the log dir goes offline, as after a failed
+    fsync (a closed descriptor, EBADF, is not an error of the data)."""
+    from ottla.protocol.errors import ErrorCode, KafkaError
+    from ottla.storage import page_cache
+    jobs: list = []
+    manager = LogManager([str(tmp_path)], now_ms=1000)
+    manager.in_background = jobs.append
+    manager.use_page_cache_window(WINDOW)
+    log = manager.load_log(("a", 0), LogConfig.resolve({}), None, 1000)
+    fill(log, 16)
+
+    def fail(errno_: int):
+        def write_back(fd: int, start: int, length: int) -> None:
+            raise OSError(errno_, os.strerror(errno_))
+        return write_back
+    monkeypatch.setattr(page_cache, "write_back", fail(errno.EBADF))
+    jobs.pop(0)()
+    manager.flush_dirty(now_ms=2000)
+    assert not log.offline
+    monkeypatch.setattr(page_cache, "write_back", fail(errno.EIO))
+    jobs.pop(0)()
+    manager.flush_dirty(now_ms=3000)
+    assert log.offline and str(tmp_path) in manager.offline_dirs
+    with pytest.raises(KafkaError) as e:
+        append(log, [b"more"])
+    assert e.value.code == ErrorCode.kafka_storage_error

@@ -94,9 +94,15 @@ class LogManager:
     def use_page_cache_window(self, window_bytes: int) -> None:
         """Keep only each segment's newest ``window_bytes`` cached (log.page.cache.window.bytes),
         the work done by whatever ``in_background`` is when it comes (inline at shutdown)."""
-        self.page_cache = PageCacheWindow(window_bytes, lambda job: self.in_background(job))
+        self.page_cache = PageCacheWindow(window_bytes, lambda job: self.in_background(job),
+                                          self._write_back_failed)
         for log_ in self.logs.values():
             log_.use_page_cache_window(self.page_cache)
+
+    def _write_back_failed(self, segment: LogSegment, error: OSError) -> None:
+        """From a worker thread: the segment's dir goes offline on the loop's next turn."""
+        log.error("Writing back %s failed: %s", segment.path, error)
+        self._failed_dirs.append(os.path.dirname(segment.directory))
 
     def load_log(self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None,
                  now_ms: int) -> Log:

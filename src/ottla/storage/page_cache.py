@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import logging
 import os
 import weakref
@@ -54,21 +55,32 @@ def write_back(fd: int, start: int, length: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def drop(segment: LogSegment, fd: int, start: int, length: int) -> None:
+def drop(segment: LogSegment, fd: int, start: int, length: int,
+         on_error: Callable[[LogSegment, OSError], None]) -> None:
     """Write back and drop ``[start, start + length)`` of a segment's file, unless the
     segment was closed meanwhile. (Its descriptor number could by then name another
     file just opened: the cost would be writing back and dropping that file's pages
-    early, never losing them.)"""
+    early, never losing them.)
+
+    A write-back error goes to ``on_error``: the kernel reports it once per open file,
+    so the segment's next fsync would succeed as if nothing had been lost; the caller
+    takes the log dir offline, as a failed fsync would."""
     if segment.fd != fd or length <= 0:
         return
     try:
         write_back(fd, start, length)
-        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
     except OSError as e:
-        # A failed write-back is reported again by the next fsync of the segment,
-        # which is what takes its log offline; the pages just stay cached.
-        log.warning("Could not drop %s bytes %d-%d from the page cache: %s",
-                    segment.path, start, start + length, e)
+        if e.errno != errno.EBADF:  # EBADF: closed just now, nothing of ours to report
+            on_error(segment, e)
+        return
+    try:
+        os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass  # the pages just stay cached
+
+
+def _report(segment: LogSegment, error: OSError) -> None:
+    log.error("Writing back %s failed: %s", segment.path, error)
 
 
 FOLIO_REACH = 4 << 20
@@ -79,19 +91,22 @@ class PageCacheWindow:
     """The drop-behind policy of a node's logs (``log.page.cache.window.bytes``)."""
 
     def __init__(self, window_bytes: int,
-                 run: Callable[[Callable[[], None]], object] = lambda job: job()) -> None:
+                 run: Callable[[Callable[[], None]], object] = lambda job: job(),
+                 on_error: Callable[[LogSegment, OSError], None] = _report) -> None:
         if window_bytes <= 0:
             raise ValueError("the page cache window must be positive")
         self.window = window_bytes
         self.run = run
         """Runs a job off the event loop (the node's executor); inline by default."""
+        self.on_error = on_error
+        """Told of a failed write-back, from the thread that ran the job."""
 
     def _drop_later(self, segment: LogSegment, fd: int, start: int, end: int) -> None:
         # The kernel drops only folios wholly inside the range, and a folio may be up to
         # 2 MiB: one across the start of this range stayed when the range before it was
         # dropped, so every range reaches back by more than that.
         start = max(0, start - FOLIO_REACH)
-        self.run(lambda: drop(segment, fd, start, end - start))
+        self.run(lambda: drop(segment, fd, start, end - start, self.on_error))
 
     def appended(self, segment: LogSegment) -> None:
         """After an append: once a whole window lies more than a window behind the
