@@ -20,6 +20,7 @@ from kio.serial.errors import BufferUnderflow
 
 from ottla.protocol.api import ApiKey, is_flexible, request_schema, response_schema
 from ottla.protocol.errors import MalformedRequest
+from ottla.protocol.schema_guard import check_body
 
 _HEADER_FIXED = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -101,11 +102,13 @@ def parse_request_header(frame: bytes | memoryview, flexible: bool) -> RequestHe
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview) -> Any:
-    """Decode a request body with the ``kio`` schema of its version."""
+    """Decode a request body with the ``kio`` schema of its version, after a bounds pass
+    (``schema_guard``) that the native decoder needs to be safe."""
     try:
         schema = request_schema(header.api_key, header.api_version)
     except KioIndexError as e:
         raise MalformedRequest(str(e)) from e
+    frame = check_body(schema, frame, header.body_offset)
     try:
         body, _size = _reader(schema)(frame, header.body_offset)
     except (BufferUnderflow, ValueError, TypeError, IndexError, OverflowError) as e:
@@ -213,10 +216,13 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes | memoryview) -> tuple[int, Any]:
-    """(correlation_id, body) of a response frame without its size prefix."""
+    """(correlation_id, body) of a response frame without its size prefix; a peer's
+    response gets the same bounds pass as a request."""
     (correlation_id,) = _SIZE.unpack_from(frame, 0)
     pos = 4
     if is_flexible(api_key, api_version) and api_key != ApiKey.API_VERSIONS:
         pos = skip_tagged_fields(frame, pos)
-    body, _ = _reader(response_schema(api_key, api_version))(frame, pos)
+    schema = response_schema(api_key, api_version)
+    frame = check_body(schema, frame, pos)
+    body, _ = _reader(schema)(frame, pos)
     return correlation_id, body
