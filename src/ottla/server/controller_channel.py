@@ -7,9 +7,10 @@ active controller inside an Envelope (KIP-590), and the broker's own requests
 go the same way. The active controller is the Raft leader this node's replica knows of;
 an Envelope answered NOT_CONTROLLER (a leader that has not claimed yet, or lost its
 claim) or a controller that cannot be reached is retried, against the leader as the
-replica learns it, until the request's deadline. On a node that also runs the
-controller, the request still travels over the controller listener: one path, whichever
-node is active.
+replica learns it and with a growing backoff, until the request's deadline; any other
+error of the envelope goes back to the client in the response to its request. On a node
+that also runs the controller, the request still travels over the controller listener:
+one path, whichever node is active.
 
 ``submit`` is the in-process path the controller listener's handlers use on the active
 controller itself.
@@ -29,7 +30,8 @@ from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.controller.quorum_controller import ControllerResult, NotControllerError
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.error_response import error_response
+from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
 from ottla.raft.description import QuorumDescription
 from ottla.server.controller_driver import ControllerDriver
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 ENVELOPE_VERSION = 0
 RETRY_BACKOFF_S = 0.05
+RETRY_BACKOFF_MAX_S = 1.0
 LOOPBACK = bytes([127, 0, 0, 1])
 
 
@@ -86,7 +89,12 @@ class ControllerChannel:
 
     async def call(self, api_key: int, version: int, body: dict[str, Any] | Any,
                    timeout: float = 30.0, client_id: str | None = None) -> Any:
-        """Send a request to the active controller in an Envelope; its response."""
+        """Send a request to the active controller in an Envelope; its response.
+
+        Only what may pass is retried, with a backoff that doubles up to a second: a
+        controller that cannot be reached and one that is not the active one. Any other
+        error in the envelope (a request the controller refused as malformed) is raised
+        as a ``KafkaError`` at once."""
         entity = build(request_schema(api_key, version), body) if isinstance(body, dict) \
             else body
         inner = encode_request(api_key, version, 0, client_id or f"broker-{self.node_id}",
@@ -95,6 +103,7 @@ class ControllerChannel:
                     "client_host_address": LOOPBACK}
         deadline = time.monotonic() + timeout
         last_error = "no controller answered"
+        backoff = RETRY_BACKOFF_S
         while True:
             target = self._target()
             remaining = deadline - time.monotonic()
@@ -109,17 +118,23 @@ class ControllerChannel:
                 if response.error_code == ErrorCode.none and response.response_data:
                     return decode_response(api_key, version, response.response_data)[1]
                 if response.error_code != ErrorCode.not_controller:
-                    raise ControllerUnavailable(
-                        f"the controller refused the request: {response.error_code!r}")
+                    code = ErrorCode(response.error_code)
+                    raise KafkaError(code, f"The controller refused the request: "
+                                           f"{code.name}")
                 last_error = f"controller {target} is not active"
-            await asyncio.sleep(min(RETRY_BACKOFF_S, max(0.0, deadline - time.monotonic())))
+            await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+            backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
         raise ControllerUnavailable(f"no active controller within {timeout:.0f} s "
                                     f"({last_error})")
 
     async def forward(self, ctx: Any, request: Any, timeout: float = 30.0) -> Any:
-        """A client's request, forwarded whole; the controller's response as it is."""
-        return await self.call(ctx.header.api_key, ctx.header.api_version, request, timeout,
-                               ctx.client_id)
+        """A client's request, forwarded whole; the controller's response as it is, or
+        the error the controller gave the envelope, for all the request names."""
+        try:
+            return await self.call(ctx.header.api_key, ctx.header.api_version, request,
+                                   timeout, ctx.client_id)
+        except KafkaError as e:
+            return error_response(request, e.code, e.message)
 
     def _target(self) -> int:
         leader = self.raft.leader_id

@@ -18,6 +18,7 @@ import inspect
 import logging
 import socket
 import struct
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -33,12 +34,15 @@ from ottla.protocol.codec import (
     peek_api,
     response_header_bytes,
 )
-from ottla.protocol.errors import MalformedRequest
+from ottla.protocol.error_response import error_response
+from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
+from ottla.rate_limited_log import RateLimitedLog
 from ottla.storage.segment import FileSlice
 
 log = logging.getLogger(__name__)
+_limited = RateLimitedLog(log)
 
 _SIZE = struct.Struct(">i")
 MAX_QUEUED_FRAMES = 64
@@ -224,7 +228,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             header = parse_request_header(frame, is_flexible(api_key, version))
             request = decode_request(header, frame)
         except MalformedRequest as e:
-            log.info("Closing connection from %s:%d: %s", *self.peer, e)
+            _limited.log(logging.INFO, ("malformed", self.peer[0]),
+                         "Closing connection from %s:%d: %s", *self.peer, e)
             self.close()
             return
         ctx = RequestContext(header, self.server.listener_name, self.server.listener_kind,
@@ -235,18 +240,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("Closing connection from %s:%d: %s", *self.peer, e)
             self.close()
             return
-        except Exception:
-            log.exception("Handler of %s v%d failed; closing the connection",
-                          ApiKey(api_key).name, version)
-            self.close()
+        except Exception as e:
+            self._respond(header, self._failure(header, request, e))
             return
         if inspect.isawaitable(result):
             self._busy = True
-            self._task = asyncio.ensure_future(self._finish(header, result))
+            self._task = asyncio.ensure_future(self._finish(header, request, result))
         else:
             self._respond(header, result)
 
-    async def _finish(self, header: RequestHeader, pending: Any) -> None:
+    async def _finish(self, header: RequestHeader, request: Any, pending: Any) -> None:
         try:
             result = await pending
         except asyncio.CancelledError:
@@ -255,24 +258,48 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.info("Closing connection from %s:%d: %s", *self.peer, e)
             self.close()
             return
-        except Exception:
-            log.exception("Handler of %s v%d failed; closing the connection",
-                          ApiKey(header.api_key).name, header.api_version)
-            self.close()
-            return
+        except Exception as e:
+            result = self._failure(header, request, e)
         self._respond(header, result)
         self._busy = False
         self._task = None
         self._pump()
 
+    def _failure(self, header: RequestHeader, request: Any, error: Exception) -> Any:
+        """The answer to a request whose handler raised: the error for all it names
+        (UNKNOWN_SERVER_ERROR unless the handler raised a Kafka error), or None to close
+        the connection if even that cannot be built. Unexpected failures are logged once
+        a minute per kind, with the traceback."""
+        if isinstance(error, KafkaError):
+            code, message = error.code, error.message
+        else:
+            where = traceback.extract_tb(error.__traceback__)[-1:]
+            kind = (header.api_key, type(error), *((where[0].filename, where[0].lineno)
+                                                    if where else ()))
+            _limited.log(logging.ERROR, kind, "Handler of %s v%d failed; answering "
+                         "UNKNOWN_SERVER_ERROR", ApiKey(header.api_key).name,
+                         header.api_version, exc_info=True)
+            code, message = ErrorCode.unknown_server_error, None
+        try:
+            return error_response(request, code, message)
+        except Exception:
+            _limited.log(logging.ERROR, ("error-response", header.api_key),
+                         "Cannot build an error response to %s v%d; closing the connection",
+                         ApiKey(header.api_key).name, header.api_version, exc_info=True)
+            return None
+
     def _respond(self, header: RequestHeader, response: Any) -> None:
         if response is NO_RESPONSE or self._closed or self.transport is None:
+            return
+        if response is None:
+            self.close()
             return
         try:
             prefix, chunks, size = self.dispatcher.encode(header, response)
         except Exception:
-            log.exception("Cannot encode the %s v%d response; closing the connection",
-                          ApiKey(header.api_key).name, header.api_version)
+            _limited.log(logging.ERROR, ("encode", header.api_key),
+                         "Cannot encode the %s v%d response; closing the connection",
+                         ApiKey(header.api_key).name, header.api_version, exc_info=True)
             self.close()
             return
         if not any(type(c) is FileSlice for c in chunks):

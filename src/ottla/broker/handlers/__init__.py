@@ -1,7 +1,9 @@
 """Request handlers, one module per group of Kafka APIs, registered with their versions.
 
 A handler takes the broker, the request context and the decoded request, and returns the
-response as a version-agnostic dict (or an awaitable of one, or ``None`` for no response).
+response as a version-agnostic dict (or an awaitable of one, or ``NO_RESPONSE`` for none).
+A handler that raises ``KafkaError`` gets Kafka's error response with that code for all
+the request names; anything else it raises, UNKNOWN_SERVER_ERROR.
 The registry is what ApiVersions advertises, so it lists exactly what is implemented.
 It is kept per kind of listener: a controller listener serves the KRaft RPCs (its Fetch
 is the metadata log's) and a broker listener the client APIs.

@@ -11,6 +11,7 @@ an inner response whose own top-level error is NOT_CONTROLLER.
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any
 
 from ottla.broker.context import RequestContext
@@ -24,8 +25,12 @@ from ottla.protocol.codec import (
     peek_api,
     response_header_bytes,
 )
-from ottla.protocol.errors import ErrorCode, MalformedRequest
+from ottla.protocol.error_response import error_response
+from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.messages import build
+from ottla.rate_limited_log import RateLimitedLog
+
+_limited = RateLimitedLog(logging.getLogger(__name__))
 
 
 def _envelope(error: ErrorCode, data: bytes | None = None) -> dict[str, Any]:
@@ -55,6 +60,15 @@ async def handle_envelope(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
             response = await response
     except NotControllerError:
         return _envelope(ErrorCode.not_controller)
+    except KafkaError as e:
+        response = error_response(inner, e.code, e.message)
+    except Exception:
+        # Answered, not raised: the forwarding broker would take a closed connection
+        # for an unreachable controller and send the request again and again.
+        _limited.log(logging.ERROR, (api_key, "envelope"), "Forwarded %s v%d failed; "
+                     "answering UNKNOWN_SERVER_ERROR", ApiKey(api_key).name, version,
+                     exc_info=True)
+        response = error_response(inner, ErrorCode.unknown_server_error)
     if isinstance(response, dict) and response.get("error_code") == ErrorCode.not_controller:
         # The handler answered NOT_CONTROLLER itself (leadership went while it waited).
         return _envelope(ErrorCode.not_controller)
