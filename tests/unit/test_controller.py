@@ -12,6 +12,7 @@ from ottla.controller.quorum_controller import (
     OP_DELETE,
     OP_SET,
     OP_SUBTRACT,
+    BatchTooLarge,
     ControllerError,
     NewTopic,
     QuorumController,
@@ -299,3 +300,31 @@ def test_leaders_are_balanced_back_to_preferred_replicas() -> None:
     apply(c, balanced.records)
     assert [topic.partitions[p].leader for p in (0, 1)] == [1, 1]
     assert c.balance_partition_leaders().records == []
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_an_operation_over_10000_records_is_refused_before_any_work(validate_only: bool
+                                                                     ) -> None:
+    """CreateTopics for 2^31-1 partitions is a 33-byte request: refused at once, for every
+    topic of the request, as Kafka's MAX_RECORDS_PER_USER_OP does it."""
+    c = controller(1)
+    with pytest.raises(BatchTooLarge) as refused:
+        c.create_topics([NewTopic("ok", 1), NewTopic("huge", 2**31 - 1)], validate_only)
+    assert refused.value.code == ErrorCode.policy_violation
+    assert refused.value.message == "Unable to perform excessively large batch operation."
+    # Several topics that together pass the limit count as one operation too.
+    with pytest.raises(BatchTooLarge):
+        c.create_topics([NewTopic(f"t{i}", 4000) for i in range(3)], validate_only)
+    fits = c.create_topics([NewTopic("t", 9999)], validate_only)
+    assert fits.response[0].error == ErrorCode.none
+    assert len(fits.records) == (0 if validate_only else 10000)
+
+
+def test_create_partitions_over_the_limit_is_refused() -> None:
+    c = controller(1)
+    apply(c, c.create_topics([NewTopic("t", 1)]).records)
+    with pytest.raises(BatchTooLarge):
+        c.create_partitions([("t", 2**31 - 1, None)], validate_only=True)
+    with pytest.raises(BatchTooLarge):
+        c.create_partitions([("t", 10_002, None)])
+    assert c.create_partitions([("t", 10_001, None)]).response == [("t", ErrorCode.none, None)]

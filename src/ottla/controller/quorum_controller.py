@@ -20,7 +20,7 @@ from ottla.config import ConfigError
 from ottla.controller.placement import place
 from ottla.metadata import records as r
 from ottla.metadata.image import NO_LEADER, ConfigResourceType, MetadataImage
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.log_config import TOPIC_CONFIGS, validate_topic_configs
 from ottla.timeline import SnapshotRegistry
 
@@ -31,6 +31,9 @@ METADATA_VERSION_LEVEL = 25  # 4.0-IV3
 SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL)}
 """Feature levels this software can run at (3.3-IV3 to 4.0-IV3 for metadata.version)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
+MAX_RECORDS_PER_USER_OP = 10_000
+"""Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most records one operation a
+client asks for may write (the controller's own, such as fencing, are not bounded)."""
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -90,11 +93,30 @@ class TopicResult:
     replication_factor: int = -1
 
 
-class ControllerError(Exception):
+class ControllerError(KafkaError):
+    """An operation refused with a Kafka error; raised out of a whole operation, it is
+    the error of everything the request named."""
+
+    message: str
+
     def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(code, message)
+
+
+class BatchTooLarge(ControllerError):
+    """An operation that would write more than ``MAX_RECORDS_PER_USER_OP`` records."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.policy_violation,
+                         "Unable to perform excessively large batch operation.")
+
+
+def check_user_op(records: int) -> None:
+    """Refuse an operation a client asked for before it makes more records than Kafka
+    allows one (and before the work of making them: a request for 2^31-1 partitions is
+    33 bytes)."""
+    if records > MAX_RECORDS_PER_USER_OP:
+        raise BatchTooLarge()
 
 
 class NotControllerError(ControllerError):
@@ -345,6 +367,7 @@ class QuorumController:
             if not (everything and error != ErrorCode.none):
                 results[(name, index)] = (error, _ELECTION_MESSAGES.get(error, "").format(
                     tp=f"{name}-{index}", preferred=part.replicas[0]) or None)
+        check_user_op(len(records))
         return ControllerResult(records, results)
 
     def balance_partition_leaders(self, max_elections: int = 1000) -> ControllerResult:
@@ -434,6 +457,7 @@ class QuorumController:
         records: list[Any] = []
         results: list[TopicResult] = []
         seen: set[str] = set()
+        planned = 0  # validate_only counts what it would write, as Kafka does
         for topic in topics:
             if topic.name in seen:
                 results.append(TopicResult(topic.name, ErrorCode.invalid_request,
@@ -441,16 +465,19 @@ class QuorumController:
                 continue
             seen.add(topic.name)
             try:
-                topic_records, result = self._create_topic(topic, records)
+                topic_records, result = self._create_topic(topic, records, planned)
+            except BatchTooLarge:
+                raise
             except ControllerError as e:
                 results.append(TopicResult(topic.name, e.code, e.message))
                 continue
+            planned += len(topic_records)
             if not validate_only:
                 records.extend(topic_records)
             results.append(result)
         return ControllerResult(records, results)
 
-    def _create_topic(self, topic: NewTopic, pending: list[Any]
+    def _create_topic(self, topic: NewTopic, pending: list[Any], planned: int
                       ) -> tuple[list[Any], TopicResult]:
         validate_topic_name(topic.name)
         if topic.name in self.image.topics_by_name:
@@ -468,7 +495,9 @@ class QuorumController:
         except ConfigError as e:
             raise ControllerError(ErrorCode.invalid_config, str(e)) from None
         brokers = self.image.live_brokers()
+        fixed_records = 1 + sum(v is not None for v in topic.configs.values())
         if topic.assignments:
+            check_user_op(planned + fixed_records + len(topic.assignments))
             if topic.num_partitions != -1 or topic.replication_factor != -1:
                 raise ControllerError(ErrorCode.invalid_request,
                                       "Both numPartitions or replicationFactor and "
@@ -488,6 +517,7 @@ class QuorumController:
                 raise ControllerError(ErrorCode.invalid_replication_factor,
                                       "Replication factor must be larger than 0, or -1 to use "
                                       "the default value.")
+            check_user_op(planned + fixed_records + partitions)
             try:
                 assignments = place(partitions, rf, brokers, self.rng)
             except ValueError as e:
@@ -571,6 +601,7 @@ class QuorumController:
                 removed.add(topic.topic_id)
                 records.append(r.RemoveTopicRecord(topic_id=topic.topic_id))
             results.append((topic.name, topic.topic_id, ErrorCode.none, None))
+        check_user_op(len(records))
         return ControllerResult(records, results)
 
     def create_partitions(self, requests: Sequence[tuple[str, int, list[list[int]] | None]],
@@ -578,6 +609,7 @@ class QuorumController:
         """Add partitions: (topic, new total count, assignments or None) per topic."""
         records: list[Any] = []
         results = []
+        planned = 0
         for name, count, assignments in requests:
             try:
                 topic = self.image.topics_by_name.get(name)
@@ -594,6 +626,8 @@ class QuorumController:
                                           f"Topic already has {current} partitions.")
                 rf = len(next(iter(topic.partitions.values())).replicas)
                 new = count - current
+                planned += new
+                check_user_op(planned)
                 if assignments is not None:
                     if len(assignments) != new:
                         raise ControllerError(ErrorCode.invalid_replica_assignment,
@@ -612,6 +646,8 @@ class QuorumController:
                     records.extend(self._partition_record(topic.topic_id, current + i, replicas)
                                    for i, replicas in enumerate(placed))
                 results.append((name, ErrorCode.none, None))
+            except BatchTooLarge:
+                raise
             except ControllerError as e:
                 results.append((name, e.code, e.message))
         return ControllerResult(records, results)
@@ -663,6 +699,7 @@ class QuorumController:
                 results.append((resource_type, name, ErrorCode.none, None))
             except ControllerError as e:
                 results.append((resource_type, name, e.code, e.message))
+        check_user_op(len(records))
         return ControllerResult(records, results)
 
     def incremental_alter_configs(
@@ -698,6 +735,7 @@ class QuorumController:
                 results.append((resource_type, name, ErrorCode.none, None))
             except ControllerError as e:
                 results.append((resource_type, name, e.code, e.message))
+        check_user_op(len(records))
         return ControllerResult(records, results)
 
     def _list_op(self, resource_type: int, name: str, key: str, op: int, value: str | None,
