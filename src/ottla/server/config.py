@@ -147,7 +147,21 @@ _KEYS: list[ConfigKey] = [
               "The largest request frame accepted.", at_least(1), read_only=True),
     ConfigKey("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF (-1: OS default)."),
     ConfigKey("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF (-1: OS default)."),
-    ConfigKey("connections.max.idle.ms", T.LONG, 600000, "Idle connections are closed after."),
+    ConfigKey("connections.max.idle.ms", T.LONG, 600000,
+              "Connections on which no byte moved for this long are closed (-1: never).",
+              read_only=True),
+    ConfigKey("queued.max.request.bytes", T.LONG, 104857600,
+              "Bytes of requests read but not yet handled, node-wide; a connection whose "
+              "next frame does not fit waits (-1: no limit). Kafka's default is -1.",
+              read_only=True),
+    ConfigKey("max.connections", T.INT, 2147483647,
+              "Connections the node accepts in all; more are closed at once.", at_least(0),
+              read_only=True),
+    ConfigKey("max.connections.per.ip", T.INT, 2147483647,
+              "Connections the node accepts from one address; more are closed at once.",
+              at_least(0), read_only=True),
+    ConfigKey("max.connections.per.ip.overrides", T.STRING, "",
+              "Per-address limits: host:count,host:count.", read_only=True),
     ConfigKey("num.network.threads", T.INT, 3, "Accepted for compatibility; one event loop."),
     ConfigKey("num.io.threads", T.INT, 8, "Accepted for compatibility; one event loop."),
     ConfigKey("num.recovery.threads.per.data.dir", T.INT, 2, "Accepted for compatibility."),
@@ -385,6 +399,20 @@ class KafkaConfig:
             voters[int(match.group(1))] = (match.group(2).strip("[]"), int(match.group(3)))
         return voters
 
+    @property
+    def connection_overrides(self) -> dict[str, int]:
+        """max.connections.per.ip.overrides as {host: limit}."""
+        overrides: dict[str, int] = {}
+        for entry in (self.values["max.connections.per.ip.overrides"] or "").split(","):
+            if not entry.strip():
+                continue
+            host, _, count = entry.strip().rpartition(":")
+            if not host or not count.isdigit():
+                raise ConfigError(f"Invalid value {entry} for configuration "
+                                  "max.connections.per.ip.overrides: expected host:count")
+            overrides[host] = int(count)
+        return overrides
+
     def topic_defaults(self, dynamic: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Topic config defaults from this broker's config (and dynamic broker configs),
         following each topic config's list of broker synonyms."""
@@ -432,6 +460,11 @@ class KafkaConfig:
             raise ConfigError(f"inter.broker.listener.name {ibl} must appear in listeners")
         if not self.log_dirs:
             raise ConfigError("log.dirs must name at least one directory")
+        queued = self.values["queued.max.request.bytes"]
+        if queued > 0 and queued < self.values["socket.request.max.bytes"]:
+            raise ConfigError("queued.max.request.bytes must be larger or equal to "
+                              "socket.request.max.bytes")
+        self.connection_overrides  # noqa: B018 - parses and validates
         self.quorum_voters  # noqa: B018 - parses and validates
 
 

@@ -18,6 +18,7 @@ import inspect
 import logging
 import socket
 import struct
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
 from ottla.rate_limited_log import RateLimitedLog
+from ottla.server.memory_pool import MemoryPool
 from ottla.storage.segment import FileSlice
 
 log = logging.getLogger(__name__)
@@ -75,13 +77,51 @@ class RequestDispatcher:
 
 READ_BUFFER = 256 * 1024
 """Small frames are read into this buffer and copied out; a frame that does not fit is
-read straight into a buffer of its own size."""
+read straight into a buffer of its own, which grows as its bytes arrive."""
+FRAME_START = 1024 * 1024
+"""A large frame's buffer starts at this size (or what has arrived) and doubles as bytes
+arrive, up to the frame's size: a size prefix alone allocates nothing."""
+
+
+class ConnectionQuotas:
+    """What all connections of a node share (Kafka's ConnectionQuotas): the request memory
+    pool and the connection counts, total and per client address."""
+
+    def __init__(self, pool: MemoryPool | None = None, max_connections: int = 2**31 - 1,
+                 max_connections_per_ip: int = 2**31 - 1,
+                 per_ip_overrides: dict[str, int] | None = None,
+                 idle_ms: int = 600_000) -> None:
+        self.pool = pool if pool is not None else MemoryPool(None)
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = per_ip_overrides or {}
+        self.idle_ms = idle_ms
+        self.total = 0
+        self.per_ip: collections.Counter[str] = collections.Counter()
+
+    def admit(self, host: str) -> str | None:
+        """Count a new connection from ``host``; why not, if it is over a limit."""
+        limit = self.per_ip_overrides.get(host, self.max_connections_per_ip)
+        if self.per_ip[host] >= limit:
+            return f"max.connections.per.ip ({limit}) reached for {host}"
+        if self.total >= self.max_connections:
+            return f"max.connections ({self.max_connections}) reached"
+        self.total += 1
+        self.per_ip[host] += 1
+        return None
+
+    def leave(self, host: str) -> None:
+        self.total -= 1
+        self.per_ip[host] -= 1
+        if self.per_ip[host] <= 0:
+            del self.per_ip[host]
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.dispatcher = server.dispatcher
+        self.pool = server.quotas.pool
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray(READ_BUFFER)
         self._view = memoryview(self._buffer)
@@ -90,15 +130,32 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._end = 0
         """Where they end (the next read lands here)."""
         self._frame: bytearray | None = None
-        """A large frame being read in place, and how much of it has arrived."""
+        """A large frame being read in place, how much of it has arrived, and its size."""
         self._frame_filled = 0
+        self._frame_size = 0
         self._frames: collections.deque[bytes | memoryview] = collections.deque()
+        self._queued_bytes = 0
+        """Bytes of the small frames queued (each at most a read buffer): at a buffer's
+        worth reading pauses. Larger frames take their memory from the pool instead."""
+        self._head_reserved = False
+        """Whether the pool has granted the frame whose size prefix is at ``_start``."""
+        self._waiting = False
+        """Whether this connection waits for the pool (reading is paused meanwhile)."""
+        self._held = 0
+        """Bytes this connection holds in the pool: frames read or being read, and the
+        request being handled."""
+        self._in_flight = 0
+        """The size of the request whose handler is running (a task)."""
         self._busy = False
         self._write_paused = False
         self._read_paused = False
         self._closed = False
+        self._admitted = False
         self._task: asyncio.Task[None] | None = None
         self.peer: tuple[str, int] = ("", 0)
+        self.last_active = time.monotonic()
+        self._partial_since: float | None = None
+        """When the bytes of a frame not yet whole began to arrive."""
         self._map_slices = False
         """Whether segment slices go out as mappings of the page cache (see ``_respond``)."""
 
@@ -106,6 +163,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple):
+            self.peer = (str(peer[0]), int(peer[1]))
+        refused = self.server.quotas.admit(self.peer[0])
+        if refused is not None:
+            _limited.log(logging.WARNING, ("refused", refused),
+                         "Closing connection from %s:%d: %s", *self.peer, refused)
+            self.close()
+            return
+        self._admitted = True
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -123,14 +190,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._map_slices = sock is not None and \
             transport.get_extra_info("sslcontext") is None and \
             type(asyncio.get_running_loop()).__module__.startswith("uvloop")
-        peer = transport.get_extra_info("peername")
-        if isinstance(peer, tuple):
-            self.peer = (str(peer[0]), int(peer[1]))
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
+        self.close()
         self.server.connections.discard(self)
+        if self._admitted:
+            self._admitted = False
+            self.server.quotas.leave(self.peer[0])
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
@@ -142,16 +209,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._pump()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return memoryview(self._frame)[self._frame_filled:]
+        frame = self._frame
+        if frame is not None:
+            if self._frame_filled == len(frame):
+                grown = bytearray(min(self._frame_size, 2 * len(frame)))
+                grown[:self._frame_filled] = frame
+                self._frame = frame = grown
+            return memoryview(frame)[self._frame_filled:]
         if self._end == len(self._buffer):
             self._compact()
         return self._view[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = now = time.monotonic()
+        queued = len(self._frames)
         if self._frame is not None:
             self._frame_filled += nbytes
-            if self._frame_filled == len(self._frame):
+            if self._frame_filled == self._frame_size:
                 # kio reads only read-only buffers: a read-only view, no copy.
                 self._frames.append(memoryview(self._frame).toreadonly())
                 self._frame = None
@@ -159,41 +233,91 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._end += nbytes
             if not self._cut_frames():
                 return
-        if len(self._frames) >= MAX_QUEUED_FRAMES and not self._read_paused:
-            self._read_paused = True
-            if self.transport is not None:
-                self.transport.pause_reading()
+        if self._frame is None and self._start == self._end:
+            self._partial_since = None
+        elif self._partial_since is None or len(self._frames) > queued:
+            self._partial_since = now  # a frame began, or one completed and the next began
         self._pump()
 
     def _cut_frames(self) -> bool:
-        """Queue every whole frame in the read buffer; start reading a large one in place.
-        False if the connection was closed for a bad frame size."""
+        """Queue the whole frames in the read buffer (up to a buffer's worth), or start
+        reading a large frame into a buffer of its own once the pool has granted its
+        size. False if the connection was closed for a bad frame size."""
         buf, view = self._buffer, self._view
         max_size = self.server.max_request_size
         pos, end = self._start, self._end
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > max_size:
-                log.warning("Closing connection from %s:%d: frame size %d is outside "
-                            "[0, socket.request.max.bytes=%d]", *self.peer, size, max_size)
+                _limited.log(logging.WARNING, ("frame-size", self.peer[0]),
+                             "Closing connection from %s:%d: frame size %d is outside "
+                             "[0, socket.request.max.bytes=%d]", *self.peer, size, max_size)
                 self.close()
                 return False
-            if end - pos - 4 >= size:
+            if size + 4 <= len(buf):
+                if end - pos - 4 < size or self._queued_bytes >= len(buf):
+                    break  # the rest is still to come, or enough waits to be handled
                 self._frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                self._queued_bytes += size
                 pos += 4 + size
                 continue
-            if size + 4 > len(buf):
-                # Too big for the read buffer: the rest of it is read straight into place.
-                frame = bytearray(size)
-                have = end - pos - 4
-                frame[:have] = view[pos + 4 : end]
-                self._frame, self._frame_filled = frame, have
-                pos = end
+            if not self._head_reserved:
+                if not self.pool.reserve(size, self._on_granted):
+                    self._waiting = True
+                    break
+                self._held += size
+                self._head_reserved = True
+            # Too big for the read buffer: it is read into a buffer of its own, grown as
+            # its bytes arrive (``get_buffer``).
+            have = end - pos - 4
+            frame = bytearray(min(size, max(have, FRAME_START)))
+            frame[:have] = view[pos + 4 : end]
+            self._frame, self._frame_filled, self._frame_size = frame, have, size
+            self._head_reserved = False
+            pos = end
             break
         self._start = pos
         if pos == end:
             self._start = self._end = 0
+        self._flow()
         return True
+
+    def _on_granted(self) -> None:
+        """The pool reserved the waiting frame's size (from within a release: act on the
+        loop's next turn, not inside whoever released)."""
+        asyncio.get_running_loop().call_soon(self._granted)
+
+    def _granted(self) -> None:
+        size = _SIZE.unpack_from(self._buffer, self._start)[0]
+        if self._closed:
+            self.pool.release(size)
+            return
+        self._held += size
+        self._head_reserved = True
+        self._waiting = False
+        if self._cut_frames():
+            self._pump()
+
+    def _release(self, size: int) -> None:
+        if self._closed or size == 0:
+            return  # close() gave back everything held
+        self._held -= size
+        self.pool.release(size)
+
+    def _flow(self) -> None:
+        """Pause reading while the pool is spent for us or too many requests wait;
+        resume when neither holds."""
+        if self.transport is None or self._closed:
+            return
+        if self._waiting or len(self._frames) >= MAX_QUEUED_FRAMES or \
+                self._queued_bytes >= READ_BUFFER:
+            if not self._read_paused:
+                self._read_paused = True
+                self.transport.pause_reading()
+        elif self._read_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and \
+                self._queued_bytes < READ_BUFFER // 2:
+            self._read_paused = False
+            self.transport.resume_reading()
 
     def _compact(self) -> None:
         """Move a partial frame to the front of the read buffer."""
@@ -204,14 +328,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # --- request processing -----------------------------------------------------------
 
     def _pump(self) -> None:
-        while self._frames and not self._busy and not self._write_paused and \
-                not self._closed:
-            frame = self._frames.popleft()
-            self._process(frame)
-        if self._read_paused and len(self._frames) < MAX_QUEUED_FRAMES // 2 and not self._closed:
-            self._read_paused = False
-            if self.transport is not None:
-                self.transport.resume_reading()
+        while not self._closed:
+            while self._frames and not self._busy and not self._write_paused and \
+                    not self._closed:
+                frame = self._frames.popleft()
+                charge = 0
+                if len(frame) + 4 <= READ_BUFFER:
+                    self._queued_bytes -= len(frame)
+                else:
+                    charge = len(frame)  # a pooled frame: its bytes go back once handled
+                self._process(frame)
+                if self._busy:
+                    self._in_flight = charge
+                else:
+                    self._release(charge)
+            # Frames left in the read buffer while the queue was full.
+            if self._frames or self._start == self._end or self._frame is not None or \
+                    self._waiting or not self._cut_frames() or not self._frames:
+                break
+        self._flow()
 
     def _process(self, frame: bytes | memoryview) -> None:
         try:
@@ -263,6 +398,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._respond(header, result)
         self._busy = False
         self._task = None
+        self._release(self._in_flight)
+        self._in_flight = 0
         self._pump()
 
     def _failure(self, header: RequestHeader, request: Any, error: Exception) -> Any:
@@ -294,6 +431,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if response is None:
             self.close()
             return
+        self.last_active = time.monotonic()
         try:
             prefix, chunks, size = self.dispatcher.encode(header, response)
         except Exception:
@@ -354,10 +492,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._respond(header, unsupported_version_response(self.server.listener_kind))
 
     def close(self) -> None:
-        self._closed = True
-        self._frames.clear()
+        if not self._closed:
+            self._closed = True
+            self._frames.clear()
+            self._frame = None
+            if self._waiting:
+                self.pool.cancel(self._on_granted)
+            held, self._held = self._held, 0
+            if held:
+                self.pool.release(held)
         if self.transport is not None:
             self.transport.close()
+
+    def idle_for(self, now: float) -> float:
+        """Seconds since bytes last arrived or left, or since a frame that has not yet
+        arrived whole began (a client trickling a frame is as good as idle); 0 while a
+        request is being handled or the connection waits for the pool."""
+        if self._busy or self._waiting:
+            return 0.0
+        idle = now - self.last_active
+        if self._partial_since is not None:
+            idle = max(idle, now - self._partial_since)
+        return idle
 
 
 class KafkaServer:
@@ -365,7 +521,8 @@ class KafkaServer:
 
     def __init__(self, broker: Any, dispatcher: RequestDispatcher, listener_name: str,
                  listener_kind: str, host: str, port: int, max_request_size: int,
-                 socket_options: dict[str, int] | None = None) -> None:
+                 socket_options: dict[str, int] | None = None,
+                 quotas: ConnectionQuotas | None = None) -> None:
         self.broker = broker
         self.dispatcher = dispatcher
         self.listener_name = listener_name
@@ -374,8 +531,10 @@ class KafkaServer:
         self.port = port
         self.max_request_size = max_request_size
         self.socket_options = socket_options or {}
+        self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
+        self._reaper: asyncio.Task[None] | None = None
 
     async def start(self, serve: bool = True) -> None:
         """Bind the port; accept connections now, or (``serve=False``) only from
@@ -387,12 +546,30 @@ class KafkaServer:
                                                 start_serving=serve)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+        if self.quotas.idle_ms >= 0:
+            self._reaper = asyncio.ensure_future(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """connections.max.idle.ms: close connections on which no byte moved for that
+        long (an idle client, or one that stopped halfway through a frame)."""
+        limit = self.quotas.idle_ms / 1000
+        while True:
+            await asyncio.sleep(min(max(limit / 4, 0.01), 30.0))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.idle_for(now) > limit:
+                    _limited.log(logging.INFO, ("idle", self.listener_name),
+                                 "Closing connection from %s:%d: idle for more than "
+                                 "connections.max.idle.ms=%d", *conn.peer, self.quotas.idle_ms)
+                    conn.close()
 
     async def start_serving(self) -> None:
         assert self._server is not None
         await self._server.start_serving()
 
     async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -30,8 +30,9 @@ from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
+from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
-from ottla.server.network import KafkaServer, RequestDispatcher
+from ottla.server.network import ConnectionQuotas, KafkaServer, RequestDispatcher
 from ottla.server.raft_driver import RaftDriver
 from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
@@ -172,13 +173,18 @@ class Node:
         socket_options = {k: cfg[k] for k in ("socket.send.buffer.bytes",
                                               "socket.receive.buffer.bytes")
                           if k in cfg.explicit}
+        queued = cfg["queued.max.request.bytes"]
+        quotas = ConnectionQuotas(
+            MemoryPool(queued if queued > 0 else None), cfg["max.connections"],
+            cfg["max.connections.per.ip"], cfg.connection_overrides,
+            cfg["connections.max.idle.ms"])
         for listener in cfg.listeners:
             kind = "controller" if listener.name in controller_names else "broker"
             if kind not in cfg.roles:
                 continue
             server = KafkaServer(self.broker, dispatcher, listener.name, kind, listener.host,
                                  listener.port, cfg["socket.request.max.bytes"],
-                                 socket_options)
+                                 socket_options, quotas)
             await server.start(serve=kind == "controller")
             self.servers.append(server)
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
