@@ -12,13 +12,17 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-from confluent_kafka import Producer
+import zstandard
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.messages import build
+from tests.batches import raw_batch, record
 from tests.helpers import OttlaProcess, WireClient, wait_until
+
+PARTITION_EOF = KafkaError._PARTITION_EOF
 
 
 @pytest.fixture(scope="module")
@@ -230,3 +234,125 @@ def test_connections_over_the_per_address_limit_are_closed(node) -> None:
         for sock in socks:
             sock.close()
     wait_until(lambda: healthy(node) is None, 5)
+
+
+def produce_raw(node: OttlaProcess, topic: str, batch: bytes) -> object:
+    with WireClient(node.bootstrap, timeout=30) as client:
+        response = client.produce(topic, 0, batch)
+    return response.responses[0].partition_responses[0]
+
+
+def read_all(node: OttlaProcess, topic: str, expect: int) -> list[bytes | None]:
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"read-{topic}",
+                         "enable.auto.commit": False, "enable.partition.eof": True,
+                         "check.crcs": True})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[bytes | None] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == PARTITION_EOF and len(values) >= expect:
+                    break
+                if msg.error().code() != PARTITION_EOF:
+                    raise AssertionError(f"consumer error: {msg.error()}")
+                continue
+            values.append(msg.value())
+    finally:
+        consumer.close()
+    return values
+
+
+MALFORMED = {
+    "record-longer-than-batch": raw_batch(b"\x7e" + record()[1:], 1),
+    "trailing-bytes": raw_batch(record() + b"\x00\x00", 1),
+    "fewer-records-than-count": raw_batch(record(), 3),
+    "header-count-too-large": raw_batch(bytes([0x10, 0, 0, 0, 0x02, 0x6b, 0x02, 0x76, 0x7e]),
+                                        1),
+    "offset-deltas-repeat": raw_batch(record(delta=0) + record(delta=0), 2),
+    "garbage-zstd": raw_batch(b"\x28\xb5\x2f\xfd" + b"garbage" * 20, 1, codec=4,
+                              compressed=True),
+    "garbage-gzip": raw_batch(b"\x1f\x8b" + b"garbage" * 20, 1, codec=1, compressed=True),
+    "codec-5": raw_batch(record(), 1, attributes=5),
+    "codec-6": raw_batch(record(), 1, attributes=6),
+    "codec-7": raw_batch(record(), 1, attributes=7),
+}
+
+
+def test_malformed_records_are_refused_and_later_records_stay_readable(node) -> None:
+    """Each CRC-valid but malformed batch gets INVALID_RECORD and is not stored; a
+    consumer reading the partition afterwards (librdkafka, CRC checks on) gets every
+    record produced before and after."""
+    with WireClient(node.bootstrap) as client:
+        assert client.create_topic("poison").topics[0].error_code == ErrorCode.none
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+    expected: list[bytes] = []
+    for i, (name, batch) in enumerate(MALFORMED.items()):
+        value = f"good-{i}".encode()
+        producer.produce("poison", value, partition=0)
+        assert producer.flush(10) == 0
+        expected.append(value)
+        result = produce_raw(node, "poison", batch)
+        assert result.error_code == ErrorCode.invalid_record, (name, result)
+        assert result.error_message, name
+    producer.produce("poison", b"last", partition=0)
+    assert producer.flush(10) == 0
+    expected.append(b"last")
+    assert read_all(node, "poison", len(expected)) == expected
+
+
+def test_record_errors_name_each_record_at_fault(node) -> None:
+    """KIP-467: a compacted topic refuses a batch with null keys, naming each record."""
+    with WireClient(node.bootstrap) as client:
+        assert client.create_topic("keyed", configs={"cleanup.policy": "compact"}) \
+            .topics[0].error_code == ErrorCode.none
+    batch = raw_batch(record(key=b"a", delta=0, ts_delta=0) + record(key=None, delta=1) +
+                      record(key=None, delta=2), 3, base_ts=int(time.time() * 1000),
+                      max_ts=int(time.time() * 1000))
+    result = produce_raw(node, "keyed", batch)
+    assert result.error_code == ErrorCode.invalid_record
+    assert [e.batch_index for e in result.record_errors] == [1, 2]
+    assert "Compacted topic cannot accept message without key" in \
+        result.record_errors[0].batch_index_error_message
+
+
+def test_a_compression_bomb_neither_blocks_the_node_nor_is_stored(node) -> None:
+    """A zstd batch of about 40 KiB that expands to 1.25 GiB: INVALID_RECORD, other
+    clients answered meanwhile, memory not spent on it."""
+    one = record(key=None, value=b"\x00" * (1024 * 1024))
+    stream = zstandard.ZstdCompressor(level=1).compressobj()
+    payload = bytearray()
+    for _ in range(1250):
+        payload += stream.compress(one)
+    payload += stream.flush()
+    bomb = raw_batch(bytes(payload), 1250, codec=4, compressed=True)
+    assert len(bomb) < 100 * 1024
+    with WireClient(node.bootstrap) as client:
+        assert client.create_topic("bombed").topics[0].error_code == ErrorCode.none
+    before = rss_mb(node)
+    slowest = 0.0
+    with WireClient(node.bootstrap, timeout=30) as attacker, \
+            WireClient(node.bootstrap) as bystander:
+        for _ in range(3):
+            correlation_id = attacker.send(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": 1, "timeout": 10000,
+                "topic_data": [{"name": "bombed", "partition_data": [
+                    {"index": 0, "records": bomb}]}]})
+            start = time.monotonic()
+            assert bystander.api_versions().error_code == ErrorCode.none
+            slowest = max(slowest, time.monotonic() - start)
+            response = attacker.receive(ApiKey.PRODUCE, 9, correlation_id)
+            result = response.responses[0].partition_responses[0]
+            assert result.error_code == ErrorCode.invalid_record
+            assert "max.decompressed.batch.bytes" in result.error_message
+    assert slowest < 0.5, f"an ApiVersions round trip took {slowest:.2f} s"
+    assert rss_mb(node) - before < 150
+    with WireClient(node.bootstrap) as client:
+        offsets = client.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": "bombed",
+                                                                 "partitions": [{
+                "partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    assert offsets.topics[0].partitions[0].offset == 0  # nothing was stored

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.replica_manager import ReplicaManager
@@ -80,6 +80,20 @@ class ProducerIdManager:
         return pid
 
 
+T = TypeVar("T")
+
+
+def run_now(job: Callable[[], T]) -> Awaitable[T]:
+    """``Broker.offload`` where no worker thread is set up (tests, tools): run the job
+    at once and hand its result (or error) over as a future."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    try:
+        future.set_result(job())
+    except Exception as e:
+        future.set_exception(e)
+    return future
+
+
 class Broker:
     def __init__(self, *, node_id: int, cluster_id: str, config: Any, image: MetadataImage,
                  replica_manager: ReplicaManager | None, controller: ControllerChannel,
@@ -100,6 +114,9 @@ class Broker:
         self.broker_epoch = -1
         self.group_coordinator: Any = None
         """The GroupCoordinatorService, set by the node."""
+        self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
+        """Runs CPU-heavy request work off the event loop (a node's validation thread):
+        a large compressed batch's decompression and record walk."""
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

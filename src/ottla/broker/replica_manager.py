@@ -14,10 +14,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ottla.broker.log_validator import validate_batch
+from ottla.broker.log_validator import (
+    DEFAULT_MAX_DECOMPRESSED_BATCH,
+    PendingBatch,
+    validate_batch,
+)
 from ottla.broker.partition import Partition, PartitionState
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import BatchHeader
 from ottla.storage.log import AppendInfo
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
@@ -29,8 +34,10 @@ TopicPartition = tuple[str, int]
 
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
-                 topic_defaults: Callable[[MetadataImage], dict[str, Any]]) -> None:
+                 topic_defaults: Callable[[MetadataImage], dict[str, Any]],
+                 max_decompressed_batch: int = DEFAULT_MAX_DECOMPRESSED_BATCH) -> None:
         self.broker_id = broker_id
+        self.max_decompressed_batch = max_decompressed_batch
         self.log_manager = log_manager
         self.topic_defaults = topic_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
@@ -95,12 +102,27 @@ class ReplicaManager:
 
     # --- produce -----------------------------------------------------------------------
 
-    def append(self, partition: Partition, records: bytes | None, required_acks: int,
-               now_ms: int) -> AppendInfo:
+    def validate(self, partition: Partition, records: bytes | memoryview | None, now_ms: int
+                 ) -> tuple[bytearray, BatchHeader] | PendingBatch:
+        """Validate one produced batch (KafkaError with the partition's error code), or
+        return what is left to validate off the event loop (``PendingBatch.finish``)."""
+        return validate_batch(records, partition.log.config, now_ms,
+                              f"{partition.topic}-{partition.index}",
+                              self.max_decompressed_batch)
+
+    def append(self, partition: Partition, records: bytes | memoryview | None,
+               required_acks: int, now_ms: int) -> AppendInfo:
         """Validate and append one produced batch; raises KafkaError with the partition's
         error code."""
+        validated = self.validate(partition, records, now_ms)
+        if isinstance(validated, PendingBatch):
+            validated = validated.finish()
+        return self.append_validated(partition, *validated, required_acks, now_ms)
+
+    def append_validated(self, partition: Partition, batch: bytearray, header: BatchHeader,
+                         required_acks: int, now_ms: int) -> AppendInfo:
+        """Append a batch ``validate`` accepted."""
         config = partition.log.config
-        batch, header = validate_batch(records, config, now_ms)
         try:
             info = partition.append_as_leader(batch, header, now_ms, required_acks,
                                               config["min.insync.replicas"])

@@ -40,6 +40,10 @@ class CompressionError(ValueError):
     """Compressed data that does not decode."""
 
 
+class OutputTooLarge(CompressionError):
+    """Compressed data that decodes to more than the room given for it."""
+
+
 def compress(codec: int, data: bytes | memoryview, level: int | None = None) -> bytes:
     if codec == CompressionType.NONE:
         return bytes(data)
@@ -95,3 +99,52 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
         out += cramjam.snappy.decompress_raw(view[pos : pos + size])
         pos += size
     return bytes(out)
+
+
+def decompress_into(codec: int, data: bytes | memoryview, out: bytearray | memoryview) -> int:
+    """Decompress into ``out``; the bytes written. Never writes or allocates past ``out``:
+    ``OutputTooLarge`` if the data decodes to more (a few KiB can promise GiBs), and
+    ``CompressionError`` if it does not decode at all."""
+    try:
+        if codec == CompressionType.GZIP:
+            return int(cramjam.gzip.decompress_into(data, out))
+        if codec == CompressionType.LZ4:
+            return int(cramjam.lz4.decompress_into(data, out))
+        if codec == CompressionType.ZSTD:
+            return int(cramjam.zstd.decompress_into(data, out))
+        if codec == CompressionType.SNAPPY:
+            return _snappy_decompress_into(memoryview(data), memoryview(out))
+    except cramjam.DecompressionError as e:
+        if "failed to write whole buffer" in str(e):
+            raise OutputTooLarge(f"{CompressionType(codec).name.lower()}: decompresses to "
+                                 f"more than {len(out)} bytes") from e
+        raise CompressionError(f"{CompressionType(codec).name.lower()}: {e}") from e
+    except (ValueError, struct.error) as e:
+        raise CompressionError(f"{CompressionType(codec).name.lower()}: {e}") from e
+    raise CompressionError(f"unknown compression codec {codec}")
+
+
+def _snappy_decompress_into(view: memoryview, out: memoryview) -> int:
+    """Raw snappy (librdkafka) or xerial blocks (the Java client): every block declares
+    its length, which is checked against the room left before it is decoded."""
+    if bytes(view[:8]) != _XERIAL_MAGIC:
+        blocks = [view]
+    else:
+        blocks = []
+        pos = len(_XERIAL_HEADER)
+        while pos < len(view):
+            if pos + 4 > len(view):
+                raise CompressionError("snappy: xerial block length runs past the end")
+            (size,) = _BE_INT.unpack_from(view, pos)
+            pos += 4
+            if size < 0 or pos + size > len(view):
+                raise CompressionError("snappy: xerial block runs past the end")
+            blocks.append(view[pos : pos + size])
+            pos += size
+    written = 0
+    for block in blocks:
+        length = int(cramjam.snappy.decompress_raw_len(block))
+        if length > len(out) - written:
+            raise OutputTooLarge(f"snappy: decompresses to more than {len(out)} bytes")
+        written += int(cramjam.snappy.decompress_raw_into(block, out[written:]))
+    return written

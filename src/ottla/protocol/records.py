@@ -182,6 +182,14 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
     struct.pack_into(">I", buf, pos + CRC_OFFSET, crc)
 
 
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
+    """Set a CreateTime batch's maxTimestamp (what its records say), then re-checksum."""
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    (length,) = _INT32.unpack_from(buf, pos + 8)
+    crc = crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + LOG_OVERHEAD + length])
+    struct.pack_into(">I", buf, pos + CRC_OFFSET, crc)
+
+
 @dataclass(slots=True)
 class Record:
     """One record as a user sees it."""
@@ -219,7 +227,11 @@ def decode_records(buf: bytes | bytearray | memoryview, pos: int = 0,
                    header: BatchHeader | None = None) -> list[Record]:
     """Decode every record of the v2 batch at ``pos`` (decompressing as needed)."""
     header = header or read_header(buf, pos)
-    data = records_payload(buf, pos, header)
+    return decode_record_payload(records_payload(buf, pos, header), header)
+
+
+def decode_record_payload(data: bytes | memoryview, header: BatchHeader) -> list[Record]:
+    """Decode the records of a batch from its (decompressed) record bytes."""
     records = []
     p = 0
     try:

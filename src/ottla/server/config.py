@@ -154,6 +154,10 @@ _KEYS: list[ConfigKey] = [
               "Bytes of requests read but not yet handled, node-wide; a connection whose "
               "next frame does not fit waits (-1: no limit). Kafka's default is -1.",
               read_only=True),
+    ConfigKey("max.decompressed.batch.bytes", T.INT, 67108864,
+              "The most bytes the records of one produced compressed batch may decompress "
+              "to; a batch that needs more is refused with INVALID_RECORD.", at_least(1024),
+              read_only=True),
     ConfigKey("max.connections", T.INT, 2147483647,
               "Connections the node accepts in all; more are closed at once.", at_least(0),
               read_only=True),

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ottla.broker.broker import Broker
@@ -60,6 +61,7 @@ class Node:
         self._serving_logs = False
         self._opening_logs = False
         self._cleaning: asyncio.Future[Any] | None = None
+        self._validation: ThreadPoolExecutor | None = None
         self.fault: BaseException | None = None
         self.raft: RaftDriver | None = None
         self.controller_driver: ControllerDriver | None = None
@@ -140,10 +142,15 @@ class Node:
                 self.log_manager.use_page_cache_window(cfg["log.page.cache.window.bytes"])
             self.log_manager.discover()
             self.cleaner = LogCleaner(lambda: self.log_manager.logs)  # type: ignore[union-attr]
-            replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults)
+            replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults,
+                                             cfg["max.decompressed.batch.bytes"])
         self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
                              image=self.image, replica_manager=replica_manager,
                              controller=self.channel, clock=self.clock, raft=self.raft)
+        # One thread for large compressed batches: one decompression's memory at a time.
+        self._validation = ThreadPoolExecutor(1, thread_name_prefix="validation")
+        loop = asyncio.get_running_loop()
+        self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)
         if self.is_broker:
             self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
             self.broker.group_coordinator = self.group_coordinator
@@ -357,6 +364,8 @@ class Node:
                 pass
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
+        if self._validation is not None:
+            self._validation.shutdown(wait=True, cancel_futures=True)
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.channel is not None:

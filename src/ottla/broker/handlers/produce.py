@@ -1,15 +1,53 @@
-"""Produce: validate each partition's batch, append it, answer per partition."""
+"""Produce: validate each partition's batch, append it, answer per partition.
+
+Validation walks every record (``broker.log_validator``). A compressed batch whose
+records decompress to more than the validator does on the event loop is finished on a
+worker thread; the request then waits for it and appends all its partitions afterwards,
+in the order the request named them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ottla.broker.context import NO_RESPONSE, CloseConnection
 from ottla.broker.handlers import handles
+from ottla.broker.log_validator import PendingBatch, RecordValidationError
 from ottla.controller.quorum_controller import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.produce_response import encode_produce_response
+from ottla.protocol.records import BatchHeader
+
+Validated = tuple[bytearray, BatchHeader]
+
+
+class _Entry:
+    """One partition of the request: its response fields, and its batch as far as it
+    got (None once it failed)."""
+
+    __slots__ = ("batch", "index", "result", "topic")
+
+    def __init__(self, topic: str | None, index: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.batch: Validated | PendingBatch | None = None
+        self.result: dict[str, Any] = {
+            "index": index, "error_code": ErrorCode.none, "base_offset": -1,
+            "log_append_time": None, "log_start_offset": -1, "record_errors": [],
+            "error_message": None}
+
+    def fail(self, error: KafkaError) -> None:
+        self.batch = None
+        self.result["error_code"] = error.code
+        self.result["error_message"] = error.message
+        if isinstance(error, RecordValidationError):
+            self.result["record_errors"] = [
+                {"batch_index": i, "batch_index_error_message": m}
+                for i, m in error.record_errors]
+        if error.code == ErrorCode.not_leader_or_follower:
+            self.result["current_leader"] = {"leader_id": -1, "leader_epoch": -1}
 
 
 @handles(ApiKey.PRODUCE, 3, 13)
@@ -18,8 +56,8 @@ def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
     image = broker.image
     replica_manager = broker.replica_manager
     now_ms = broker.now_ms()
-    responses = []
-    failed = False
+    topics: list[tuple[str | None, Any, list[_Entry]]] = []
+    pending = False
     for topic_data in req.topic_data:
         name = getattr(topic_data, "name", None)
         topic_id = getattr(topic_data, "topic_id", None)
@@ -28,11 +66,10 @@ def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
             topic = image.topics_by_id.get(topic_id)
             name = topic.name if topic is not None else None
             unknown_error = ErrorCode.unknown_topic_id
-        partitions = []
+        entries = []
         for pdata in topic_data.partition_data:
-            result = {"index": pdata.index, "error_code": ErrorCode.none, "base_offset": -1,
-                      "log_append_time": None, "log_start_offset": -1, "record_errors": [],
-                      "error_message": None}
+            entry = _Entry(name, pdata.index)
+            entries.append(entry)
             try:
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.invalid_required_acks,
@@ -47,20 +84,50 @@ def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
                     raise KafkaError(ErrorCode.transactional_id_authorization_failed,
                                      "Transactions are not supported yet")
                 partition = replica_manager.require(name, pdata.index, image)
-                info = replica_manager.append(partition, pdata.records, acks, now_ms)
-                result["base_offset"] = info.first_offset
-                result["log_append_time"] = info.log_append_time if info.log_append_time >= 0 \
-                    else None
-                result["log_start_offset"] = info.log_start_offset
+                entry.batch = replica_manager.validate(partition, pdata.records, now_ms)
+                pending = pending or isinstance(entry.batch, PendingBatch)
             except KafkaError as e:
-                failed = True
-                result["error_code"] = e.code
-                result["error_message"] = e.message
-                if e.code == ErrorCode.not_leader_or_follower:
-                    result["current_leader"] = {"leader_id": -1, "leader_epoch": -1}
-            partitions.append(result)
+                entry.fail(e)
+        topics.append((name, topic_id, entries))
+    if pending:
+        return _finish_then_append(broker, ctx, acks, topics)
+    return _append_all(broker, ctx, acks, topics, now_ms)
+
+
+async def _finish_then_append(broker: Any, ctx: Any, acks: int,
+                              topics: list[tuple[str | None, Any, list[_Entry]]]) -> Any:
+    offload: Callable[[Callable[[], Validated]], Awaitable[Validated]] = broker.offload
+    for _, _, entries in topics:
+        for entry in entries:
+            if isinstance(entry.batch, PendingBatch):
+                try:
+                    entry.batch = await offload(entry.batch.finish)
+                except KafkaError as e:
+                    entry.fail(e)
+    return _append_all(broker, ctx, acks, topics, broker.now_ms())
+
+
+def _append_all(broker: Any, ctx: Any, acks: int,
+                topics: list[tuple[str | None, Any, list[_Entry]]], now_ms: int) -> Any:
+    replica_manager = broker.replica_manager
+    failed = False
+    responses = []
+    for name, topic_id, entries in topics:
+        for entry in entries:
+            batch = entry.batch
+            if batch is not None and not isinstance(batch, PendingBatch) and name is not None:
+                try:
+                    partition = replica_manager.require(name, entry.index, broker.image)
+                    info = replica_manager.append_validated(partition, *batch, acks, now_ms)
+                    entry.result["base_offset"] = info.first_offset
+                    entry.result["log_append_time"] = info.log_append_time \
+                        if info.log_append_time >= 0 else None
+                    entry.result["log_start_offset"] = info.log_start_offset
+                except KafkaError as e:
+                    entry.fail(e)
+            failed = failed or entry.result["error_code"] != ErrorCode.none
         responses.append({"name": name or "", "topic_id": topic_id,
-                          "partition_responses": partitions})
+                          "partition_responses": [entry.result for entry in entries]})
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")

@@ -1,0 +1,36 @@
+"""Record batches as a hostile or buggy client would write them: any record bytes, any
+header fields, with a CRC that is right, so that only the records themselves are wrong."""
+
+from __future__ import annotations
+
+import struct
+
+from crc32c import crc32c
+
+from ottla.protocol.compression import compress
+from ottla.protocol.records import CRC_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, encode_record
+
+NOW = 1_700_000_000_000
+
+
+def raw_batch(body: bytes, count: int, *, codec: int = 0, base_ts: int = NOW,
+              max_ts: int = NOW, attributes: int = 0, last_delta: int | None = None,
+              compressed: bool = False) -> bytes:
+    """A batch with ``body`` as its records (compressed with ``codec`` unless
+    ``compressed`` says it already is) and a valid CRC."""
+    payload = compress(codec, body) if codec and not compressed else body
+    batch = bytearray(HEADER.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, 0,
+                                  attributes | codec,
+                                  count - 1 if last_delta is None else last_delta,
+                                  base_ts, max_ts, -1, -1, -1, count))
+    batch += payload
+    struct.pack_into(">I", batch, CRC_OFFSET, crc32c(memoryview(batch)[21:]))
+    return bytes(batch)
+
+
+def record(key: bytes | None = b"k", value: bytes | None = b"v", delta: int = 0,
+           ts_delta: int = 0, headers: tuple[tuple[str, bytes | None], ...] = ()) -> bytes:
+    """One record's bytes, as a v2 batch holds them."""
+    out = bytearray()
+    encode_record(out, delta, ts_delta, key, value, headers)
+    return bytes(out)
