@@ -3,8 +3,10 @@ header fields, with a CRC that is right, so that only the records themselves are
 
 from __future__ import annotations
 
+import random
 import struct
 
+import zstandard
 from crc32c import crc32c
 
 from ottla.protocol.compression import compress
@@ -33,4 +35,30 @@ def record(key: bytes | None = b"k", value: bytes | None = b"v", delta: int = 0,
     """One record's bytes, as a v2 batch holds them."""
     out = bytearray()
     encode_record(out, delta, ts_delta, key, value, headers)
+    return bytes(out)
+
+
+def zstd_bomb(records: int, value_bytes: int) -> bytes:
+    """The zstd-compressed records of a batch of ``records`` records, each a value of
+    ``value_bytes`` zeros: a few KiB that decompress to ``records * value_bytes``.
+    Streamed, so the expanded bytes are never held here either."""
+    one = record(key=None, value=b"\x00" * value_bytes)
+    stream = zstandard.ZstdCompressor(level=1).compressobj()
+    return b"".join([*(stream.compress(one) for _ in range(records)), stream.flush()])
+
+
+def mutate_bytes(data: bytes, rng: random.Random, most: int = 3) -> bytes:
+    """``data`` with one to ``most`` bytes changed, removed or inserted."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, most)):
+        if not out:
+            break
+        pos = rng.randrange(len(out))
+        match rng.randrange(3):
+            case 0:
+                out[pos] = rng.randrange(256)
+            case 1:
+                del out[pos]
+            case _:
+                out.insert(pos, rng.randrange(256))
     return bytes(out)

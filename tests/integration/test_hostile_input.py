@@ -12,14 +12,13 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-import zstandard
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.messages import build
-from tests.batches import raw_batch, record
+from tests.batches import raw_batch, record, zstd_bomb
 from tests.helpers import OttlaProcess, WireClient, wait_until
 
 PARTITION_EOF = KafkaError._PARTITION_EOF
@@ -322,13 +321,7 @@ def test_record_errors_name_each_record_at_fault(node) -> None:
 def test_a_compression_bomb_neither_blocks_the_node_nor_is_stored(node) -> None:
     """A zstd batch of about 40 KiB that expands to 1.25 GiB: INVALID_RECORD, other
     clients answered meanwhile, memory not spent on it."""
-    one = record(key=None, value=b"\x00" * (1024 * 1024))
-    stream = zstandard.ZstdCompressor(level=1).compressobj()
-    payload = bytearray()
-    for _ in range(1250):
-        payload += stream.compress(one)
-    payload += stream.flush()
-    bomb = raw_batch(bytes(payload), 1250, codec=4, compressed=True)
+    bomb = raw_batch(zstd_bomb(1250, 1024 * 1024), 1250, codec=4, compressed=True)
     assert len(bomb) < 100 * 1024
     with WireClient(node.bootstrap) as client:
         assert client.create_topic("bombed").topics[0].error_code == ErrorCode.none

@@ -10,7 +10,6 @@ import struct
 import time
 
 import pytest
-import zstandard
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -32,7 +31,7 @@ from ottla.protocol.records import (
     read_header,
 )
 from ottla.storage.log_config import LogConfig
-from tests.batches import NOW, raw_batch, record
+from tests.batches import NOW, mutate_bytes, raw_batch, record, zstd_bomb
 
 
 def config(**overrides: object) -> LogConfig:
@@ -136,12 +135,7 @@ def test_a_compression_bomb_is_refused_without_blocking_or_allocating_it() -> No
     """40 KiB of zstd that expands to 1.25 GiB: on the event loop only the header and a
     1 MiB attempt; the rest, on a worker, stops at max.decompressed.batch.bytes."""
     count = 1250
-    one = record(key=None, value=b"\x00" * (1024 * 1024))
-    stream = zstandard.ZstdCompressor(level=1).compressobj()
-    payload = bytearray()
-    for _ in range(count):  # streamed: 1.25 GiB is never held here either
-        payload += stream.compress(one)
-    payload += stream.flush()
+    payload = zstd_bomb(count, 1024 * 1024)
     assert len(payload) < 200 * 1024
     batch = bytearray(HEADER.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, 0,
                                   CompressionType.ZSTD, count - 1, NOW, NOW, -1, -1, -1,
@@ -175,19 +169,7 @@ def test_what_is_accepted_can_be_read_back(records: list, codec: int, seed: int)
     batch = build_batch(records, timestamp=NOW, compression=codec)
     validate_batch(batch, config(), NOW)
     rng = random.Random(seed)
-    body = bytearray(decode_body(batch))
-    for _ in range(rng.randint(1, 3)):
-        if not body:
-            break
-        pos = rng.randrange(len(body))
-        match rng.randrange(3):
-            case 0:
-                body[pos] = rng.randrange(256)
-            case 1:
-                del body[pos]
-            case _:
-                body.insert(pos, rng.randrange(256))
-    mutated = raw_batch(bytes(body), len(records), codec=codec)
+    mutated = raw_batch(mutate_bytes(decode_body(batch), rng), len(records), codec=codec)
     try:
         result = validate_batch(mutated, config(), NOW)
     except KafkaError as e:

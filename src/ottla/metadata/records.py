@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from ottla.protocol.codec import read_unsigned_varint
+from ottla.protocol.varint import encode_unsigned_varint, read_unsigned_varint
 
 FRAME_VERSION = 0
 
@@ -192,20 +192,12 @@ class UnknownMetadataRecord(ValueError):
     pass
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode(record: Any) -> bytes:
     """A metadata record as the value bytes of a log record."""
     cls = type(record)
     buf = io.BytesIO()
-    buf.write(_uvarint(FRAME_VERSION) + _uvarint(cls.__api_key__) + _uvarint(cls.__version__))
+    buf.write(encode_unsigned_varint(FRAME_VERSION) + encode_unsigned_varint(cls.__api_key__)
+              + encode_unsigned_varint(cls.__version__))
     _writers[cls](buf, record)
     return buf.getvalue()
 

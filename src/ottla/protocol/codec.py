@@ -21,6 +21,7 @@ from kio.serial.errors import BufferUnderflow
 from ottla.protocol.api import ApiKey, is_flexible, request_schema, response_schema
 from ottla.protocol.errors import MalformedRequest
 from ottla.protocol.schema_guard import check_body
+from ottla.protocol.varint import read_unsigned_varint
 
 _HEADER_FIXED = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -40,23 +41,6 @@ class RequestHeader:
     @property
     def flexible(self) -> bool:
         return is_flexible(self.api_key, self.api_version)
-
-
-def read_unsigned_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """Decode an unsigned varint at ``pos``; return (value, new position)."""
-    value = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise MalformedRequest("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise MalformedRequest("varint is too long")
 
 
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:

@@ -11,11 +11,11 @@ other required field gets Kafka's "unknown" value (-1, empty, null).
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from typing import Any
 
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.messages import unwrap_optional
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "partition_index": ("index", "partition", "partition_id"),
@@ -31,13 +31,6 @@ _NAME_FIELDS = ("group_id", "name", "key", "topic", "resource_name", "topic_name
 """Where a request's bare string (a group id, a topic name) goes in its response item."""
 
 
-def _strip_none(tp: Any) -> tuple[Any, bool]:
-    if typing.get_origin(tp) in (types.UnionType, typing.Union):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return args[0], len(args) < len(typing.get_args(tp))
-    return tp, False
-
-
 def _required(field: dataclasses.Field[Any]) -> bool:
     return field.default is dataclasses.MISSING and \
         field.default_factory is dataclasses.MISSING
@@ -45,7 +38,7 @@ def _required(field: dataclasses.Field[Any]) -> bool:
 
 def _unknown(field: dataclasses.Field[Any]) -> Any:
     """Kafka's value for a field nothing is known about."""
-    tp, nullable = _strip_none(field.type)
+    tp, nullable = unwrap_optional(field.type)
     if typing.get_origin(tp) is tuple:
         return None if nullable else []
     if dataclasses.is_dataclass(tp):
@@ -94,7 +87,7 @@ def _mirror(cls: type, source: Any, code: ErrorCode, message: str | None
     arrays = _source_arrays(source)
     unmatched = [name for name in arrays if name not in {f.name for f in fields}]
     for field in fields:
-        tp, _ = _strip_none(field.type)
+        tp, _ = unwrap_optional(field.type)
         if field.name == "error_code":
             values[field.name] = code
         elif field.name == "error_message":
@@ -114,7 +107,8 @@ def _mirror(cls: type, source: Any, code: ErrorCode, message: str | None
             continue
         else:
             value = _source_value(source, field.name)
-            if value is dataclasses.MISSING or (value is None and not _strip_none(field.type)[1]):
+            nullable = unwrap_optional(field.type)[1]
+            if value is dataclasses.MISSING or (value is None and not nullable):
                 value = _unknown(field)
             values[field.name] = value
     return values

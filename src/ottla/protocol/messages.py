@@ -25,12 +25,21 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _Plan = tuple[tuple[str, str, type | None, bool], ...]
 
 
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """A field type without ``| None``, and whether it had it (the field is nullable)."""
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], len(args) < len(typing.get_args(tp))
+    return tp, False
+
+
 def _nested_class(tp: Any) -> tuple[str, type | None]:
     """Classify a field type: a nested entity, a tuple of them, or a primitive."""
     origin = typing.get_origin(tp)
     if origin in (types.UnionType, typing.Union):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _nested_class(args[0]) if len(args) == 1 else ("plain", None)
+        inner, nullable = unwrap_optional(tp)
+        return _nested_class(inner) if nullable else ("plain", None)
     if origin is tuple:
         inner = typing.get_args(tp)[0]
         if dataclasses.is_dataclass(inner):
@@ -104,3 +113,27 @@ def build(cls: type, value: Mapping[str, Any] | Any) -> Any:
 
 def has_field(cls: type, name: str) -> bool:
     return any(entry[0] == name for entry in _plan(cls))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FieldShape:
+    """What a schema field holds: a primitive or an entity, one or an array of them, and
+    where null is allowed."""
+
+    kafka_type: str | None
+    """The primitive type, or None for a nested entity."""
+    entity: type | None
+    array: bool
+    nullable: bool
+    element_nullable: bool
+
+
+def field_shape(field: dataclasses.Field[Any]) -> FieldShape:
+    tp, nullable = unwrap_optional(field.type)
+    array = typing.get_origin(tp) is tuple
+    element_nullable = False
+    if array:
+        tp, element_nullable = unwrap_optional(typing.get_args(tp)[0])
+    if dataclasses.is_dataclass(tp):
+        return FieldShape(None, tp, array, nullable, element_nullable)  # type: ignore[arg-type]
+    return FieldShape(field.metadata["kafka_type"], None, array, nullable, element_nullable)

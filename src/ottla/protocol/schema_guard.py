@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
-import typing
 from collections.abc import Callable
 from typing import Any
 
 from ottla.protocol.errors import MalformedRequest
+from ottla.protocol.messages import FieldShape, field_shape
+from ottla.protocol.varint import encode_unsigned_varint, read_unsigned_varint
 
 MAX_ELEMENTS = 1_000_000
 """Array elements one message may declare in all. The largest requests real clients send
@@ -62,57 +62,13 @@ def _fail(message: str) -> MalformedRequest:
     return MalformedRequest(message)
 
 
-def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise _fail("varint runs past the end of the frame")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise _fail("varint is too long")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _FieldType:
-    kafka_type: str | None
-    """The primitive type, or None for a nested entity."""
-    entity: type | None
-    array: bool
-    nullable: bool
-    element_nullable: bool
-
-
-def _strip_none(tp: Any) -> tuple[Any, bool]:
-    if typing.get_origin(tp) in (types.UnionType, typing.Union):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return args[0], len(args) < len(typing.get_args(tp))
-    return tp, False
-
-
-def _field_type(field: dataclasses.Field[Any]) -> _FieldType:
-    tp, nullable = _strip_none(field.type)
-    array = typing.get_origin(tp) is tuple
-    element_nullable = False
-    if array:
-        tp, element_nullable = _strip_none(typing.get_args(tp)[0])
-    if dataclasses.is_dataclass(tp):
-        return _FieldType(None, tp, array, nullable, element_nullable)  # type: ignore[arg-type]
-    return _FieldType(field.metadata["kafka_type"], None, array, nullable, element_nullable)
-
-
 class _Generator:
     """Writes the check of every entity class as Python source: straight-line code per
     field, a loop per array, no call per primitive."""
 
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {
-            "_uvarint": _uvarint, "_fail": _fail, "_tagged_fields": _tagged_fields,
+            "_uvarint": read_unsigned_varint, "_fail": _fail, "_tagged_fields": _tagged_fields,
             "MAX_ELEMENTS": MAX_ELEMENTS}
         self.names: dict[type, str] = {}
         self.sizes: dict[type, tuple[int, int | None]] = {}
@@ -170,7 +126,7 @@ class _Generator:
     def field(self, field: dataclasses.Field[Any], flexible: bool, out: list[str],
               indent: str) -> tuple[int, int | None]:
         """Append the check of one field; its (least size, fixed size or None)."""
-        ft = _field_type(field)
+        ft = field_shape(field)
         if not ft.array:
             return self.value(ft, flexible, ft.nullable, field.name, out, indent)
         out += self.length("n", flexible, "array", indent)
@@ -196,7 +152,7 @@ class _Generator:
             out += body
         return (1 if flexible else 4), None
 
-    def value(self, ft: _FieldType, flexible: bool, nullable: bool, name: str,
+    def value(self, ft: FieldShape, flexible: bool, nullable: bool, name: str,
               out: list[str], indent: str) -> tuple[int, int | None]:
         if ft.entity is not None:
             if nullable:
@@ -253,14 +209,14 @@ def _tagged_fields(buf: memoryview, pos: int, end: int, p: _Pass,
                    known: dict[int, Check]) -> int:
     """Check a tagged-field section; note the unknown fields to be cut out."""
     start = pos
-    count, pos = _uvarint(buf, pos, end)
+    count, pos = read_unsigned_varint(buf, pos, end)
     if count > end - pos:
         raise _fail(f"{count} tagged fields declared, but only {end - pos} bytes remain")
     kept: list[tuple[int, bytes | memoryview]] = []
     rebuild = False
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
+        tag, pos = read_unsigned_varint(buf, pos, end)
+        size, pos = read_unsigned_varint(buf, pos, end)
         value_end = pos + size
         if value_end > end:
             raise _fail(f"tagged field {tag} declares {size} bytes, more than the frame "
@@ -280,20 +236,12 @@ def _tagged_fields(buf: memoryview, pos: int, end: int, p: _Pass,
                 kept.append((tag, buf[pos:value_end]))
         pos = value_end
     if rebuild:
-        section = bytearray(_encode_uvarint(len(kept)))
+        section = bytearray(encode_unsigned_varint(len(kept)))
         for tag, value in kept:
-            section += _encode_uvarint(tag) + _encode_uvarint(len(value)) + value
+            section += encode_unsigned_varint(tag) + encode_unsigned_varint(len(value))
+            section += value
         p.edits.append((start, pos, bytes(section)))
     return pos
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _apply(buf: memoryview, start: int, end: int, edits: list[tuple[int, int, bytes]]

@@ -15,7 +15,7 @@ from ottla.controller.quorum_controller import (
 )
 from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ottla.protocol.api import ApiKey
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Bits of the AclOperation codes a principal may perform (ACLs come later: all allowed).
@@ -83,6 +83,11 @@ async def handle_metadata(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     image: MetadataImage = broker.image
     include_ops = bool(getattr(req, "include_topic_authorized_operations", False))
     requested = req.topics
+    if version < 12 and requested and any(
+            t.name is None or (getattr(t, "topic_id", None) or uuid.UUID(int=0)).int
+            for t in requested):
+        raise KafkaError(ErrorCode.invalid_request, "Topic names can not be null and topic "
+                         f"ids are not supported in requests for version {version}")
     if requested is None or (version == 0 and not requested):
         topics = [topic_metadata(image, t, ctx.listener_name, include_ops)
                   for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)]
