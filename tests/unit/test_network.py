@@ -1,0 +1,135 @@
+"""The network layer's answers to handlers that fail, and the forwarding of requests to
+the controller: an error response, never a dropped connection or a retry loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from ottla.broker.handlers import ApiSpec
+from ottla.client.async_client import NodeUnavailable
+from ottla.protocol.api import ApiKey, request_schema, response_schema
+from ottla.protocol.codec import decode_response, encode_body, encode_request
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import build
+from ottla.server import controller_channel
+from ottla.server.controller_channel import ControllerChannel
+from ottla.server.network import KafkaServer, RequestDispatcher
+
+METADATA_V12 = {"topics": [{"name": "a", "topic_id": None}, {"name": "b", "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}
+
+
+def failing(broker: Any, ctx: Any, req: Any) -> Any:
+    raise TypeError("'NoneType' object is not iterable")
+
+
+async def refusing(broker: Any, ctx: Any, req: Any) -> Any:
+    await asyncio.sleep(0)
+    raise KafkaError(ErrorCode.group_authorization_failed, "no")
+
+
+async def ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: int,
+              version: int, body: dict[str, Any], correlation: int) -> Any:
+    writer.write(encode_request(api_key, version, correlation, "t",
+                                build(request_schema(api_key, version), body)))
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    got, response = decode_response(api_key, version, await reader.readexactly(size))
+    assert got == correlation
+    return response
+
+
+async def test_failed_handlers_are_answered_and_logged_once(caplog) -> None:
+    registry = {"broker": {
+        ApiKey.METADATA: ApiSpec(ApiKey.METADATA, 0, 12, failing),
+        ApiKey.DESCRIBE_GROUPS: ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, refusing)}}
+    server = KafkaServer(None, RequestDispatcher(None, registry), "PLAINTEXT", "broker",
+                         "127.0.0.1", 0, 1 << 20)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        with caplog.at_level(logging.ERROR, logger="ottla.server.network"):
+            for i in range(5):
+                response = await ask(reader, writer, ApiKey.METADATA, 12, METADATA_V12, i)
+                assert [(t.name, t.error_code) for t in response.topics] == [
+                    ("a", ErrorCode.unknown_server_error),
+                    ("b", ErrorCode.unknown_server_error)]
+        assert len([r for r in caplog.records if "failed" in r.getMessage()]) == 1
+        described = await ask(reader, writer, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": ["g"], "include_authorized_operations": False}, 9)
+        assert [(g.group_id, g.error_code) for g in described.groups] == [
+            ("g", ErrorCode.group_authorization_failed)]
+    finally:
+        writer.close()
+        await server.stop()
+
+
+class Raft:
+    leader_id = 1
+
+
+class Envelopes:
+    """Stands in for the AsyncClient to a controller: answers envelopes from a script."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+        self.calls: list[float] = []
+
+    async def request(self, api_key: int, version: int, body: Any, timeout: float) -> Any:
+        self.calls.append(asyncio.get_running_loop().time())
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+class Envelope:
+    def __init__(self, error: ErrorCode, data: bytes | None = None) -> None:
+        self.error_code = error
+        self.response_data = data
+
+
+class Context:
+    class header:
+        api_key = ApiKey.DELETE_TOPICS
+        api_version = 6
+    client_id = "c"
+
+
+def channel(answers: list[Any]) -> tuple[ControllerChannel, Envelopes]:
+    ch = ControllerChannel(101, Raft(), None, {1: ("127.0.0.1", 1)})  # type: ignore[arg-type]
+    client = Envelopes(answers)
+    ch._clients[1] = client  # type: ignore[assignment]
+    return ch, client
+
+
+DELETE = build(request_schema(ApiKey.DELETE_TOPICS, 6), {
+    "topics": [{"name": "t", "topic_id": None}], "timeout": 1000})
+
+
+async def test_a_refused_forward_is_answered_with_the_controllers_error() -> None:
+    ch, client = channel([Envelope(ErrorCode.invalid_request)])
+    response = await ch.forward(Context(), DELETE, timeout=5)
+    assert len(client.calls) == 1  # not retried
+    assert response["responses"][0]["name"] == "t"
+    assert response["responses"][0]["error_code"] == ErrorCode.invalid_request
+
+
+async def test_only_an_absent_or_inactive_controller_is_retried_with_backoff(monkeypatch
+                                                                            ) -> None:
+    monkeypatch.setattr(controller_channel, "RETRY_BACKOFF_S", 0.01)
+    monkeypatch.setattr(controller_channel, "RETRY_BACKOFF_MAX_S", 0.04)
+    inner = build(response_schema(ApiKey.DELETE_TOPICS, 6),
+                  {"throttle_time": 0, "responses": []})
+    data = struct.pack(">i", 0) + b"\x00" + encode_body(inner)
+    ch, client = channel([NodeUnavailable("down"), Envelope(ErrorCode.not_controller),
+                          NodeUnavailable("down"), Envelope(ErrorCode.not_controller),
+                          Envelope(ErrorCode.none, data)])
+    response = await ch.forward(Context(), DELETE, timeout=5)
+    assert response.responses == ()
+    gaps = [b - a for a, b in zip(client.calls, client.calls[1:])]
+    assert len(gaps) == 4
+    assert gaps[0] >= 0.009 and gaps[2] >= 0.039 and gaps[3] >= 0.039  # doubled, capped
