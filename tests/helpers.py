@@ -193,7 +193,7 @@ class KRaftCluster:
     def __init__(self, base: str, controllers: int = 3, brokers: int = 2,
                  controller_props: dict[str, str] | None = None,
                  broker_props: dict[str, str] | None = None) -> None:
-        from ottla.storage.meta_properties import random_uuid
+        from ottla.common.uuids import random_uuid
 
         self.base = base
         self.cluster_id = random_uuid()

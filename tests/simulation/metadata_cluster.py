@@ -22,8 +22,9 @@ import random
 import uuid
 from typing import Any
 
+from ottla.common.topics import NewTopic
 from ottla.controller.offset_control import OffsetControl
-from ottla.controller.quorum_controller import ControllerError, NewTopic, QuorumController
+from ottla.controller.quorum_controller import ControllerError, QuorumController
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.image import ConfigResourceType, MetadataImage

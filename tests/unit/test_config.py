@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ottla.config import ConfigError, load_properties
+from ottla.common.config import ConfigError, load_properties
 from ottla.server.config import KafkaConfig, dev_defaults
 from ottla.storage.log_config import LogConfig
 

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from ottla.common.topics import NewTopic
 from ottla.controller.quorum_controller import (
     OP_APPEND,
     OP_DELETE,
@@ -14,7 +15,6 @@ from ottla.controller.quorum_controller import (
     OP_SUBTRACT,
     BatchTooLarge,
     ControllerError,
-    NewTopic,
     QuorumController,
 )
 from ottla.metadata import records as r

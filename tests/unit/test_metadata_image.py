@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 import uuid
 
-from ottla.controller.quorum_controller import NewTopic, QuorumController
+from ottla.common.topics import NewTopic
+from ottla.controller.quorum_controller import QuorumController
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.image import ConfigResourceType, MetadataImage

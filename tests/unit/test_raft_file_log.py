@@ -43,7 +43,7 @@ def boundaries(log: MemoryLog) -> list[int]:
 @given(ops)
 def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
     directory = str(tmp_path_factory.mktemp("raftlog"))
-    disk = FileRaftLog(directory, 1, [1, 2, 3], clock=CLOCK)
+    disk = FileRaftLog(directory, 1, [1, 2, 3], meta, clock=CLOCK)
     memory = MemoryLog()
     epoch = 1
     try:
@@ -78,7 +78,7 @@ def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
             else:
                 disk.flush()
                 disk.close()
-                disk = FileRaftLog(directory, 1, [1, 2, 3], clock=CLOCK)
+                disk = FileRaftLog(directory, 1, [1, 2, 3], meta, clock=CLOCK)
             assert (disk.start_offset, disk.end_offset) == (memory.start_offset,
                                                            memory.end_offset)
             assert disk.last_epoch == memory.last_epoch
@@ -98,8 +98,9 @@ def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
 
 
 def test_a_follower_appends_the_leaders_batches_byte_for_byte(tmp_path) -> None:
-    leader = FileRaftLog(str(tmp_path / "leader"), 1, [1, 2, 3], clock=CLOCK)
-    follower = FileRaftLog(str(tmp_path / "follower"), 2, [1, 2, 3], clock=lambda: (NOW + 5) / 1000)
+    leader = FileRaftLog(str(tmp_path / "leader"), 1, [1, 2, 3], meta, clock=CLOCK)
+    follower = FileRaftLog(str(tmp_path / "follower"), 2, [1, 2, 3], meta,
+                           clock=lambda: (NOW + 5) / 1000)
     try:
         leader.append([Entry(3, None), Entry(3, (record(1), record(2)), 2)])
         follower.append(leader.read(0, 10))
@@ -108,7 +109,7 @@ def test_a_follower_appends_the_leaders_batches_byte_for_byte(tmp_path) -> None:
             with open(os.path.join(leader.dir, name), "rb") as a, \
                     open(os.path.join(follower.dir, name), "rb") as b:
                 assert a.read() == b.read()
-        assert entries_of(follower.read(0, 10)[1].raw or b"") == [Entry(3, (record(1),
+        assert entries_of(follower.read(0, 10)[1].raw or b"", meta) == [Entry(3, (record(1),
                                                                            record(2)), 2)]
     finally:
         leader.close()
@@ -116,7 +117,7 @@ def test_a_follower_appends_the_leaders_batches_byte_for_byte(tmp_path) -> None:
 
 
 def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> None:
-    log = FileRaftLog(str(tmp_path / "log"), 1, [1], clock=CLOCK)
+    log = FileRaftLog(str(tmp_path / "log"), 1, [1], meta, clock=CLOCK)
     try:
         log.append([Entry(1, (record(1),)), Entry(1, (record(2),))])
         token = log.begin_flush()
@@ -133,18 +134,18 @@ def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> 
 
 def test_a_crash_while_installing_a_snapshot_drops_the_old_log_on_the_next_start(
         tmp_path) -> None:
+    from ottla.common.files import write_atomically
     from ottla.raft.file_log import INSTALL_MARKER
-    from ottla.storage.checkpoint import write_atomically
 
     directory = str(tmp_path / "log")
-    log = FileRaftLog(directory, 2, [1, 2, 3], clock=CLOCK)
+    log = FileRaftLog(directory, 2, [1, 2, 3], meta, clock=CLOCK)
     log.append([Entry(1, (record(i),)) for i in range(8)])  # diverged from the leader
     log.flush()
     # The install wrote its marker and the snapshot, then the process died.
     write_atomically(os.path.join(directory, INSTALL_MARKER), b"5")
     log._write_snapshot(Snapshot(5, 3, b"leader state"))
     log.close()
-    reopened = FileRaftLog(directory, 2, [1, 2, 3], clock=CLOCK)
+    reopened = FileRaftLog(directory, 2, [1, 2, 3], meta, clock=CLOCK)
     try:
         assert (reopened.start_offset, reopened.end_offset) == (5, 5)
         assert reopened.snapshot == Snapshot(5, 3, b"leader state")
@@ -156,7 +157,7 @@ def test_a_crash_while_installing_a_snapshot_drops_the_old_log_on_the_next_start
 
 def test_the_flush_after_a_roll_fsyncs_the_directory_holding_the_new_segment(
         tmp_path, fsynced) -> None:
-    log = FileRaftLog(str(tmp_path / "log"), 1, [1], clock=CLOCK)
+    log = FileRaftLog(str(tmp_path / "log"), 1, [1], meta, clock=CLOCK)
     try:
         log.append([Entry(1, (record(1),))])
         log.flush()

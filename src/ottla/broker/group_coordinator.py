@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ottla.broker.broker import create_topics
-from ottla.controller.quorum_controller import NewTopic
+from ottla.common.topics import OFFSETS_TOPIC, NewTopic
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
@@ -24,7 +24,6 @@ from ottla.protocol.records import build_batch, decode_records, read_header, sca
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def java_string_hash(s: str) -> int:

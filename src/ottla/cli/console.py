@@ -49,7 +49,7 @@ def run_producer(args: argparse.Namespace) -> int:
     conf: dict[str, Any] = {"acks": args.request_required_acks, "linger.ms": 1000 if not
                             args.sync else 0}
     if args.producer_config:
-        from ottla.config import load_properties
+        from ottla.common.config import load_properties
 
         with open(args.producer_config, encoding="utf-8") as f:
             conf.update(load_properties(f.read()))

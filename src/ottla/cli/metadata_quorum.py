@@ -13,9 +13,8 @@ import time
 from typing import Any
 
 from ottla.cli.common import fail
-from ottla.storage.meta_properties import kafka_uuid_text
-
-METADATA_TOPIC = "__cluster_metadata"
+from ottla.common.topics import METADATA_TOPIC
+from ottla.common.uuids import kafka_uuid_text
 
 
 def add_parser(sub: Any) -> None:

@@ -8,14 +8,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ottla.config import ConfigError
+from ottla.common.config import ConfigError
+from ottla.common.uuids import random_uuid
 from ottla.metadata.bootstrap import InitialVoter, metadata_version, write_bootstrap
-from ottla.storage.meta_properties import (
-    MetaProperties,
-    MetaPropertiesError,
-    format_log_dirs,
-    random_uuid,
-)
+from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, format_log_dirs
 
 
 def add_parser(sub: Any) -> None:

@@ -40,7 +40,7 @@ def _admin(args: argparse.Namespace) -> Any:
 
     extra: dict[str, Any] = {}
     if args.command_config:
-        from ottla.config import load_properties
+        from ottla.common.config import load_properties
 
         with open(args.command_config, encoding="utf-8") as f:
             extra.update(load_properties(f.read()))

@@ -10,26 +10,21 @@ they are committed. Randomness (topic ids, placement) comes from an injected gen
 from __future__ import annotations
 
 import random
-import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ottla.config import ConfigError
+from ottla.common.config import ConfigError
+from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL, SUPPORTED_FEATURES
+from ottla.common.topic_configs import TOPIC_CONFIGS, validate_topic_configs
+from ottla.common.topics import NewTopic, topic_name_problem
 from ottla.controller.placement import place
 from ottla.metadata import records as r
 from ottla.metadata.image import NO_LEADER, ConfigResourceType, MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.storage.log_config import TOPIC_CONFIGS, validate_topic_configs
 from ottla.timeline import SnapshotRegistry
 
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-METADATA_VERSION = "metadata.version"
-METADATA_VERSION_LEVEL = 25  # 4.0-IV3
-SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL)}
-"""Feature levels this software can run at (3.3-IV3 to 4.0-IV3 for metadata.version)."""
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_RECORDS_PER_USER_OP = 10_000
 """Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: the most records one operation a
@@ -72,15 +67,6 @@ class AlterPartitionResult:
     isr: list[int] = field(default_factory=list)
     leader_recovery_state: int = 0
     partition_epoch: int = -1
-
-
-@dataclass(slots=True)
-class NewTopic:
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: dict[int, list[int]] | None = None
-    configs: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -127,24 +113,9 @@ class NotControllerError(ControllerError):
 
 
 def validate_topic_name(name: str) -> None:
-    if not name:
-        raise ControllerError(ErrorCode.invalid_topic_exception,
-                              "Topic name is illegal, it can't be empty")
-    if name in (".", ".."):
-        raise ControllerError(ErrorCode.invalid_topic_exception,
-                              "Topic name cannot be \".\" or \"..\"")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise ControllerError(ErrorCode.invalid_topic_exception,
-                              f"Topic name is illegal, it can't be longer than "
-                              f"{MAX_TOPIC_NAME_LENGTH} characters, topic name: {name}")
-    if not _LEGAL_TOPIC.match(name):
-        raise ControllerError(ErrorCode.invalid_topic_exception,
-                              f"Topic name \"{name}\" is illegal, it contains a character "
-                              "other than ASCII alphanumerics, '.', '_' and '-'")
-
-
-def is_internal_topic(name: str) -> bool:
-    return name in ("__consumer_offsets", "__transaction_state", "__share_group_state")
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise ControllerError(ErrorCode.invalid_topic_exception, problem)
 
 
 _ELECTION_MESSAGES = {

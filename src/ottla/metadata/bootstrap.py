@@ -21,14 +21,14 @@ from kio.schema.voters_record.v0.data import Endpoint, KRaftVersionFeature, Vote
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, u16
 
+from ottla.common.features import METADATA_VERSION
+from ottla.common.files import write_atomically
+from ottla.common.topics import METADATA_PARTITION_DIR
+from ottla.common.uuids import kafka_uuid_text, parse_kafka_uuid
 from ottla.metadata import records as meta
 from ottla.protocol.records import build_batch, control_record_type, decode_records, scan_batches
-from ottla.storage.checkpoint import write_atomically
-from ottla.storage.meta_properties import kafka_uuid_text, parse_kafka_uuid
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
 BOOTSTRAP_CHECKPOINT = "00000000000000000000-0000000000.checkpoint"
-METADATA_VERSION = "metadata.version"
 
 # Kafka's MetadataVersion levels a KRaft cluster can be bootstrapped at (3.3-IV3 and up).
 METADATA_VERSIONS = {

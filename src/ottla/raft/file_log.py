@@ -1,7 +1,8 @@
 """The Raft log on disk: ``__cluster_metadata-0`` in Kafka's format, for RaftReplica.
 
 Each entry is one record batch whose partition leader epoch is the entry's epoch: the
-records of one controller operation (``ottla.metadata.records``), or, for the ``None``
+records of one operation, made bytes by the ``RecordSerde`` the log is given (the node
+gives ``ottla.metadata.records``: consensus does not know its payload), or, for the ``None``
 payload a new leader appends, a LEADER_CHANGE control record. A follower appends the
 leader's batches byte for byte (``Entry.raw``), as Kafka's replicas do, so every log of
 the quorum holds the same bytes. The log's leader-epoch cache answers
@@ -39,14 +40,13 @@ from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
-from ottla.metadata import records as meta
+from ottla.common.files import write_atomically
+from ottla.common.topics import METADATA_TOPIC
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
-from ottla.raft.messages import Entry, Snapshot
-from ottla.storage.checkpoint import write_atomically
+from ottla.raft.messages import Entry, RecordSerde, Snapshot
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
 
-METADATA_TOPIC = "__cluster_metadata"
 LEADER_CHANGE = 2
 _READ_BYTES = 1 << 20
 INSTALL_MARKER = "installing-snapshot"
@@ -73,13 +73,13 @@ def _leader_change(leader_id: int, voters: list[int]) -> tuple[bytes, bytes]:
     return struct.pack(">hh", 0, LEADER_CHANGE), buf.getvalue()
 
 
-def entries_of(data: bytes | bytearray | memoryview) -> list[Entry]:
+def entries_of(data: bytes | bytearray | memoryview, serde: RecordSerde) -> list[Entry]:
     """The entries of a run of record batches (a log read, a Fetch response)."""
     result = []
     for pos, header in scan_batches(data):
         raw = bytes(data[pos:pos + header.size])
         payload = None if header.is_control else tuple(
-            meta.decode(bytes(record.value)) for record in decode_records(raw, 0, header))
+            serde.decode(bytes(record.value)) for record in decode_records(raw, 0, header))
         result.append(Entry(header.partition_leader_epoch, payload,
                             header.last_offset - header.base_offset + 1, raw))
     return result
@@ -88,9 +88,11 @@ def entries_of(data: bytes | bytearray | memoryview) -> list[Entry]:
 class FileRaftLog:
     """The MemoryLog interface over a partition log directory."""
 
-    def __init__(self, directory: str, node_id: int, voters: list[int],
+    def __init__(self, directory: str, node_id: int, voters: list[int], serde: RecordSerde,
                  clock: Callable[[], float] = time.time) -> None:
         self.dir = directory
+        self.serde = serde
+        """How an entry's records become bytes and back: the log knows nothing of them."""
         os.makedirs(directory, exist_ok=True)
         self.node_id = node_id  # who a LEADER_CHANGE record names when we append one
         self.voters = sorted(voters)
@@ -153,7 +155,7 @@ class FileRaftLog:
         if entry.payload is None:
             return build_batch([_leader_change(self.node_id, self.voters)],
                                timestamp=self.now_ms, control=True)
-        return build_batch([(None, meta.encode(record)) for record in entry.payload],
+        return build_batch([(None, self.serde.encode(record)) for record in entry.payload],
                            timestamp=self.now_ms)
 
     def read(self, offset: int, max_entries: int) -> tuple[Entry, ...]:
@@ -162,7 +164,7 @@ class FileRaftLog:
             info = self.log.read(offset, _READ_BYTES)
             if info.records is None:
                 break
-            for entry in entries_of(info.records.read()):
+            for entry in entries_of(info.records.read(), self.serde):
                 if len(result) < max_entries:
                     result.append(entry)
                     offset += entry.count

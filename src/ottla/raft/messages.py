@@ -7,7 +7,15 @@ Field meanings follow Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+
+class RecordSerde(Protocol):
+    """How the records of an entry become the values of a batch's records, and back."""
+
+    def encode(self, record: Any) -> bytes: ...
+
+    def decode(self, value: bytes) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ record batches the leader's log holds (``Entry.raw``).
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
+from ottla.common.topics import METADATA_TOPIC, METADATA_TOPIC_ID
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.raft.file_log import entries_of
@@ -22,14 +22,11 @@ from ottla.raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    RecordSerde,
     Snapshot,
     VoteRequest,
     VoteResponse,
 )
-
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_TOPIC_ID = uuid.UUID(int=1)
-"""Kafka's ``Uuid.METADATA_TOPIC_ID`` (0, 1): how Fetch v13+ names the metadata log."""
 
 VOTE_VERSION = 2
 BEGIN_QUORUM_EPOCH_VERSION = 1
@@ -116,7 +113,8 @@ def fetch_snapshot_request(message: FetchSnapshotRequest, cluster_id: str, posit
                 "position": position, "replica_directory_id": None}]}]}
 
 
-def decode_response(request: Any, source: int, response: Any) -> Any:
+def decode_response(request: Any, source: int, response: Any, serde: RecordSerde
+                    ) -> Any:
     """The Raft message a response to ``request`` from ``source`` carries, or None."""
     if response.error_code != ErrorCode.none:
         return None
@@ -132,7 +130,7 @@ def decode_response(request: Any, source: int, response: Any) -> Any:
             records = p.records
             return FetchResponse(
                 _leader(p.current_leader.leader_id), p.current_leader.leader_epoch,
-                p.high_watermark, tuple(entries_of(records)) if records else (),
+                p.high_watermark, tuple(entries_of(records, serde)) if records else (),
                 request.fetch_offset, p.diverging_epoch.epoch, p.diverging_epoch.end_offset,
                 p.snapshot_id.end_offset, p.snapshot_id.epoch, _error_name(p.error_code))
     return None  # BeginQuorumEpoch and EndQuorumEpoch answers carry nothing we need

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ottla.controller.quorum_controller import METADATA_VERSION, SUPPORTED_FEATURES
+from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.server.controller_channel import ControllerUnavailable

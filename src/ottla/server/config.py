@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ottla.config import (
+from ottla.common.config import (
     LONG_MAX,
     ConfigDef,
     ConfigError,
@@ -23,7 +23,7 @@ from ottla.config import (
     off_or_at_least,
     one_of,
 )
-from ottla.storage.log_config import TOPIC_CONFIGS
+from ottla.common.topic_configs import TOPIC_CONFIGS
 
 log = logging.getLogger(__name__)
 T = ConfigType

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ottla.common.features import METADATA_VERSION
 from ottla.controller.offset_control import OffsetControl
 from ottla.controller.quorum_controller import (
     ControllerResult,
@@ -36,7 +37,6 @@ from ottla.controller.quorum_controller import (
     QuorumController,
 )
 from ottla.metadata import records as r
-from ottla.metadata.bootstrap import METADATA_VERSION
 from ottla.raft.messages import Committed
 from ottla.server.raft_driver import RaftDriver
 

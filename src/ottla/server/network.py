@@ -26,6 +26,7 @@ from typing import Any
 from ottla.broker.context import NO_RESPONSE, CloseConnection, RequestContext
 from ottla.broker.handlers import ApiSpec
 from ottla.broker.handlers.api_versions import unsupported_version_response
+from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.protocol.api import ApiKey, is_flexible, response_schema
 from ottla.protocol.codec import (
     RequestHeader,
@@ -39,7 +40,6 @@ from ottla.protocol.error_response import error_response
 from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
-from ottla.rate_limited_log import RateLimitedLog
 from ottla.server.memory_pool import MemoryPool
 from ottla.storage.segment import FileSlice
 

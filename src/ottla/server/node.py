@@ -21,11 +21,12 @@ from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.handlers import load_all
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
+from ottla.common.uuids import parse_kafka_uuid
 from ottla.controller.quorum_controller import QuorumController
-from ottla.metadata.bootstrap import METADATA_PARTITION_DIR, read_bootstrap
+from ottla.metadata.bootstrap import read_bootstrap
 from ottla.metadata.image import MetadataImage
 from ottla.raft.description import QuorumDescription, ReplicaDescription
-from ottla.raft.file_log import METADATA_TOPIC
 from ottla.raft.quorum import RaftConfig
 from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
@@ -37,12 +38,7 @@ from ottla.server.network import ConnectionQuotas, KafkaServer, RequestDispatche
 from ottla.server.raft_driver import RaftDriver
 from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
-from ottla.storage.meta_properties import (
-    MetaProperties,
-    MetaPropertiesError,
-    check_log_dirs,
-    parse_kafka_uuid,
-)
+from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, check_log_dirs
 from ottla.timeline import SnapshotRegistry
 
 log = logging.getLogger(__name__)

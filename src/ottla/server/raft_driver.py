@@ -29,6 +29,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.common.files import write_atomically
+from ottla.metadata import records as metadata_records
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.raft import wire
@@ -45,7 +47,6 @@ from ottla.raft.messages import (
     VoteResponse,
 )
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role
-from ottla.storage.checkpoint import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class RaftDriver:
         self.rng = rng or random.Random()
         self.on_fault = on_fault
         self.listeners: list[RaftListener] = []
-        self.log = FileRaftLog(directory, node_id, sorted(voters), clock)
+        self.log = FileRaftLog(directory, node_id, sorted(voters), metadata_records, clock)
         epoch, voted = read_quorum_state(directory)
         self.replica = RaftReplica(node_id, set(voters), self.log, self.rng, self.config,
                                    epoch=epoch, voted_for=voted)
@@ -319,7 +320,7 @@ class RaftDriver:
             response = await client.request(api_key, version, body, timeout)
         except (NodeUnavailable, TimeoutError, OSError):
             return  # the replica's timers deal with silence
-        reply = wire.decode_response(message, destination, response)
+        reply = wire.decode_response(message, destination, response, self.log.serde)
         if reply is not None:
             self._advance(lambda: self.replica.handle(destination, reply, self.now_ms()))
 

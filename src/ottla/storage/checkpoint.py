@@ -11,41 +11,14 @@ partition dir, share one text format::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
+
+from ottla.common.files import write_atomically
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-
-
-def write_atomically(path: str, data: bytes, sync: bool = True) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file
-    (after a power loss too only with ``sync``; without it the caller fsyncs later)."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    if sync:
-        fsync_path(os.path.dirname(path) or ".")
-
-
-def fsync_path(path: str) -> None:
-    """fsync a file or directory by name (a directory: the names in it)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 
 def write_checkpoint(path: str, entries: Iterable[Sequence[object]], version: int = 0,

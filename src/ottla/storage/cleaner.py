@@ -26,12 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ottla.common.files import fsync_path
 from ottla.protocol.records import (
     build_batch,
     decode_records,
     scan_batches,
 )
-from ottla.storage.checkpoint import fsync_path, read_offsets, write_offsets
+from ottla.storage.checkpoint import read_offsets, write_offsets
 from ottla.storage.log import Log
 from ottla.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 

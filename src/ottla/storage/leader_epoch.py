@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 
-from ottla.storage.checkpoint import fsync_path, read_checkpoint, write_checkpoint
+from ottla.common.files import fsync_path
+from ottla.storage.checkpoint import read_checkpoint, write_checkpoint
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ottla.common.files import fsync_path
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import (
     BatchHeader,
@@ -32,7 +33,6 @@ from ottla.protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from ottla.storage.checkpoint import fsync_path
 from ottla.storage.leader_epoch import LeaderEpochCache
 from ottla.storage.log_config import LogConfig
 from ottla.storage.page_cache import PageCacheWindow

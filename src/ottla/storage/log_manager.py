@@ -17,12 +17,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ottla.common.files import write_atomically
 from ottla.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     read_offsets,
-    write_atomically,
     write_offsets,
 )
 from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name

@@ -29,12 +29,25 @@ import logging
 import os
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ottla.storage.segment import LogSegment
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
+
+
+class CachedSegment(Protocol):
+    """What the window needs of a segment (``storage.segment.LogSegment``)."""
+
+    cold_below: int
+    """Where the bytes still meant to be cached begin; all before it was dropped."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
 
 # sync_file_range(2): wait for writeback already under way, start it, wait for it.
 _WAIT_BEFORE, _WRITE, _WAIT_AFTER = 1, 2, 4
@@ -55,8 +68,8 @@ def write_back(fd: int, start: int, length: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
-def drop(segment: LogSegment, fd: int, start: int, length: int,
-         on_error: Callable[[LogSegment, OSError], None]) -> None:
+def drop(segment: CachedSegment, fd: int, start: int, length: int,
+         on_error: Callable[[CachedSegment, OSError], None]) -> None:
     """Write back and drop ``[start, start + length)`` of a segment's file, unless the
     segment was closed meanwhile. (Its descriptor number could by then name another
     file just opened: the cost would be writing back and dropping that file's pages
@@ -79,7 +92,7 @@ def drop(segment: LogSegment, fd: int, start: int, length: int,
         pass  # the pages just stay cached
 
 
-def _report(segment: LogSegment, error: OSError) -> None:
+def _report(segment: CachedSegment, error: OSError) -> None:
     log.error("Writing back %s failed: %s", segment.path, error)
 
 
@@ -92,7 +105,7 @@ class PageCacheWindow:
 
     def __init__(self, window_bytes: int,
                  run: Callable[[Callable[[], None]], object] = lambda job: job(),
-                 on_error: Callable[[LogSegment, OSError], None] = _report) -> None:
+                 on_error: Callable[[CachedSegment, OSError], None] = _report) -> None:
         if window_bytes <= 0:
             raise ValueError("the page cache window must be positive")
         self.window = window_bytes
@@ -101,14 +114,14 @@ class PageCacheWindow:
         self.on_error = on_error
         """Told of a failed write-back, from the thread that ran the job."""
 
-    def _drop_later(self, segment: LogSegment, fd: int, start: int, end: int) -> None:
+    def _drop_later(self, segment: CachedSegment, fd: int, start: int, end: int) -> None:
         # The kernel drops only folios wholly inside the range, and a folio may be up to
         # 2 MiB: one across the start of this range stayed when the range before it was
         # dropped, so every range reaches back by more than that.
         start = max(0, start - FOLIO_REACH)
         self.run(lambda: drop(segment, fd, start, end - start, self.on_error))
 
-    def appended(self, segment: LogSegment) -> None:
+    def appended(self, segment: CachedSegment) -> None:
         """After an append: once a whole window lies more than a window behind the
         segment's end, write it back and drop it."""
         cold = segment.size - segment.size % self.window - self.window
@@ -116,13 +129,13 @@ class PageCacheWindow:
             start, segment.cold_below = segment.cold_below, cold
             self._drop_later(segment, segment.fd, start, cold)
 
-    def rolled(self, segment: LogSegment) -> None:
+    def rolled(self, segment: CachedSegment) -> None:
         """A segment stopped being the active one: none of it stays cached."""
         if segment.size > segment.cold_below:
             start, segment.cold_below = segment.cold_below, segment.size
             self._drop_later(segment, segment.fd, start, segment.size)
 
-    def served(self, mapping: Any, segment: LogSegment, fd: int, start: int, length: int
+    def served(self, mapping: Any, segment: CachedSegment, fd: int, start: int, length: int
                ) -> None:
         """A fetch is sending ``mapping`` (bytes ``start..start+length`` of the segment):
         the part older than the window is dropped again once it is unmapped."""
@@ -130,7 +143,7 @@ class PageCacheWindow:
         if cold_end > start:
             weakref.finalize(mapping, self._drop_later, segment, fd, start, cold_end)
 
-    def read(self, segment: LogSegment, fd: int, start: int, length: int) -> None:
+    def read(self, segment: CachedSegment, fd: int, start: int, length: int) -> None:
         """A fetch read bytes ``start..start+length`` into memory: drop the old part."""
         cold_end = min(start + length, segment.cold_below)
         if cold_end > start:

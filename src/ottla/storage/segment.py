@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ottla.common.files import fsync_path
 from ottla.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -22,7 +23,6 @@ from ottla.protocol.records import (
     decode_records,
     read_header,
 )
-from ottla.storage.checkpoint import fsync_path
 from ottla.storage.index import CorruptIndex, OffsetIndex, TimeIndex
 
 if TYPE_CHECKING:

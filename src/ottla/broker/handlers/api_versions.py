@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ottla.broker.handlers import REGISTRY, handles
-from ottla.controller.quorum_controller import SUPPORTED_FEATURES
+from ottla.common.features import SUPPORTED_FEATURES
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 

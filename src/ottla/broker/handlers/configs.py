@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ottla.broker.handlers import handles
-from ottla.config import ConfigKey
+from ottla.common.config import ConfigKey
+from ottla.common.topic_configs import TOPIC_CONFIGS
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
-from ottla.storage.log_config import TOPIC_CONFIGS
 
 # ConfigSource ids of DescribeConfigs.
 DYNAMIC_TOPIC_CONFIG = 1

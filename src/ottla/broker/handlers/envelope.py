@@ -16,6 +16,7 @@ from typing import Any
 
 from ottla.broker.context import RequestContext
 from ottla.broker.handlers import REGISTRY, handles
+from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.controller.quorum_controller import NotControllerError
 from ottla.protocol.api import ApiKey, is_flexible, response_schema
 from ottla.protocol.codec import (
@@ -28,7 +29,6 @@ from ottla.protocol.codec import (
 from ottla.protocol.error_response import error_response
 from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.messages import build
-from ottla.rate_limited_log import RateLimitedLog
 
 _limited = RateLimitedLog(logging.getLogger(__name__))
 

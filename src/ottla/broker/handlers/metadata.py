@@ -7,12 +7,7 @@ from typing import Any
 
 from ottla.broker.broker import create_topics
 from ottla.broker.handlers import handles
-from ottla.controller.quorum_controller import (
-    ControllerError,
-    NewTopic,
-    is_internal_topic,
-    validate_topic_name,
-)
+from ottla.common.topics import NewTopic, is_internal_topic, topic_name_problem
 from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -140,10 +135,8 @@ async def _auto_create(broker: Any, names: list[str]) -> dict[str, ErrorCode]:
     errors: dict[str, ErrorCode] = {}
     valid = []
     for name in names:
-        try:
-            validate_topic_name(name)
-        except ControllerError as e:
-            errors[name] = e.code
+        if topic_name_problem(name) is not None:
+            errors[name] = ErrorCode.invalid_topic_exception
             continue
         if is_internal_topic(name):
             errors[name] = ErrorCode.unknown_topic_or_partition

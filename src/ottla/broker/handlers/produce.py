@@ -14,7 +14,7 @@ from typing import Any
 from ottla.broker.context import NO_RESPONSE, CloseConnection
 from ottla.broker.handlers import handles
 from ottla.broker.log_validator import PendingBatch, RecordValidationError
-from ottla.controller.quorum_controller import is_internal_topic
+from ottla.common.topics import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.produce_response import encode_produce_response

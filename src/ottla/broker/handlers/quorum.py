@@ -7,11 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.broker.handlers import handles
+from ottla.common.topics import METADATA_TOPIC
+from ottla.common.uuids import parse_kafka_uuid
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
-from ottla.storage.meta_properties import parse_kafka_uuid
-
-METADATA_TOPIC = "__cluster_metadata"
 
 
 def _replica(r: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ottla.broker.handlers import handles
 from ottla.broker.handlers.configs import describe_topic_configs
-from ottla.controller.quorum_controller import NewTopic
+from ottla.common.topics import NewTopic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 
