@@ -28,9 +28,11 @@ bench: install-bench
 
 lint: install-test
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 
 test: install-test
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 clean:

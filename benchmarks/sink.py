@@ -20,14 +20,15 @@ import os
 import uuid
 from typing import Any
 
-from ottla.broker.handlers import ApiSpec
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
 from ottla.protocol.produce_response import encode_produce_response
 from ottla.protocol.records import build_batch, set_base_offset
+from ottla.protocol.requests import NO_RESPONSE, ApiSpec, ApiTable
 from ottla.server import allocator
-from ottla.server.network import KafkaServer, RequestDispatcher
+from ottla.server.network import KafkaServer
+from ottla.server.request_dispatcher import RequestDispatcher
 
 PARTITIONS = 1
 HIGH_WATERMARK = 1 << 50
@@ -71,7 +72,7 @@ class SinkState:
 def api_versions(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
     return {"error_code": ErrorCode.none, "throttle_time": 0, "api_keys": [
         {"api_key": s.api_key, "min_version": s.min_version, "max_version": s.max_version}
-        for s in SINK_APIS["broker"].values()], "supported_features": [],
+        for s in SINK_APIS], "supported_features": [],
         "finalized_features_epoch": -1, "finalized_features": [],
         "zk_migration_ready": False}
 
@@ -106,7 +107,6 @@ def produce(state: SinkState, ctx: Any, req: Any) -> Any:
                           "error_message": None})
         responses.append({"name": topic.name, "partition_responses": parts})
     if req.acks == 0:
-        from ottla.broker.context import NO_RESPONSE
         return NO_RESPONSE
     # Encoded as the broker encodes its Produce responses, so only storage differs.
     return encode_produce_response(ctx.api_version, {"responses": responses,
@@ -153,16 +153,16 @@ def list_offsets(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
              "leader_epoch": 0} for p in t.partitions]} for t in req.topics]}
 
 
-SINK_APIS = {"broker": {int(k): ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
+SINK_APIS = [ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
     (ApiKey.API_VERSIONS, 0, 3, api_versions), (ApiKey.METADATA, 0, 12, metadata),
     (ApiKey.PRODUCE, 3, 9, produce), (ApiKey.FETCH, 4, 12, fetch),
-    (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]}}
+    (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]]
 
 
 async def serve(host: str, port: int, record_size: int, ready: asyncio.Event | None = None,
                 store: str | None = None) -> None:
     state = SinkState(host, port, record_size, store)
-    server = KafkaServer(state, RequestDispatcher(state, SINK_APIS), "PLAINTEXT", "broker",
+    server = KafkaServer(RequestDispatcher(ApiTable("broker", state, SINK_APIS)), "PLAINTEXT",
                          host, port, 104857600)
     await server.start()
     state.port = server.port

@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 import psutil
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from ottla.broker.handlers import load_all
+from ottla.broker.handlers import broker_apis
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import encode_request
 from ottla.protocol.compression import CompressionType
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.messages import build
 from ottla.protocol.records import build_batch
+from ottla.protocol.requests import ApiSpec
 from tests.batches import mutate_bytes, raw_batch, record, zstd_bomb
 from tests.helpers import OttlaProcess, WireClient
 from tests.strategies import RandomMessages
@@ -55,8 +56,8 @@ SLOW = {ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.PRODUCE}
 
 
 def served_broker_versions() -> list[tuple[int, int]]:
-    broker = load_all()["broker"]
-    return sorted((key, v) for key, spec in broker.items()
+    specs = [*broker_apis(), ApiSpec(ApiKey.API_VERSIONS, 0, 4, lambda *_: None)]
+    return sorted((spec.api_key, v) for spec in specs
                   for v in range(spec.min_version, spec.max_version + 1))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ottla.common.config import ConfigError, load_properties
-from ottla.server.config import KafkaConfig, dev_defaults
+from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.storage.log_config import LogConfig
 
 

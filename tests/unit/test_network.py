@@ -8,15 +8,16 @@ import logging
 import struct
 from typing import Any
 
-from ottla.broker.handlers import ApiSpec
 from ottla.client.async_client import NodeUnavailable
 from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.codec import decode_response, encode_body, encode_request
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
+from ottla.protocol.requests import ApiSpec, ApiTable
 from ottla.server import controller_channel
 from ottla.server.controller_channel import ControllerChannel
-from ottla.server.network import KafkaServer, RequestDispatcher
+from ottla.server.network import KafkaServer
+from ottla.server.request_dispatcher import RequestDispatcher
 
 METADATA_V12 = {"topics": [{"name": "a", "topic_id": None}, {"name": "b", "topic_id": None}],
                 "allow_auto_topic_creation": False,
@@ -43,11 +44,9 @@ async def ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_ke
 
 
 async def test_failed_handlers_are_answered_and_logged_once(caplog) -> None:
-    registry = {"broker": {
-        ApiKey.METADATA: ApiSpec(ApiKey.METADATA, 0, 12, failing),
-        ApiKey.DESCRIBE_GROUPS: ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, refusing)}}
-    server = KafkaServer(None, RequestDispatcher(None, registry), "PLAINTEXT", "broker",
-                         "127.0.0.1", 0, 1 << 20)
+    table = ApiTable("broker", None, [ApiSpec(ApiKey.METADATA, 0, 12, failing),
+                                      ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, refusing)])
+    server = KafkaServer(RequestDispatcher(table), "PLAINTEXT", "127.0.0.1", 0, 1 << 20)
     await server.start()
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:

@@ -12,20 +12,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ottla.broker.handlers import load_all
+from ottla.broker.handlers import broker_apis
 from ottla.protocol.api import ApiKey, is_flexible, request_schema
 from ottla.protocol.codec import decode_request, encode_request, parse_request_header
 from ottla.protocol.errors import MalformedRequest
 from ottla.protocol.messages import build
+from ottla.protocol.requests import ApiSpec
 from ottla.protocol.schema_guard import MAX_ELEMENTS, check_body
+from ottla.server.controller_apis import controller_apis
 from tests.strategies import messages
 
 
 def served_versions() -> list[tuple[int, int]]:
-    registry = load_all()
-    pairs = {(key, v) for kind in registry.values() for key, spec in kind.items()
-             for v in range(spec.min_version, spec.max_version + 1)}
-    return sorted(pairs)
+    """Every (api key, version) some listener of a node serves."""
+    specs = [*broker_apis(), *controller_apis(),
+             ApiSpec(ApiKey.API_VERSIONS, 0, 4, lambda *_: None)]
+    return sorted({(spec.api_key, v) for spec in specs
+                   for v in range(spec.min_version, spec.max_version + 1)})
 
 
 SERVED = served_versions()

@@ -9,32 +9,31 @@ from typing import Any, Protocol, TypeVar
 
 from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.common.server_config import KafkaConfig
+from ottla.common.topics import NewTopic
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.requests import RequestContext
 
 
-class ControllerChannel(Protocol):
-    """How a broker reaches the active controller (``server.controller_channel``).
-
-    ``call`` sends a request to the active controller wherever it runs; ``forward`` does
-    so with a client's request; ``submit`` runs an operation (a function of the
-    controller returning a ControllerResult) on this node's controller when it is the
-    active one, answering once its records are committed.
-    """
-
-    def submit(self, op: Callable[[Any], Any]) -> Awaitable[Any]: ...
+class ControllerClient(Protocol):
+    """What a broker needs of the active controller, wherever it runs (the node's
+    ``server.controller_channel.ControllerClient`` provides it): ``call`` sends the
+    broker's own request, ``forward`` a client's, whole."""
 
     def call(self, api_key: int, version: int, body: Any, timeout: float = ...,
              client_id: str | None = ...) -> Awaitable[Any]: ...
 
-    def forward(self, ctx: Any, request: Any, timeout: float = ...) -> Awaitable[Any]: ...
+    def forward(self, ctx: RequestContext, request: Any, timeout: float = ...
+                ) -> Awaitable[Any]: ...
 
 
 CREATE_TOPICS_VERSION = 7
 
 
-async def create_topics(controller: ControllerChannel, topics: list[Any]) -> dict[str, ErrorCode]:
+async def create_topics(controller: ControllerClient, topics: list[NewTopic]
+                        ) -> dict[str, ErrorCode]:
     """Ask the active controller to create topics (``NewTopic``s) the broker needs itself
     (auto-creation, internal topics); the error per topic name."""
     response = await controller.call(ApiKey.CREATE_TOPICS, CREATE_TOPICS_VERSION, {
@@ -50,7 +49,7 @@ class ProducerIdManager:
     """Hands out producer ids from blocks the controller allocates (AllocateProducerIds);
     concurrent callers share one allocation."""
 
-    def __init__(self, broker_id: int, controller: ControllerChannel) -> None:
+    def __init__(self, broker_id: int, controller: ControllerClient) -> None:
         self.broker_id = broker_id
         self.controller = controller
         self._next = 0
@@ -95,19 +94,18 @@ def run_now(job: Callable[[], T]) -> Awaitable[T]:
 
 
 class Broker:
-    def __init__(self, *, node_id: int, cluster_id: str, config: Any, image: MetadataImage,
-                 replica_manager: ReplicaManager | None, controller: ControllerChannel,
-                 clock: Callable[[], float] = time.time, raft: Any = None) -> None:
+    def __init__(self, *, node_id: int, cluster_id: str, config: KafkaConfig,
+                 image: MetadataImage,
+                 replica_manager: ReplicaManager | None, controller: ControllerClient,
+                 clock: Callable[[], float] = time.time) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.config = config
-        """The node's KafkaConfig (server.config); handlers read keys from it."""
+        """The node's config (``server.properties``); handlers read keys from it."""
         self.image = image
         self.replica_manager: ReplicaManager = replica_manager  # type: ignore[assignment]
         """None on a node that is only a controller (no broker listener reaches it)."""
         self.controller = controller
-        self.raft = raft
-        """This node's RaftDriver (the metadata quorum's KRaft client)."""
         self.clock = clock
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.producer_ids = ProducerIdManager(node_id, controller)

@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from ottla.common.config import ConfigError, load_properties
+from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.uuids import random_uuid
 from ottla.metadata.bootstrap import metadata_version, write_bootstrap
-from ottla.server.config import KafkaConfig, dev_defaults
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, format_log_dirs
 
 log = logging.getLogger("ottla")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.common.config import ConfigError
 from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL, SUPPORTED_FEATURES
+from ottla.common.server_config import BROKER_CONFIGS, DYNAMIC_BROKER_KEYS
 from ottla.common.topic_configs import TOPIC_CONFIGS, validate_topic_configs
 from ottla.common.topics import NewTopic, topic_name_problem
 from ottla.controller.placement import place
@@ -112,6 +113,17 @@ class NotControllerError(ControllerError):
         super().__init__(ErrorCode.not_controller, message)
 
 
+def _validate_dynamic_broker_config(name: str, value: str | None) -> None:
+    """Whether AlterConfigs may set broker key ``name`` to ``value`` at run time."""
+    if name not in BROKER_CONFIGS:
+        raise ControllerError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
+    if name not in DYNAMIC_BROKER_KEYS:
+        raise ControllerError(ErrorCode.invalid_request,
+                              f"Cannot update these configs dynamically: {{{name}}}")
+    if value is not None:
+        BROKER_CONFIGS[name].parse(value)
+
+
 def validate_topic_name(name: str) -> None:
     problem = topic_name_problem(name)
     if problem is not None:
@@ -130,12 +142,8 @@ class QuorumController:
     def __init__(self, node_id: int, *, default_num_partitions: int = 1,
                  default_replication_factor: int = 1, delete_topic_enable: bool = True,
                  rng: random.Random | None = None,
-                 broker_config_validator: Callable[[str, str | None], None] | None = None,
                  registry: SnapshotRegistry | None = None) -> None:
         self.node_id = node_id
-        self.broker_config_validator = broker_config_validator
-        """Checks a dynamic broker config (raises ControllerError); the server supplies it
-        because the broker's config keys are defined above this layer."""
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self.delete_topic_enable = delete_topic_enable
@@ -646,8 +654,8 @@ class QuorumController:
                                           f"Unknown topic config name: {name}")
                 if value is not None:
                     TOPIC_CONFIGS[name].parse(value)
-            elif self.broker_config_validator is not None:
-                self.broker_config_validator(name, value)
+            else:
+                _validate_dynamic_broker_config(name, value)
         except ConfigError as e:
             raise ControllerError(ErrorCode.invalid_config, str(e)) from None
 

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ottla.broker.context import CloseConnection
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.controller.quorum_controller import ControllerResult, NotControllerError
 from ottla.protocol.api import ApiKey, request_schema
@@ -33,6 +32,7 @@ from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.error_response import error_response
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
+from ottla.protocol.requests import CloseConnection
 from ottla.raft.description import QuorumDescription
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.raft_driver import RaftDriver

@@ -19,28 +19,17 @@ import logging
 import socket
 import struct
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ottla.broker.context import NO_RESPONSE, CloseConnection, RequestContext
-from ottla.broker.handlers import ApiSpec
-from ottla.broker.handlers.api_versions import unsupported_version_response
 from ottla.common.rate_limited_log import RateLimitedLog
-from ottla.protocol.api import ApiKey, is_flexible, response_schema
-from ottla.protocol.codec import (
-    RequestHeader,
-    decode_request,
-    encode_body_chunks,
-    parse_request_header,
-    peek_api,
-    response_header_bytes,
-)
-from ottla.protocol.error_response import error_response
-from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
-from ottla.protocol.fetch_response import EncodedBody
-from ottla.protocol.messages import build
+from ottla.protocol.api import ApiKey
+from ottla.protocol.codec import RequestHeader
+from ottla.protocol.errors import MalformedRequest
+from ottla.protocol.requests import NO_RESPONSE, CloseConnection
+from ottla.server.api_versions import unsupported_version_response
 from ottla.server.memory_pool import MemoryPool
+from ottla.server.request_dispatcher import RequestDispatcher, UnsupportedApiVersions
 from ottla.storage.segment import FileSlice
 
 log = logging.getLogger(__name__)
@@ -51,28 +40,6 @@ MAX_QUEUED_FRAMES = 64
 """Reading pauses once this many requests wait on a connection (back-pressure)."""
 MAP_MIN_BYTES = 64 * 1024
 """Segment slices this large are sent from a mapping, smaller ones read (``_respond``)."""
-
-
-class RequestDispatcher:
-    """Decodes requests, runs their handler, encodes responses."""
-
-    def __init__(self, broker: Any, registry: dict[str, dict[int, ApiSpec]]) -> None:
-        self.broker = broker
-        self.registry = registry
-
-    def encode(self, header: RequestHeader, response: Any
-               ) -> tuple[bytes, list[bytes | bytearray | memoryview], int]:
-        """The response's frame prefix and header, and its body as chunks: record sets
-        (Fetch) go to the socket as the objects the log read, without being copied into
-        one buffer. A body the handler encoded itself (Fetch) passes through."""
-        if type(response) is EncodedBody:
-            chunks, size = response.chunks, response.size
-        else:
-            if isinstance(response, dict):
-                response = build(response_schema(header.api_key, header.api_version), response)
-            chunks, size = encode_body_chunks(response)
-        return response_header_bytes(header.api_key, header.api_version,
-                                     header.correlation_id, size), chunks, size
 
 
 READ_BUFFER = 256 * 1024
@@ -349,34 +316,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._flow()
 
     def _process(self, frame: bytes | memoryview) -> None:
+        dispatcher = self.dispatcher
         try:
-            api_key, version, correlation_id = peek_api(frame)
-            spec = self.dispatcher.registry[self.server.listener_kind].get(api_key)
-            if spec is None:
-                raise MalformedRequest(f"unknown or unserved api key {api_key}")
-            if not spec.min_version <= version <= spec.max_version:
-                if api_key == ApiKey.API_VERSIONS:
-                    self._send_unsupported_api_versions(correlation_id)
-                    return
-                raise MalformedRequest(f"unsupported version {version} of "
-                                       f"{ApiKey(api_key).name}")
-            header = parse_request_header(frame, is_flexible(api_key, version))
-            request = decode_request(header, frame)
+            header, spec, request = dispatcher.decode(frame)
+        except UnsupportedApiVersions as e:
+            self._send_unsupported_api_versions(e.correlation_id)
+            return
         except MalformedRequest as e:
             _limited.log(logging.INFO, ("malformed", self.peer[0]),
                          "Closing connection from %s:%d: %s", *self.peer, e)
             self.close()
             return
-        ctx = RequestContext(header, self.server.listener_name, self.server.listener_kind,
-                             *self.peer)
+        ctx = dispatcher.context(header, self.server.listener_name, *self.peer)
         try:
-            result = spec.handler(self.server.broker, ctx, request)
+            result = dispatcher.call(spec, ctx, request)
         except CloseConnection as e:
             log.info("Closing connection from %s:%d: %s", *self.peer, e)
             self.close()
             return
         except Exception as e:
-            self._respond(header, self._failure(header, request, e))
+            self._respond(header, dispatcher.failure(header, request, e))
             return
         if inspect.isawaitable(result):
             self._busy = True
@@ -394,36 +353,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
             return
         except Exception as e:
-            result = self._failure(header, request, e)
+            result = self.dispatcher.failure(header, request, e)
         self._respond(header, result)
         self._busy = False
         self._task = None
         self._release(self._in_flight)
         self._in_flight = 0
         self._pump()
-
-    def _failure(self, header: RequestHeader, request: Any, error: Exception) -> Any:
-        """The answer to a request whose handler raised: the error for all it names
-        (UNKNOWN_SERVER_ERROR unless the handler raised a Kafka error), or None to close
-        the connection if even that cannot be built. Unexpected failures are logged once
-        a minute per kind, with the traceback."""
-        if isinstance(error, KafkaError):
-            code, message = error.code, error.message
-        else:
-            where = traceback.extract_tb(error.__traceback__)[-1:]
-            kind = (header.api_key, type(error), *((where[0].filename, where[0].lineno)
-                                                    if where else ()))
-            _limited.log(logging.ERROR, kind, "Handler of %s v%d failed; answering "
-                         "UNKNOWN_SERVER_ERROR", ApiKey(header.api_key).name,
-                         header.api_version, exc_info=True)
-            code, message = ErrorCode.unknown_server_error, None
-        try:
-            return error_response(request, code, message)
-        except Exception:
-            _limited.log(logging.ERROR, ("error-response", header.api_key),
-                         "Cannot build an error response to %s v%d; closing the connection",
-                         ApiKey(header.api_key).name, header.api_version, exc_info=True)
-            return None
 
     def _respond(self, header: RequestHeader, response: Any) -> None:
         if response is NO_RESPONSE or self._closed or self.transport is None:
@@ -489,7 +425,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _send_unsupported_api_versions(self, correlation_id: int) -> None:
         header = RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None, 0)
-        self._respond(header, unsupported_version_response(self.server.listener_kind))
+        self._respond(header, unsupported_version_response(self.dispatcher.table))
 
     def close(self) -> None:
         if not self._closed:
@@ -519,14 +455,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 class KafkaServer:
     """One listener: accepts connections and serves the Kafka protocol on them."""
 
-    def __init__(self, broker: Any, dispatcher: RequestDispatcher, listener_name: str,
-                 listener_kind: str, host: str, port: int, max_request_size: int,
+    def __init__(self, dispatcher: RequestDispatcher[Any], listener_name: str,
+                 host: str, port: int, max_request_size: int,
                  socket_options: dict[str, int] | None = None,
                  quotas: ConnectionQuotas | None = None) -> None:
-        self.broker = broker
         self.dispatcher = dispatcher
         self.listener_name = listener_name
-        self.listener_kind = listener_kind
+        self.listener_kind = dispatcher.kind
         self.host = host
         self.port = port
         self.max_request_size = max_request_size

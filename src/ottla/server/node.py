@@ -19,8 +19,8 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
-from ottla.broker.handlers import load_all
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
 from ottla.controller.quorum_controller import QuorumController
@@ -28,14 +28,16 @@ from ottla.metadata.bootstrap import read_bootstrap
 from ottla.metadata.image import MetadataImage
 from ottla.raft.description import QuorumDescription, ReplicaDescription
 from ottla.raft.quorum import RaftConfig
+from ottla.server.apis import broker_dispatcher, controller_dispatcher
 from ottla.server.broker_lifecycle import BrokerLifecycle
-from ottla.server.config import KafkaConfig, validate_dynamic_broker_config
+from ottla.server.controller_apis import ControllerServices
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
-from ottla.server.network import ConnectionQuotas, KafkaServer, RequestDispatcher
+from ottla.server.network import ConnectionQuotas, KafkaServer
 from ottla.server.raft_driver import RaftDriver
+from ottla.server.request_dispatcher import RequestDispatcher
 from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, check_log_dirs
@@ -110,7 +112,6 @@ class Node:
                 node_id, default_num_partitions=cfg["num.partitions"],
                 default_replication_factor=cfg["default.replication.factor"],
                 delete_topic_enable=cfg["delete.topic.enable"],
-                broker_config_validator=validate_dynamic_broker_config,
                 registry=SnapshotRegistry())
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
@@ -142,7 +143,7 @@ class Node:
                                              cfg["max.decompressed.batch.bytes"])
         self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
                              image=self.image, replica_manager=replica_manager,
-                             controller=self.channel, clock=self.clock, raft=self.raft)
+                             controller=self.channel, clock=self.clock)
         # One thread for large compressed batches: one decompression's memory at a time.
         self._validation = ThreadPoolExecutor(1, thread_name_prefix="validation")
         loop = asyncio.get_running_loop()
@@ -171,7 +172,15 @@ class Node:
         """Bind every listener; controller listeners serve at once, broker listeners once
         the broker is unfenced (so no client sees a broker that has not caught up)."""
         cfg = self.config
-        dispatcher = RequestDispatcher(self.broker, load_all())
+        dispatchers: dict[str, RequestDispatcher[Any]] = {}
+        if self.is_broker:
+            dispatchers["broker"] = broker_dispatcher(self.broker, self.clock)
+        if self.is_controller:
+            assert self.channel is not None
+            dispatchers["controller"] = controller_dispatcher(ControllerServices(
+                node_id=cfg.node_id, cluster_id=self.cluster_id, config=cfg,
+                image=self.image, channel=self.channel, raft=self.raft, clock=self.clock),
+                self.clock)
         controller_names = set(cfg.controller_listener_names)
         socket_options = {k: cfg[k] for k in ("socket.send.buffer.bytes",
                                               "socket.receive.buffer.bytes")
@@ -185,7 +194,7 @@ class Node:
             kind = "controller" if listener.name in controller_names else "broker"
             if kind not in cfg.roles:
                 continue
-            server = KafkaServer(self.broker, dispatcher, listener.name, kind, listener.host,
+            server = KafkaServer(dispatchers[kind], listener.name, listener.host,
                                  listener.port, cfg["socket.request.max.bytes"],
                                  socket_options, quotas)
             await server.start(serve=kind == "controller")

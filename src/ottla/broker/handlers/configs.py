@@ -1,4 +1,5 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+"""DescribeConfigs for topics and brokers (AlterConfigs and IncrementalAlterConfigs run on
+the controller: ``server.controller_apis.configs``).
 
 Describing a config reports where its value comes from, with Kafka's precedence: a topic
 override, then the broker synonyms (dynamic per-broker, dynamic cluster-wide, static
@@ -8,14 +9,27 @@ override, then the broker synonyms (dynamic per-broker, dynamic cluster-wide, st
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from ottla.broker.handlers import handles
+from ottla.broker.broker import Broker
 from ottla.common.config import ConfigKey
+from ottla.common.server_config import KafkaConfig
 from ottla.common.topic_configs import TOPIC_CONFIGS
-from ottla.metadata.image import ConfigResourceType
+from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.requests import ApiSpec, RequestContext
+
+
+class ConfigView(Protocol):
+    """What describing configs reads, on a broker or on the controller side of a node."""
+
+    node_id: int
+    config: KafkaConfig
+
+    @property
+    def image(self) -> MetadataImage: ...
+
 
 # ConfigSource ids of DescribeConfigs.
 DYNAMIC_TOPIC_CONFIG = 1
@@ -25,20 +39,20 @@ STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 
-def _broker_sources(broker: Any, name: str) -> list[tuple[str, str | None, int]]:
+def _broker_sources(node: ConfigView, name: str) -> list[tuple[str, str | None, int]]:
     """(name, value, source) of every level at which broker key ``name`` is set, most
     specific first, ending with its default if it has one."""
-    definitions = broker.config.definitions
+    definitions = node.config.definitions
     key: ConfigKey | None = definitions.keys.get(name)
     found = []
-    per_broker = broker.image.broker_configs(broker.node_id)
-    cluster = broker.image.broker_configs(None)
+    per_broker = node.image.broker_configs(node.node_id)
+    cluster = node.image.broker_configs(None)
     if name in per_broker:
         found.append((name, per_broker[name], DYNAMIC_BROKER_CONFIG))
     if name in cluster:
         found.append((name, cluster[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-    if name in broker.config.explicit and key is not None:
-        found.append((name, key.render(broker.config.explicit[name]), STATIC_BROKER_CONFIG))
+    if name in node.config.explicit and key is not None:
+        found.append((name, key.render(node.config.explicit[name]), STATIC_BROKER_CONFIG))
     if key is not None and key.default is not None:
         found.append((name, key.render(key.default), DEFAULT_CONFIG))
     return found
@@ -54,10 +68,10 @@ def _synonym_to_topic_value(synonym: str, value: str | None, key: ConfigKey) -> 
     return value
 
 
-def describe_topic_configs(broker: Any, topic: str, keys: Sequence[str] | None = None,
+def describe_topic_configs(node: ConfigView, topic: str, keys: Sequence[str] | None = None,
                            include_synonyms: bool = False, include_docs: bool = False
                            ) -> list[dict[str, Any]]:
-    overrides = broker.image.topic_configs(topic)
+    overrides = node.image.topic_configs(topic)
     result = []
     for name, key in TOPIC_CONFIGS.keys.items():
         if keys is not None and name not in keys:
@@ -66,7 +80,7 @@ def describe_topic_configs(broker: Any, topic: str, keys: Sequence[str] | None =
         if name in overrides:
             synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
         for synonym in key.synonyms:
-            for syn_name, value, source in _broker_sources(broker, synonym):
+            for syn_name, value, source in _broker_sources(node, synonym):
                 if source == DEFAULT_CONFIG:
                     continue
                 synonyms.append((syn_name, value, source))
@@ -79,7 +93,7 @@ def describe_topic_configs(broker: Any, topic: str, keys: Sequence[str] | None =
             # The broker defaults of synonyms (e.g. log.retention.hours=168) decide it.
             value, source = default, DEFAULT_CONFIG
             for synonym in key.synonyms:
-                syn_key = broker.config.definitions.keys.get(synonym)
+                syn_key = node.config.definitions.keys.get(synonym)
                 if syn_key is not None and syn_key.default is not None:
                     value = _synonym_to_topic_value(synonym, syn_key.render(syn_key.default),
                                                     key)
@@ -96,14 +110,14 @@ def describe_topic_configs(broker: Any, topic: str, keys: Sequence[str] | None =
     return result
 
 
-def describe_broker_configs(broker: Any, keys: Sequence[str] | None, include_synonyms: bool,
+def describe_broker_configs(node: ConfigView, keys: Sequence[str] | None, include_synonyms: bool,
                             include_docs: bool) -> list[dict[str, Any]]:
-    from_dynamic_keys = broker.config.dynamic_keys
+    from_dynamic_keys = node.config.dynamic_keys
     result = []
-    for name, key in broker.config.definitions.keys.items():
+    for name, key in node.config.definitions.keys.items():
         if keys is not None and name not in keys:
             continue
-        sources = _broker_sources(broker, name)
+        sources = _broker_sources(node, name)
         value, source = (sources[0][1], sources[0][2]) if sources else (None, DEFAULT_CONFIG)
         result.append({
             "name": name, "value": None if key.sensitive else value,
@@ -117,8 +131,7 @@ def describe_broker_configs(broker: Any, keys: Sequence[str] | None, include_syn
     return result
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-def handle_describe_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
     include_synonyms = bool(getattr(req, "include_synonyms", False))
     include_docs = bool(getattr(req, "include_documentation", False))
@@ -150,41 +163,6 @@ def handle_describe_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "results": results}
 
 
-def _alter_response(results: list[tuple[int, str, ErrorCode, str | None]]) -> dict[str, Any]:
-    return {"throttle_time": 0, "responses": [
-        {"error_code": code, "error_message": msg, "resource_type": rtype,
-         "resource_name": rname} for rtype, rname, code, msg in results]}
-
-
-@handles(ApiKey.ALTER_CONFIGS, 0, 2, forward=True)
-async def handle_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    resources = [(res.resource_type, res.resource_name,
-                  {c.name: c.value for c in res.configs}) for res in req.resources]
-    results = await broker.controller.submit(
-        lambda c: c.alter_configs(resources, req.validate_only))
-    return _alter_response(results)
-
-
-@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, forward=True)
-async def handle_incremental_alter_configs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    resources = [(res.resource_type, res.resource_name,
-                  [(c.name, c.config_operation, c.value) for c in res.configs])
-                 for res in req.resources]
-    results = await broker.controller.submit(
-        lambda c: c.incremental_alter_configs(resources, req.validate_only))
-    return _alter_response(results)
-
-
-@handles(ApiKey.UPDATE_FEATURES, 0, 1, forward=True)
-async def handle_update_features(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    """Finalize feature levels (metadata.version), all or nothing."""
-    # v0 had allow_downgrade; v1 an upgrade type (1 upgrade, 2 safe, 3 unsafe downgrade).
-    updates = [(u.feature, u.max_version_level,
-                (2 if u.allow_downgrade else 1) if ctx.api_version == 0 else u.upgrade_type)
-               for u in req.feature_updates]
-    validate_only = bool(getattr(req, "validate_only", False))
-    results = await broker.controller.submit(
-        lambda c: c.update_features(updates, validate_only))
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-            "results": [{"feature": name, "error_code": error, "error_message": message}
-                        for name, (error, message) in results.items()]}
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs),
+]

@@ -16,23 +16,24 @@ import asyncio
 from collections import OrderedDict
 from typing import Any
 
+from ottla.broker.broker import Broker
 from ottla.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
 )
-from ottla.broker.handlers import handles
 from ottla.broker.partition import READ_COMMITTED
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
 from ottla.protocol.messages import ms
+from ottla.protocol.requests import ApiSpec, RequestContext
 
 ZERO_UUID_INT = 0
 
 
-def _requested(broker: Any, req: Any, uses_ids: bool
+def _requested(broker: Broker, req: Any, uses_ids: bool
                ) -> OrderedDict[tuple[Any, int], CachedPartition]:
     image = broker.image
     parts: OrderedDict[tuple[Any, int], CachedPartition] = OrderedDict()
@@ -67,7 +68,7 @@ def _error_response(version: int, error: ErrorCode) -> EncodedBody:
         "responses": [], "node_endpoints": []})
 
 
-def _read_partition(broker: Any, cached: CachedPartition, max_bytes: int, isolation: int,
+def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, isolation: int,
                     min_one: bool, uses_ids: bool) -> dict[str, Any]:
     data: dict[str, Any] = {
         "partition_index": cached.partition, "error_code": ErrorCode.none,
@@ -97,7 +98,7 @@ def _read_partition(broker: Any, cached: CachedPartition, max_bytes: int, isolat
     return data
 
 
-def _read_all(broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
+def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartition],
               max_bytes: int, isolation: int, uses_ids: bool
               ) -> tuple[dict[tuple[Any, int], dict[str, Any]], int, bool]:
     remaining = max_bytes
@@ -118,8 +119,7 @@ def _read_all(broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
     return results, total, errors
 
 
-@handles(ApiKey.FETCH, 4, 17)
-def handle_fetch(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.api_version
     uses_ids = version >= 13
     now_ms = broker.now_ms()
@@ -266,3 +266,8 @@ def _group(parts: OrderedDict[tuple[Any, int], CachedPartition],
                 entry["topic_id"] = topic_key
         entry["partitions"].append(data)
     return list(topics.values())
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.FETCH, 4, 17, handle_fetch),
+]

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.broker.handlers import handles
+from ottla.broker.broker import Broker
 from ottla.broker.handlers.metadata import leader_endpoint
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.shard import JoinRequest
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
+from ottla.protocol.requests import ApiSpec, RequestContext
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
@@ -24,7 +25,7 @@ SHARE_KEY = 2
 
 # --- FindCoordinator --------------------------------------------------------------------
 
-def _find(broker: Any, ctx: Any, key_type: int, key: str) -> dict[str, Any]:
+def _find(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
     result = {"key": key, "node_id": -1, "host": "", "port": -1,
               "error_code": ErrorCode.none, "error_message": None}
     try:
@@ -46,8 +47,7 @@ def _find(broker: Any, ctx: Any, key_type: int, key: str) -> dict[str, Any]:
     return result
 
 
-@handles(ApiKey.FIND_COORDINATOR, 0, 6)
-def handle_find_coordinator(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     key_type = getattr(req, "key_type", GROUP_KEY)
     if ctx.api_version >= 4:
         return {"throttle_time": 0, "coordinators": [
@@ -66,8 +66,7 @@ def _protocol_strings(response: dict[str, Any], version: int, names: tuple[str, 
 
 # --- the classic protocol ----------------------------------------------------------------
 
-@handles(ApiKey.JOIN_GROUP, 0, 9)
-async def handle_join_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     session_timeout = ms(req.session_timeout)
     rebalance_timeout = ms(req.rebalance_timeout) if version >= 1 else session_timeout
@@ -91,8 +90,7 @@ async def handle_join_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return response
 
 
-@handles(ApiKey.SYNC_GROUP, 0, 5)
-async def handle_sync_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     try:
         return await broker.group_coordinator.write(
@@ -106,8 +104,7 @@ async def handle_sync_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
                 "protocol_name": None, "assignment": b""}
 
 
-@handles(ApiKey.HEARTBEAT, 0, 4)
-async def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     try:
         error = await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.heartbeat(
@@ -120,8 +117,7 @@ async def handle_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": error}
 
 
-@handles(ApiKey.LEAVE_GROUP, 0, 5)
-async def handle_leave_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     if version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -141,8 +137,7 @@ async def handle_leave_group(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
 
 # --- offsets --------------------------------------------------------------------------------
 
-@handles(ApiKey.OFFSET_COMMIT, 2, 9)
-async def handle_offset_commit(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
@@ -161,7 +156,7 @@ async def handle_offset_commit(broker: Any, ctx: Any, req: Any) -> dict[str, Any
         for t in req.topics]}
 
 
-def _fetch_group(broker: Any, group_id: str, topics: Any, member_id: str | None = None,
+def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | None = None,
                  member_epoch: int = -1) -> dict[str, Any]:
     requested = None if topics is None else \
         [(t.name, list(t.partition_indexes)) for t in topics]
@@ -181,8 +176,7 @@ def _fetch_group(broker: Any, group_id: str, topics: Any, member_id: str | None 
         for name, parts in found]}
 
 
-@handles(ApiKey.OFFSET_FETCH, 1, 9)
-def handle_offset_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 8:
         return {"throttle_time": 0, "groups": [
             _fetch_group(broker, g.group_id, g.topics, getattr(g, "member_id", None),
@@ -191,8 +185,7 @@ def handle_offset_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": group["topics"], "error_code": group["error_code"]}
 
 
-@handles(ApiKey.OFFSET_DELETE, 0, 0)
-async def handle_offset_delete(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
     try:
         error, results = await broker.group_coordinator.write(
@@ -207,8 +200,7 @@ async def handle_offset_delete(broker: Any, ctx: Any, req: Any) -> dict[str, Any
 
 # --- administration ---------------------------------------------------------------------
 
-@handles(ApiKey.LIST_GROUPS, 0, 5)
-def handle_list_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
     groups = []
@@ -217,8 +209,7 @@ def handle_list_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
-@handles(ApiKey.DESCRIBE_GROUPS, 0, 6)
-def handle_describe_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     groups = []
     for group_id in req.groups:
@@ -239,8 +230,7 @@ def handle_describe_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "groups": groups}
 
 
-@handles(ApiKey.DELETE_GROUPS, 0, 2)
-async def handle_delete_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
     for group_id in req.groups_names:
         try:
@@ -255,8 +245,8 @@ async def handle_delete_groups(broker: Any, ctx: Any, req: Any) -> dict[str, Any
 
 # --- the consumer protocol (KIP-848) -----------------------------------------------------
 
-@handles(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-async def handle_consumer_group_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any
+                                          ) -> dict[str, Any]:
     owned = None
     if req.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions
@@ -279,8 +269,7 @@ async def handle_consumer_group_heartbeat(broker: Any, ctx: Any, req: Any) -> di
                 "assignment": None}
 
 
-@handles(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
-def handle_consumer_group_describe(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     groups = []
     for group_id in req.group_ids:
         try:
@@ -296,3 +285,20 @@ def handle_consumer_group_describe(broker: Any, ctx: Any, req: Any) -> dict[str,
                          "authorized_operations": -2147483648}
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator),
+    ApiSpec(ApiKey.JOIN_GROUP, 0, 9, handle_join_group),
+    ApiSpec(ApiKey.SYNC_GROUP, 0, 5, handle_sync_group),
+    ApiSpec(ApiKey.HEARTBEAT, 0, 4, handle_heartbeat),
+    ApiSpec(ApiKey.LEAVE_GROUP, 0, 5, handle_leave_group),
+    ApiSpec(ApiKey.OFFSET_COMMIT, 2, 9, handle_offset_commit),
+    ApiSpec(ApiKey.OFFSET_FETCH, 1, 9, handle_offset_fetch),
+    ApiSpec(ApiKey.OFFSET_DELETE, 0, 0, handle_offset_delete),
+    ApiSpec(ApiKey.LIST_GROUPS, 0, 5, handle_list_groups),
+    ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 6, handle_describe_groups),
+    ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups),
+    ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle_consumer_group_heartbeat),
+    ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, handle_consumer_group_describe),
+]

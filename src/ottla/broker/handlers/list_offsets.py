@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ottla.broker.handlers import handles
+from ottla.broker.broker import Broker
 from ottla.broker.partition import READ_COMMITTED
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.requests import ApiSpec, RequestContext
 
 LATEST = -1
 EARLIEST = -2
@@ -44,8 +45,7 @@ def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, in
     return found[0], found[1], cache.epoch_for_offset(found[1])
 
 
-@handles(ApiKey.LIST_OFFSETS, 1, 10)
-def handle_list_offsets(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     isolation = getattr(req, "isolation_level", 0)
     topics = []
     seen: set[tuple[str, int]] = set()
@@ -71,8 +71,7 @@ def handle_list_offsets(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": topics}
 
 
-@handles(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
-def handle_offset_for_leader_epoch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []
@@ -94,8 +93,7 @@ def handle_offset_for_leader_epoch(broker: Any, ctx: Any, req: Any) -> dict[str,
     return {"throttle_time": 0, "topics": topics}
 
 
-@handles(ApiKey.DELETE_RECORDS, 0, 2)
-def handle_delete_records(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []
@@ -119,8 +117,7 @@ def handle_delete_records(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "topics": topics}
 
 
-@handles(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
-def handle_describe_log_dirs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """Sizes of the partitions in each log dir (kafka-log-dirs.sh --describe)."""
     wanted = None
     if req.topics is not None:
@@ -146,3 +143,11 @@ def handle_describe_log_dirs(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
                                    for name, parts in topics.items()],
                         "total_bytes": total, "usable_bytes": usable})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
+    ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle_offset_for_leader_epoch),
+    ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
+    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs),
+]

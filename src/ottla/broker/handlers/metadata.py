@@ -5,14 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ottla.broker.broker import create_topics
-from ottla.broker.handlers import handles
+from ottla.broker.broker import Broker, create_topics
 from ottla.common.topics import NewTopic, is_internal_topic, topic_name_problem
 from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.requests import ApiSpec, RequestContext
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+BROKERS, CONTROLLERS = 1, 2
+"""DescribeCluster's endpoint types (KIP-919)."""
 # Bits of the AclOperation codes a principal may perform (ACLs come later: all allowed).
 TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
 CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
@@ -72,8 +74,7 @@ def _unknown(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> 
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-@handles(ApiKey.METADATA, 0, 13)
-async def handle_metadata(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     image: MetadataImage = broker.image
     include_ops = bool(getattr(req, "include_topic_authorized_operations", False))
@@ -130,7 +131,7 @@ async def handle_metadata(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
     return response
 
 
-async def _auto_create(broker: Any, names: list[str]) -> dict[str, ErrorCode]:
+async def _auto_create(broker: Broker, names: list[str]) -> dict[str, ErrorCode]:
     """Create unknown topics with the broker defaults; returns the errors by name."""
     errors: dict[str, ErrorCode] = {}
     valid = []
@@ -151,35 +152,35 @@ async def _auto_create(broker: Any, names: list[str]) -> dict[str, ErrorCode]:
     return errors
 
 
-@handles(ApiKey.DESCRIBE_CLUSTER, 0, 2, listeners=("broker", "controller"))
-def handle_describe_cluster(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    endpoint_type = getattr(req, "endpoint_type", 1)
-    served = 2 if ctx.listener_kind == "controller" else 1
-    if endpoint_type != served:
-        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
-                "error_message": f"This listener serves endpoint type {served} "
-                                 f"({'controllers' if served == 2 else 'brokers'})",
-                "endpoint_type": endpoint_type, "cluster_id": broker.cluster_id,
-                "controller_id": -1, "brokers": [],
-                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
-    if served == 2:
-        # KIP-919: a controller listener describes the controllers (the quorum's voters).
-        quorum = broker.controller.describe_quorum()
-        return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-                "endpoint_type": 2, "cluster_id": broker.cluster_id,
-                "controller_id": quorum.leader_id,
-                "brokers": [{"broker_id": node, "host": host, "port": port, "rack": None,
-                             "is_fenced": False}
-                            for node, listeners in sorted(quorum.endpoints.items())
-                            for _name, host, port in listeners[:1]],
-                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+def handle_describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """The brokers of the cluster (a controller listener describes the controllers:
+    ``server.controller_apis.cluster``)."""
+    endpoint_type = getattr(req, "endpoint_type", BROKERS)
+    if endpoint_type != BROKERS:
+        return unsupported_endpoint_type(broker.cluster_id, endpoint_type, BROKERS)
     include_fenced = bool(getattr(req, "include_fenced_brokers", False))
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-        "endpoint_type": 1, "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+        "endpoint_type": BROKERS, "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                      "rack": b["rack"], "is_fenced": b["is_fenced"]}
                     for b in broker_endpoints(broker.image, ctx.listener_name, include_fenced)],
         "cluster_authorized_operations": CLUSTER_OPERATIONS
         if req.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
     }
+
+
+def unsupported_endpoint_type(cluster_id: str, asked: int, served: int) -> dict[str, Any]:
+    """DescribeCluster for endpoints a listener does not serve (KIP-919)."""
+    return {"throttle_time": 0, "error_code": ErrorCode.unsupported_endpoint_type,
+            "error_message": f"This listener serves endpoint type {served} "
+                             f"({'controllers' if served == CONTROLLERS else 'brokers'})",
+            "endpoint_type": asked, "cluster_id": cluster_id, "controller_id": -1,
+            "brokers": [], "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.METADATA, 0, 13, handle_metadata),
+    ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster),
+]

@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ottla.broker.context import NO_RESPONSE, CloseConnection
-from ottla.broker.handlers import handles
+from ottla.broker.broker import Broker
 from ottla.broker.log_validator import PendingBatch, RecordValidationError
 from ottla.common.topics import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.produce_response import encode_produce_response
 from ottla.protocol.records import BatchHeader
+from ottla.protocol.requests import NO_RESPONSE, ApiSpec, CloseConnection, RequestContext
 
 Validated = tuple[bytearray, BatchHeader]
 
@@ -50,8 +50,7 @@ class _Entry:
             self.result["current_leader"] = {"leader_id": -1, "leader_epoch": -1}
 
 
-@handles(ApiKey.PRODUCE, 3, 13)
-def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
+def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     image = broker.image
     replica_manager = broker.replica_manager
@@ -94,7 +93,7 @@ def handle_produce(broker: Any, ctx: Any, req: Any) -> Any:
     return _append_all(broker, ctx, acks, topics, now_ms)
 
 
-async def _finish_then_append(broker: Any, ctx: Any, acks: int,
+async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int,
                               topics: list[tuple[str | None, Any, list[_Entry]]]) -> Any:
     offload: Callable[[Callable[[], Validated]], Awaitable[Validated]] = broker.offload
     for _, _, entries in topics:
@@ -107,7 +106,7 @@ async def _finish_then_append(broker: Any, ctx: Any, acks: int,
     return _append_all(broker, ctx, acks, topics, broker.now_ms())
 
 
-def _append_all(broker: Any, ctx: Any, acks: int,
+def _append_all(broker: Broker, ctx: RequestContext, acks: int,
                 topics: list[tuple[str | None, Any, list[_Entry]]], now_ms: int) -> Any:
     replica_manager = broker.replica_manager
     failed = False
@@ -134,3 +133,8 @@ def _append_all(broker: Any, ctx: Any, acks: int,
         return NO_RESPONSE
     return encode_produce_response(ctx.api_version, {
         "responses": responses, "throttle_time": 0, "node_endpoints": []})
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.PRODUCE, 3, 13, handle_produce),
+]

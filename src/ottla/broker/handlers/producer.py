@@ -5,16 +5,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ottla.broker.context import CloseConnection
-from ottla.broker.handlers import handles
+from ottla.broker.broker import Broker
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.requests import ApiSpec, CloseConnection, RequestContext
 
 log = logging.getLogger(__name__)
 
 
-@handles(ApiKey.INIT_PRODUCER_ID, 0, 5)
-async def handle_init_producer_id(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.transactional_id is not None:
         # Transactions (the transaction coordinator) are a later subsystem.
         return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
@@ -30,8 +29,7 @@ async def handle_init_producer_id(broker: Any, ctx: Any, req: Any) -> dict[str, 
             "producer_epoch": 0}
 
 
-@handles(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
-def handle_describe_producers(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for topic in req.topics:
         partitions = []
@@ -57,3 +55,9 @@ def handle_describe_producers(broker: Any, ctx: Any, req: Any) -> dict[str, Any]
             partitions.append(result)
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.INIT_PRODUCER_ID, 0, 5, handle_init_producer_id),
+    ApiSpec(ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle_describe_producers),
+]

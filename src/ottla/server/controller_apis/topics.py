@@ -5,21 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.broker.handlers import handles
 from ottla.broker.handlers.configs import describe_topic_configs
 from ottla.common.topics import NewTopic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.server.controller_apis.services import ControllerServices
 
 
-@handles(ApiKey.CREATE_TOPICS, 2, 7, forward=True)
-async def handle_create_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_create_topics(controller: ControllerServices, ctx: RequestContext,
+                               req: Any) -> dict[str, Any]:
     new_topics = [NewTopic(
         name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
         assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
         configs={c.name: c.value for c in t.configs}) for t in req.topics]
     validate_only = req.validate_only
-    results = await broker.controller.submit(
+    results = await controller.channel.submit(
         lambda c: c.create_topics(new_topics, validate_only))
     topics = []
     for new, result in zip(new_topics, results):
@@ -31,25 +32,25 @@ async def handle_create_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any
         }
         if result.error == ErrorCode.none:
             if validate_only:
-                entry["configs"] = _configs_for_new_topic(broker, new)
+                entry["configs"] = _configs_for_new_topic(controller, new)
             else:
-                entry["configs"] = describe_topic_configs(broker, new.name)
+                entry["configs"] = describe_topic_configs(controller, new.name)
         topics.append(entry)
     return {"throttle_time": 0, "topics": topics}
 
 
-def _configs_for_new_topic(broker: Any, new: NewTopic) -> list[dict[str, Any]]:
+def _configs_for_new_topic(controller: ControllerServices, new: NewTopic) -> list[dict[str, Any]]:
     """What a validate_only create reports: the defaults with the requested overrides."""
     configs = []
-    for entry in describe_topic_configs(broker, new.name):
+    for entry in describe_topic_configs(controller, new.name):
         if new.configs.get(entry["name"]) is not None:
             entry = dict(entry, value=new.configs[entry["name"]], config_source=1)
         configs.append(entry)
     return configs
 
 
-@handles(ApiKey.DELETE_TOPICS, 1, 6, forward=True)
-async def handle_delete_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_delete_topics(controller: ControllerServices, ctx: RequestContext,
+                               req: Any) -> dict[str, Any]:
     if ctx.api_version >= 6:
         names = [t.name for t in req.topics]
         ids = [t.topic_id if t.topic_id is not None and t.topic_id.int else None
@@ -57,26 +58,26 @@ async def handle_delete_topics(broker: Any, ctx: Any, req: Any) -> dict[str, Any
     else:
         names = list(req.topic_names)
         ids = [None] * len(names)
-    results = await broker.controller.submit(lambda c: c.delete_topics(names, ids))
+    results = await controller.channel.submit(lambda c: c.delete_topics(names, ids))
     return {"throttle_time": 0, "responses": [
         {"name": name, "topic_id": topic_id, "error_code": code, "error_message": msg}
         for name, topic_id, code, msg in results]}
 
 
-@handles(ApiKey.CREATE_PARTITIONS, 0, 3, forward=True)
-async def handle_create_partitions(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_create_partitions(controller: ControllerServices, ctx: RequestContext,
+                                   req: Any) -> dict[str, Any]:
     requests = [(t.name, t.count,
                  [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
                 for t in req.topics]
-    results = await broker.controller.submit(
+    results = await controller.channel.submit(
         lambda c: c.create_partitions(requests, req.validate_only))
     return {"throttle_time": 0, "results": [
         {"name": name, "error_code": code, "error_message": msg}
         for name, code, msg in results]}
 
 
-@handles(ApiKey.ELECT_LEADERS, 0, 2, forward=True)
-async def handle_elect_leaders(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_elect_leaders(controller: ControllerServices, ctx: RequestContext,
+                               req: Any) -> dict[str, Any]:
     """Preferred or unclean leader elections, decided by the controller."""
     election_type = getattr(req, "election_type", 0)
     if election_type not in (0, 1):
@@ -84,7 +85,7 @@ async def handle_elect_leaders(broker: Any, ctx: Any, req: Any) -> dict[str, Any
                 "replica_election_results": []}
     wanted = None if req.topic_partitions is None else [
         (tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
-    results = await broker.controller.submit(
+    results = await controller.channel.submit(
         lambda c: c.elect_leaders(election_type, wanted))
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), (error, message) in results.items():
@@ -93,3 +94,11 @@ async def handle_elect_leaders(broker: Any, ctx: Any, req: Any) -> dict[str, Any
     return {"throttle_time": 0, "error_code": ErrorCode.none,
             "replica_election_results": [{"topic": t, "partition_result": parts}
                                          for t, parts in by_topic.items()]}
+
+
+APIS: list[ApiSpec[ControllerServices]] = [
+    ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics),
+    ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics),
+    ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions),
+    ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, handle_elect_leaders),
+]

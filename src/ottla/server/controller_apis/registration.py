@@ -12,34 +12,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.broker.handlers import handles
 from ottla.controller.quorum_controller import ControllerError, IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.server.controller_apis.services import ControllerServices
 
 
-@handles(ApiKey.BROKER_REGISTRATION, 0, 4, listeners=("controller",))
-async def handle_broker_registration(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    if req.cluster_id != broker.cluster_id:
+async def handle_broker_registration(controller: ControllerServices, ctx: RequestContext,
+                                     req: Any) -> dict[str, Any]:
+    if req.cluster_id != controller.cluster_id:
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_cluster_id,
                 "broker_epoch": -1}
     endpoints = [(ln.name, ln.host, ln.port, ln.security_protocol) for ln in req.listeners]
-    driver = broker.controller
+    channel = controller.channel
     try:
-        epoch = await driver.submit(lambda c: c.register_broker(
-            req.broker_id, req.incarnation_id, endpoints, req.rack, driver.next_offset(),
-            now_ms=broker.now_ms(), unfence=False))
+        epoch = await channel.submit(lambda c: c.register_broker(
+            req.broker_id, req.incarnation_id, endpoints, req.rack, channel.next_offset(),
+            now_ms=ctx.now_ms(), unfence=False))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "broker_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
 
 
-@handles(ApiKey.BROKER_HEARTBEAT, 0, 1, listeners=("controller",))
-async def handle_broker_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestContext,
+                                  req: Any) -> dict[str, Any]:
     try:
-        reply = await broker.controller.submit(lambda c: c.broker_heartbeat(
+        reply = await controller.channel.submit(lambda c: c.broker_heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
-            req.want_shut_down, broker.now_ms()))
+            req.want_shut_down, ctx.now_ms()))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "is_caught_up": False,
                 "is_fenced": True, "should_shut_down": False}
@@ -48,8 +49,8 @@ async def handle_broker_heartbeat(broker: Any, ctx: Any, req: Any) -> dict[str, 
             "should_shut_down": reply.should_shut_down}
 
 
-@handles(ApiKey.ALTER_PARTITION, 2, 3, listeners=("controller",))
-async def handle_alter_partition(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_alter_partition(controller: ControllerServices, ctx: RequestContext,
+                                 req: Any) -> dict[str, Any]:
     """A partition leader changes its ISR (the controller validates epochs and members)."""
     changes = []
     for topic in req.topics:
@@ -61,7 +62,7 @@ async def handle_alter_partition(broker: Any, ctx: Any, req: Any) -> dict[str, A
             changes.append(IsrChange(topic.topic_id, p.partition_index, p.leader_epoch, isr,
                                      p.leader_recovery_state, p.partition_epoch))
     try:
-        error, results = await broker.controller.submit(
+        error, results = await controller.channel.submit(
             lambda c: c.alter_partition(req.broker_id, req.broker_epoch, changes))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "topics": []}
@@ -76,14 +77,22 @@ async def handle_alter_partition(broker: Any, ctx: Any, req: Any) -> dict[str, A
             "topics": [{"topic_id": t, "partitions": parts} for t, parts in topics.items()]}
 
 
-@handles(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, listeners=("controller",))
-async def handle_allocate_producer_ids(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_allocate_producer_ids(controller: ControllerServices, ctx: RequestContext,
+                                       req: Any) -> dict[str, Any]:
     """A block of producer ids for a broker's idempotent and transactional producers."""
     try:
-        start, length = await broker.controller.submit(
+        start, length = await controller.channel.submit(
             lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "producer_id_start": -1,
                 "producer_id_len": 0}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "producer_id_start": start,
             "producer_id_len": length}
+
+
+APIS: list[ApiSpec[ControllerServices]] = [
+    ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 4, handle_broker_registration),
+    ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, handle_broker_heartbeat),
+    ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, handle_alter_partition),
+    ApiSpec(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, handle_allocate_producer_ids),
+]

@@ -478,17 +478,3 @@ def _convert_synonym(synonym: str, value: Any) -> Any:
     if synonym.endswith(".minutes"):
         return value * 60000 if value >= 0 else value
     return value
-
-
-def validate_dynamic_broker_config(name: str, value: str | None) -> None:
-    """Whether AlterConfigs may set broker key ``name`` to ``value`` at run time."""
-    from ottla.controller.quorum_controller import ControllerError
-    from ottla.protocol.errors import ErrorCode
-
-    if name not in BROKER_CONFIGS:
-        raise ControllerError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
-    if name not in DYNAMIC_BROKER_KEYS:
-        raise ControllerError(ErrorCode.invalid_request,
-                              f"Cannot update these configs dynamically: {{{name}}}")
-    if value is not None:
-        BROKER_CONFIGS[name].parse(value)

@@ -1,16 +1,18 @@
 """The KRaft RPCs between the replicas of ``__cluster_metadata`` (Vote,
 BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) on the controller listener, and
-DescribeQuorum, the state of the quorum (KIP-595, KIP-853), which the leader answers."""
+DescribeQuorum, the state of the quorum (KIP-595, KIP-853), which the leader answers
+(brokers forward it here)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ottla.broker.handlers import handles
 from ottla.common.topics import METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
+from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.server.controller_apis.services import ControllerServices
 
 
 def _replica(r: Any) -> dict[str, Any]:
@@ -19,35 +21,35 @@ def _replica(r: Any) -> dict[str, Any]:
             "last_caught_up_timestamp": r.last_caught_up_ms}
 
 
-@handles(ApiKey.VOTE, 0, 2, listeners=("controller",))
-async def handle_vote(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    return await broker.raft.inbound(ApiKey.VOTE, req)
+async def handle_vote(controller: ControllerServices, ctx: RequestContext,
+                      req: Any) -> dict[str, Any]:
+    return await controller.raft.inbound(ApiKey.VOTE, req)
 
 
-@handles(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, listeners=("controller",))
-async def handle_begin_quorum_epoch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    return await broker.raft.inbound(ApiKey.BEGIN_QUORUM_EPOCH, req)
+async def handle_begin_quorum_epoch(controller: ControllerServices, ctx: RequestContext,
+                                    req: Any) -> dict[str, Any]:
+    return await controller.raft.inbound(ApiKey.BEGIN_QUORUM_EPOCH, req)
 
 
-@handles(ApiKey.END_QUORUM_EPOCH, 0, 1, listeners=("controller",))
-async def handle_end_quorum_epoch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    return await broker.raft.inbound(ApiKey.END_QUORUM_EPOCH, req)
+async def handle_end_quorum_epoch(controller: ControllerServices, ctx: RequestContext,
+                                  req: Any) -> dict[str, Any]:
+    return await controller.raft.inbound(ApiKey.END_QUORUM_EPOCH, req)
 
 
-@handles(ApiKey.FETCH, 13, 18, listeners=("controller",))
-async def handle_raft_fetch(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
+async def handle_raft_fetch(controller: ControllerServices, ctx: RequestContext,
+                            req: Any) -> dict[str, Any]:
     """A follower or an observer fetching the metadata log; the leader may hold it until
     there is something new (long polling)."""
-    return await broker.raft.inbound(ApiKey.FETCH, req)
+    return await controller.raft.inbound(ApiKey.FETCH, req)
 
 
-@handles(ApiKey.FETCH_SNAPSHOT, 0, 1, listeners=("controller",))
-async def handle_fetch_snapshot(broker: Any, ctx: Any, req: Any) -> dict[str, Any]:
-    return await broker.raft.inbound(ApiKey.FETCH_SNAPSHOT, req)
+async def handle_fetch_snapshot(controller: ControllerServices, ctx: RequestContext,
+                                req: Any) -> dict[str, Any]:
+    return await controller.raft.inbound(ApiKey.FETCH_SNAPSHOT, req)
 
 
-@handles(ApiKey.DESCRIBE_QUORUM, 0, 2, listeners=("broker", "controller"))
-async def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> Any:
+async def handle_describe_quorum(controller: ControllerServices, ctx: RequestContext,
+                                 req: Any) -> Any:
     topics = req.topics
     valid = len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and \
         len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0
@@ -61,9 +63,9 @@ async def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> Any:
         return {"error_code": ErrorCode.none, "error_message": None, "nodes": [],
                 "topics": [{"topic_name": t.topic_name, "partitions": partitions}
                            for t in topics[:1]]}
-    if ctx.listener_kind == "broker" or not broker.raft.is_leader:
-        return await broker.controller.forward(ctx, req)  # only the leader knows it all
-    quorum = broker.controller.describe_quorum()
+    if not controller.raft.is_leader:
+        return await controller.channel.forward(ctx, req)  # only the leader knows it all
+    quorum = controller.channel.describe_quorum()
     return {
         "error_code": ErrorCode.none, "error_message": None,
         "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
@@ -76,3 +78,13 @@ async def handle_describe_quorum(broker: Any, ctx: Any, req: Any) -> Any:
             {"name": name, "host": host, "port": port} for name, host, port in listeners]}
             for node, listeners in sorted(quorum.endpoints.items())],
     }
+
+
+APIS: list[ApiSpec[ControllerServices]] = [
+    ApiSpec(ApiKey.VOTE, 0, 2, handle_vote),
+    ApiSpec(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, handle_begin_quorum_epoch),
+    ApiSpec(ApiKey.END_QUORUM_EPOCH, 0, 1, handle_end_quorum_epoch),
+    ApiSpec(ApiKey.FETCH, 13, 18, handle_raft_fetch),
+    ApiSpec(ApiKey.FETCH_SNAPSHOT, 0, 1, handle_fetch_snapshot),
+    ApiSpec(ApiKey.DESCRIBE_QUORUM, 0, 2, handle_describe_quorum),
+]

@@ -1,0 +1,112 @@
+"""The seam between the network and request handlers, the same for every role.
+
+A handler is a function of the role's services (the broker, or the controller side of a
+node), the ``RequestContext`` and the decoded request; it returns the response as a
+version-agnostic dict (or an already encoded body), an awaitable of one, or
+``NO_RESPONSE``. A handler that raises ``KafkaError`` gets Kafka's error response for
+everything the request named; anything else it raises, UNKNOWN_SERVER_ERROR. Each role
+lists what it serves as ``ApiSpec``s; a node builds one ``ApiTable`` per kind of
+listener from those lists, in one place (``server.apis``), and ApiVersions advertises
+exactly that table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ottla.protocol.codec import RequestHeader
+
+S = TypeVar("S")
+"""The services of the role a handler serves (``broker.Broker``, the controller's)."""
+
+Response = Any
+"""A version-agnostic dict built into the response schema, an ``EncodedBody``, or
+``NO_RESPONSE``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who sent a request. Until authentication lands every client is ANONYMOUS, as on a
+    Kafka PLAINTEXT listener."""
+
+    type: str = "User"
+    name: str = "ANONYMOUS"
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.name}"
+
+
+ANONYMOUS = Principal()
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about a request beyond its body."""
+
+    header: RequestHeader
+    listener_name: str
+    listener_kind: str
+    """"broker" or "controller"."""
+    client_host: str
+    client_port: int
+    principal: Principal = ANONYMOUS
+    clock: Callable[[], float] = field(default=time.time, repr=False)
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the client's connection instead of
+    answering (e.g. a failed acks=0 produce, so the client refreshes its metadata)."""
+
+
+NO_RESPONSE = object()
+"""Returned by a handler for requests that get no response (acks=0 produce)."""
+
+Handler = Callable[[S, RequestContext, Any], "Response | Awaitable[Response]"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec(Generic[S]):
+    """One API a role serves: the versions, and the handler."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+    handler: Handler[S]
+
+
+class ApiTable(Generic[S]):
+    """The APIs one kind of listener serves, with the services its handlers get."""
+
+    def __init__(self, kind: str, services: S, specs: Iterable[ApiSpec[S]]) -> None:
+        self.kind = kind
+        self.services = services
+        self.specs: dict[int, ApiSpec[S]] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: ApiSpec[S]) -> None:
+        if spec.api_key in self.specs:
+            raise ValueError(f"api key {spec.api_key} is served twice on {self.kind}")
+        self.specs[int(spec.api_key)] = spec
+
+    def get(self, api_key: int) -> ApiSpec[S] | None:
+        return self.specs.get(api_key)
+
+    def versions(self) -> list[tuple[int, int, int]]:
+        """(api key, min version, max version) of each API, as ApiVersions lists them."""
+        return [(s.api_key, s.min_version, s.max_version)
+                for s in sorted(self.specs.values(), key=lambda s: s.api_key)]

@@ -1,0 +1,62 @@
+"""ApiVersions: the APIs and version ranges a listener serves, and the node's features.
+
+Both kinds of listener answer it, each from its own table, so a node advertises exactly
+what it implements where it is asked.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Protocol
+
+from ottla.common.features import SUPPORTED_FEATURES
+from ottla.metadata.image import MetadataImage
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.requests import ApiSpec, ApiTable, RequestContext
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+class HasImage(Protocol):
+    """Any role's services: the finalized features come from the metadata image."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
+def api_keys(table: ApiTable[Any]) -> list[dict[str, int]]:
+    return [{"api_key": key, "min_version": low, "max_version": high}
+            for key, low, high in table.versions()]
+
+
+def unsupported_version_response(table: ApiTable[Any]) -> dict[str, Any]:
+    """What a client that sent a too-new ApiVersions gets (in the v0 schema)."""
+    return {"error_code": ErrorCode.unsupported_version, "api_keys": api_keys(table),
+            "throttle_time": 0}
+
+
+def api_versions(table: ApiTable[Any]) -> ApiSpec[HasImage]:
+    """The ApiVersions handler of ``table`` (which it then belongs to)."""
+
+    def handle_api_versions(services: HasImage, ctx: RequestContext, req: Any
+                            ) -> dict[str, Any]:
+        error = ErrorCode.none
+        if ctx.api_version >= 3 and not (
+                _SOFTWARE.match(req.client_software_name or "")
+                and _SOFTWARE.match(req.client_software_version or "")):
+            error = ErrorCode.invalid_request
+        image = services.image
+        return {
+            "error_code": error,
+            "api_keys": api_keys(table),
+            "throttle_time": 0,
+            "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
+                                   for n, (lo, hi) in SUPPORTED_FEATURES.items()],
+            "finalized_features_epoch": image.offset,
+            "finalized_features": [{"name": n, "min_version_level": level,
+                                    "max_version_level": level}
+                                   for n, level in sorted(image.features.items())],
+            "zk_migration_ready": False,
+        }
+    return ApiSpec(ApiKey.API_VERSIONS, 0, 4, handle_api_versions)

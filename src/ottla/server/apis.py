@@ -1,0 +1,27 @@
+"""What each kind of listener of a node serves, put together in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ottla.broker.broker import Broker
+from ottla.broker.handlers import broker_apis
+from ottla.protocol.requests import ApiTable
+from ottla.server.api_versions import api_versions
+from ottla.server.controller_apis import ControllerServices, controller_apis
+from ottla.server.request_dispatcher import RequestDispatcher
+
+
+def broker_dispatcher(broker: Broker, clock: Callable[[], float]) -> RequestDispatcher[Broker]:
+    table = ApiTable("broker", broker, broker_apis())
+    table.add(api_versions(table))  # type: ignore[arg-type]
+    return RequestDispatcher(table, clock)
+
+
+def controller_dispatcher(services: ControllerServices, clock: Callable[[], float]
+                          ) -> RequestDispatcher[ControllerServices]:
+    table = ApiTable("controller", services, controller_apis())
+    table.add(api_versions(table))  # type: ignore[arg-type]
+    dispatcher = RequestDispatcher(table, clock)
+    services.dispatcher = dispatcher  # the Envelope handler dispatches through it
+    return dispatcher
