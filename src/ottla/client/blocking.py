@@ -83,7 +83,15 @@ class BlockingClient:
     def fetch(self, topic: str, partition: int, offset: int, max_wait_ms: int = 0,
               min_bytes: int = 1, max_bytes: int = 1 << 20, version: int = 11,
               isolation_level: int = 0) -> Any:
-        return self.request(ApiKey.FETCH, version, {
+        correlation_id = self.send_fetch(topic, partition, offset, max_wait_ms, min_bytes,
+                                         max_bytes, version, isolation_level)
+        return self.receive(ApiKey.FETCH, version, correlation_id)
+
+    def send_fetch(self, topic: str, partition: int, offset: int, max_wait_ms: int = 0,
+                   min_bytes: int = 1, max_bytes: int = 1 << 20, version: int = 11,
+                   isolation_level: int = 0) -> int:
+        """Send a Fetch without waiting for its answer (``receive`` it later)."""
+        return self.send(ApiKey.FETCH, version, {
             "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": min_bytes,
             "max_bytes": max_bytes, "isolation_level": isolation_level, "session_id": 0,
             "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
