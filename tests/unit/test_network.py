@@ -13,7 +13,7 @@ from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.codec import decode_response, encode_body, encode_request
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
-from ottla.protocol.requests import ApiSpec, ApiTable
+from ottla.protocol.requests import ApiSpec, ApiTable, CloseConnection
 from ottla.server import controller_channel
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.network import KafkaServer
@@ -132,3 +132,16 @@ async def test_only_an_absent_or_inactive_controller_is_retried_with_backoff(mon
     gaps = [b - a for a, b in zip(client.calls, client.calls[1:])]
     assert len(gaps) == 4
     assert gaps[0] >= 0.009 and gaps[2] >= 0.039 and gaps[3] >= 0.039  # doubled, capped
+
+
+async def test_a_version_the_controller_does_not_serve_closes_the_clients_connection(
+        ) -> None:
+    """As Kafka's forwarding: the client reconnects and asks ApiVersions again."""
+    ch, client = channel([Envelope(ErrorCode.unsupported_version)])
+    try:
+        await ch.forward(Context(), DELETE, timeout=5)
+    except CloseConnection:
+        pass
+    else:
+        raise AssertionError("the connection was kept")
+    assert len(client.calls) == 1

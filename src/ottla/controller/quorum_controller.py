@@ -202,9 +202,10 @@ class QuorumController:
         """BrokerHeartbeat: keep the session alive, unfence a caught-up broker that asks,
         fence one that asks (or is shutting down). Response: HeartbeatReply."""
         broker = self.image.brokers.get(broker_id)
-        if broker is None:
-            raise ControllerError(ErrorCode.broker_id_not_registered,
-                                  f"Broker {broker_id} is not registered")
+        if broker is None:  # as Kafka: a heartbeat before registration has a stale epoch
+            raise ControllerError(ErrorCode.stale_broker_epoch,
+                                  f"Received a heartbeat from broker {broker_id}, but no "
+                                  "broker with that id is registered")
         if broker.epoch != broker_epoch:
             raise ControllerError(ErrorCode.stale_broker_epoch,
                                   f"Expected broker epoch {broker.epoch}, got {broker_epoch}")

@@ -41,14 +41,17 @@ def api_versions(table: ApiTable[Any]) -> ApiSpec[HasImage]:
 
     def handle_api_versions(services: HasImage, ctx: RequestContext, req: Any
                             ) -> dict[str, Any]:
-        error = ErrorCode.none
         if ctx.api_version >= 3 and not (
                 _SOFTWARE.match(req.client_software_name or "")
                 and _SOFTWARE.match(req.client_software_version or "")):
-            error = ErrorCode.invalid_request
+            # As Kafka: the error alone, no APIs, no features.
+            return {"error_code": ErrorCode.invalid_request, "api_keys": [],
+                    "throttle_time": 0, "supported_features": [],
+                    "finalized_features_epoch": -1, "finalized_features": [],
+                    "zk_migration_ready": False}
         image = services.image
         return {
-            "error_code": error,
+            "error_code": ErrorCode.none,
             "api_keys": api_keys(table),
             "throttle_time": 0,
             "supported_features": [{"name": n, "min_version": lo, "max_version": hi}

@@ -134,6 +134,11 @@ class ControllerChannel:
             return await self.call(ctx.header.api_key, ctx.header.api_version, request,
                                    timeout, ctx.client_id)
         except KafkaError as e:
+            if e.code == ErrorCode.unsupported_version:
+                # The controller does not serve this version (a rolling upgrade): as
+                # Kafka, close the connection so that the client asks ApiVersions again.
+                raise CloseConnection(f"the controller does not serve "
+                                      f"v{ctx.header.api_version} of this API") from e
             return error_response(request, e.code, e.message)
 
     def _target(self) -> int:

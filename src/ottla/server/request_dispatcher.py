@@ -36,7 +36,12 @@ log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
 
 
-class UnsupportedApiVersions(MalformedRequest):
+class UnsupportedVersion(MalformedRequest):
+    """A version of an API the table does not serve: Kafka closes the connection (and
+    answers an Envelope carrying one UNSUPPORTED_VERSION)."""
+
+
+class UnsupportedApiVersions(UnsupportedVersion):
     """An ApiVersions request newer than the table serves: answered with the v0 error
     response that lists the supported ranges, so the client can downgrade."""
 
@@ -64,7 +69,7 @@ class RequestDispatcher(Generic[S]):
         if not spec.min_version <= version <= spec.max_version:
             if api_key == ApiKey.API_VERSIONS:
                 raise UnsupportedApiVersions(correlation_id)
-            raise MalformedRequest(f"unsupported version {version} of {ApiKey(api_key).name}")
+            raise UnsupportedVersion(f"unsupported version {version} of {ApiKey(api_key).name}")
         header = parse_request_header(frame, is_flexible(api_key, version))
         return header, spec, decode_request(header, frame)
 

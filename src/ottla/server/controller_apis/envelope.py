@@ -5,9 +5,12 @@ through the controller listener's own dispatcher, exactly as if it had arrived d
 and returns the inner response, header included. A controller that is not the active one
 answers NOT_CONTROLLER in the envelope itself, whatever the inner API, which is how the
 forwarding broker knows to look for the active controller and retry; so does an inner
-response whose own top-level error is NOT_CONTROLLER. An inner request that cannot be
-parsed is INVALID_REQUEST in the envelope; an inner handler that fails is answered, not
-dropped, so the forwarding broker does not send it again.
+response whose own top-level error is NOT_CONTROLLER. An inner request of a version the
+controller does not serve is UNSUPPORTED_VERSION in the envelope (the forwarding broker
+closes its client's connection, as Kafka's does, so the client asks ApiVersions again);
+one that cannot be parsed is INVALID_REQUEST, which the client gets as the error of its
+request; an inner handler that fails is answered, not dropped, so the forwarding broker
+does not send it again.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, MalformedRequest
 from ottla.protocol.requests import ApiSpec, RequestContext
 from ottla.server.controller_apis.services import ControllerServices
+from ottla.server.request_dispatcher import UnsupportedVersion
 
 
 def _envelope(error: ErrorCode, data: bytes | None = None) -> dict[str, Any]:
@@ -32,6 +36,8 @@ async def handle_envelope(controller: ControllerServices, ctx: RequestContext, r
     assert dispatcher is not None, "the controller listener's dispatcher is set at start"
     try:
         header, spec, inner = dispatcher.decode(req.request_data)
+    except UnsupportedVersion:
+        return _envelope(ErrorCode.unsupported_version)
     except MalformedRequest:
         return _envelope(ErrorCode.invalid_request)
     if header.api_key == ApiKey.ENVELOPE:

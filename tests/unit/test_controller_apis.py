@@ -1,0 +1,820 @@
+"""The controller listener's request handlers (``server.controller_apis``) and the
+ApiVersions handler factory (``server.api_versions``).
+
+Every request goes through the table ``server.apis.controller_dispatcher`` builds, to a
+real ``QuorumController`` and ``MetadataImage`` behind a stand-in controller channel, and
+its response is encoded and decoded again as the client would read it. Covered: broker
+registration, heartbeats and producer id blocks; CreateTopics, DeleteTopics,
+CreatePartitions and ElectLeaders (with AlterPartition); AlterConfigs,
+IncrementalAlterConfigs and UpdateFeatures; DescribeCluster and DescribeQuorum; the KRaft
+RPCs handed to the Raft driver; the Envelope; ApiVersions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from ottla.broker.handlers.configs import DYNAMIC_TOPIC_CONFIG
+from ottla.broker.handlers.metadata import BROKERS, CONTROLLERS
+from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES
+from ottla.common.server_config import KafkaConfig, dev_defaults
+from ottla.common.topics import METADATA_TOPIC
+from ottla.common.uuids import kafka_uuid_text
+from ottla.controller.quorum_controller import (
+    OP_DELETE,
+    OP_SET,
+    NotControllerError,
+    QuorumController,
+)
+from ottla.metadata import records as r
+from ottla.metadata.image import ConfigResourceType
+from ottla.protocol.api import ApiKey, request_schema
+from ottla.protocol.codec import RequestHeader, decode_response, encode_request
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import build
+from ottla.protocol.requests import ApiSpec, ApiTable, RequestContext
+from ottla.raft.description import QuorumDescription, ReplicaDescription
+from ottla.server.api_versions import api_versions
+from ottla.server.apis import controller_dispatcher
+from ottla.server.controller_apis import ControllerServices, controller_apis, quorum
+from ottla.server.request_dispatcher import RequestDispatcher
+
+CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
+VOTERS = "1@127.0.0.1:9093,2@127.0.0.2:9093,3@127.0.0.3:9093"
+LOW_MV, HIGH_MV = SUPPORTED_FEATURES[METADATA_VERSION]
+TOPIC = int(ConfigResourceType.TOPIC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class StandInChannel:
+    """Stands in for the ``ControllerChannel``: the real one needs a Raft driver (a
+    metadata log, elections) to commit records and sockets to forward. This one runs each
+    operation on a real ``QuorumController``, replays its records at once (each through
+    its wire encoding, at the next offset) and answers; ``forward`` records its calls."""
+
+    def __init__(self, controller: QuorumController, quorum: QuorumDescription) -> None:
+        self.controller = controller
+        self.quorum = quorum
+        self.is_active = True
+        self.offset = 0
+        self.forwarded: list[tuple[RequestContext, Any]] = []
+        self.forward_answer: dict[str, Any] = {"forwarded": True}
+
+    def append(self, records: list[Any]) -> None:
+        for record in records:
+            self.controller.replay(r.decode(r.encode(record)), self.offset)
+            self.offset += 1
+
+    async def submit(self, op: Any) -> Any:
+        if not self.is_active:
+            raise NotControllerError()
+        result = op(self.controller)
+        self.append(result.records)
+        return result.response
+
+    def next_offset(self) -> int:
+        return self.offset
+
+    def describe_quorum(self) -> QuorumDescription:
+        return self.quorum
+
+    async def forward(self, ctx: RequestContext, req: Any) -> Any:
+        self.forwarded.append((ctx, req))
+        return self.forward_answer
+
+
+class StandInRaft:
+    """Stands in for the ``RaftDriver`` (which needs a log directory and peers): records
+    the KRaft RPCs handed to it."""
+
+    def __init__(self) -> None:
+        self.is_leader = True
+        self.received: list[tuple[int, Any]] = []
+
+    async def inbound(self, api_key: int, request: Any) -> dict[str, Any]:
+        self.received.append((api_key, request))
+        return {"from_raft": api_key}
+
+
+@dataclasses.dataclass
+class Env:
+    services: ControllerServices
+    dispatcher: RequestDispatcher[ControllerServices]
+    controller: QuorumController
+    channel: StandInChannel
+    raft: StandInRaft
+    clock: Clock
+
+    @property
+    def image(self) -> Any:
+        return self.services.image
+
+
+DIRECTORIES = {v: uuid.UUID(int=v << 64 | 7) for v in (1, 2, 3)}
+
+
+def describe(config: KafkaConfig) -> QuorumDescription:
+    """What the leader of a three-voter quorum with one observer might report."""
+    name = config.controller_listener_names[0]
+    voters = config.quorum_voters
+    return QuorumDescription(
+        leader_id=1, leader_epoch=4, high_watermark=120,
+        voters=[ReplicaDescription(v, kafka_uuid_text(DIRECTORIES[v]), 120 - v, 1000 + v,
+                                   900 + v) for v in sorted(voters)],
+        observers=[ReplicaDescription(101, None, 90)],
+        endpoints={v: [(name, host, port)] for v, (host, port) in voters.items()})
+
+
+def make_env(metadata_version: int | None = None) -> Env:
+    config = KafkaConfig(dict(dev_defaults(), **{"controller.quorum.voters": VOTERS}))
+    controller = QuorumController(config.node_id, rng=random.Random(7))
+    channel = StandInChannel(controller, describe(config))
+    if metadata_version is None:
+        channel.append(controller.bootstrap_records())
+    else:
+        channel.append([r.FeatureLevelRecord(name=METADATA_VERSION,
+                                             feature_level=metadata_version)])
+    raft = StandInRaft()
+    clock = Clock()
+    services = ControllerServices(
+        node_id=config.node_id, cluster_id=CLUSTER_ID, config=config,
+        image=controller.image, channel=channel, raft=raft,  # type: ignore[arg-type]
+        clock=clock)
+    dispatcher = controller_dispatcher(services, clock)
+    return Env(services, dispatcher, controller, channel, raft, clock)
+
+
+@pytest.fixture
+def env() -> Env:
+    return make_env()
+
+
+def context(env: Env, api_key: int, version: int, correlation_id: int = 7) -> RequestContext:
+    header = RequestHeader(api_key, version, correlation_id, "test-client", 0)
+    return RequestContext(header, "CONTROLLER", "controller", "127.0.0.1", 1,
+                          clock=env.clock)
+
+
+async def answer(env: Env, ctx: RequestContext, req: Any) -> Any:
+    """The handler's answer, through the controller listener's table."""
+    spec = env.dispatcher.table.get(ctx.header.api_key)
+    assert spec is not None and spec.min_version <= ctx.api_version <= spec.max_version
+    response = env.dispatcher.call(spec, ctx, req)
+    if inspect.isawaitable(response):
+        response = await response
+    return response
+
+
+def as_read(env: Env, ctx: RequestContext, response: Any) -> Any:
+    """The response as the client reads it: encoded into the response schema of the
+    request's version and decoded again."""
+    prefix, chunks, _size = env.dispatcher.encode(ctx.header, response)
+    frame = prefix[4:] + b"".join(bytes(c) for c in chunks)
+    correlation_id, body = decode_response(ctx.header.api_key, ctx.api_version, frame)
+    assert correlation_id == ctx.header.correlation_id
+    return body
+
+
+async def ask(env: Env, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    ctx = context(env, api_key, version)
+    req = build(request_schema(api_key, version), body)
+    return as_read(env, ctx, await answer(env, ctx, req))
+
+
+# --- brokers ---------------------------------------------------------------------------
+
+
+async def register(env: Env, broker_id: int, cluster_id: str = CLUSTER_ID) -> Any:
+    return await ask(env, ApiKey.BROKER_REGISTRATION, 4, {
+        "broker_id": broker_id, "cluster_id": cluster_id, "incarnation_id": uuid.uuid4(),
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9090 + broker_id,
+                       "security_protocol": 0}],
+        "features": [{"name": METADATA_VERSION, "min_supported_version": LOW_MV,
+                      "max_supported_version": HIGH_MV}],
+        "rack": None, "log_dirs": [uuid.uuid4()]})
+
+
+async def heartbeat(env: Env, broker_id: int, epoch: int, metadata_offset: int,
+                    want_fence: bool = False) -> Any:
+    return await ask(env, ApiKey.BROKER_HEARTBEAT, 1, {
+        "broker_id": broker_id, "broker_epoch": epoch,
+        "current_metadata_offset": metadata_offset, "want_fence": want_fence,
+        "want_shut_down": False})
+
+
+async def live_broker(env: Env, broker_id: int) -> int:
+    """Register a broker and unfence it with a caught-up heartbeat; its epoch."""
+    epoch = (await register(env, broker_id)).broker_epoch
+    assert not (await heartbeat(env, broker_id, epoch, env.image.offset)).is_fenced
+    return epoch
+
+
+async def test_broker_registration_answers_the_offset_of_its_record_as_epoch(env: Env
+                                                                             ) -> None:
+    first = await register(env, 1)
+    assert first.error_code == ErrorCode.none
+    registered = env.image.brokers[1]
+    assert first.broker_epoch == registered.epoch == env.image.offset
+    assert registered.fenced  # until its heartbeats say it has caught up
+    assert registered.endpoints["PLAINTEXT"].port == 9091
+    second = await register(env, 2)
+    assert second.broker_epoch == env.image.brokers[2].epoch > first.broker_epoch
+
+
+async def test_broker_registration_for_another_cluster_is_refused(env: Env) -> None:
+    response = await register(env, 1, cluster_id="another-cluster-id")
+    assert response.error_code == ErrorCode.inconsistent_cluster_id
+    assert response.broker_epoch == -1
+    assert 1 not in env.image.brokers
+
+
+async def test_heartbeats_unfence_a_broker_once_it_has_caught_up(env: Env) -> None:
+    epoch = (await register(env, 1)).broker_epoch
+    behind = await heartbeat(env, 1, epoch, epoch - 1)
+    assert behind.error_code == ErrorCode.none
+    assert (behind.is_caught_up, behind.is_fenced) == (False, True)
+    assert env.image.brokers[1].fenced
+    caught_up = await heartbeat(env, 1, epoch, epoch)
+    assert (caught_up.is_caught_up, caught_up.is_fenced) == (True, False)
+    assert not env.image.brokers[1].fenced
+    stale = await heartbeat(env, 1, epoch + 1, epoch)
+    assert stale.error_code == ErrorCode.stale_broker_epoch
+
+
+async def test_heartbeat_of_an_unregistered_broker_is_an_error(env: Env) -> None:
+    response = await heartbeat(env, 9, 3, 10)
+    assert response.error_code == ErrorCode.stale_broker_epoch  # as Kafka, before registering
+    assert response.is_fenced and not response.is_caught_up
+    assert 9 not in env.image.brokers
+
+
+async def test_allocate_producer_ids_gives_blocks_that_do_not_overlap(env: Env) -> None:
+    epochs = {b: await live_broker(env, b) for b in (1, 2)}
+    blocks = []
+    for broker in (1, 2, 1):
+        response = await ask(env, ApiKey.ALLOCATE_PRODUCER_IDS, 0,
+                             {"broker_id": broker, "broker_epoch": epochs[broker]})
+        assert response.error_code == ErrorCode.none and response.producer_id_len > 0
+        blocks.append(range(response.producer_id_start,
+                            response.producer_id_start + response.producer_id_len))
+    ids = [pid for block in blocks for pid in block]
+    assert len(set(ids)) == len(ids)
+    stale = await ask(env, ApiKey.ALLOCATE_PRODUCER_IDS, 0,
+                      {"broker_id": 1, "broker_epoch": epochs[1] + 100})
+    assert stale.error_code == ErrorCode.stale_broker_epoch
+    assert stale.producer_id_start == -1
+
+
+# --- topics ----------------------------------------------------------------------------
+
+
+def new_topic(name: str, partitions: int = 1, replication: int = 1,
+              configs: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"name": name, "num_partitions": partitions, "replication_factor": replication,
+            "assignments": [],
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+
+
+async def create(env: Env, *topics: dict[str, Any], validate_only: bool = False) -> Any:
+    return await ask(env, ApiKey.CREATE_TOPICS, 7, {
+        "topics": list(topics), "timeout": 1000, "validate_only": validate_only})
+
+
+def config_values(configs: Any) -> dict[str, tuple[str | None, int]]:
+    return {c.name: (c.value, c.config_source) for c in configs}
+
+
+async def test_create_topics_creates_them_in_the_image(env: Env) -> None:
+    await live_broker(env, 1)
+    await live_broker(env, 2)
+    response = await create(env, new_topic("orders", 3, 2, {"retention.ms": "1000"}),
+                            new_topic("events"))
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("orders", ErrorCode.none), ("events", ErrorCode.none)]
+    for t in response.topics:
+        created = env.image.topics_by_name[t.name]
+        assert t.topic_id == created.topic_id
+        assert t.num_partitions == len(created.partitions)
+        assert t.replication_factor == len(created.partitions[0].replicas)
+    orders = env.image.topics_by_name["orders"]
+    assert sorted(orders.partitions) == [0, 1, 2]
+    assert all(sorted(p.replicas) == [1, 2] for p in orders.partitions.values())
+    assert env.image.topic_configs("orders") == {"retention.ms": "1000"}
+    assert config_values(response.topics[0].configs)["retention.ms"] == (
+        "1000", DYNAMIC_TOPIC_CONFIG)
+
+
+async def test_create_topics_validate_only_reports_configs_and_creates_nothing(env: Env
+                                                                               ) -> None:
+    await live_broker(env, 1)
+    offset = env.image.offset
+    response = await create(env, new_topic("orders", 4, 1, {"cleanup.policy": "compact"}),
+                            validate_only=True)
+    (topic,) = response.topics
+    assert (topic.name, topic.error_code, topic.num_partitions) == (
+        "orders", ErrorCode.none, 4)
+    configs = config_values(topic.configs)
+    assert configs["cleanup.policy"] == ("compact", DYNAMIC_TOPIC_CONFIG)
+    assert configs["retention.ms"][1] != DYNAMIC_TOPIC_CONFIG  # not overridden
+    assert "orders" not in env.image.topics_by_name
+    assert env.image.offset == offset  # no record written
+
+
+async def test_creating_an_existing_topic_is_topic_already_exists(env: Env) -> None:
+    await live_broker(env, 1)
+    first = await create(env, new_topic("orders"))
+    topic_id = env.image.topics_by_name["orders"].topic_id
+    again = await create(env, new_topic("orders", 5), new_topic("fresh"))
+    assert [(t.name, t.error_code) for t in again.topics] == [
+        ("orders", ErrorCode.topic_already_exists), ("fresh", ErrorCode.none)]
+    assert again.topics[0].error_message
+    assert first.topics[0].topic_id == env.image.topics_by_name["orders"].topic_id == topic_id
+    assert len(env.image.topics_by_name["orders"].partitions) == 1
+
+
+async def test_create_topics_of_2_31_partitions_is_a_policy_violation(env: Env) -> None:
+    await live_broker(env, 1)
+    ctx = context(env, ApiKey.CREATE_TOPICS, 7)
+    req = build(request_schema(ApiKey.CREATE_TOPICS, 7), {
+        "topics": [new_topic("ok"), new_topic("huge", 2**31 - 1)], "timeout": 1000,
+        "validate_only": False})
+    with pytest.raises(KafkaError) as refused:
+        await answer(env, ctx, req)
+    assert refused.value.code == ErrorCode.policy_violation
+    response = as_read(env, ctx, env.dispatcher.failure(ctx.header, req, refused.value))
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("ok", ErrorCode.policy_violation), ("huge", ErrorCode.policy_violation)]
+    assert env.image.topics_by_name == {}  # not even the small one
+
+
+async def test_delete_topics_by_name_and_by_id(env: Env) -> None:
+    await live_broker(env, 1)
+    await create(env, new_topic("a"), new_topic("b"), new_topic("c"))
+    b_id = env.image.topics_by_name["b"].topic_id
+    response = await ask(env, ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
+        {"name": "a", "topic_id": uuid.UUID(int=0)}, {"name": None, "topic_id": b_id},
+        {"name": "nope", "topic_id": uuid.UUID(int=0)}]})
+    assert [(t.name, t.error_code) for t in response.responses] == [
+        ("a", ErrorCode.none), ("b", ErrorCode.none),
+        ("nope", ErrorCode.unknown_topic_or_partition)]
+    assert response.responses[1].topic_id == b_id
+    assert sorted(env.image.topics_by_name) == ["c"]
+    assert b_id not in env.image.topics_by_id
+
+
+async def test_delete_topics_v5_by_names(env: Env) -> None:
+    await live_broker(env, 1)
+    await create(env, new_topic("a"), new_topic("b"))
+    response = await ask(env, ApiKey.DELETE_TOPICS, 5,
+                         {"timeout": 1000, "topic_names": ["b"]})
+    assert [(t.name, t.error_code) for t in response.responses] == [("b", ErrorCode.none)]
+    assert sorted(env.image.topics_by_name) == ["a"]
+
+
+async def test_create_partitions_adds_partitions(env: Env) -> None:
+    await live_broker(env, 1)
+    await create(env, new_topic("a", 1), new_topic("b", 2))
+
+    async def grow(validate_only: bool, *counts: tuple[str, int]) -> list[tuple[str, Any]]:
+        response = await ask(env, ApiKey.CREATE_PARTITIONS, 3, {
+            "topics": [{"name": n, "count": c, "assignments": None} for n, c in counts],
+            "timeout": 1000, "validate_only": validate_only})
+        return [(t.name, t.error_code) for t in response.results]
+
+    assert await grow(True, ("a", 4)) == [("a", ErrorCode.none)]
+    assert len(env.image.topics_by_name["a"].partitions) == 1  # validated only
+    assert await grow(False, ("a", 3), ("b", 1), ("zz", 2)) == [
+        ("a", ErrorCode.none), ("b", ErrorCode.invalid_partitions),
+        ("zz", ErrorCode.unknown_topic_or_partition)]
+    assert sorted(env.image.topics_by_name["a"].partitions) == [0, 1, 2]
+    assert len(env.image.topics_by_name["b"].partitions) == 2
+
+
+async def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(env: Env
+                                                                            ) -> None:
+    epochs = {b: await live_broker(env, b) for b in (1, 2)}
+    created = await ask(env, ApiKey.CREATE_TOPICS, 7, {"timeout": 1000, "topics": [{
+        "name": "t", "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [1, 2]}], "configs": []}]})
+    assert created.topics[0].error_code == ErrorCode.none
+    topic = env.image.topics_by_name["t"]
+    assert topic.partitions[0].leader == 1
+    # Broker 1 is fenced (leadership moves to 2, the ISR shrinks), then comes back.
+    assert (await heartbeat(env, 1, epochs[1], env.image.offset, want_fence=True)).is_fenced
+    assert not (await heartbeat(env, 1, epochs[1], env.image.offset)).is_fenced
+    part = topic.partitions[0]
+    assert (part.leader, part.isr, env.image.brokers[1].fenced) == (2, [2], False)
+    # The leader takes broker 1 back into the ISR.
+    altered = await ask(env, ApiKey.ALTER_PARTITION, 3, {
+        "broker_id": 2, "broker_epoch": epochs[2], "topics": [{
+            "topic_id": topic.topic_id, "partitions": [{
+                "partition_index": 0, "leader_epoch": part.leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": 2, "broker_epoch": epochs[2]},
+                                        {"broker_id": 1, "broker_epoch": epochs[1]}],
+                "leader_recovery_state": 0, "partition_epoch": part.partition_epoch}]}]})
+    assert altered.error_code == ErrorCode.none
+    assert altered.topics[0].partitions[0].error_code == ErrorCode.none
+    assert list(altered.topics[0].partitions[0].isr) == topic.partitions[0].isr == [2, 1]
+
+    async def elect(*partitions: tuple[str, int]) -> dict[tuple[str, int], Any]:
+        response = await ask(env, ApiKey.ELECT_LEADERS, 2, {
+            "election_type": 0, "timeout": 1000,
+            "topic_partitions": [{"topic": t, "partitions": [p]} for t, p in partitions]})
+        assert response.error_code == ErrorCode.none
+        return {(t.topic, p.partition_id): p.error_code
+                for t in response.replica_election_results for p in t.partition_result}
+
+    assert await elect(("t", 0), ("nope", 0)) == {
+        ("t", 0): ErrorCode.none, ("nope", 0): ErrorCode.unknown_topic_or_partition}
+    assert topic.partitions[0].leader == 1
+    assert await elect(("t", 0)) == {("t", 0): ErrorCode.election_not_needed}
+
+
+# --- configs and features --------------------------------------------------------------
+
+
+async def test_alter_configs_replaces_a_topics_configs_and_rejects_unknown_keys(env: Env
+                                                                                ) -> None:
+    await live_broker(env, 1)
+    await create(env, new_topic("a", configs={"retention.ms": "1000"}))
+
+    async def alter(name: str, configs: dict[str, str], validate_only: bool = False
+                    ) -> list[tuple[str, Any]]:
+        response = await ask(env, ApiKey.ALTER_CONFIGS, 2, {
+            "validate_only": validate_only, "resources": [{
+                "resource_type": TOPIC, "resource_name": name,
+                "configs": [{"name": k, "value": v} for k, v in configs.items()]}]})
+        return [(res.resource_name, res.error_code) for res in response.responses]
+
+    assert await alter("a", {"segment.ms": "99999"}, validate_only=True) == [
+        ("a", ErrorCode.none)]
+    assert env.image.topic_configs("a") == {"retention.ms": "1000"}
+    assert await alter("a", {"segment.ms": "99999"}) == [("a", ErrorCode.none)]
+    assert env.image.topic_configs("a") == {"segment.ms": "99999"}  # the whole set
+    assert await alter("a", {"no.such.config": "1"}) == [("a", ErrorCode.invalid_config)]
+    assert await alter("a", {"segment.ms": "soon"}) == [("a", ErrorCode.invalid_config)]
+    assert await alter("zz", {"segment.ms": "1"}) == [
+        ("zz", ErrorCode.unknown_topic_or_partition)]
+    assert env.image.topic_configs("a") == {"segment.ms": "99999"}
+
+
+async def test_incremental_alter_configs_changes_topic_configs(env: Env) -> None:
+    await live_broker(env, 1)
+    await create(env, new_topic("a", configs={"retention.ms": "1000"}))
+
+    async def alter(*ops: tuple[str, int, str | None]) -> Any:
+        response = await ask(env, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+            "validate_only": False, "resources": [{
+                "resource_type": TOPIC, "resource_name": "a",
+                "configs": [{"name": k, "config_operation": op, "value": v}
+                            for k, op, v in ops]}]})
+        (result,) = response.responses
+        assert result.resource_name == "a"
+        return result.error_code
+
+    assert await alter(("segment.ms", OP_SET, "5000")) == ErrorCode.none
+    assert env.image.topic_configs("a") == {"retention.ms": "1000", "segment.ms": "5000"}
+    assert await alter(("retention.ms", OP_DELETE, None)) == ErrorCode.none
+    assert env.image.topic_configs("a") == {"segment.ms": "5000"}
+    # One bad key fails the resource: the good one is not applied either.
+    assert await alter(("retention.ms", OP_SET, "7"), ("no.such.config", OP_SET, "1")) \
+        == ErrorCode.invalid_config
+    assert env.image.topic_configs("a") == {"segment.ms": "5000"}
+
+
+async def update_features(env: Env, version: int, *updates: dict[str, Any],
+                          validate_only: bool = False) -> dict[str, tuple[Any, Any]]:
+    body: dict[str, Any] = {"timeout": 1000, "feature_updates": list(updates)}
+    if version >= 1:
+        body["validate_only"] = validate_only
+    response = await ask(env, ApiKey.UPDATE_FEATURES, version, body)
+    assert response.error_code == ErrorCode.none
+    return {res.feature: (res.error_code, res.error_message) for res in response.results}
+
+
+async def test_update_features_finalizes_levels_all_or_nothing() -> None:
+    env = make_env(metadata_version=LOW_MV)
+    upgrade = {"feature": METADATA_VERSION, "max_version_level": HIGH_MV, "upgrade_type": 1}
+    unknown = {"feature": "no.such.feature", "max_version_level": 1, "upgrade_type": 1}
+    results = await update_features(env, 1, upgrade, unknown)
+    assert results[METADATA_VERSION][0] == ErrorCode.none
+    assert results["no.such.feature"][0] == ErrorCode.invalid_update_version
+    assert env.image.features[METADATA_VERSION] == LOW_MV  # nothing applied
+    results = await update_features(env, 1, upgrade, validate_only=True)
+    assert results == {METADATA_VERSION: (ErrorCode.none, None)}
+    assert env.image.features[METADATA_VERSION] == LOW_MV
+    results = await update_features(env, 1, upgrade)
+    assert results == {METADATA_VERSION: (ErrorCode.none, None)}
+    assert env.image.features[METADATA_VERSION] == HIGH_MV
+    too_high = dict(upgrade, max_version_level=HIGH_MV + 1)
+    results = await update_features(env, 1, too_high)
+    assert results[METADATA_VERSION][0] == ErrorCode.invalid_update_version
+    assert env.image.features[METADATA_VERSION] == HIGH_MV
+
+
+async def test_update_features_v0_allow_downgrade_asks_for_a_safe_downgrade(env: Env
+                                                                             ) -> None:
+    def downgrade(allow: bool) -> dict[str, Any]:
+        return {"feature": METADATA_VERSION, "max_version_level": LOW_MV,
+                "allow_downgrade": allow}
+
+    # Without allow_downgrade it is an upgrade, which cannot lower a level; with it, a
+    # safe downgrade, which gets as far as the check that metadata.version never goes
+    # down. Both are refused, for those different reasons.
+    plain = (await update_features(env, 0, downgrade(False)))[METADATA_VERSION]
+    allowed = (await update_features(env, 0, downgrade(True)))[METADATA_VERSION]
+    assert plain[0] == allowed[0] == ErrorCode.invalid_update_version
+    assert "upgrade type" in plain[1] and "upgrade type" not in allowed[1]
+    assert env.image.features[METADATA_VERSION] == HIGH_MV
+
+
+# --- the quorum ------------------------------------------------------------------------
+
+
+async def test_describe_cluster_lists_the_voters_as_controllers(env: Env) -> None:
+    response = await ask(env, ApiKey.DESCRIBE_CLUSTER, 2, {
+        "include_cluster_authorized_operations": False, "endpoint_type": CONTROLLERS,
+        "include_fenced_brokers": False})
+    assert response.error_code == ErrorCode.none
+    assert (response.endpoint_type, response.cluster_id) == (CONTROLLERS, CLUSTER_ID)
+    assert response.controller_id == env.channel.quorum.leader_id
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+        (v, host, port) for v, (host, port) in sorted(env.services.config.quorum_voters
+                                                      .items())]
+
+
+async def test_describe_cluster_for_broker_endpoints_is_unsupported(env: Env) -> None:
+    await live_broker(env, 1)  # a broker the controller knows of is not listed either
+    response = await ask(env, ApiKey.DESCRIBE_CLUSTER, 2, {
+        "include_cluster_authorized_operations": False, "endpoint_type": BROKERS,
+        "include_fenced_brokers": False})
+    assert response.error_code == ErrorCode.unsupported_endpoint_type
+    assert response.endpoint_type == BROKERS
+    assert list(response.brokers) == []
+
+
+DESCRIBE_METADATA = {"topics": [{"topic_name": METADATA_TOPIC,
+                                 "partitions": [{"partition_index": 0}]}]}
+
+
+async def test_describe_quorum_is_forwarded_when_this_node_is_not_the_leader(env: Env
+                                                                            ) -> None:
+    env.raft.is_leader = False
+    ctx = context(env, ApiKey.DESCRIBE_QUORUM, 2)
+    req = build(request_schema(ApiKey.DESCRIBE_QUORUM, 2), DESCRIBE_METADATA)
+    response = await answer(env, ctx, req)
+    assert response is env.channel.forward_answer
+    assert len(env.channel.forwarded) == 1
+    assert env.channel.forwarded[0][0] is ctx and env.channel.forwarded[0][1] is req
+
+
+async def test_describe_quorum_on_the_leader_answers_from_its_description(env: Env) -> None:
+    quorum_state = env.channel.quorum
+    response = await ask(env, ApiKey.DESCRIBE_QUORUM, 2, DESCRIBE_METADATA)
+    assert env.channel.forwarded == []
+    assert response.error_code == ErrorCode.none
+    (topic,) = response.topics
+    (part,) = topic.partitions
+    assert (topic.topic_name, part.partition_index, part.error_code) == (
+        METADATA_TOPIC, 0, ErrorCode.none)
+    assert (part.leader_id, part.leader_epoch, part.high_watermark) == (
+        quorum_state.leader_id, quorum_state.leader_epoch, quorum_state.high_watermark)
+    assert [(v.replica_id, v.replica_directory_id, v.log_end_offset,
+             v.last_fetch_timestamp, v.last_caught_up_timestamp)
+            for v in part.current_voters] == [
+        (v.replica_id, DIRECTORIES[v.replica_id], v.log_end_offset, v.last_fetch_ms,
+         v.last_caught_up_ms) for v in quorum_state.voters]
+    assert [(o.replica_id, o.replica_directory_id, o.log_end_offset)
+            for o in part.observers] == [(101, None, 90)]  # no directory: the zero uuid
+    assert [(n.node_id, [(ln.name, ln.host, ln.port) for ln in n.listeners])
+            for n in response.nodes] == sorted(quorum_state.endpoints.items())
+
+
+async def test_describe_quorum_of_another_partition_is_unknown(env: Env) -> None:
+    env.raft.is_leader = False  # answered here all the same: nothing to forward
+    response = await ask(env, ApiKey.DESCRIBE_QUORUM, 2, {"topics": [
+        {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 1}]}]})
+    assert env.channel.forwarded == []
+    (topic,) = response.topics
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [
+        (1, ErrorCode.unknown_topic_or_partition)]
+
+
+RAFT_REQUESTS = {
+    ApiKey.VOTE: (2, {"cluster_id": CLUSTER_ID, "voter_id": 1, "topics": []}),
+    ApiKey.BEGIN_QUORUM_EPOCH: (1, {"cluster_id": CLUSTER_ID, "voter_id": 1, "topics": [],
+                                    "leader_endpoints": []}),
+    ApiKey.END_QUORUM_EPOCH: (1, {"cluster_id": CLUSTER_ID, "topics": [],
+                                  "leader_endpoints": []}),
+    ApiKey.FETCH: (17, {"cluster_id": CLUSTER_ID, "max_wait": 500, "min_bytes": 1,
+                        "topics": [], "forgotten_topics_data": []}),
+    ApiKey.FETCH_SNAPSHOT: (1, {"cluster_id": CLUSTER_ID, "replica_id": 2, "topics": []}),
+}
+
+
+def test_every_raft_rpc_of_the_quorum_module_is_covered() -> None:
+    served = {spec.api_key for spec in quorum.APIS} - {ApiKey.DESCRIBE_QUORUM}
+    assert served == set(RAFT_REQUESTS)
+
+
+@pytest.mark.parametrize("api_key", list(RAFT_REQUESTS), ids=lambda k: ApiKey(k).name)
+async def test_raft_rpcs_are_handed_to_the_raft_driver(env: Env, api_key: ApiKey) -> None:
+    version, body = RAFT_REQUESTS[api_key]
+    ctx = context(env, api_key, version)
+    req = build(request_schema(api_key, version), body)
+    response = await answer(env, ctx, req)
+    assert response == {"from_raft": api_key}
+    assert len(env.raft.received) == 1
+    assert env.raft.received[0][0] == api_key and env.raft.received[0][1] is req
+
+
+# --- the envelope ----------------------------------------------------------------------
+
+
+def inner_request(api_key: int, version: int, body: dict[str, Any],
+                  correlation_id: int = 42) -> bytes:
+    """A request as a broker puts it in an envelope: header and body, no size."""
+    entity = build(request_schema(api_key, version), body)
+    return encode_request(api_key, version, correlation_id, "adminclient-1", entity)[4:]
+
+
+async def envelope(env: Env, data: bytes) -> Any:
+    return await ask(env, ApiKey.ENVELOPE, 0, {
+        "request_data": data, "request_principal": None,
+        "client_host_address": bytes([127, 0, 0, 1])})
+
+
+def create_request(*topics: dict[str, Any]) -> bytes:
+    return inner_request(ApiKey.CREATE_TOPICS, 7, {
+        "topics": list(topics), "timeout": 1000, "validate_only": False})
+
+
+async def test_envelope_runs_the_inner_request_and_returns_its_response(env: Env) -> None:
+    await live_broker(env, 1)
+    response = await envelope(env, create_request(new_topic("orders", 2)))
+    assert response.error_code == ErrorCode.none
+    correlation_id, inner = decode_response(ApiKey.CREATE_TOPICS, 7, response.response_data)
+    assert correlation_id == 42
+    (topic,) = inner.topics
+    assert (topic.name, topic.error_code) == ("orders", ErrorCode.none)
+    assert topic.topic_id == env.image.topics_by_name["orders"].topic_id
+    assert len(env.image.topics_by_name["orders"].partitions) == 2
+
+
+async def test_envelope_on_an_inactive_controller_is_not_controller(env: Env) -> None:
+    await live_broker(env, 1)
+    env.channel.is_active = False
+    env.raft.is_leader = False
+    response = await envelope(env, create_request(new_topic("orders")))
+    assert response.error_code == ErrorCode.not_controller
+    assert response.response_data is None
+    assert "orders" not in env.image.topics_by_name
+    # Whatever the inner API: one that needs no controller operation is not run (nor
+    # forwarded on) either.
+    describe = inner_request(ApiKey.DESCRIBE_QUORUM, 2, DESCRIBE_METADATA)
+    response = await envelope(env, describe)
+    assert response.error_code == ErrorCode.not_controller
+    assert response.response_data is None
+    assert env.channel.forwarded == []
+
+
+async def test_envelope_when_leadership_goes_during_the_request_is_not_controller(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    await live_broker(env, 1)
+
+    async def renounced(op: Any) -> Any:
+        raise NotControllerError()
+
+    monkeypatch.setattr(env.channel, "submit", renounced)
+    response = await envelope(env, create_request(new_topic("orders")))
+    assert response.error_code == ErrorCode.not_controller
+    assert response.response_data is None
+
+
+async def test_envelope_inside_an_envelope_is_invalid_request(env: Env) -> None:
+    await live_broker(env, 1)
+    nested = inner_request(ApiKey.ENVELOPE, 0, {
+        "request_data": create_request(new_topic("orders")), "request_principal": None,
+        "client_host_address": bytes([127, 0, 0, 1])})
+    response = await envelope(env, nested)
+    assert response.error_code == ErrorCode.invalid_request
+    assert response.response_data is None
+    assert "orders" not in env.image.topics_by_name
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\x13", b"\x00\x13\x00\x07" + b"\xff" * 12],
+                         ids=["empty", "half-a-header", "garbage-body"])
+async def test_envelope_with_garbage_inner_bytes_is_refused(env: Env, data: bytes) -> None:
+    response = await envelope(env, data)
+    assert response.error_code == ErrorCode.invalid_request
+    assert response.response_data is None
+
+
+async def test_envelope_with_a_version_the_controller_does_not_serve(env: Env) -> None:
+    """Kafka answers UNSUPPORTED_VERSION, and the forwarding broker closes its client's
+    connection so that the client asks ApiVersions again."""
+    await live_broker(env, 1)
+    frame = bytearray(create_request(new_topic("orders")))
+    frame[2:4] = (99).to_bytes(2, "big")  # CreateTopics v99
+    response = await envelope(env, bytes(frame))
+    assert response.error_code == ErrorCode.unsupported_version
+    assert response.response_data is None
+
+
+async def test_envelope_answers_an_inner_kafka_error_with_its_error_response(env: Env
+                                                                             ) -> None:
+    await live_broker(env, 1)
+    response = await envelope(env, create_request(new_topic("ok"),
+                                                  new_topic("huge", 2**31 - 1)))
+    assert response.error_code == ErrorCode.none
+    _, inner = decode_response(ApiKey.CREATE_TOPICS, 7, response.response_data)
+    assert [(t.name, t.error_code) for t in inner.topics] == [
+        ("ok", ErrorCode.policy_violation), ("huge", ErrorCode.policy_violation)]
+    assert env.image.topics_by_name == {}
+
+
+async def test_envelope_answers_an_inner_handler_that_fails(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    await live_broker(env, 1)
+    await create(env, new_topic("a"))
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("a bug in the controller")
+
+    monkeypatch.setattr(env.controller, "delete_topics", broken)
+    data = inner_request(ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
+        {"name": "a", "topic_id": uuid.UUID(int=0)}]})
+    response = await envelope(env, data)
+    assert response.error_code == ErrorCode.none
+    _, inner = decode_response(ApiKey.DELETE_TOPICS, 6, response.response_data)
+    assert [(t.name, t.error_code) for t in inner.responses] == [
+        ("a", ErrorCode.unknown_server_error)]
+    assert "a" in env.image.topics_by_name
+
+
+# --- ApiVersions -----------------------------------------------------------------------
+
+
+async def test_api_versions_lists_exactly_the_controller_listeners_apis(env: Env) -> None:
+    response = await ask(env, ApiKey.API_VERSIONS, 3, {
+        "client_software_name": "apache-kafka-java", "client_software_version": "3.9.0"})
+    assert response.error_code == ErrorCode.none
+    served = {spec.api_key: (spec.min_version, spec.max_version) for spec in controller_apis()}
+    own = env.dispatcher.table.get(ApiKey.API_VERSIONS)
+    assert own is not None
+    served[ApiKey.API_VERSIONS] = (own.min_version, own.max_version)
+    assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [
+        (key, low, high) for key, (low, high) in sorted(served.items())]
+    assert ApiKey.PRODUCE not in served and ApiKey.METADATA not in served
+    assert response.finalized_features_epoch == env.image.offset
+    assert [(f.name, f.max_version_level) for f in response.finalized_features] == [
+        (METADATA_VERSION, env.image.features[METADATA_VERSION])]
+    assert [(f.name, f.min_version, f.max_version) for f in response.supported_features] == [
+        (name, low, high) for name, (low, high) in SUPPORTED_FEATURES.items()]
+
+
+async def test_api_versions_lists_the_table_it_belongs_to(env: Env) -> None:
+    def metadata(services: Any, ctx: Any, req: Any) -> Any:
+        raise AssertionError("not called")
+
+    table: ApiTable[Any] = ApiTable("broker", env.services, [
+        ApiSpec(ApiKey.METADATA, 4, 9, metadata)])
+    spec = api_versions(table)
+    table.add(spec)  # type: ignore[arg-type]
+    ctx = context(env, ApiKey.API_VERSIONS, 2)
+    response = spec.handler(env.services, ctx, build(request_schema(ApiKey.API_VERSIONS, 2),
+                                                     {}))
+    assert [(k["api_key"], k["min_version"], k["max_version"])
+            for k in response["api_keys"]] == [
+        (ApiKey.METADATA, 4, 9), (ApiKey.API_VERSIONS, spec.min_version, spec.max_version)]
+
+
+@pytest.mark.parametrize("name,version,valid", [
+    ("apache-kafka-java", "3.9.0", True),
+    ("librdkafka", "2.5.0-RC1", True),
+    ("bad name", "1.0", False),
+    ("-kafka", "1.0", False),
+    ("kafka", "1.0.", False),
+    ("", "1.0", False),
+    ("kafka", "", False),
+])
+async def test_api_versions_v3_checks_the_client_software(env: Env, name: str, version: str,
+                                                          valid: bool) -> None:
+    response = await ask(env, ApiKey.API_VERSIONS, 3, {
+        "client_software_name": name, "client_software_version": version})
+    expected = ErrorCode.none if valid else ErrorCode.invalid_request
+    assert response.error_code == expected
+    assert bool(response.api_keys) == valid  # as Kafka: an invalid request lists nothing
