@@ -13,8 +13,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ottla.broker.handlers import broker_apis
-from ottla.protocol.api import ApiKey, is_flexible, request_schema
-from ottla.protocol.codec import decode_request, encode_request, parse_request_header
+from ottla.protocol.api import ApiKey, is_flexible, request_schema, response_schema
+from ottla.protocol.codec import (
+    decode_request,
+    decode_response,
+    encode_body,
+    encode_request,
+    parse_request_header,
+)
 from ottla.protocol.errors import MalformedRequest
 from ottla.protocol.messages import build
 from ottla.protocol.requests import ApiSpec
@@ -56,6 +62,21 @@ def test_valid_requests_pass_untouched(api_key: int, version: int, data: st.Data
     header = parse_request_header(frame, is_flexible(api_key, version))
     assert check_body(schema, frame, header.body_offset) is frame
     assert type(decode_request(header, frame)) is schema
+
+
+@pytest.mark.parametrize(("api_key", "version"), SERVED,
+                         ids=[f"{ApiKey(k).name}-v{v}" for k, v in SERVED])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_valid_responses_pass_untouched(api_key: int, version: int, data: st.DataObject
+                                        ) -> None:
+    """Peers' responses get the same pass (nullable structs, KIP-893, among them)."""
+    schema = response_schema(api_key, version)
+    body = encode_body(data.draw(messages(schema)))
+    assert check_body(schema, body, 0) is body
+    header = b"\x00\x00\x00\x07" + (b"\x00" if is_flexible(api_key, version) and
+                                  api_key != ApiKey.API_VERSIONS else b"")
+    assert type(decode_response(api_key, version, header + body)[1]) is schema
 
 
 @pytest.mark.parametrize(("api_key", "version"), SERVED,

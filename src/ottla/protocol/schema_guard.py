@@ -155,11 +155,20 @@ class _Generator:
     def value(self, ft: FieldShape, flexible: bool, nullable: bool, name: str,
               out: list[str], indent: str) -> tuple[int, int | None]:
         if ft.entity is not None:
-            if nullable:
-                raise TypeError(f"nullable struct {name} is not supported")
             check = self.entity(ft.entity)
-            out.append(f"{indent}pos = {check}(buf, pos, end, p)")
-            return self.sizes[ft.entity]
+            if not nullable:
+                out.append(f"{indent}pos = {check}(buf, pos, end, p)")
+                return self.sizes[ft.entity]
+            # KIP-893: a nullable struct is a marker byte, -1 (null) or 1, then the struct.
+            out.extend([
+                f"{indent}if pos >= end:",
+                f"{indent}    raise _fail('frame ends before the struct {name}')",
+                f"{indent}pos += 1",
+                f"{indent}if buf[pos - 1] == 1:",
+                f"{indent}    pos = {check}(buf, pos, end, p)",
+                f"{indent}elif buf[pos - 1] != 0xff:",
+                f"{indent}    raise _fail('struct {name} has no null marker')"])
+            return 1, None
         kafka_type = ft.kafka_type
         if kafka_type in _FIXED:
             size = _FIXED[kafka_type]

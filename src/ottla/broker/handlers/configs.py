@@ -131,6 +131,30 @@ def describe_broker_configs(node: ConfigView, keys: Sequence[str] | None, includ
     return result
 
 
+def describe_cluster_defaults(node: ConfigView, keys: Sequence[str] | None,
+                              include_synonyms: bool, include_docs: bool
+                              ) -> list[dict[str, Any]]:
+    """The broker resource named "": only the cluster-wide dynamic defaults, as Kafka
+    describes it (``kafka-configs --entity-type brokers --entity-default``)."""
+    result = []
+    for name, value in sorted(node.image.broker_configs(None).items()):
+        if keys is not None and name not in keys:
+            continue
+        key = node.config.definitions.keys.get(name)
+        sensitive = key is not None and key.sensitive
+        shown = None if sensitive else value
+        result.append({
+            "name": name, "value": shown, "read_only": False,
+            "config_source": DYNAMIC_DEFAULT_BROKER_CONFIG, "is_sensitive": sensitive,
+            "synonyms": [{"name": name, "value": shown,
+                          "source": DYNAMIC_DEFAULT_BROKER_CONFIG}]
+            if include_synonyms else [],
+            "config_type": int(key.type) if key is not None else 0,
+            "documentation": key.doc if include_docs and key is not None else None,
+        })
+    return result
+
+
 def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
     include_synonyms = bool(getattr(req, "include_synonyms", False))
@@ -148,7 +172,10 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> di
                 entry["configs"] = describe_topic_configs(broker, res.resource_name, keys,
                                                           include_synonyms, include_docs)
         elif res.resource_type == ConfigResourceType.BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            if res.resource_name == "":
+                entry["configs"] = describe_cluster_defaults(broker, keys, include_synonyms,
+                                                             include_docs)
+            elif res.resource_name != str(broker.node_id):
                 entry["error_code"] = ErrorCode.invalid_request
                 entry["error_message"] = f"Unexpected broker id {res.resource_name}"
             else:

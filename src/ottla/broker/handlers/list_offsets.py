@@ -4,6 +4,7 @@ DeleteRecords and DescribeLogDirs: the APIs that ask a broker about its logs."""
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Any
 
 from ottla.broker.broker import Broker
@@ -29,7 +30,7 @@ def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, in
     if timestamp == LATEST:
         offset = partition.last_stable_offset if isolation == READ_COMMITTED \
             else partition.high_watermark
-        return -1, offset, cache.latest_epoch
+        return -1, offset, partition.leader_epoch  # as Kafka: the current leader's epoch
     if timestamp == MAX_TIMESTAMP:
         ts, offset = log.max_timestamp_and_offset()
         if offset < 0:
@@ -48,16 +49,16 @@ def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, in
 def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     isolation = getattr(req, "isolation_level", 0)
     topics = []
-    seen: set[tuple[str, int]] = set()
+    named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
-                if (topic.name, p.partition_index) in seen:
+                if named[(topic.name, p.partition_index)] > 1:
+                    # As Kafka: every mention of a partition named twice is refused.
                     raise KafkaError(ErrorCode.invalid_request, "Duplicate partition")
-                seen.add((topic.name, p.partition_index))
                 partition = broker.replica_manager.require(topic.name, p.partition_index,
                                                            broker.image)
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),

@@ -112,7 +112,11 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
             else:
                 topic = image.topics_by_name.get(name or "")
             if topic is None:
-                error = creation_errors.get(name or "", ErrorCode.unknown_topic_or_partition)
+                # As Kafka: a topic whose creation was asked for is LEADER_NOT_AVAILABLE
+                # (retriable) until this broker's metadata has it.
+                created = allow_create and name in missing
+                error = creation_errors.get(name or "", ErrorCode.leader_not_available
+                                            if created else ErrorCode.unknown_topic_or_partition)
                 topics.append(_unknown(name, None, error))
             else:
                 topics.append(topic_metadata(image, topic, ctx.listener_name, include_ops))

@@ -1,0 +1,1119 @@
+"""The broker-role request handlers (``ottla.broker.handlers``), called directly.
+
+Each test builds a real ``Broker`` in-process over a temporary directory: a real
+``LogManager`` and ``ReplicaManager``, and a ``MetadataImage`` whose brokers and topics
+come from replaying metadata records, as a node's metadata publisher would. Requests are
+kio entities built with ``messages.build``; every response goes through the same steps the
+request dispatcher takes (a dict is built into the response schema, an ``EncodedBody``
+from Produce and Fetch is sent as it is) and is decoded back from its bytes, so the
+assertions are on what a client would read.
+
+Covered: Produce, Fetch (including long polling), ListOffsets, OffsetForLeaderEpoch,
+DeleteRecords, DescribeLogDirs, Metadata (with auto topic creation), DescribeCluster,
+DescribeConfigs, InitProducerId, DescribeProducers, the requests forwarded to the
+controller, and the group APIs on a real ``GroupCoordinatorService``.
+
+The controller is the one fake (``FakeController``): it is another role of the node,
+reached over the network in a real deployment; here it records what the broker asked of
+it and answers with canned responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ottla.broker.broker import Broker
+from ottla.broker.group_coordinator import GroupCoordinatorService
+from ottla.broker.handlers import (
+    configs,
+    fetch,
+    forwarding,
+    groups,
+    list_offsets,
+    metadata,
+    produce,
+    producer,
+)
+from ottla.broker.replica_manager import ReplicaManager
+from ottla.common.server_config import KafkaConfig, dev_defaults
+from ottla.common.topics import OFFSETS_TOPIC
+from ottla.metadata import records as r
+from ottla.metadata.image import ConfigResourceType, MetadataImage
+from ottla.protocol.api import ApiKey, request_schema, response_schema
+from ottla.protocol.codec import (
+    RequestHeader,
+    decode_response,
+    encode_body_chunks,
+    response_header_bytes,
+)
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.fetch_response import EncodedBody
+from ottla.protocol.messages import build
+from ottla.protocol.records import build_batch, decode_records, scan_batches
+from ottla.protocol.requests import NO_RESPONSE, CloseConnection, RequestContext
+from ottla.storage.log_manager import LogManager
+from ottla.storage.segment import FileSlice
+
+NODE = 1
+OTHER = 2
+CLUSTER_ID = "handler-test-cluster"
+LISTENER = "PLAINTEXT"
+HOST, PORT = "127.0.0.1", 9092
+NOW_MS = 1_700_000_000_000
+
+
+def clock() -> float:
+    """The fixed clock of the broker and of every request."""
+    return NOW_MS / 1000
+
+
+SPECS = {spec.api_key: spec
+         for module in (produce, fetch, list_offsets, metadata, configs, producer, groups,
+                        forwarding)
+         for spec in module.APIS}
+
+
+# --- the controller ----------------------------------------------------------------------
+
+class FakeController:
+    """Stands in for the node's ``ControllerChannel``. The active controller is another
+    role of the node, reached over the network (Envelope requests); a unit test has no
+    quorum to run it, so this records what the broker asks and answers with canned
+    responses, built into the real response schemas as the channel would return them."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, Any]] = []
+        self.forwarded: list[tuple[RequestContext, Any]] = []
+        self.answers: dict[int, dict[str, Any]] = {}
+        """The canned response body (a dict) per api key for ``call``."""
+        self.forward_answer: Any = None
+        self.on_call: Any = None
+        """Run on each ``call`` before answering (e.g. to replay what it created)."""
+
+    async def call(self, api_key: int, version: int, body: Any, timeout: float = 30.0,
+                   client_id: str | None = None) -> Any:
+        self.calls.append((api_key, version, body))
+        if self.on_call is not None:
+            self.on_call(api_key, body)
+        return build(response_schema(api_key, version), self.answers[api_key])
+
+    async def forward(self, ctx: RequestContext, request: Any, timeout: float = 30.0) -> Any:
+        self.forwarded.append((ctx, request))
+        return self.forward_answer
+
+
+# --- the broker -----------------------------------------------------------------------------
+
+def register_broker(image: MetadataImage, broker_id: int, port: int, fenced: bool = False
+                    ) -> None:
+    image.replay(r.RegisterBrokerRecord(
+        broker_id=broker_id, incarnation_id=uuid.UUID(int=broker_id), broker_epoch=10,
+        end_points=(r.BrokerEndpoint(name=LISTENER, host=HOST, port=port,
+                                     security_protocol=0),),
+        rack=None, fenced=fenced))
+
+
+@pytest.fixture
+def broker(tmp_path) -> Iterator[Broker]:
+    config = KafkaConfig({**dev_defaults(), "log.dirs": str(tmp_path / "logs"),
+                          "offsets.topic.num.partitions": "1"})
+    image = MetadataImage()
+    register_broker(image, NODE, PORT)
+    logs = LogManager(config.log_dirs, NOW_MS)
+    logs.discover()
+    logs.started()
+    replicas = ReplicaManager(NODE, logs, lambda img: config.topic_defaults(
+        {**img.broker_configs(None), **img.broker_configs(NODE)}))
+    b = Broker(node_id=NODE, cluster_id=CLUSTER_ID, config=config, image=image,
+               replica_manager=replicas, controller=FakeController(), clock=clock)
+    b.broker_epoch = 10
+    yield b
+    if b.group_coordinator is not None:
+        b.group_coordinator.shutdown()  # cancels its timers
+    logs.shutdown()
+
+
+def controller_of(broker: Broker) -> FakeController:
+    assert isinstance(broker.controller, FakeController)
+    return broker.controller
+
+
+def create_topic(broker: Broker, name: str, partitions: int = 1, leader: int = NODE,
+                 configs: dict[str, str] | None = None) -> uuid.UUID:
+    """Replay a topic's records into the image and open its logs, as the node does when
+    the metadata publisher applies committed records."""
+    topic_id = uuid.uuid4()
+    broker.image.replay(r.TopicRecord(name=name, topic_id=topic_id))
+    for index in range(partitions):
+        broker.image.replay(r.PartitionRecord(
+            partition_id=index, topic_id=topic_id, replicas=(leader,), isr=(leader,),
+            leader=leader, leader_epoch=0, partition_epoch=0))
+    for key, value in (configs or {}).items():
+        broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.TOPIC,
+                                           resource_name=name, name=key, value=value))
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    return topic_id
+
+
+# --- requests and responses ------------------------------------------------------------
+
+def context(api_key: int, version: int) -> RequestContext:
+    header = RequestHeader(api_key, version, 17, "handler-tests", 0)
+    return RequestContext(header, LISTENER, "broker", "10.0.0.9", 50000, clock=clock)
+
+
+def handle(broker: Broker, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """What the handler serving ``api_key`` returns for this request, not awaited."""
+    spec = SPECS[api_key]
+    assert spec.min_version <= version <= spec.max_version
+    request = build(request_schema(api_key, version), body)
+    return spec.handler(broker, context(api_key, version), request)
+
+
+async def raw_call(broker: Broker, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """What the handler serving ``api_key`` answers (awaited) for this request."""
+    response = handle(broker, api_key, version, body)
+    if inspect.isawaitable(response):
+        response = await response
+    return response
+
+
+def joined(chunks: list[Any]) -> bytes:
+    return b"".join(c.read() if isinstance(c, FileSlice) else bytes(c) for c in chunks)
+
+
+def decoded(api_key: int, version: int, response: Any) -> Any:
+    """The response as a client reads it: encoded as the dispatcher does, then decoded."""
+    if type(response) is EncodedBody:
+        chunks, size = response.chunks, response.size
+    else:
+        if isinstance(response, dict):
+            response = build(response_schema(api_key, version), response)
+        chunks, size = encode_body_chunks(response)
+    body = joined(chunks)
+    assert len(body) == size
+    frame = response_header_bytes(api_key, version, 17, size)[4:] + body
+    correlation_id, body = decode_response(api_key, version, frame)
+    assert correlation_id == 17
+    return body
+
+
+async def ask(broker: Broker, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    return decoded(api_key, version, await raw_call(broker, api_key, version, body))
+
+
+def batch(*values: bytes, timestamp: int = NOW_MS, **kwargs: Any) -> bytes:
+    return build_batch([(b"k-" + v, v) for v in values], timestamp=timestamp, **kwargs)
+
+
+def produce_body(topic: str, *partitions: tuple[int, bytes | None], acks: int = -1,
+                 transactional_id: str | None = None) -> dict[str, Any]:
+    return {"transactional_id": transactional_id, "acks": acks, "timeout": 30000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": index, "records": records} for index, records in partitions]}]}
+
+
+async def produce_ok(broker: Broker, topic: str, index: int, records: bytes) -> int:
+    """Produce one batch through the handler; its base offset."""
+    response = await ask(broker, ApiKey.PRODUCE, 9, produce_body(topic, (index, records)))
+    (p,) = response.responses[0].partition_responses
+    assert p.error_code == ErrorCode.none, p.error_message
+    return p.base_offset
+
+
+def partition_answer(response: Any) -> Any:
+    (topic,) = response.responses
+    (p,) = topic.partition_responses
+    return p
+
+
+def log_end(broker: Broker, topic: str, index: int = 0) -> int:
+    return broker.replica_manager.partitions[(topic, index)].log.log_end_offset
+
+
+def values_of(records: bytes) -> list[tuple[int, bytes | None]]:
+    return [(rec.offset, rec.value) for pos, header in scan_batches(records)
+            for rec in decode_records(records, pos, header)]
+
+
+# --- Produce -------------------------------------------------------------------------------
+
+async def test_produce_appends_a_batch_and_answers_its_base_offset(broker) -> None:
+    create_topic(broker, "orders")
+    first = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a", b"b", b"c")))))
+    second = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"d", b"e")))))
+    assert (first.error_code, first.base_offset, first.log_start_offset) == \
+        (ErrorCode.none, 0, 0)
+    assert (second.error_code, second.base_offset) == (ErrorCode.none, 3)
+    assert log_end(broker, "orders") == 5
+
+
+async def test_produce_to_an_unknown_topic_or_partition_is_refused(broker) -> None:
+    create_topic(broker, "orders")
+    response = await ask(broker, ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": 1, "timeout": 30000, "topic_data": [
+            {"name": "nope", "partition_data": [{"index": 0, "records": batch(b"x")}]},
+            {"name": "orders", "partition_data": [{"index": 7, "records": batch(b"x")}]}]})
+    answers = {(t.name, p.index): (p.error_code, p.base_offset)
+               for t in response.responses for p in t.partition_responses}
+    assert answers == {("nope", 0): (ErrorCode.unknown_topic_or_partition, -1),
+                       ("orders", 7): (ErrorCode.unknown_topic_or_partition, -1)}
+
+
+async def test_produce_by_unknown_topic_id_answers_unknown_topic_id(broker) -> None:
+    unknown = uuid.uuid4()
+    response = await ask(broker, ApiKey.PRODUCE, 13, {
+        "transactional_id": None, "acks": -1, "timeout": 30000, "topic_data": [
+            {"topic_id": unknown, "partition_data": [{"index": 0, "records": batch(b"x")}]}]})
+    (topic,) = response.responses
+    assert topic.topic_id == unknown
+    assert topic.partition_responses[0].error_code == ErrorCode.unknown_topic_id
+
+
+async def test_produce_to_an_internal_topic_is_refused(broker) -> None:
+    create_topic(broker, OFFSETS_TOPIC)
+    p = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        OFFSETS_TOPIC, (0, batch(b"forged")))))
+    assert p.error_code == ErrorCode.invalid_topic_exception
+    assert log_end(broker, OFFSETS_TOPIC) == 0
+
+
+async def test_produce_with_invalid_acks_is_refused(broker) -> None:
+    create_topic(broker, "orders")
+    p = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a")), acks=5)))
+    assert (p.error_code, p.base_offset) == (ErrorCode.invalid_required_acks, -1)
+    assert log_end(broker, "orders") == 0
+
+
+async def test_produce_of_a_malformed_batch_answers_invalid_record_with_record_errors(
+        broker) -> None:
+    create_topic(broker, "orders")
+    # The second record's offset delta repeats the first's; the batch is otherwise sound
+    # (its CRC and counts agree), so only the record walk can find it.
+    bad = batch(b"a", b"b", b"c", offset_deltas=[0, 0, 2])
+    p = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, bad))))
+    assert p.error_code == ErrorCode.invalid_record
+    assert [e.batch_index for e in p.record_errors] == [1]
+    assert p.error_message and "offset delta" in p.error_message
+    assert log_end(broker, "orders") == 0
+
+
+async def test_produce_without_a_key_to_a_compacted_topic_names_each_record(broker) -> None:
+    create_topic(broker, "compacted", configs={"cleanup.policy": "compact"})
+    records = build_batch([(b"k", b"1"), (None, b"2"), (b"k", b"3"), (None, b"4")],
+                          timestamp=NOW_MS)
+    p = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "compacted", (0, records))))
+    assert p.error_code == ErrorCode.invalid_record
+    assert [e.batch_index for e in p.record_errors] == [1, 3]
+    assert log_end(broker, "compacted") == 0
+
+
+async def test_produce_with_acks_zero_gets_no_response_or_closes_on_failure(broker) -> None:
+    create_topic(broker, "orders")
+    ok = await raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a", b"b")), acks=0))
+    assert ok is NO_RESPONSE
+    assert log_end(broker, "orders") == 2
+    with pytest.raises(CloseConnection):
+        await raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
+            "missing", (0, batch(b"a")), acks=0))
+
+
+# --- Fetch ------------------------------------------------------------------------------
+
+def fetch_body(topic: str, *partitions: tuple[int, int, int], max_bytes: int = 2**31 - 1,
+               max_wait: int = 0, min_bytes: int = 1) -> dict[str, Any]:
+    """``partitions``: (index, fetch offset, partition max bytes)."""
+    return {"replica_id": -1, "max_wait": max_wait, "min_bytes": min_bytes,
+            "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": index, "fetch_offset": offset, "partition_max_bytes": limit}
+                for index, offset, limit in partitions]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def fetched(response: Any) -> dict[int, Any]:
+    assert response.error_code == ErrorCode.none
+    return {p.partition_index: p for t in response.responses for p in t.partitions}
+
+
+async def test_fetch_returns_what_was_produced(broker) -> None:
+    create_topic(broker, "orders")
+    assert await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c")) == 0
+    assert await produce_ok(broker, "orders", 0, batch(b"d")) == 3
+    response = await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 0, 1 << 20)))
+    p = fetched(response)[0]
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == \
+        (ErrorCode.none, 4, 4, 0)
+    assert values_of(p.records) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+    later = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 3, 1 << 20))))
+    assert [offset for offset, _ in values_of(later[0].records)] == [3]
+
+
+async def test_fetch_by_topic_id_returns_what_was_produced(broker) -> None:
+    topic_id = create_topic(broker, "orders")
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b"))
+    body = fetch_body("orders", (0, 0, 1 << 20))
+    body["topics"] = [{"topic_id": topic_id, "partitions": body["topics"][0]["partitions"]}]
+    body["forgotten_topics_data"] = []
+    response = await ask(broker, ApiKey.FETCH, 16, body)
+    (topic,) = response.responses
+    assert topic.topic_id == topic_id
+    assert values_of(topic.partitions[0].records) == [(0, b"a"), (1, b"b")]
+
+
+async def test_fetch_respects_max_bytes_but_returns_at_least_one_batch(broker) -> None:
+    create_topic(broker, "orders", partitions=2)
+    await produce_ok(broker, "orders", 0, batch(b"a" * 100, b"b" * 100))
+    await produce_ok(broker, "orders", 0, batch(b"c" * 100))
+    await produce_ok(broker, "orders", 1, batch(b"d" * 100))
+    # Each partition may return 1 byte and the response 1 byte: the first partition with
+    # data still returns one whole batch (KIP-74), and nothing else fits.
+    response = await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1), (1, 0, 1), max_bytes=1))
+    parts = fetched(response)
+    assert values_of(parts[0].records) == [(0, b"a" * 100), (1, b"b" * 100)]
+    assert parts[0].high_watermark == 3
+    assert parts[1].error_code == ErrorCode.none and len(parts[1].records or b"") == 0
+    assert parts[1].high_watermark == 1
+    # With room for more, the partition limit still caps each partition.
+    first_batch = len(parts[0].records)
+    response = await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, first_batch), (1, 0, 1 << 20)))
+    parts = fetched(response)
+    assert [o for o, _ in values_of(parts[0].records)] == [0, 1]
+    assert values_of(parts[1].records) == [(0, b"d" * 100)]
+
+
+async def test_fetch_of_unknown_partitions_answers_their_errors(broker) -> None:
+    create_topic(broker, "orders")
+    response = await ask(broker, ApiKey.FETCH, 12, {
+        **fetch_body("orders", (0, 0, 1024), (5, 0, 1024)), "max_wait": 500})
+    parts = fetched(response)
+    assert parts[0].error_code == ErrorCode.none
+    assert parts[5].error_code == ErrorCode.unknown_topic_or_partition
+    body = fetch_body("orders", (0, 0, 1024))
+    unknown = uuid.uuid4()
+    body["topics"] = [{"topic_id": unknown, "partitions": body["topics"][0]["partitions"]}]
+    response = await ask(broker, ApiKey.FETCH, 13, body)
+    (topic,) = response.responses
+    assert topic.topic_id == unknown
+    assert topic.partitions[0].error_code == ErrorCode.unknown_topic_id
+
+
+async def test_fetch_beyond_the_log_end_answers_offset_out_of_range(broker) -> None:
+    create_topic(broker, "orders")
+    await produce_ok(broker, "orders", 0, batch(b"a"))
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 9, 1024))))
+    assert parts[0].error_code == ErrorCode.offset_out_of_range
+
+
+async def test_a_waiting_fetch_is_woken_by_a_produce(broker) -> None:
+    create_topic(broker, "orders")
+    pending = handle(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1 << 20), max_wait=60_000))
+    # Nothing to read: the handler returns a coroutine that waits for data.
+    assert inspect.iscoroutine(pending)
+    waiting = asyncio.ensure_future(pending)
+    loop = asyncio.get_running_loop()
+    # Runs after the fetch's first step, which starts watching the partition.
+    loop.call_soon(lambda: broker.replica_manager.append(
+        broker.replica_manager.partitions[("orders", 0)], batch(b"late"), -1, NOW_MS))
+    body = await asyncio.wait_for(waiting, timeout=5)  # far less than max_wait
+    assert values_of(fetched(decoded(ApiKey.FETCH, 12, body))[0].records) == [(0, b"late")]
+
+
+# --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeLogDirs ---------------
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+def list_offsets_body(topic: str, *queries: tuple[int, int]) -> dict[str, Any]:
+    """``queries``: (partition, timestamp)."""
+    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+        {"partition_index": index, "timestamp": ts} for index, ts in queries]}]}
+
+
+def offsets_of(response: Any) -> list[tuple[int, Any, int, int]]:
+    """(partition, error, offset, timestamp) per partition asked for."""
+    return [(p.partition_index, p.error_code, p.offset, p.timestamp)
+            for t in response.topics for p in t.partitions]
+
+
+async def test_list_offsets_answers_earliest_and_latest(broker) -> None:
+    create_topic(broker, "orders", partitions=2)
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c"))
+    response = await ask(broker, ApiKey.LIST_OFFSETS, 8, {
+        "replica_id": -1, "isolation_level": 0, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "timestamp": EARLIEST},
+            {"partition_index": 1, "timestamp": LATEST}]}]})
+    assert [(p.partition_index, p.error_code, p.offset)
+            for p in response.topics[0].partitions] == \
+        [(0, ErrorCode.none, 0), (1, ErrorCode.none, 0)]
+    assert response.topics[0].partitions[0].leader_epoch == 0
+    latest = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (0, LATEST)))
+    assert [(p.offset, p.leader_epoch) for p in latest.topics[0].partitions] == [(3, 0)]
+    # As Kafka: LATEST carries the current leader epoch, also of an empty partition.
+    empty = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (1, LATEST)))
+    assert [(p.offset, p.leader_epoch) for p in empty.topics[0].partitions] == [(0, 0)]
+
+
+async def test_list_offsets_naming_a_partition_twice_refuses_every_mention(broker) -> None:
+    create_topic(broker, "orders", partitions=2)
+    response = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (0, LATEST), (1, LATEST), (0, EARLIEST)))
+    assert [(p.partition_index, p.error_code) for p in response.topics[0].partitions] == [
+        (0, ErrorCode.invalid_request), (1, ErrorCode.none), (0, ErrorCode.invalid_request)]
+
+
+async def test_list_offsets_by_timestamp_finds_the_first_offset_at_or_after_it(
+        broker) -> None:
+    create_topic(broker, "orders")
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b", timestamp=NOW_MS - 3000))
+    await produce_ok(broker, "orders", 0, batch(b"c", timestamp=NOW_MS - 1000))
+    response = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (0, NOW_MS - 2000)))
+    assert offsets_of(response) == [(0, ErrorCode.none, 2, NOW_MS - 1000)]
+    response = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (0, NOW_MS)))
+    assert offsets_of(response) == [(0, ErrorCode.none, -1, -1)]
+    response = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (0, MAX_TIMESTAMP)))
+    assert offsets_of(response) == [(0, ErrorCode.none, 2, NOW_MS - 1000)]
+
+
+async def test_list_offsets_of_an_unknown_partition_is_an_error(broker) -> None:
+    create_topic(broker, "orders")
+    response = await ask(broker, ApiKey.LIST_OFFSETS, 8, {
+        "replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "orders", "partitions": [{"partition_index": 0, "timestamp": LATEST},
+                                              {"partition_index": 3, "timestamp": LATEST}]},
+            {"name": "ghost", "partitions": [{"partition_index": 0, "timestamp": LATEST}]}]})
+    assert [(t.name, p.partition_index, p.error_code, p.offset)
+            for t in response.topics for p in t.partitions] == [
+        ("orders", 0, ErrorCode.none, 0),
+        ("orders", 3, ErrorCode.unknown_topic_or_partition, -1),
+        ("ghost", 0, ErrorCode.unknown_topic_or_partition, -1)]
+
+
+async def test_offset_for_leader_epoch_answers_the_end_of_each_epoch(broker) -> None:
+    topic_id = create_topic(broker, "orders")
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c"))
+    # A new leader epoch (the same leader re-elected), then more data.
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=NODE))
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    await produce_ok(broker, "orders", 0, batch(b"d", b"e"))
+
+    async def end_of(epoch: int, current: int = -1) -> tuple[Any, int, int]:
+        response = await ask(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
+            "replica_id": -1, "topics": [{"topic": "orders", "partitions": [
+                {"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]})
+        (p,) = response.topics[0].partitions
+        return p.error_code, p.leader_epoch, p.end_offset
+
+    assert await end_of(0) == (ErrorCode.none, 0, 3)
+    assert await end_of(1, current=1) == (ErrorCode.none, 1, 5)
+    assert (await end_of(1, current=0))[0] == ErrorCode.fenced_leader_epoch
+    assert (await end_of(1, current=2))[0] == ErrorCode.unknown_leader_epoch
+
+
+async def test_delete_records_moves_the_log_start_offset(broker) -> None:
+    create_topic(broker, "orders", partitions=2)
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c", b"d"))
+    await produce_ok(broker, "orders", 1, batch(b"x", b"y"))
+    response = await ask(broker, ApiKey.DELETE_RECORDS, 2, {
+        "timeout": 30000, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "offset": 3},
+            {"partition_index": 1, "offset": -1},  # up to the high watermark
+            {"partition_index": 2, "offset": 0}]}]})
+    assert [(p.partition_index, p.error_code, p.low_watermark)
+            for p in response.topics[0].partitions] == [
+        (0, ErrorCode.none, 3), (1, ErrorCode.none, 2),
+        (2, ErrorCode.unknown_topic_or_partition, -1)]
+    earliest = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+        "orders", (0, EARLIEST), (1, EARLIEST)))
+    assert [offset for _, _, offset, _ in offsets_of(earliest)] == [3, 2]
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 0, 1024))))
+    assert parts[0].error_code == ErrorCode.offset_out_of_range
+    assert parts[0].log_start_offset == 3
+
+
+async def test_delete_records_beyond_the_high_watermark_is_out_of_range(broker) -> None:
+    create_topic(broker, "orders")
+    await produce_ok(broker, "orders", 0, batch(b"a"))
+    response = await ask(broker, ApiKey.DELETE_RECORDS, 2, {
+        "timeout": 30000, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "offset": 5}]}]})
+    (p,) = response.topics[0].partitions
+    assert (p.error_code, p.low_watermark) == (ErrorCode.offset_out_of_range, -1)
+    assert broker.replica_manager.partitions[("orders", 0)].log.log_start_offset == 0
+
+
+async def test_describe_log_dirs_lists_the_hosted_partitions_and_their_sizes(
+        broker, tmp_path) -> None:
+    create_topic(broker, "orders", partitions=2)
+    create_topic(broker, "other")
+    await produce_ok(broker, "orders", 1, batch(b"a" * 50))
+    everything = await ask(broker, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    assert everything.error_code == ErrorCode.none
+    (log_dir,) = everything.results
+    assert log_dir.error_code == ErrorCode.none
+    assert log_dir.log_dir == os.path.abspath(tmp_path / "logs")
+    assert log_dir.total_bytes > 0 and 0 <= log_dir.usable_bytes <= log_dir.total_bytes
+    sizes = {(t.name, p.partition_index): p.partition_size
+             for t in log_dir.topics for p in t.partitions}
+    assert set(sizes) == {("orders", 0), ("orders", 1), ("other", 0)}
+    assert sizes[("orders", 0)] == 0 and sizes[("other", 0)] == 0
+    assert sizes[("orders", 1)] == \
+        broker.replica_manager.partitions[("orders", 1)].log.size > 0
+    some = await ask(broker, ApiKey.DESCRIBE_LOG_DIRS, 4, {
+        "topics": [{"topic": "orders", "partitions": [1]}]})
+    assert [(t.name, [p.partition_index for p in t.partitions])
+            for t in some.results[0].topics] == [("orders", [1])]
+
+
+# --- Metadata and DescribeCluster ---------------------------------------------------------
+
+async def test_metadata_lists_every_topic_with_its_leaders(broker) -> None:
+    orders = create_topic(broker, "orders", partitions=2)
+    other = create_topic(broker, "other")
+    response = await ask(broker, ApiKey.METADATA, 12, {
+        "topics": None, "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})
+    assert response.cluster_id == CLUSTER_ID
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(NODE, HOST, PORT)]
+    assert [(t.name, t.topic_id, t.error_code, t.is_internal) for t in response.topics] == [
+        ("orders", orders, ErrorCode.none, False), ("other", other, ErrorCode.none, False)]
+    assert [(p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
+            for p in response.topics[0].partitions] == \
+        [(0, NODE, 0, (NODE,), (NODE,)), (1, NODE, 0, (NODE,), (NODE,))]
+    assert controller_of(broker).calls == []
+
+
+async def test_metadata_for_named_topics_answers_unknown_ones_without_creating(
+        broker) -> None:
+    create_topic(broker, "orders")
+    response = await ask(broker, ApiKey.METADATA, 12, {
+        "topics": [{"name": "orders", "topic_id": None}, {"name": "ghost", "topic_id": None}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("orders", ErrorCode.none), ("ghost", ErrorCode.unknown_topic_or_partition)]
+    assert controller_of(broker).calls == []
+
+
+async def test_metadata_by_topic_id_answers_unknown_topic_id(broker) -> None:
+    orders = create_topic(broker, "orders")
+    unknown = uuid.uuid4()
+    response = await ask(broker, ApiKey.METADATA, 12, {
+        "topics": [{"name": None, "topic_id": orders}, {"name": None, "topic_id": unknown}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
+        ("orders", orders, ErrorCode.none), (None, unknown, ErrorCode.unknown_topic_id)]
+
+
+@pytest.mark.parametrize("version", [10, 11])
+async def test_metadata_with_topic_ids_before_v12_is_an_invalid_request(
+        broker, version) -> None:
+    orders = create_topic(broker, "orders")
+    with pytest.raises(KafkaError) as raised:
+        await raw_call(broker, ApiKey.METADATA, version, {
+            "topics": [{"name": None, "topic_id": orders}],
+            "allow_auto_topic_creation": False, "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False})
+    assert raised.value.code == ErrorCode.invalid_request
+
+
+async def test_metadata_auto_creates_a_missing_topic_through_the_controller(broker) -> None:
+    controller = controller_of(broker)
+    controller.answers[ApiKey.CREATE_TOPICS] = {"throttle_time": 0, "topics": [
+        {"name": "fresh", "error_code": ErrorCode.none, "error_message": None,
+         "topic_id": None, "num_partitions": 1, "replication_factor": 1, "configs": None}]}
+    # As the real controller's committed records reach the broker's image.
+    controller.on_call = lambda api_key, body: create_topic(broker, "fresh")
+    response = await ask(broker, ApiKey.METADATA, 12, {
+        "topics": [{"name": "fresh", "topic_id": None},
+                   {"name": "bad name!", "topic_id": None}],
+        "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+    ((api_key, _, body),) = controller.calls
+    assert api_key == ApiKey.CREATE_TOPICS
+    # Only the valid name is asked for, with the cluster's defaults (-1).
+    assert [(t["name"], t["num_partitions"], t["replication_factor"])
+            for t in body["topics"]] == [("fresh", -1, -1)]
+    assert [(t.name, t.error_code, len(t.partitions)) for t in response.topics] == [
+        ("fresh", ErrorCode.none, 1), ("bad name!", ErrorCode.invalid_topic_exception, 0)]
+
+
+async def test_metadata_answers_a_topic_being_created_leader_not_available(broker) -> None:
+    """As Kafka: created, but not yet in this broker's metadata: retriable."""
+    controller = controller_of(broker)
+    controller.answers[ApiKey.CREATE_TOPICS] = {"throttle_time": 0, "topics": [
+        {"name": "soon", "error_code": ErrorCode.none, "error_message": None,
+         "topic_id": None, "num_partitions": 1, "replication_factor": 1, "configs": None}]}
+    response = await ask(broker, ApiKey.METADATA, 12, {
+        "topics": [{"name": "soon", "topic_id": None}],
+        "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("soon", ErrorCode.leader_not_available)]
+    response = await ask(broker, ApiKey.METADATA, 12, {
+        "topics": [{"name": "never", "topic_id": None}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    assert [(t.name, t.error_code) for t in response.topics] == [
+        ("never", ErrorCode.unknown_topic_or_partition)]
+
+
+async def test_describe_cluster_lists_the_unfenced_brokers(broker) -> None:
+    register_broker(broker.image, OTHER, 9094, fenced=True)
+    response = await ask(broker, ApiKey.DESCRIBE_CLUSTER, 2, {
+        "include_cluster_authorized_operations": False, "endpoint_type": 1,
+        "include_fenced_brokers": False})
+    assert (response.error_code, response.cluster_id, response.endpoint_type) == \
+        (ErrorCode.none, CLUSTER_ID, 1)
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [(NODE, HOST, PORT)]
+    with_fenced = await ask(broker, ApiKey.DESCRIBE_CLUSTER, 2, {
+        "include_cluster_authorized_operations": False, "endpoint_type": 1,
+        "include_fenced_brokers": True})
+    assert [(b.broker_id, b.is_fenced) for b in with_fenced.brokers] == \
+        [(NODE, False), (OTHER, True)]
+
+
+async def test_describe_cluster_for_controllers_on_a_broker_is_unsupported(broker) -> None:
+    response = await ask(broker, ApiKey.DESCRIBE_CLUSTER, 1, {
+        "include_cluster_authorized_operations": False, "endpoint_type": 2})
+    assert response.error_code == ErrorCode.unsupported_endpoint_type
+    assert response.endpoint_type == 2 and list(response.brokers) == []
+
+
+# --- DescribeConfigs ----------------------------------------------------------------------
+
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
+
+
+def describe_configs_body(resource_type: int, name: str, keys: list[str] | None,
+                          synonyms: bool = False) -> dict[str, Any]:
+    return {"resources": [{"resource_type": resource_type, "resource_name": name,
+                           "configuration_keys": keys}],
+            "include_synonyms": synonyms, "include_documentation": False}
+
+
+def entries(response: Any) -> dict[str, Any]:
+    (result,) = response.results
+    assert result.error_code == ErrorCode.none, result.error_message
+    return {c.name: c for c in result.configs}
+
+
+async def test_describe_configs_of_a_topic_reports_values_and_sources(broker) -> None:
+    create_topic(broker, "orders", configs={"retention.ms": "1000"})
+    # A cluster-wide dynamic default, which topics without an override inherit.
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.BROKER,
+                                       resource_name="", name="log.segment.bytes",
+                                       value="2000000"))
+    found = entries(await ask(broker, ApiKey.DESCRIBE_CONFIGS, 4, describe_configs_body(
+        ConfigResourceType.TOPIC, "orders",
+        ["retention.ms", "segment.bytes", "cleanup.policy"], synonyms=True)))
+    assert set(found) == {"retention.ms", "segment.bytes", "cleanup.policy"}
+    assert (found["retention.ms"].value, found["retention.ms"].config_source) == \
+        ("1000", DYNAMIC_TOPIC)
+    assert (found["segment.bytes"].value, found["segment.bytes"].config_source) == \
+        ("2000000", DYNAMIC_DEFAULT)
+    synonym = found["segment.bytes"].synonyms[0]
+    assert (synonym.name, synonym.source) == ("log.segment.bytes", DYNAMIC_DEFAULT)
+    assert (found["cleanup.policy"].value, found["cleanup.policy"].config_source) == \
+        ("delete", DEFAULT)
+
+
+async def test_describe_configs_of_an_unknown_topic_is_an_error(broker) -> None:
+    response = await ask(broker, ApiKey.DESCRIBE_CONFIGS, 4, describe_configs_body(
+        ConfigResourceType.TOPIC, "ghost", None))
+    (result,) = response.results
+    assert (result.error_code, list(result.configs)) == \
+        (ErrorCode.unknown_topic_or_partition, [])
+
+
+async def test_describe_configs_of_the_broker_reports_values_and_sources(broker) -> None:
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.BROKER,
+                                       resource_name=str(NODE),
+                                       name="log.retention.bytes", value="12345"))
+    found = entries(await ask(broker, ApiKey.DESCRIBE_CONFIGS, 4, describe_configs_body(
+        ConfigResourceType.BROKER, str(NODE),
+        ["offsets.topic.num.partitions", "log.retention.bytes", "num.partitions"],
+        synonyms=True)))
+    static = found["offsets.topic.num.partitions"]
+    assert (static.value, static.config_source, static.read_only) == ("1", STATIC, True)
+    dynamic = found["log.retention.bytes"]
+    assert (dynamic.value, dynamic.config_source, dynamic.read_only) == \
+        ("12345", DYNAMIC_BROKER, False)
+    assert [s.source for s in dynamic.synonyms] == [DYNAMIC_BROKER, DEFAULT]
+    default = found["num.partitions"]
+    assert (default.value, default.config_source) == ("1", DEFAULT)
+
+
+async def test_describe_configs_of_the_cluster_default_lists_only_its_dynamic_configs(
+        broker) -> None:
+    """As Kafka: the broker resource named "" is the cluster-wide dynamic defaults."""
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.BROKER,
+                                       resource_name="", name="log.retention.ms",
+                                       value="3600000"))
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.BROKER,
+                                       resource_name=str(NODE),
+                                       name="log.retention.bytes", value="12345"))
+    found = entries(await ask(broker, ApiKey.DESCRIBE_CONFIGS, 4, describe_configs_body(
+        ConfigResourceType.BROKER, "", None)))
+    assert {name: (c.value, c.config_source) for name, c in found.items()} == {
+        "log.retention.ms": ("3600000", DYNAMIC_DEFAULT)}
+
+
+async def test_describe_configs_of_another_broker_is_an_invalid_request(broker) -> None:
+    response = await ask(broker, ApiKey.DESCRIBE_CONFIGS, 4, describe_configs_body(
+        ConfigResourceType.BROKER, str(OTHER), None))
+    (result,) = response.results
+    assert result.error_code == ErrorCode.invalid_request
+
+
+# --- InitProducerId and DescribeProducers ---------------------------------------------
+
+def allocation(start: int, length: int = 1000, error: ErrorCode = ErrorCode.none
+               ) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "producer_id_start": start,
+            "producer_id_len": length}
+
+
+def init_producer_id_body(transactional_id: str | None = None) -> dict[str, Any]:
+    return {"transactional_id": transactional_id, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1}
+
+
+async def test_init_producer_id_with_a_transactional_id_is_refused(broker) -> None:
+    response = await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body("txn-1"))
+    assert response.error_code == ErrorCode.transactional_id_authorization_failed
+    assert (response.producer_id, response.producer_epoch) == (-1, -1)
+    assert controller_of(broker).calls == []
+
+
+async def test_init_producer_id_hands_out_ids_from_the_controllers_block(broker) -> None:
+    controller = controller_of(broker)
+    controller.answers[ApiKey.ALLOCATE_PRODUCER_IDS] = allocation(5000, 2)
+    ids = []
+    for _ in range(3):
+        response = await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body())
+        assert (response.error_code, response.producer_epoch) == (ErrorCode.none, 0)
+        ids.append(response.producer_id)
+        controller.answers[ApiKey.ALLOCATE_PRODUCER_IDS] = allocation(7000, 2)
+    assert ids == [5000, 5001, 7000]
+    assert [(key, body) for key, _, body in controller.calls] == [
+        (ApiKey.ALLOCATE_PRODUCER_IDS, {"broker_id": NODE, "broker_epoch": 10})] * 2
+
+
+async def test_init_producer_id_without_a_block_is_retriable(broker) -> None:
+    controller_of(broker).answers[ApiKey.ALLOCATE_PRODUCER_IDS] = allocation(
+        -1, 0, ErrorCode.unknown_server_error)
+    response = await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body())
+    assert response.error_code == ErrorCode.coordinator_load_in_progress
+    assert response.producer_id == -1
+
+
+async def test_describe_producers_lists_the_idempotent_producers_of_a_partition(
+        broker) -> None:
+    create_topic(broker, "orders", partitions=2)
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c", producer_id=4242,
+                                                producer_epoch=3, base_sequence=0))
+    await produce_ok(broker, "orders", 1, batch(b"plain"))
+    response = await ask(broker, ApiKey.DESCRIBE_PRODUCERS, 0, {
+        "topics": [{"name": "orders", "partition_indexes": [0, 1, 9]}]})
+    parts = {p.partition_index: p for p in response.topics[0].partitions}
+    (active,) = parts[0].active_producers
+    assert (active.producer_id, active.producer_epoch, active.last_sequence,
+            active.last_timestamp, active.current_txn_start_offset) == \
+        (4242, 3, 2, NOW_MS, -1)
+    assert (parts[1].error_code, list(parts[1].active_producers)) == (ErrorCode.none, [])
+    assert parts[9].error_code == ErrorCode.unknown_topic_or_partition
+
+
+# --- forwarding ------------------------------------------------------------------------
+
+FORWARDED_CASES = {
+    "CreateTopics": (ApiKey.CREATE_TOPICS, 7, {
+        "topics": [{"name": "new", "num_partitions": 3, "replication_factor": 1,
+                    "assignments": [], "configs": [{"name": "retention.ms", "value": "5"}]}],
+        "timeout": 30000, "validate_only": False}, {"throttle_time": 0, "topics": [
+            {"name": "new", "error_code": ErrorCode.none, "error_message": None,
+             "topic_id": uuid.UUID(int=99), "num_partitions": 3, "replication_factor": 1,
+             "configs": []}]}),
+    "IncrementalAlterConfigs": (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": ConfigResourceType.TOPIC, "resource_name": "orders",
+                       "configs": [{"name": "retention.ms", "config_operation": 0,
+                                    "value": "60000"}]}], "validate_only": False},
+        {"throttle_time": 0, "responses": [
+            {"error_code": ErrorCode.policy_violation, "error_message": "no",
+             "resource_type": ConfigResourceType.TOPIC, "resource_name": "orders"}]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORWARDED_CASES))
+async def test_metadata_changes_are_forwarded_to_the_controller_unchanged(
+        broker, case) -> None:
+    api_key, version, request_body, response_body = FORWARDED_CASES[case]
+    create_topic(broker, "orders")
+    controller = controller_of(broker)
+    answer = build(response_schema(api_key, version), response_body)
+    controller.forward_answer = answer
+    request = build(request_schema(api_key, version), request_body)
+    ctx = context(api_key, version)
+    response = await SPECS[api_key].handler(broker, ctx, request)
+    # The request goes whole, with its context (header, principal), and the controller's
+    # answer comes back as it is, even an error.
+    ((forwarded_ctx, forwarded),) = controller.forwarded
+    assert (forwarded_ctx.header, forwarded_ctx.principal) == (ctx.header, ctx.principal)
+    assert forwarded == request
+    assert response == answer
+    assert decoded(api_key, version, response) == answer
+    # The broker changed nothing itself.
+    assert "new" not in broker.image.topics_by_name
+    assert broker.image.topic_configs("orders") == {}
+    assert controller.calls == []
+
+
+# --- groups -------------------------------------------------------------------------------
+
+@pytest.fixture
+async def coordinator(broker) -> GroupCoordinatorService:
+    """A real group coordinator over a real ``__consumer_offsets`` partition this broker
+    leads (offsets.topic.num.partitions=1)."""
+    create_topic(broker, OFFSETS_TOPIC, configs={"cleanup.policy": "compact"})
+    service = GroupCoordinatorService(broker, broker.config)
+    broker.group_coordinator = service
+    service.on_metadata(NOW_MS)
+    return service
+
+
+async def test_find_coordinator_answers_the_leader_of_the_groups_partition(
+        broker, coordinator) -> None:
+    response = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
+        "key_type": 0, "coordinator_keys": ["g1", "g2"]})
+    assert [(c.key, c.error_code, c.node_id, c.host, c.port)
+            for c in response.coordinators] == [
+        ("g1", ErrorCode.none, NODE, HOST, PORT), ("g2", ErrorCode.none, NODE, HOST, PORT)]
+    old = await ask(broker, ApiKey.FIND_COORDINATOR, 2, {"key": "g1", "key_type": 0})
+    assert (old.error_code, old.node_id, old.host, old.port) == \
+        (ErrorCode.none, NODE, HOST, PORT)
+
+
+async def test_find_coordinator_creates_the_offsets_topic_on_first_use(broker) -> None:
+    # No __consumer_offsets yet: the coordinator is not available, and the broker asks the
+    # controller to create the topic.
+    service = GroupCoordinatorService(broker, broker.config)
+    broker.group_coordinator = service
+    controller = controller_of(broker)
+    controller.answers[ApiKey.CREATE_TOPICS] = {"throttle_time": 0, "topics": [
+        {"name": OFFSETS_TOPIC, "error_code": ErrorCode.none, "error_message": None,
+         "topic_id": None, "num_partitions": 1, "replication_factor": 1, "configs": None}]}
+    response = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
+        "key_type": 0, "coordinator_keys": ["g1"]})
+    (found,) = response.coordinators
+    assert (found.error_code, found.node_id) == (ErrorCode.coordinator_not_available, -1)
+    # The creation runs as a task of its own; wait for it (a private handle: the only one).
+    await asyncio.wait_for(service._creating, timeout=10)
+    ((api_key, _, body),) = controller.calls
+    assert api_key == ApiKey.CREATE_TOPICS
+    (topic,) = body["topics"]
+    assert (topic["name"], topic["num_partitions"], topic["replication_factor"]) == \
+        (OFFSETS_TOPIC, 1, 1)
+    assert {"name": "cleanup.policy", "value": "compact"} in topic["configs"]
+
+
+async def test_group_requests_for_a_partition_led_elsewhere_answer_not_coordinator(
+        broker) -> None:
+    # The routing errors are the handlers' own answers: the group's partition is led by
+    # another broker, so this one loads no shard for it.
+    register_broker(broker.image, OTHER, 9094)
+    create_topic(broker, OFFSETS_TOPIC, leader=OTHER)
+    service = GroupCoordinatorService(broker, broker.config)
+    broker.group_coordinator = service
+    service.on_metadata(NOW_MS)
+    found = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
+        "key_type": 0, "coordinator_keys": ["g"]})
+    assert [(c.error_code, c.node_id, c.port) for c in found.coordinators] == \
+        [(ErrorCode.none, OTHER, 9094)]
+    heartbeat = await ask(broker, ApiKey.HEARTBEAT, 4, {
+        "group_id": "g", "generation_id": 1, "member_id": "m"})
+    assert heartbeat.error_code == ErrorCode.not_coordinator
+    fetched_offsets = await ask(broker, ApiKey.OFFSET_FETCH, 9, {
+        "groups": [{"group_id": "g", "topics": None}], "require_stable": False})
+    assert fetched_offsets.groups[0].error_code == ErrorCode.not_coordinator
+    committed = await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_metadata": None},
+            {"partition_index": 1, "committed_offset": 1, "committed_metadata": None}]}]})
+    assert [p.error_code for p in committed.topics[0].partitions] == \
+        [ErrorCode.not_coordinator] * 2
+
+
+async def test_find_coordinator_for_transactions_is_not_available(broker, coordinator
+                                                                  ) -> None:
+    response = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
+        "key_type": 1, "coordinator_keys": ["txn"]})
+    assert response.coordinators[0].error_code == ErrorCode.coordinator_not_available
+
+
+async def test_offsets_committed_by_a_simple_consumer_can_be_fetched(
+        broker, coordinator) -> None:
+    create_topic(broker, "orders", partitions=2)
+    committed = await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 42, "committed_metadata": "m0"},
+            {"partition_index": 1, "committed_offset": 7, "committed_metadata": None}]}]})
+    assert [(p.partition_index, p.error_code) for p in committed.topics[0].partitions] == \
+        [(0, ErrorCode.none), (1, ErrorCode.none)]
+    response = await ask(broker, ApiKey.OFFSET_FETCH, 9, {
+        "groups": [{"group_id": "g", "topics": [
+            {"name": "orders", "partition_indexes": [0, 1]}]}], "require_stable": False})
+    (group,) = response.groups
+    assert group.error_code == ErrorCode.none
+    assert [(p.partition_index, p.committed_offset, p.metadata)
+            for p in group.topics[0].partitions] == [(0, 42, "m0"), (1, 7, "")]
+    # The commit is a record in __consumer_offsets: a reloaded shard knows it too.
+    assert log_end(broker, OFFSETS_TOPIC) > 0
+    coordinator.runtime.unload((OFFSETS_TOPIC, 0))
+    coordinator.on_metadata(NOW_MS)
+    again = await ask(broker, ApiKey.OFFSET_FETCH, 7, {
+        "group_id": "g", "topics": None, "require_stable": False})
+    assert again.error_code == ErrorCode.none
+    assert sorted((t.name, p.partition_index, p.committed_offset)
+                  for t in again.topics for p in t.partitions) == \
+        [("orders", 0, 42), ("orders", 1, 7)]
+
+
+async def test_a_classic_group_joins_syncs_heartbeats_and_leaves(broker, coordinator) -> None:
+    join_body = {"group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000,
+                 "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                 "protocols": [{"name": "range", "metadata": b"sub"}], "reason": None}
+    first = await ask(broker, ApiKey.JOIN_GROUP, 9, join_body)
+    assert first.error_code == ErrorCode.member_id_required
+    member = first.member_id
+    assert member.startswith("handler-tests-")
+    joined_ = await ask(broker, ApiKey.JOIN_GROUP, 9, {**join_body, "member_id": member})
+    assert joined_.error_code == ErrorCode.none
+    assert (joined_.leader, joined_.member_id, joined_.protocol_name) == \
+        (member, member, "range")
+    assert [(m.member_id, m.metadata) for m in joined_.members] == [(member, b"sub")]
+    generation = joined_.generation_id
+    synced = await ask(broker, ApiKey.SYNC_GROUP, 5, {
+        "group_id": "g", "generation_id": generation, "member_id": member,
+        "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": member, "assignment": b"orders-0"}]})
+    assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"orders-0")
+    beat = await ask(broker, ApiKey.HEARTBEAT, 4, {
+        "group_id": "g", "generation_id": generation, "member_id": member})
+    assert beat.error_code == ErrorCode.none
+    stale = await ask(broker, ApiKey.HEARTBEAT, 4, {
+        "group_id": "g", "generation_id": generation + 1, "member_id": member})
+    assert stale.error_code == ErrorCode.illegal_generation
+    listed = await ask(broker, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    assert [(g.group_id, g.protocol_type, g.group_state) for g in listed.groups] == \
+        [("g", "consumer", "Stable")]
+    described = await ask(broker, ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": ["g"], "include_authorized_operations": False})
+    (group,) = described.groups
+    assert (group.error_code, group.group_state, group.protocol_data) == \
+        (ErrorCode.none, "Stable", "range")
+    assert [(m.member_id, m.client_host, m.member_assignment) for m in group.members] == \
+        [(member, "/10.0.0.9", b"orders-0")]
+    left = await ask(broker, ApiKey.LEAVE_GROUP, 5, {
+        "group_id": "g", "members": [{"member_id": member, "group_instance_id": None}]})
+    assert left.error_code == ErrorCode.none
+    assert [(m.member_id, m.error_code) for m in left.members] == [(member, ErrorCode.none)]
+    described = await ask(broker, ApiKey.DESCRIBE_GROUPS, 5, {
+        "groups": ["g"], "include_authorized_operations": False})
+    assert (described.groups[0].group_state, list(described.groups[0].members)) == \
+        ("Empty", [])
+
+
+async def test_delete_groups_removes_an_empty_group(broker, coordinator) -> None:
+    create_topic(broker, "orders")
+    await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 1, "committed_metadata": None}]}]})
+    response = await ask(broker, ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g", "ghost"]})
+    assert [(g.group_id, g.error_code) for g in response.results] == [
+        ("g", ErrorCode.none), ("ghost", ErrorCode.group_id_not_found)]
+    described = await ask(broker, ApiKey.DESCRIBE_GROUPS, 6, {
+        "groups": ["g"], "include_authorized_operations": False})
+    assert described.groups[0].error_code == ErrorCode.group_id_not_found
+
+
+async def test_offset_delete_removes_a_partitions_committed_offset(broker, coordinator
+                                                                   ) -> None:
+    create_topic(broker, "orders", partitions=2)
+    await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 5, "committed_metadata": None},
+            {"partition_index": 1, "committed_offset": 6, "committed_metadata": None}]}]})
+    response = await ask(broker, ApiKey.OFFSET_DELETE, 0, {
+        "group_id": "g", "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0}]}]})
+    assert response.error_code == ErrorCode.none
+    assert [(p.partition_index, p.error_code) for p in response.topics[0].partitions] == \
+        [(0, ErrorCode.none)]
+    fetched_offsets = await ask(broker, ApiKey.OFFSET_FETCH, 9, {
+        "groups": [{"group_id": "g", "topics": [
+            {"name": "orders", "partition_indexes": [0, 1]}]}], "require_stable": False})
+    assert [(p.partition_index, p.committed_offset)
+            for p in fetched_offsets.groups[0].topics[0].partitions] == [(0, -1), (1, 6)]
+
+
+async def test_a_consumer_group_member_gets_an_assignment_and_commits(
+        broker, coordinator) -> None:
+    topic_id = create_topic(broker, "orders", partitions=3)
+    response = await ask(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": "cg", "member_id": "", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": ["orders"],
+        "server_assignor": None, "topic_partitions": []})
+    assert response.error_code == ErrorCode.none
+    assert response.member_id and response.member_epoch == 1
+    assert [(t.topic_id, sorted(t.partitions))
+            for t in response.assignment.topic_partitions] == [(topic_id, [0, 1, 2])]
+    described = await ask(broker, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": ["cg", "nothing"], "include_authorized_operations": False})
+    found = {g.group_id: g for g in described.groups}
+    assert (found["cg"].error_code, found["cg"].group_epoch) == (ErrorCode.none, 1)
+    assert [m.member_id for m in found["cg"].members] == [response.member_id]
+    assert found["nothing"].error_code == ErrorCode.group_id_not_found
+
+    create_topic(broker, "other")
+
+    async def commit(epoch: int) -> list[Any]:
+        committed = await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
+            "group_id": "cg", "generation_id_or_member_epoch": epoch,
+            "member_id": response.member_id, "topics": [
+                {"name": name, "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                               "committed_metadata": None}]}
+                for name in ("orders", "other")]})
+        return [p.error_code for t in committed.topics for p in t.partitions]
+
+    assert await commit(response.member_epoch) == [ErrorCode.none] * 2
+    assert await commit(response.member_epoch - 1) == [ErrorCode.stale_member_epoch] * 2
+    # The member's subscription keeps its topic's offsets from being deleted.
+    deleted = await ask(broker, ApiKey.OFFSET_DELETE, 0, {
+        "group_id": "cg", "topics": [{"name": name, "partitions": [{"partition_index": 0}]}
+                                     for name in ("orders", "other")]})
+    assert deleted.error_code == ErrorCode.none
+    assert [(t.name, p.error_code) for t in deleted.topics for p in t.partitions] == [
+        ("orders", ErrorCode.group_subscribed_to_topic), ("other", ErrorCode.none)]
