@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from ottla.broker.log_validator import (
     validate_batch,
 )
 from ottla.broker.partition import Partition, PartitionState
+from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import BatchHeader
@@ -50,7 +50,9 @@ class ReplicaManager:
 
     def apply_metadata(self, image: MetadataImage, now_ms: int,
                        budget_s: float | None = None) -> bool:
-        """Make the hosted partitions match the image (create, update, delete).
+        """Make the hosted partitions match the whole image (create, update, delete): at
+        start, after a snapshot, and when dynamic broker configs change every topic's
+        defaults. Each commit otherwise goes through ``apply_delta``.
 
         Opening a new log creates a directory and five files, milliseconds each, on the
         event loop. With ``budget_s`` it stops opening new logs once that much time has
@@ -59,43 +61,73 @@ class ReplicaManager:
         are followed. A partition whose log is not open yet answers
         NOT_LEADER_OR_FOLLOWER, which clients retry, as a Kafka broker does before its
         metadata publisher has made the log."""
-        deadline = None if budget_s is None else time.perf_counter() + budget_s
-        pending = False
-        wanted: dict[TopicPartition, tuple[uuid.UUID, PartitionState]] = {}
+        wanted: dict[TopicPartition, LocalReplica] = {}
         for topic in image.topics_by_name.values():
             for index, reg in topic.partitions.items():
                 if self.broker_id in reg.replicas:
-                    wanted[(topic.name, index)] = (topic.topic_id, PartitionState(
-                        reg.leader, reg.leader_epoch, reg.partition_epoch, list(reg.replicas),
-                        list(reg.isr)))
+                    wanted[(topic.name, index)] = LocalReplica(topic.topic_id, reg)
         for tp in [tp for tp in self.partitions if tp not in wanted]:
-            partition = self.partitions.pop(tp)
-            log.info("Removing partition %s-%d", *tp)
-            self.log_manager.delete_log(tp)
-            del partition
-            self._notify(tp)
+            self._remove(tp)
+        return self._host(image, wanted, now_ms, budget_s, update_configs=True)
+
+    def apply_delta(self, image: MetadataImage, delta: MetadataDelta, now_ms: int,
+                    budget_s: float | None = None) -> bool:
+        """Follow one commit: only the partitions and configs it changed (Kafka's
+        ``ReplicaManager.applyDelta`` with ``localChanges``). True if logs are left to
+        open, as for ``apply_metadata``, whose next call finishes them."""
+        if delta.full or delta.broker_configs:
+            return self.apply_metadata(image, now_ms, budget_s)
+        changes = local_changes(delta, image, self.broker_id)
+        for tp, partition in list(self.partitions.items()):
+            if partition.topic_id in changes.deleted_topics or tp in changes.deletes:
+                self._remove(tp)
         configs: dict[str, LogConfig] = {}
-        for tp, (topic_id, state) in wanted.items():
+        for tp, partition in self.partitions.items():
+            if tp[0] in delta.topic_configs:
+                config = configs.get(tp[0])
+                if config is None:
+                    config = configs[tp[0]] = self.log_config(image, tp[0])
+                partition.log.config = config
+        return self._host(image, {**changes.leaders, **changes.followers}, now_ms, budget_s,
+                          update_configs=False)
+
+    def _host(self, image: MetadataImage, replicas: dict[TopicPartition, LocalReplica],
+              now_ms: int, budget_s: float | None, update_configs: bool) -> bool:
+        """Open or update the partitions of ``replicas`` (as leader or follower)."""
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        pending = False
+        configs: dict[str, LogConfig] = {}
+        for tp, replica in replicas.items():
+            reg = replica.registration
+            state = PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch,
+                                   list(reg.replicas), list(reg.isr))
+            partition = self.partitions.get(tp)
+            if partition is not None and partition.topic_id != replica.topic_id:
+                self._remove(tp)  # deleted and created again under the same name
+                partition = None
+            if partition is not None and not update_configs:
+                partition.update_state(state)
+                continue
             config = configs.get(tp[0])
             if config is None:
                 config = configs[tp[0]] = self.log_config(image, tp[0])
-            partition = self.partitions.get(tp)
-            if partition is not None and partition.topic_id != topic_id:
-                # The topic was deleted and created again under the same name.
-                self.partitions.pop(tp)
-                self.log_manager.delete_log(tp)
-                partition = None
             if partition is None:
                 if pending:
                     continue
-                log_ = self.log_manager.load_log(tp, config, topic_id, now_ms)
-                self.partitions[tp] = Partition(tp[0], tp[1], topic_id, log_, self.broker_id,
-                                                state)
+                log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
+                self.partitions[tp] = Partition(tp[0], tp[1], replica.topic_id, log_,
+                                                self.broker_id, state)
                 pending = deadline is not None and time.perf_counter() >= deadline
             else:
                 partition.log.config = config
                 partition.update_state(state)
-        return pending and any(tp not in self.partitions for tp in wanted)
+        return pending and any(tp not in self.partitions for tp in replicas)
+
+    def _remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp)
+        log.info("Removing partition %s-%d", *tp)
+        self.log_manager.delete_log(tp)
+        self._notify(tp)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))

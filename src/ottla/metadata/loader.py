@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.metadata import records as r
+from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 
 STATE_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord,
@@ -22,6 +23,12 @@ class MetadataLoader:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self._transaction: list[tuple[Any, int]] | None = None
+        self.delta = MetadataDelta()
+        """What the records applied since the last ``take_delta`` changed."""
+
+    def take_delta(self) -> MetadataDelta:
+        delta, self.delta = self.delta, MetadataDelta()
+        return delta
 
     @property
     def in_transaction(self) -> bool:
@@ -34,6 +41,7 @@ class MetadataLoader:
         self.image.clear()
         for record in records:
             self.image.replay(record, end_offset - 1)
+        self.delta = MetadataDelta(full=True)
 
     def apply(self, record: Any, offset: int) -> bool:
         """Replay one committed record; whether the image's topics, brokers or configs
@@ -48,5 +56,6 @@ class MetadataLoader:
         elif self._transaction is not None:
             self._transaction.append((record, offset))
             return False
+        self.delta.note(record, self.image)
         self.image.replay(record, offset)
         return isinstance(record, STATE_RECORDS)

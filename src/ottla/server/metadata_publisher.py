@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
+from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 from ottla.metadata.loader import MetadataLoader
 from ottla.raft.messages import Committed
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 class MetadataPublisher:
     def __init__(self, image: MetadataImage, raft: RaftDriver, *,
-                 on_change: Callable[[], None] = lambda: None,
+                 on_change: Callable[[MetadataDelta], None] = lambda delta: None,
                  snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3600000,
                  clock: Callable[[], float] = time.time) -> None:
         self.image = image
@@ -85,8 +86,9 @@ class MetadataPublisher:
             self._bytes_since_snapshot += len(entry.raw) if entry.raw is not None else 0
             offset += entry.count
         self.applied_end = max(self.applied_end, offset)
-        if changed:
-            self.on_change()
+        delta = self.loader.take_delta()
+        if changed or delta.full:
+            self.on_change(delta)
         still = []
         for end, future in self._waiters:
             if end <= self.applied_end:

@@ -25,6 +25,7 @@ from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
 from ottla.controller.quorum_controller import QuorumController
 from ottla.metadata.bootstrap import read_bootstrap
+from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 from ottla.raft.description import QuorumDescription, ReplicaDescription
 from ottla.raft.quorum import RaftConfig
@@ -237,7 +238,7 @@ class Node:
         dynamic = {**image.broker_configs(None), **image.broker_configs(self.config.node_id)}
         return self.config.topic_defaults(dynamic)
 
-    def _on_metadata(self) -> None:
+    def _on_metadata(self, delta: MetadataDelta) -> None:
         """Committed metadata touched topics, brokers or configs: follow it here.
 
         Once serving, new logs are opened a slice of loop time at a time (a topic of
@@ -248,7 +249,7 @@ class Node:
             return
         now = self.now_ms()
         budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
-        more = self.broker.replica_manager.apply_metadata(self.image, now, budget)
+        more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)
         if self.group_coordinator is not None:
             self.group_coordinator.on_metadata(now)
         if more and not self._opening_logs:
@@ -256,8 +257,10 @@ class Node:
             asyncio.get_running_loop().call_soon(self._open_more_logs)
 
     def _open_more_logs(self) -> None:
+        """The logs a budgeted pass left unopened: a full pass against the image finishes
+        them (and follows whatever changed meanwhile)."""
         self._opening_logs = False
-        self._on_metadata()
+        self._on_metadata(MetadataDelta(full=True))
 
     def _describe_quorum(self) -> QuorumDescription:
         """DescribeQuorum's view of the metadata partition (complete on the leader)."""

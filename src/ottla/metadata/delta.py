@@ -1,0 +1,110 @@
+"""What a run of committed metadata records changed (Kafka's MetadataDelta), and what that
+means for one broker's replicas (Kafka's ``TopicsDelta.localChanges``).
+
+The loader notes each record it applies here, by key, so that the broker's replica
+manager and coordinators look at the partitions and configs that changed instead of
+diffing the whole image on every commit. A snapshot replaces the image: its delta is
+``full``, and whoever follows the image starts over from it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ottla.metadata import records as r
+from ottla.metadata.image import ConfigResourceType, MetadataImage, PartitionRegistration
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class MetadataDelta:
+    full: bool = False
+    """A snapshot replaced the image: everything may have changed."""
+    partitions: set[tuple[uuid.UUID, int]] = field(default_factory=set)
+    """(topic id, partition) created or changed (leader, ISR, replicas)."""
+    removed_topics: dict[uuid.UUID, str] = field(default_factory=dict)
+    """Topics deleted, by id, with the name they had."""
+    topic_configs: set[str] = field(default_factory=set)
+    """Topics whose dynamic configs changed."""
+    broker_configs: bool = False
+    """Dynamic broker configs changed: the defaults of every topic may have."""
+    brokers: set[int] = field(default_factory=set)
+    """Brokers registered, fenced, unfenced or gone."""
+    features: bool = False
+
+    def note(self, record: Any, image: MetadataImage) -> None:
+        """Note what ``record`` changes; call it before the image replays the record
+        (a RemoveTopicRecord names its topic only by id)."""
+        match record:
+            case r.PartitionRecord() | r.PartitionChangeRecord():
+                self.partitions.add((record.topic_id, record.partition_id))
+            case r.RemoveTopicRecord():
+                topic = image.topics_by_id.get(record.topic_id)
+                if topic is not None:
+                    self.removed_topics[record.topic_id] = topic.name
+                    self.partitions = {p for p in self.partitions if p[0] != record.topic_id}
+            case r.ConfigRecord():
+                if record.resource_type == ConfigResourceType.TOPIC:
+                    self.topic_configs.add(record.resource_name)
+                elif record.resource_type == ConfigResourceType.BROKER:
+                    self.broker_configs = True
+            case r.RegisterBrokerRecord() | r.UnregisterBrokerRecord():
+                self.brokers.add(record.broker_id)
+            case r.FenceBrokerRecord() | r.UnfenceBrokerRecord():
+                self.brokers.add(record.id)
+            case r.FeatureLevelRecord():
+                self.features = True
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.full or self.partitions or self.removed_topics or
+                    self.topic_configs or self.broker_configs or self.brokers or
+                    self.features)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalReplica:
+    topic_id: uuid.UUID
+    registration: PartitionRegistration
+
+
+@dataclass(slots=True)
+class LocalReplicaChanges:
+    """What one broker does about a delta: lead, follow, or stop hosting."""
+
+    leaders: dict[TopicPartition, LocalReplica] = field(default_factory=dict)
+    followers: dict[TopicPartition, LocalReplica] = field(default_factory=dict)
+    deletes: set[TopicPartition] = field(default_factory=set)
+    """Changed partitions this broker is no longer a replica of (whether it hosted them
+    is the replica manager's to know)."""
+    deleted_topics: dict[uuid.UUID, str] = field(default_factory=dict)
+    """Topics deleted: every partition of them hosted here goes."""
+
+
+def local_changes(delta: MetadataDelta, image: MetadataImage, broker_id: int
+                  ) -> LocalReplicaChanges:
+    """The changed partitions as ``broker_id`` sees them, from the image after the
+    delta. (A ``full`` delta is every partition of the image.)"""
+    changes = LocalReplicaChanges(deleted_topics=dict(delta.removed_topics))
+    keys: list[tuple[uuid.UUID, int]]
+    if delta.full:
+        keys = [(t.topic_id, p) for t in image.topics_by_id.values() for p in t.partitions]
+    else:
+        keys = sorted(delta.partitions)
+    for topic_id, index in keys:
+        topic = image.topics_by_id.get(topic_id)
+        if topic is None or index not in topic.partitions:
+            continue
+        registration = topic.partitions[index]
+        tp = (topic.name, index)
+        if broker_id not in registration.replicas:
+            changes.deletes.add(tp)
+        elif registration.leader == broker_id:
+            changes.leaders[tp] = LocalReplica(topic_id, registration)
+        else:
+            changes.followers[tp] = LocalReplica(topic_id, registration)
+    return changes
+
