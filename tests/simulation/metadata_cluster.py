@@ -24,7 +24,8 @@ from typing import Any
 
 from ottla.common.topics import NewTopic
 from ottla.controller.offset_control import OffsetControl
-from ottla.controller.quorum_controller import ControllerError, QuorumController
+from ottla.controller.quorum_controller import QuorumController
+from ottla.controller.results import ControllerError
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.image import ConfigResourceType, MetadataImage
@@ -169,27 +170,28 @@ def random_operation(rng: random.Random, c: QuorumController, now: int, base: in
     choice = rng.random()
     if not brokers or choice < 0.1:
         b = rng.randint(1, 4)
-        return c.register_broker(b, uuid.UUID(int=rng.getrandbits(128)),
-                                 [("PLAINTEXT", "h", 9000 + b, 0)], f"rack{b % 2}", base,
-                                 now_ms=now, unfence=False).records
+        return c.cluster.register_broker(
+            b, uuid.UUID(int=rng.getrandbits(128)), [("PLAINTEXT", "h", 9000 + b, 0)],
+            f"rack{b % 2}", base, now_ms=now, unfence=False).records
     broker = rng.choice(brokers)
     if choice < 0.3:
-        return c.broker_heartbeat(broker.broker_id, broker.epoch, base, False,
+        return c.cluster.broker_heartbeat(broker.broker_id, broker.epoch, base, False,
                                   rng.random() < 0.1, now).records
     if choice < 0.5:
-        return c.create_topics([NewTopic(f"t{rng.randint(0, 11)}", rng.randint(1, 3),
+        return c.replication.create_topics([NewTopic(f"t{rng.randint(0, 11)}", rng.randint(1, 3),
                                          rng.randint(1, 2))]).records
     if choice < 0.58 and topics:
-        return c.delete_topics([rng.choice(topics)], [None]).records
+        return c.replication.delete_topics([rng.choice(topics)], [None]).records
     if choice < 0.68 and topics:
-        return c.incremental_alter_configs([(ConfigResourceType.TOPIC, rng.choice(topics), [
+        return c.configuration.incremental_alter_configs([(
+            ConfigResourceType.TOPIC, rng.choice(topics), [
             ("retention.ms", 0, str(rng.randint(1, 10**6)))])]).records
     if choice < 0.76:
-        return c.fence_stale_brokers(now, 400).records
+        return c.cluster.fence_stale_brokers(now, 400).records
     if choice < 0.84:
-        return c.elect_leaders(rng.choice([0, 1]), None).records
+        return c.replication.elect_leaders(rng.choice([0, 1]), None).records
     if choice < 0.9:
-        return c.allocate_producer_ids(broker.broker_id, broker.epoch).records
+        return c.producer_ids.allocate_producer_ids(broker.broker_id, broker.epoch).records
     if choice < 0.95:
-        return c.balance_partition_leaders().records
+        return c.replication.balance_partition_leaders().records
     return [r.NoOpRecord()]

@@ -26,12 +26,9 @@ from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.topics import METADATA_TOPIC
 from ottla.common.uuids import kafka_uuid_text
-from ottla.controller.quorum_controller import (
-    OP_DELETE,
-    OP_SET,
-    NotControllerError,
-    QuorumController,
-)
+from ottla.controller.configuration_control import OP_DELETE, OP_SET
+from ottla.controller.quorum_controller import QuorumController
+from ottla.controller.results import NotControllerError
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey, request_schema
@@ -143,7 +140,7 @@ def make_env(metadata_version: int | None = None) -> Env:
     controller = QuorumController(config.node_id, rng=random.Random(7))
     channel = StandInChannel(controller, describe(config))
     if metadata_version is None:
-        channel.append(controller.bootstrap_records())
+        channel.append(controller.features.bootstrap_records())
     else:
         channel.append([r.FeatureLevelRecord(name=METADATA_VERSION,
                                              feature_level=metadata_version)])
@@ -754,7 +751,7 @@ async def test_envelope_answers_an_inner_handler_that_fails(
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug in the controller")
 
-    monkeypatch.setattr(env.controller, "delete_topics", broken)
+    monkeypatch.setattr(env.controller.replication, "delete_topics", broken)
     data = inner_request(ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
         {"name": "a", "topic_id": uuid.UUID(int=0)}]})
     response = await envelope(env, data)

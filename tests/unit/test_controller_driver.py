@@ -8,11 +8,8 @@ from typing import Any
 
 import pytest
 
-from ottla.controller.quorum_controller import (
-    ControllerResult,
-    NotControllerError,
-    QuorumController,
-)
+from ottla.controller.quorum_controller import QuorumController
+from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.metadata import records as r
 from ottla.raft.messages import Committed, Entry
 from ottla.server.controller_driver import MAX_RECORDS_PER_BATCH, ControllerDriver

@@ -23,16 +23,16 @@ def busy_controller(seed: int = 7) -> QuorumController:
         return result.response
 
     for b in (1, 2, 3):
-        apply(c.register_broker(b, uuid.UUID(int=b), [("PLAINTEXT", "h", 9000 + b, 0)],
-                                f"rack{b % 2}", b * 10))
-    apply(c.create_topics([NewTopic("a", 3, 2, configs={"retention.ms": "1000"}),
+        apply(c.cluster.register_broker(
+            b, uuid.UUID(int=b), [("PLAINTEXT", "h", 9000 + b, 0)], f"rack{b % 2}", b * 10))
+    apply(c.replication.create_topics([NewTopic("a", 3, 2, configs={"retention.ms": "1000"}),
                            NewTopic("b", assignments={0: [2], 1: [3]})]))
-    apply(c.incremental_alter_configs([(ConfigResourceType.BROKER, "", [
+    apply(c.configuration.incremental_alter_configs([(ConfigResourceType.BROKER, "", [
         ("log.retention.bytes", 0, "5")])]))
-    apply(c.allocate_producer_ids(1, 10))
-    apply(c.fence_stale_brokers(0, 1, frozenset()))  # records first contact
+    apply(c.producer_ids.allocate_producer_ids(1, 10))
+    apply(c.cluster.fence_stale_brokers(0, 1, frozenset()))  # records first contact
     c.replay(r.FenceBrokerRecord(id=3, epoch=30))
-    apply(c.update_features([("metadata.version", 21, 1)]))
+    apply(c.features.update_features([("metadata.version", 21, 1)]))
     return c
 
 

@@ -123,7 +123,7 @@ class OffsetControl:
 
     def claim(self, epoch: int) -> None:
         self.claim_epoch = epoch
-        self.controller.last_heartbeat_ms.clear()  # soft state: rebuilt from heartbeats
+        self.controller.cluster.last_heartbeat_ms.clear()  # soft state: rebuilt from heartbeats
 
     def renounce(self) -> None:
         self.claim_epoch = -1

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.client.async_client import AsyncClient, NodeUnavailable
-from ottla.controller.quorum_controller import ControllerResult, NotControllerError
+from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.error_response import error_response

@@ -31,11 +31,8 @@ from typing import Any
 
 from ottla.common.features import METADATA_VERSION
 from ottla.controller.offset_control import OffsetControl
-from ottla.controller.quorum_controller import (
-    ControllerResult,
-    NotControllerError,
-    QuorumController,
-)
+from ottla.controller.quorum_controller import QuorumController
+from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.metadata import records as r
 from ottla.raft.messages import Committed
 from ottla.server.raft_driver import RaftDriver
@@ -197,7 +194,7 @@ class ControllerDriver:
         while True:
             await asyncio.sleep(step)
             try:
-                fenced = await self.submit(lambda c: c.fence_stale_brokers(
+                fenced = await self.submit(lambda c: c.cluster.fence_stale_brokers(
                     self.now_ms(), self.session_timeout_ms))
                 for broker_id in fenced or ():
                     log.info("Fenced broker %d: no heartbeat for %d ms", broker_id,
@@ -206,7 +203,7 @@ class ControllerDriver:
                 interval = self.leader_balance_interval_s
                 if interval is not None and mono - last_balance >= interval:
                     last_balance = mono
-                    moved = await self.submit(lambda c: c.balance_partition_leaders())
+                    moved = await self.submit(lambda c: c.replication.balance_partition_leaders())
                     if moved:
                         log.info("Moved %d leaderships back to preferred replicas", len(moved))
                 if idle_s is not None and time.monotonic() - self._last_write >= idle_s:

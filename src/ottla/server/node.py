@@ -117,7 +117,7 @@ class Node:
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
                 controller, self.raft,
-                bootstrap_records=lambda: boot_records or controller.bootstrap_records(),
+                bootstrap_records=lambda: boot_records or controller.features.bootstrap_records(),
                 session_timeout_ms=cfg["broker.session.timeout.ms"],
                 leader_balance_interval_s=cfg["leader.imbalance.check.interval.seconds"]
                 if cfg["auto.leader.rebalance.enable"] else None,

@@ -22,7 +22,7 @@ async def handle_alter_configs(controller: ControllerServices, ctx: RequestConte
     resources = [(res.resource_type, res.resource_name,
                   {c.name: c.value for c in res.configs}) for res in req.resources]
     results = await controller.channel.submit(
-        lambda c: c.alter_configs(resources, req.validate_only))
+        lambda c: c.configuration.alter_configs(resources, req.validate_only))
     return _alter_response(results)
 
 
@@ -32,7 +32,7 @@ async def handle_incremental_alter_configs(controller: ControllerServices, ctx: 
                   [(c.name, c.config_operation, c.value) for c in res.configs])
                  for res in req.resources]
     results = await controller.channel.submit(
-        lambda c: c.incremental_alter_configs(resources, req.validate_only))
+        lambda c: c.configuration.incremental_alter_configs(resources, req.validate_only))
     return _alter_response(results)
 
 
@@ -45,7 +45,7 @@ async def handle_update_features(controller: ControllerServices, ctx: RequestCon
                for u in req.feature_updates]
     validate_only = bool(getattr(req, "validate_only", False))
     results = await controller.channel.submit(
-        lambda c: c.update_features(updates, validate_only))
+        lambda c: c.features.update_features(updates, validate_only))
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "results": [{"feature": name, "error_code": error, "error_message": message}
                         for name, (error, message) in results.items()]}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ottla.controller.quorum_controller import NotControllerError
+from ottla.controller.results import NotControllerError
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, MalformedRequest
 from ottla.protocol.requests import ApiSpec, RequestContext

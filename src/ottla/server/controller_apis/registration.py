@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.controller.quorum_controller import ControllerError, IsrChange
+from ottla.controller.replication_control import IsrChange
+from ottla.controller.results import ControllerError
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
@@ -27,7 +28,7 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
     endpoints = [(ln.name, ln.host, ln.port, ln.security_protocol) for ln in req.listeners]
     channel = controller.channel
     try:
-        epoch = await channel.submit(lambda c: c.register_broker(
+        epoch = await channel.submit(lambda c: c.cluster.register_broker(
             req.broker_id, req.incarnation_id, endpoints, req.rack, channel.next_offset(),
             now_ms=ctx.now_ms(), unfence=False))
     except ControllerError as e:
@@ -38,7 +39,7 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
 async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestContext,
                                   req: Any) -> dict[str, Any]:
     try:
-        reply = await controller.channel.submit(lambda c: c.broker_heartbeat(
+        reply = await controller.channel.submit(lambda c: c.cluster.broker_heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
             req.want_shut_down, ctx.now_ms()))
     except ControllerError as e:
@@ -63,7 +64,7 @@ async def handle_alter_partition(controller: ControllerServices, ctx: RequestCon
                                      p.leader_recovery_state, p.partition_epoch))
     try:
         error, results = await controller.channel.submit(
-            lambda c: c.alter_partition(req.broker_id, req.broker_epoch, changes))
+            lambda c: c.replication.alter_partition(req.broker_id, req.broker_epoch, changes))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "topics": []}
     topics: dict[Any, list[dict[str, Any]]] = {}
@@ -82,7 +83,7 @@ async def handle_allocate_producer_ids(controller: ControllerServices, ctx: Requ
     """A block of producer ids for a broker's idempotent and transactional producers."""
     try:
         start, length = await controller.channel.submit(
-            lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch))
+            lambda c: c.producer_ids.allocate_producer_ids(req.broker_id, req.broker_epoch))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "producer_id_start": -1,
                 "producer_id_len": 0}

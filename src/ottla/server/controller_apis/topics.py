@@ -21,7 +21,7 @@ async def handle_create_topics(controller: ControllerServices, ctx: RequestConte
         configs={c.name: c.value for c in t.configs}) for t in req.topics]
     validate_only = req.validate_only
     results = await controller.channel.submit(
-        lambda c: c.create_topics(new_topics, validate_only))
+        lambda c: c.replication.create_topics(new_topics, validate_only))
     topics = []
     for new, result in zip(new_topics, results):
         entry: dict[str, Any] = {
@@ -58,7 +58,7 @@ async def handle_delete_topics(controller: ControllerServices, ctx: RequestConte
     else:
         names = list(req.topic_names)
         ids = [None] * len(names)
-    results = await controller.channel.submit(lambda c: c.delete_topics(names, ids))
+    results = await controller.channel.submit(lambda c: c.replication.delete_topics(names, ids))
     return {"throttle_time": 0, "responses": [
         {"name": name, "topic_id": topic_id, "error_code": code, "error_message": msg}
         for name, topic_id, code, msg in results]}
@@ -70,7 +70,7 @@ async def handle_create_partitions(controller: ControllerServices, ctx: RequestC
                  [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
                 for t in req.topics]
     results = await controller.channel.submit(
-        lambda c: c.create_partitions(requests, req.validate_only))
+        lambda c: c.replication.create_partitions(requests, req.validate_only))
     return {"throttle_time": 0, "results": [
         {"name": name, "error_code": code, "error_message": msg}
         for name, code, msg in results]}
@@ -86,7 +86,7 @@ async def handle_elect_leaders(controller: ControllerServices, ctx: RequestConte
     wanted = None if req.topic_partitions is None else [
         (tp.topic, p) for tp in req.topic_partitions for p in tp.partitions]
     results = await controller.channel.submit(
-        lambda c: c.elect_leaders(election_type, wanted))
+        lambda c: c.replication.elect_leaders(election_type, wanted))
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), (error, message) in results.items():
         by_topic.setdefault(topic, []).append(

@@ -1,0 +1,464 @@
+"""Topics, partitions and who leads them (Kafka's ReplicationControlManager): creating and
+deleting topics, adding partitions, placing replicas, AlterPartition from leaders,
+preferred and unclean elections, and what fencing or unfencing a broker does to the
+partitions. Every leader and ISR change is decided by ``PartitionChangeBuilder``."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ottla.common.config import ConfigError
+from ottla.common.topic_configs import validate_topic_configs
+from ottla.common.topics import NewTopic, topic_name_problem
+from ottla.controller.partition_change import Election, PartitionChangeBuilder
+from ottla.controller.placement import place
+from ottla.controller.results import (
+    BatchTooLarge,
+    ControllerError,
+    ControllerResult,
+    check_user_op,
+)
+from ottla.metadata import records as r
+from ottla.metadata.image import (
+    NO_LEADER,
+    ConfigResourceType,
+    MetadataImage,
+    PartitionRegistration,
+)
+from ottla.protocol.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition of an AlterPartition request; ``new_isr``: (broker, epoch or -1)."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[tuple[int, int], ...]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
+@dataclass(slots=True)
+class AlterPartitionResult:
+    error: ErrorCode
+    leader: int = -1
+    leader_epoch: int = -1
+    isr: list[int] = field(default_factory=list)
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+
+
+@dataclass(slots=True)
+class TopicResult:
+    name: str
+    error: ErrorCode = ErrorCode.none
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+_ELECTION_MESSAGES = {
+    ErrorCode.election_not_needed: "Leader election not needed for {tp}",
+    ErrorCode.preferred_leader_not_available:
+        "Preferred replica {preferred} of {tp} is not live or not in the ISR",
+    ErrorCode.eligible_leaders_not_available: "No live replica of {tp} can lead",
+}
+
+
+def validate_topic_name(name: str) -> None:
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise ControllerError(ErrorCode.invalid_topic_exception, problem)
+
+
+class ReplicationControlManager:
+    def __init__(self, image: MetadataImage, rng: random.Random, *,
+                 default_num_partitions: int = 1, default_replication_factor: int = 1,
+                 delete_topic_enable: bool = True) -> None:
+        self.image = image
+        self.rng = rng
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.delete_topic_enable = delete_topic_enable
+
+    def _uuid(self) -> uuid.UUID:
+        while True:
+            value = uuid.UUID(int=self.rng.getrandbits(128), version=4)
+            if value not in self.image.topics_by_id:
+                return value
+
+    def _live(self) -> set[int]:
+        return {b.broker_id for b in self.image.live_brokers()}
+
+    # --- topics ----------------------------------------------------------------------
+
+    def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False
+                      ) -> ControllerResult:
+        records: list[Any] = []
+        results: list[TopicResult] = []
+        seen: set[str] = set()
+        planned = 0  # validate_only counts what it would write, as Kafka does
+        for topic in topics:
+            if topic.name in seen:
+                results.append(TopicResult(topic.name, ErrorCode.invalid_request,
+                                           f"Duplicate topic name {topic.name} in the request"))
+                continue
+            seen.add(topic.name)
+            try:
+                topic_records, result = self._create_topic(topic, records, planned)
+            except BatchTooLarge:
+                raise
+            except ControllerError as e:
+                results.append(TopicResult(topic.name, e.code, e.message))
+                continue
+            planned += len(topic_records)
+            if not validate_only:
+                records.extend(topic_records)
+            results.append(result)
+        return ControllerResult(records, results)
+
+    def _create_topic(self, topic: NewTopic, pending: list[Any], planned: int
+                      ) -> tuple[list[Any], TopicResult]:
+        validate_topic_name(topic.name)
+        if topic.name in self.image.topics_by_name:
+            raise ControllerError(ErrorCode.topic_already_exists,
+                                  f"Topic '{topic.name}' already exists.")
+        collision = topic.name.replace(".", "_")
+        pending_names = [rec.name for rec in pending if isinstance(rec, r.TopicRecord)]
+        for existing in list(self.image.topics_by_name) + pending_names:
+            if existing != topic.name and existing.replace(".", "_") == collision:
+                raise ControllerError(ErrorCode.invalid_topic_exception,
+                                      f"Topic '{topic.name}' collides with existing topic: "
+                                      f"{existing}")
+        try:
+            validate_topic_configs(topic.configs)
+        except ConfigError as e:
+            raise ControllerError(ErrorCode.invalid_config, str(e)) from None
+        brokers = self.image.live_brokers()
+        fixed_records = 1 + sum(v is not None for v in topic.configs.values())
+        if topic.assignments:
+            check_user_op(planned + fixed_records + len(topic.assignments))
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise ControllerError(ErrorCode.invalid_request,
+                                      "Both numPartitions or replicationFactor and "
+                                      "replicasAssignments were set. Both cannot be used at "
+                                      "the same time.")
+            assignments = self._validate_assignments(topic.assignments, 0)
+        else:
+            partitions = (self.default_num_partitions if topic.num_partitions == -1
+                          else topic.num_partitions)
+            rf = (self.default_replication_factor if topic.replication_factor == -1
+                  else topic.replication_factor)
+            if partitions <= 0:
+                raise ControllerError(ErrorCode.invalid_partitions,
+                                      "Number of partitions was set to an invalid non-positive "
+                                      "value.")
+            if rf <= 0:
+                raise ControllerError(ErrorCode.invalid_replication_factor,
+                                      "Replication factor must be larger than 0, or -1 to use "
+                                      "the default value.")
+            check_user_op(planned + fixed_records + partitions)
+            try:
+                assignments = place(partitions, rf, brokers, self.rng)
+            except ValueError as e:
+                raise ControllerError(ErrorCode.invalid_replication_factor, str(e)) from None
+        topic_id = self._uuid()
+        records: list[Any] = [r.TopicRecord(name=topic.name, topic_id=topic_id)]
+        for name, value in sorted(topic.configs.items()):
+            if value is not None:
+                records.append(r.ConfigRecord(resource_type=ConfigResourceType.TOPIC,
+                                              resource_name=topic.name, name=name, value=value))
+        records.extend(self._partition_record(topic_id, p, replicas)
+                       for p, replicas in enumerate(assignments))
+        return records, TopicResult(topic.name, topic_id=topic_id,
+                                    num_partitions=len(assignments),
+                                    replication_factor=len(assignments[0]))
+
+    def _partition_record(self, topic_id: uuid.UUID, partition: int, replicas: list[int]
+                          ) -> r.PartitionRecord:
+        live = self._live()
+        isr = [b for b in replicas if b in live] or list(replicas)
+        leader = next((b for b in replicas if b in live), NO_LEADER)
+        return r.PartitionRecord(partition_id=partition, topic_id=topic_id,
+                                 replicas=tuple(replicas), isr=tuple(isr), leader=leader,
+                                 leader_epoch=0, partition_epoch=0)
+
+    def _validate_assignments(self, assignments: Mapping[int, Sequence[int]], first: int
+                              ) -> list[list[int]]:
+        registered = set(self.image.brokers)
+        expected = list(range(first, first + len(assignments)))
+        if sorted(assignments) != expected:
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  "Partitions should be a consecutive 0-based integer sequence")
+        result = []
+        rf = None
+        for p in expected:
+            replicas = list(assignments[p])
+            if not replicas:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes an empty "
+                                      f"replica list for partition {p}.")
+            if len(set(replicas)) != len(replicas):
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes the broker "
+                                      f"{replicas} more than once.")
+            unknown = [b for b in replicas if b not in registered]
+            if unknown:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes broker "
+                                      f"{unknown[0]}, but no such broker is registered.")
+            if rf is not None and len(replicas) != rf:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      "The manual partition assignment includes a partition "
+                                      f"with {len(replicas)} replica(s), but this is not "
+                                      f"consistent with previous partitions, which have {rf} "
+                                      "replica(s).")
+            rf = len(replicas)
+            result.append(replicas)
+        return result
+
+    def delete_topics(self, names: Sequence[str | None], ids: Sequence[uuid.UUID | None]
+                      ) -> ControllerResult:
+        """Delete topics by name or id; response: [(name, topic_id, error, message)]."""
+        records: list[Any] = []
+        results = []
+        removed: set[uuid.UUID] = set()
+        for name, topic_id in zip(names, ids):
+            topic = (self.image.topics_by_name.get(name) if name
+                     else self.image.topics_by_id.get(topic_id))  # type: ignore[arg-type]
+            if topic is None:
+                code = ErrorCode.unknown_topic_id if not name else \
+                    ErrorCode.unknown_topic_or_partition
+                msg = "This server does not host this topic ID." if not name else \
+                    "This server does not host this topic-partition."
+                results.append((name, topic_id, code, msg))
+                continue
+            if not self.delete_topic_enable:
+                results.append((topic.name, topic.topic_id, ErrorCode.topic_deletion_disabled,
+                                "Topic deletion is disabled."))
+                continue
+            if topic.topic_id not in removed:
+                removed.add(topic.topic_id)
+                records.append(r.RemoveTopicRecord(topic_id=topic.topic_id))
+            results.append((topic.name, topic.topic_id, ErrorCode.none, None))
+        check_user_op(len(records))
+        return ControllerResult(records, results)
+
+    def create_partitions(self, requests: Sequence[tuple[str, int, list[list[int]] | None]],
+                          validate_only: bool = False) -> ControllerResult:
+        """Add partitions: (topic, new total count, assignments or None) per topic."""
+        records: list[Any] = []
+        results = []
+        planned = 0
+        for name, count, assignments in requests:
+            try:
+                topic = self.image.topics_by_name.get(name)
+                if topic is None:
+                    raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                          f"The topic '{name}' does not exist.")
+                current = len(topic.partitions)
+                if count < current:
+                    raise ControllerError(ErrorCode.invalid_partitions,
+                                          f"Topic currently has {current} partitions, which is "
+                                          f"higher than the requested {count}.")
+                if count == current:
+                    raise ControllerError(ErrorCode.invalid_partitions,
+                                          f"Topic already has {current} partitions.")
+                rf = len(next(iter(topic.partitions.values())).replicas)
+                new = count - current
+                planned += new
+                check_user_op(planned)
+                if assignments is not None:
+                    if len(assignments) != new:
+                        raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                              f"Attempted to add {new} additional partition(s), "
+                                              f"but only {len(assignments)} assignment(s) were "
+                                              "specified.")
+                    placed = self._validate_assignments(
+                        dict(enumerate(assignments, start=current)), current)
+                else:
+                    try:
+                        placed = place(new, rf, self.image.live_brokers(), self.rng, current)
+                    except ValueError as e:
+                        raise ControllerError(ErrorCode.invalid_replication_factor,
+                                              str(e)) from None
+                if not validate_only:
+                    records.extend(self._partition_record(topic.topic_id, current + i, replicas)
+                                   for i, replicas in enumerate(placed))
+                results.append((name, ErrorCode.none, None))
+            except BatchTooLarge:
+                raise
+            except ControllerError as e:
+                results.append((name, e.code, e.message))
+        return ControllerResult(records, results)
+
+    # --- leaders and ISRs ----------------------------------------------------------------
+
+    def handle_broker_fenced(self, broker_id: int) -> list[Any]:
+        """The partitions ``broker_id`` led go to another live in-sync replica (or none),
+        and it leaves their ISR unless it is the last member."""
+        live = self._live() - {broker_id}
+        records: list[Any] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in topic.partitions.items():
+                if part.leader != broker_id:
+                    continue
+                isr = [b for b in part.isr if b != broker_id] or list(part.isr)
+                record = PartitionChangeBuilder(topic.topic_id, index, part, live) \
+                    .with_isr(isr).build()
+                if record is not None:
+                    records.append(record)
+        return records
+
+    def handle_broker_unfenced(self, broker_id: int) -> list[Any]:
+        """Partitions without a leader that ``broker_id`` is in sync for get it."""
+        live = self._live() | {broker_id}
+        records: list[Any] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in topic.partitions.items():
+                if part.leader == NO_LEADER and broker_id in part.isr:
+                    record = PartitionChangeBuilder(topic.topic_id, index, part, live).build()
+                    if record is not None:
+                        records.append(record)
+        return records
+
+    def alter_partition(self, broker_id: int, broker_epoch: int,
+                        changes: Sequence[IsrChange]) -> ControllerResult:
+        """AlterPartition: a leader shrinks or expands its ISR. Response: the top-level
+        error and, per (topic id, partition), an AlterPartitionResult."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or broker.epoch != broker_epoch:
+            return ControllerResult([], (ErrorCode.stale_broker_epoch, {}))
+        records: list[Any] = []
+        results: dict[tuple[uuid.UUID, int], AlterPartitionResult] = {}
+        for change in changes:
+            topic = self.image.topics_by_id.get(change.topic_id)
+            key = (change.topic_id, change.partition)
+            if topic is None:
+                results[key] = AlterPartitionResult(ErrorCode.unknown_topic_id)
+                continue
+            part = topic.partitions.get(change.partition)
+            if part is None:
+                results[key] = AlterPartitionResult(ErrorCode.unknown_topic_or_partition)
+                continue
+            error = self._check_isr_change(broker_id, part, change)
+            if error != ErrorCode.none:
+                results[key] = AlterPartitionResult(error, part.leader, part.leader_epoch,
+                                                    list(part.isr), part.leader_recovery_state,
+                                                    part.partition_epoch)
+                continue
+            isr = [b for b, _ in change.new_isr]
+            record = PartitionChangeBuilder(change.topic_id, change.partition, part,
+                                            self._live() | {broker_id}) \
+                .with_isr(isr).with_recovery_state(change.leader_recovery_state).build()
+            epoch = part.partition_epoch
+            if record is not None:
+                records.append(record)
+                epoch += 1
+            results[key] = AlterPartitionResult(
+                ErrorCode.none, part.leader, part.leader_epoch, isr,
+                change.leader_recovery_state, epoch)
+        return ControllerResult(records, (ErrorCode.none, results))
+
+    def _check_isr_change(self, broker_id: int, part: Any, change: IsrChange) -> ErrorCode:
+        if change.leader_epoch != part.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        if broker_id != part.leader:
+            return ErrorCode.invalid_request
+        if change.partition_epoch != part.partition_epoch:
+            return ErrorCode.invalid_update_version
+        if change.leader_recovery_state not in (0, 1) or \
+                (part.leader_recovery_state == 0 and change.leader_recovery_state == 1):
+            return ErrorCode.invalid_request
+        members = [b for b, _ in change.new_isr]
+        if len(set(members)) != len(members) or part.leader not in members:
+            return ErrorCode.invalid_request
+        for member, epoch in change.new_isr:
+            registered = self.image.brokers.get(member)
+            if member not in part.replicas or registered is None or registered.fenced or \
+                    registered.in_controlled_shutdown or \
+                    (epoch >= 0 and epoch != registered.epoch):
+                return ErrorCode.ineligible_replica
+        return ErrorCode.none
+
+    def elect_leaders(self, election_type: int,
+                      partitions: Sequence[tuple[str, int]] | None) -> ControllerResult:
+        """ElectLeaders: preferred (0) or unclean (1) elections; response: {(topic,
+        partition): (error, message)}. ``None`` means every partition, and then only the
+        partitions that got a new leader are reported, as Kafka does."""
+        live = self._live()
+        everything = partitions is None
+        if partitions is None:
+            partitions = [(t.name, p) for t in self.image.topics_by_id.values()
+                          for p in t.partitions]
+        records: list[Any] = []
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for name, index in partitions:
+            topic = self.image.topics_by_name.get(name)
+            part = topic.partitions.get(index) if topic is not None else None
+            if topic is None or part is None:
+                results[(name, index)] = (ErrorCode.unknown_topic_or_partition,
+                                          f"{name}-{index} does not exist")
+                continue
+            if election_type == 0:
+                error = self._preferred_problem(part, live)
+                election = Election.PREFERRED
+            else:
+                error = self._unclean_problem(part, live)
+                election = Election.UNCLEAN
+            if error == ErrorCode.none:
+                record = PartitionChangeBuilder(topic.topic_id, index, part, live,
+                                                election).build()
+                if record is not None:
+                    records.append(record)
+            if not (everything and error != ErrorCode.none):
+                results[(name, index)] = (error, _ELECTION_MESSAGES.get(error, "").format(
+                    tp=f"{name}-{index}", preferred=part.replicas[0]) or None)
+        check_user_op(len(records))
+        return ControllerResult(records, results)
+
+    def balance_partition_leaders(self, max_elections: int = 1000) -> ControllerResult:
+        """The periodic preferred-leader election (auto.leader.rebalance.enable): every
+        partition whose preferred replica is live and in the ISR but not leading gets
+        it back as leader. Response: the (topic, partition)s moved."""
+        live = self._live()
+        records: list[Any] = []
+        moved: list[tuple[str, int]] = []
+        for topic in self.image.topics_by_id.values():
+            for index, part in sorted(topic.partitions.items()):
+                if len(records) >= max_elections:
+                    break
+                if self._preferred_problem(part, live) != ErrorCode.none:
+                    continue
+                record = PartitionChangeBuilder(topic.topic_id, index, part, live,
+                                                Election.PREFERRED).build()
+                if record is not None:
+                    records.append(record)
+                    moved.append((topic.name, index))
+        return ControllerResult(records, moved)
+
+    @staticmethod
+    def _preferred_problem(part: PartitionRegistration, live: set[int]) -> ErrorCode:
+        """Why a preferred election of ``part`` cannot or need not happen (or none)."""
+        preferred = part.replicas[0]
+        if part.leader == preferred:
+            return ErrorCode.election_not_needed
+        if preferred not in live or preferred not in part.isr:
+            return ErrorCode.preferred_leader_not_available
+        return ErrorCode.none
+
+    @staticmethod
+    def _unclean_problem(part: PartitionRegistration, live: set[int]) -> ErrorCode:
+        """Why an unclean election of ``part`` cannot or need not happen (or none)."""
+        if part.leader != NO_LEADER:
+            return ErrorCode.election_not_needed
+        if not any(b in live for b in part.replicas):
+            return ErrorCode.eligible_leaders_not_available
+        return ErrorCode.none

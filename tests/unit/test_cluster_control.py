@@ -1,0 +1,59 @@
+"""Broker registration, heartbeats and fencing (ClusterControlManager)."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from ottla.common.topics import NewTopic
+from ottla.controller.quorum_controller import QuorumController
+from ottla.controller.results import ControllerError
+from ottla.protocol.errors import ErrorCode
+from tests.controllers import apply
+
+
+def test_heartbeats_unfence_a_caught_up_broker_and_silence_fences_it() -> None:
+    c = QuorumController(1, rng=random.Random(1))
+    apply(c, c.cluster.register_broker(
+        1, uuid.uuid4(), [("PLAINTEXT", "h", 9001, 0)], None, 1, now_ms=0).records)
+    result = c.cluster.register_broker(
+        2, uuid.uuid4(), [("PLAINTEXT", "h", 9002, 0)], None, 10, now_ms=0, unfence=False)
+    apply(c, result.records)
+    assert c.image.brokers[2].fenced
+    behind = c.cluster.broker_heartbeat(2, 10, metadata_offset=5, want_fence=False,
+                                want_shutdown=False, now_ms=100)
+    assert behind.records == [] and behind.response.is_fenced
+    caught_up = c.cluster.broker_heartbeat(2, 10, 10, False, False, now_ms=200)
+    assert not caught_up.response.is_fenced
+    apply(c, caught_up.records)
+    apply(c, c.replication.create_topics([NewTopic("t", assignments={0: [2], 1: [1]}),
+                              NewTopic("u", assignments={0: [2, 1]})]).records)
+    topic = c.image.topics_by_name["t"]
+
+    def shared():  # a partition's registration is replaced, not changed, by a record
+        return c.image.topics_by_name["u"].partitions[0]
+    assert [topic.partitions[p].leader for p in (0, 1)] == [2, 1]
+    assert shared().leader == 2 and shared().isr == [2, 1]
+
+    with pytest.raises(ControllerError) as stale:
+        c.cluster.broker_heartbeat(2, 9, 10, False, False, now_ms=300)
+    assert stale.value.code == ErrorCode.stale_broker_epoch
+    assert c.cluster.fence_stale_brokers(now_ms=5000, session_timeout_ms=9000).records == []
+    silent = c.cluster.fence_stale_brokers(now_ms=9201, session_timeout_ms=9000,
+                                   exempt=frozenset({1}))
+    assert silent.response == [2]
+    apply(c, silent.records)
+    assert c.image.brokers[2].fenced
+    assert topic.partitions[0].leader == -1  # its only replica is fenced
+    assert topic.partitions[1].leader == 1
+    assert shared().leader == 1 and shared().isr == [1]  # moved to the other ISR member
+
+    back = c.cluster.broker_heartbeat(2, 10, 10, False, False, now_ms=9300)
+    apply(c, back.records)
+    assert not c.image.brokers[2].fenced and topic.partitions[0].leader == 2
+    shutdown = c.cluster.broker_heartbeat(2, 10, 10, False, True, now_ms=9400)
+    assert shutdown.response.should_shut_down and shutdown.response.is_fenced
+    apply(c, shutdown.records)
+    assert topic.partitions[0].leader == -1

@@ -1,0 +1,213 @@
+"""Topics, partitions, leaders and ISRs (ReplicationControlManager): creating and deleting
+topics, adding partitions, elections, AlterPartition and the per-operation record bound."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from ottla.common.topics import NewTopic
+from ottla.controller.quorum_controller import QuorumController
+from ottla.controller.results import BatchTooLarge
+from ottla.metadata import records as r
+from ottla.protocol.errors import ErrorCode
+from tests.controllers import apply, controller
+
+
+def test_create_topic_writes_topic_config_and_partition_records() -> None:
+    c = controller(3)
+    result = c.replication.create_topics(
+        [NewTopic("orders", 3, 2, configs={"retention.ms": "1000"})])
+    kinds = [type(rec).__name__ for rec in result.records]
+    assert kinds == ["TopicRecord", "ConfigRecord"] + ["PartitionRecord"] * 3
+    apply(c, result.records)
+    topic = c.image.topics_by_name["orders"]
+    assert result.response[0].topic_id == topic.topic_id
+    assert all(len(p.replicas) == 2 and p.leader == p.replicas[0]
+               for p in topic.partitions.values())
+    leaders = sorted(p.leader for p in topic.partitions.values())
+    assert len(set(leaders)) == 3  # striped across the brokers
+    assert c.image.topic_configs("orders") == {"retention.ms": "1000"}
+
+
+@pytest.mark.parametrize("topic,code", [
+    (NewTopic("bad name!"), ErrorCode.invalid_topic_exception),
+    (NewTopic("x" * 250), ErrorCode.invalid_topic_exception),
+    (NewTopic(".."), ErrorCode.invalid_topic_exception),
+    (NewTopic("t", 0), ErrorCode.invalid_partitions),
+    (NewTopic("t", 1, 0), ErrorCode.invalid_replication_factor),
+    (NewTopic("t", 1, 2), ErrorCode.invalid_replication_factor),
+    (NewTopic("t", configs={"no.such.config": "1"}), ErrorCode.invalid_config),
+    (NewTopic("t", configs={"retention.ms": "soon"}), ErrorCode.invalid_config),
+    (NewTopic("t", configs={"cleanup.policy": "shred"}), ErrorCode.invalid_config),
+    (NewTopic("t", 1, assignments={0: [1]}), ErrorCode.invalid_request),
+    (NewTopic("t", assignments={1: [1]}), ErrorCode.invalid_replica_assignment),
+    (NewTopic("t", assignments={0: [7]}), ErrorCode.invalid_replica_assignment),
+    (NewTopic("t", assignments={0: [1, 1]}), ErrorCode.invalid_replica_assignment),
+])
+def test_invalid_topics_are_rejected_with_kafka_error_codes(topic: NewTopic,
+                                                            code: ErrorCode) -> None:
+    result = controller().replication.create_topics([topic])
+    assert result.records == []
+    assert result.response[0].error == code
+    assert result.response[0].message
+
+
+def test_existing_and_colliding_topics_and_validate_only() -> None:
+    c = controller()
+    apply(c, c.replication.create_topics([NewTopic("a.b")]).records)
+    results = c.replication.create_topics([NewTopic("a.b"), NewTopic("a_b"), NewTopic("fresh")],
+                              validate_only=True)
+    assert [t.error for t in results.response] == [
+        ErrorCode.topic_already_exists, ErrorCode.invalid_topic_exception, ErrorCode.none]
+    assert results.records == []
+    assert results.response[2].num_partitions == 2
+
+
+def test_delete_topic_by_name_and_id() -> None:
+    c = controller()
+    apply(c, c.replication.create_topics([NewTopic("a"), NewTopic("b")]).records)
+    b_id = c.image.topics_by_name["b"].topic_id
+    result = c.replication.delete_topics(["a", None, "nope"], [None, b_id, None])
+    assert [code for _, _, code, _ in result.response] == [
+        ErrorCode.none, ErrorCode.none, ErrorCode.unknown_topic_or_partition]
+    apply(c, result.records)
+    assert c.image.topics_by_name == {}
+
+
+def test_create_partitions_validates_counts() -> None:
+    c = controller(2)
+    apply(c, c.replication.create_topics([NewTopic("a", 2, 2)]).records)
+    result = c.replication.create_partitions([("a", 5, None), ("a", 1, None), ("zz", 3, None)])
+    assert [code for _, code, _ in result.response] == [
+        ErrorCode.none, ErrorCode.invalid_partitions, ErrorCode.unknown_topic_or_partition]
+    apply(c, result.records)
+    assert sorted(c.image.topics_by_name["a"].partitions) == [0, 1, 2, 3, 4]
+
+
+def test_preferred_and_unclean_elections() -> None:
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2, 3):
+        apply(c, c.cluster.register_broker(
+            b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None, b).records)
+    apply(c, c.replication.create_topics(
+        [NewTopic("t", assignments={0: [1, 2], 1: [2, 3]})]).records)
+    topic = c.image.topics_by_name["t"]
+    # Move t-0's leadership away from its preferred replica, as a failover would.
+    apply(c, [r.PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, leader=2)])
+    preferred = c.replication.elect_leaders(0, [("t", 0), ("t", 1), ("t", 9), ("nope", 0)])
+    assert preferred.response == {
+        ("t", 0): (ErrorCode.none, None),
+        ("t", 1): (ErrorCode.election_not_needed, "Leader election not needed for t-1"),
+        ("t", 9): (ErrorCode.unknown_topic_or_partition, "t-9 does not exist"),
+        ("nope", 0): (ErrorCode.unknown_topic_or_partition, "nope-0 does not exist")}
+    apply(c, preferred.records)
+    assert topic.partitions[0].leader == 1
+    assert c.replication.elect_leaders(0, None).response == {}  # every leader is preferred already
+
+    # t-1 loses its whole ISR: a clean election is impossible, an unclean one picks the
+    # live replica outside the ISR.
+    apply(c, [r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=-1,
+                                      isr=(2,)),
+              r.FenceBrokerRecord(id=2, epoch=2)])
+    unclean = c.replication.elect_leaders(1, [("t", 1)])
+    assert unclean.response == {("t", 1): (ErrorCode.none, None)}
+    apply(c, unclean.records)
+    assert topic.partitions[1].leader == 3 and topic.partitions[1].isr == [3]
+    apply(c, [r.FenceBrokerRecord(id=3, epoch=3),
+              r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=-1)])
+    stuck = c.replication.elect_leaders(1, [("t", 1)]).response[("t", 1)]
+    assert stuck[0] == ErrorCode.eligible_leaders_not_available
+
+
+def test_alter_partition_validates_the_leaders_isr_change() -> None:
+    from ottla.controller.replication_control import IsrChange
+
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2, 3):
+        apply(c, c.cluster.register_broker(
+            b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None, b * 10).records)
+    apply(c, c.replication.create_topics([NewTopic("t", assignments={0: [1, 2, 3]})]).records)
+    topic = c.image.topics_by_name["t"]
+    part = topic.partitions[0]
+    assert (part.leader, part.isr, part.partition_epoch) == (1, [1, 2, 3], 0)
+
+    def change(isr, leader_epoch=0, partition_epoch=0, lrs=0):
+        return IsrChange(topic.topic_id, 0, leader_epoch, tuple(isr), lrs, partition_epoch)
+
+    shrink = c.replication.alter_partition(1, 10, [change([(1, 10), (2, 20)])])
+    error, results = shrink.response
+    assert error == ErrorCode.none
+    assert results[(topic.topic_id, 0)].isr == [1, 2]
+    assert results[(topic.topic_id, 0)].partition_epoch == 1
+    apply(c, shrink.records)
+    part = topic.partitions[0]
+    assert (part.isr, part.partition_epoch, part.leader_epoch) == ([1, 2], 1, 0)
+
+    def error_of(broker, epoch, ch):
+        top, res = c.replication.alter_partition(broker, epoch, [ch]).response
+        return top if top != ErrorCode.none else res[(ch.topic_id, ch.partition)].error
+
+    assert error_of(1, 9, change([(1, 10)], partition_epoch=1)) == ErrorCode.stale_broker_epoch
+    assert error_of(1, 10, change([(1, 10)])) == ErrorCode.invalid_update_version
+    assert error_of(1, 10, change([(1, 10)], leader_epoch=3, partition_epoch=1)) == \
+        ErrorCode.fenced_leader_epoch
+    assert error_of(2, 20, change([(1, 10), (2, 20)], partition_epoch=1)) == \
+        ErrorCode.invalid_request  # only the leader may change the ISR
+    assert error_of(1, 10, change([(2, 20)], partition_epoch=1)) == ErrorCode.invalid_request
+    assert error_of(1, 10, change([(1, 10), (3, 99)], partition_epoch=1)) == \
+        ErrorCode.ineligible_replica  # a stale incarnation of broker 3
+    apply(c, [r.FenceBrokerRecord(id=3, epoch=30)])
+    assert error_of(1, 10, change([(1, 10), (3, 30)], partition_epoch=1)) == \
+        ErrorCode.ineligible_replica  # fenced
+    gone = IsrChange(uuid.uuid4(), 0, 0, ((1, 10),), 0, 0)
+    assert error_of(1, 10, gone) == ErrorCode.unknown_topic_id
+
+
+def test_leaders_are_balanced_back_to_preferred_replicas() -> None:
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2):
+        apply(c, c.cluster.register_broker(
+            b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None, b).records)
+    apply(c, c.replication.create_topics(
+        [NewTopic("t", assignments={0: [1, 2], 1: [2, 1]})]).records)
+    topic = c.image.topics_by_name["t"]
+    apply(c, [r.PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, leader=2),
+              r.PartitionChangeRecord(partition_id=1, topic_id=topic.topic_id, leader=1,
+                                      isr=(1,))])
+    balanced = c.replication.balance_partition_leaders()
+    assert balanced.response == [("t", 0)]  # t-1's preferred replica left the ISR
+    apply(c, balanced.records)
+    assert [topic.partitions[p].leader for p in (0, 1)] == [1, 1]
+    assert c.replication.balance_partition_leaders().records == []
+
+
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_an_operation_over_10000_records_is_refused_before_any_work(validate_only: bool
+                                                                     ) -> None:
+    """CreateTopics for 2^31-1 partitions is a 33-byte request: refused at once, for every
+    topic of the request, as Kafka's MAX_RECORDS_PER_USER_OP does it."""
+    c = controller(1)
+    with pytest.raises(BatchTooLarge) as refused:
+        c.replication.create_topics([NewTopic("ok", 1), NewTopic("huge", 2**31 - 1)], validate_only)
+    assert refused.value.code == ErrorCode.policy_violation
+    assert refused.value.message == "Unable to perform excessively large batch operation."
+    # Several topics that together pass the limit count as one operation too.
+    with pytest.raises(BatchTooLarge):
+        c.replication.create_topics([NewTopic(f"t{i}", 4000) for i in range(3)], validate_only)
+    fits = c.replication.create_topics([NewTopic("t", 9999)], validate_only)
+    assert fits.response[0].error == ErrorCode.none
+    assert len(fits.records) == (0 if validate_only else 10000)
+
+
+def test_create_partitions_over_the_limit_is_refused() -> None:
+    c = controller(1)
+    apply(c, c.replication.create_topics([NewTopic("t", 1)]).records)
+    with pytest.raises(BatchTooLarge):
+        c.replication.create_partitions([("t", 2**31 - 1, None)], validate_only=True)
+    with pytest.raises(BatchTooLarge):
+        c.replication.create_partitions([("t", 10_002, None)])
+    assert c.replication.create_partitions([("t", 10_001, None)]).response == \
+        [("t", ErrorCode.none, None)]
