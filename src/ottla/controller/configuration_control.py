@@ -4,7 +4,7 @@ and subtracts from it; both validate every value before writing a ConfigRecord."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ottla.common.config import ConfigError
@@ -63,50 +63,56 @@ class ConfigurationControlManager:
     def alter_configs(self, resources: Sequence[tuple[int, str, dict[str, str | None]]],
                       validate_only: bool = False) -> ControllerResult:
         """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
-        records: list[Any] = []
-        results = []
-        for resource_type, name, configs in resources:
-            try:
-                self._check_resource(resource_type, name)
-                for key, value in configs.items():
-                    self._validate_config(resource_type, key, value)
-                current = self.image.configs.get((resource_type, name), {})
-                changes = [(k, v) for k, v in configs.items() if current.get(k) != v]
-                changes += [(k, None) for k in current if k not in configs]
-                if not validate_only:
-                    records.extend(r.ConfigRecord(resource_type=resource_type, resource_name=name,
-                                                  name=k, value=v) for k, v in changes)
-                results.append((resource_type, name, ErrorCode.none, None))
-            except ControllerError as e:
-                results.append((resource_type, name, e.code, e.message))
-        check_user_op(len(records))
-        return ControllerResult(records, results)
+
+        def target(resource_type: int, name: str, current: dict[str, str]
+                   ) -> Mapping[str, str | None]:
+            configs = dict(resources_by_key[(resource_type, name)])
+            for key, value in configs.items():
+                self._validate_config(resource_type, key, value)
+            return configs
+        resources_by_key = {(t, n): c for t, n, c in resources}
+        return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
 
     def incremental_alter_configs(
             self, resources: Sequence[tuple[int, str, list[tuple[str, int, str | None]]]],
             validate_only: bool = False) -> ControllerResult:
+        """IncrementalAlterConfigs: set, delete, append to or subtract from single keys."""
+
+        def target(resource_type: int, name: str, current: dict[str, str]
+                   ) -> Mapping[str, str | None]:
+            ops = ops_by_key[(resource_type, name)]
+            keys = [key for key, _, _ in ops]
+            if len(set(keys)) != len(keys):
+                raise ControllerError(ErrorCode.invalid_request,
+                                      "Error due to duplicate config keys")
+            new: dict[str, str | None] = dict(current)
+            for key, op, value in ops:
+                if op == OP_SET:
+                    new[key] = value
+                elif op == OP_DELETE:
+                    new.pop(key, None)
+                elif op in (OP_APPEND, OP_SUBTRACT):
+                    new[key] = self._list_op(resource_type, name, key, op, value, current)
+                else:
+                    raise ControllerError(ErrorCode.invalid_request,
+                                          f"Unknown alter config operation {op}")
+                self._validate_config(resource_type, key, new.get(key))
+            return new
+        ops_by_key = {(t, n): ops for t, n, ops in resources}
+        return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
+
+    def _alter(self, resources: list[tuple[int, str]],
+               target: Callable[[int, str, dict[str, str]], Mapping[str, str | None]],
+               validate_only: bool) -> ControllerResult:
+        """ConfigRecords that take each resource from its dynamic configs to ``target``'s
+        (a key set to None or left out is deleted); the result per resource."""
         records: list[Any] = []
         results = []
-        for resource_type, name, ops in resources:
+        for resource_type, name in resources:
             try:
                 self._check_resource(resource_type, name)
                 current = dict(self.image.configs.get((resource_type, name), {}))
-                keys = [key for key, _, _ in ops]
-                if len(set(keys)) != len(keys):
-                    raise ControllerError(ErrorCode.invalid_request,
-                                          "Error due to duplicate config keys")
-                new = dict(current)
-                for key, op, value in ops:
-                    if op == OP_SET:
-                        new[key] = value  # type: ignore[assignment]
-                    elif op == OP_DELETE:
-                        new.pop(key, None)
-                    elif op in (OP_APPEND, OP_SUBTRACT):
-                        new[key] = self._list_op(resource_type, name, key, op, value, current)
-                    else:
-                        raise ControllerError(ErrorCode.invalid_request,
-                                              f"Unknown alter config operation {op}")
-                    self._validate_config(resource_type, key, new.get(key))
+                new = target(resource_type, name, current)
                 changes = [(k, v) for k, v in new.items() if current.get(k) != v]
                 changes += [(k, None) for k in current if k not in new]
                 if not validate_only:
