@@ -1,0 +1,29 @@
+"""The broker configs of the group coordinator shared by its managers: the classic-group
+limits and the offset limits and retention (the KIP-848 ones are ConsumerGroupConfig)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ottla.common.server_config import KafkaConfig
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The ``group.*`` and ``offset*`` broker configs the shard obeys (Kafka's defaults)."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+
+    @classmethod
+    def from_config(cls, config: KafkaConfig) -> GroupConfig:
+        return cls(config["group.min.session.timeout.ms"], config["group.max.session.timeout.ms"],
+                   config["group.initial.rebalance.delay.ms"], config["group.max.size"],
+                   config["offset.metadata.max.bytes"],
+                   config["offsets.retention.minutes"] * 60_000,
+                   config["offsets.retention.check.interval.ms"])

@@ -1,0 +1,646 @@
+"""The consumer group protocol (KIP-848) on one shard: ConsumerGroupHeartbeat and
+ConsumerGroupDescribe, session and rebalance timers, and the replay of the consumer-group
+records (Kafka's GroupMetadataManager, its consumer-group half).
+
+Unlike classic groups, every change here is a record that is replayed first (``_apply``),
+and the handler reads the replayed state back; the runtime is told not to replay again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, ClassVar
+
+from ottla.coordinator.group import records as rec
+from ottla.coordinator.group.assignors import ASSIGNORS, Assignment, MemberSpec
+from ottla.coordinator.group.consumer_group import (
+    LEAVE_EPOCH,
+    LEAVE_STATIC_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    copy_assignment,
+    from_topic_partitions,
+    reconcile,
+    to_topic_partitions,
+)
+from ottla.coordinator.group.consumer_protocol import (
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    TopicsView,
+)
+from ottla.coordinator.group.group_store import GroupStore
+from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.runtime import CoordinatorResult, ShardContext
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+
+Topics = Mapping[str, tuple[uuid.UUID, int]]
+
+
+def _session_key(group_id: str, member_id: str) -> str:
+    return f"consumer-session/{group_id}/{member_id}"
+
+
+def _rebalance_key(group_id: str, member_id: str) -> str:
+    return f"consumer-rebalance/{group_id}/{member_id}"
+
+
+def _metadata_hash(topics: Topics, names: set[str]) -> int:
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(names):
+        if name in topics:
+            topic_id, count = topics[name]
+            digest.update(f"{name}/{topic_id}/{count};".encode())
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def _heartbeat_error(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "error_message": message,
+            "member_id": None, "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+
+
+class ConsumerGroupManager:
+    RECORD_KEYS: ClassVar[tuple[type, ...]] = (
+        rec.ConsumerGroupMetadataKey, rec.ConsumerGroupMemberMetadataKey,
+        rec.ConsumerGroupTargetAssignmentMetadataKey,
+        rec.ConsumerGroupTargetAssignmentMemberKey,
+        rec.ConsumerGroupCurrentMemberAssignmentKey)
+
+    def __init__(self, ctx: ShardContext, config: ConsumerGroupConfig, groups: GroupStore,
+                 topics: TopicsView) -> None:
+        self._ctx = ctx
+        self._config = config
+        self._groups = groups
+        self._topics = topics
+
+    def _schedule(self, key: str, delay_ms: int,
+                  operation: Callable[[int], CoordinatorResult]) -> None:
+        """A timer calls back into this manager, not through the shard the runtime passes:
+        the manager lives exactly as long as its shard's timers (unloading drops both)."""
+        self._ctx.schedule(key, delay_ms, lambda _shard, now: operation(now))
+
+    # --- replay ------------------------------------------------------------------------------
+
+    def _group(self, group_id: str, create: bool = False) -> ConsumerGroup | None:
+        """The consumer group ``group_id``; ``create`` makes one, replacing an empty
+        classic group of that id (whose offsets stay)."""
+        group = self._groups.consumer(group_id)
+        if group is None and create:
+            group = ConsumerGroup(group_id)
+            self._groups.put(group)
+        return group
+
+    def _stored_group(self, group_id: str) -> ConsumerGroup:
+        group = self._groups.consumer(group_id)
+        assert group is not None
+        return group
+
+    def replay(self, record: rec.CoordinatorRecord) -> None:
+        key = record.key
+        if isinstance(key, rec.ConsumerGroupMetadataKey):
+            self._replay_group_metadata(key, record.value)
+            return
+        group = self._group(key.group_id, create=record.value is not None)
+        if group is None:
+            return
+        if isinstance(key, rec.ConsumerGroupMemberMetadataKey):
+            self._replay_member_metadata(group, key, record.value)
+        elif isinstance(key, rec.ConsumerGroupTargetAssignmentMetadataKey):
+            self._replay_target_metadata(group, record.value)
+        elif isinstance(key, rec.ConsumerGroupTargetAssignmentMemberKey):
+            self._replay_target_member(group, key, record.value)
+        elif isinstance(key, rec.ConsumerGroupCurrentMemberAssignmentKey):
+            self._replay_current_assignment(group, key, record.value)
+
+    def _replay_group_metadata(self, key: rec.ConsumerGroupMetadataKey,
+                               value: rec.ConsumerGroupMetadataValue | None) -> None:
+        if value is None:
+            group = self._group(key.group_id)
+            if group is not None and not group.members:
+                self._groups.remove(key.group_id)
+            return
+        group = self._group(key.group_id, create=True)
+        assert group is not None
+        group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
+
+    def _replay_member_metadata(self, group: ConsumerGroup,
+                                key: rec.ConsumerGroupMemberMetadataKey,
+                                value: rec.ConsumerGroupMemberMetadataValue | None) -> None:
+        if value is None:
+            group.remove_member(key.member_id)
+            return
+        old = group.members.get(key.member_id) or ConsumerMember(key.member_id)
+        group.put_member(replace(
+            old, instance_id=value.instance_id, rack_id=value.rack_id,
+            client_id=value.client_id, client_host=value.client_host,
+            subscribed_topic_names=tuple(value.subscribed_topic_names),
+            subscribed_topic_regex=value.subscribed_topic_regex,
+            rebalance_timeout_ms=value.rebalance_timeout_ms,
+            server_assignor=value.server_assignor))
+
+    def _replay_target_metadata(
+            self, group: ConsumerGroup,
+            value: rec.ConsumerGroupTargetAssignmentMetadataValue | None) -> None:
+        if value is not None:
+            group.assignment_epoch = value.assignment_epoch
+            group.assignment_timestamp_ms = value.assignment_timestamp
+
+    def _replay_target_member(self, group: ConsumerGroup,
+                              key: rec.ConsumerGroupTargetAssignmentMemberKey,
+                              value: rec.ConsumerGroupTargetAssignmentMemberValue | None
+                              ) -> None:
+        if value is None:
+            group.target.pop(key.member_id, None)
+        else:
+            group.target[key.member_id] = from_topic_partitions(value.topic_partitions)
+
+    def _replay_current_assignment(
+            self, group: ConsumerGroup, key: rec.ConsumerGroupCurrentMemberAssignmentKey,
+            value: rec.ConsumerGroupCurrentMemberAssignmentValue | None) -> None:
+        member = group.members.get(key.member_id)
+        if member is None:
+            member = ConsumerMember(key.member_id)
+            group.put_member(member)
+        if value is None:
+            group.members[key.member_id] = replace(
+                member, member_epoch=0, previous_member_epoch=-1,
+                state=MemberState.STABLE, assigned={}, pending_revocation={})
+        else:
+            group.members[key.member_id] = replace(
+                member, member_epoch=value.member_epoch,
+                previous_member_epoch=value.previous_member_epoch,
+                state=MemberState(value.state),
+                assigned=from_topic_partitions(value.assigned_partitions),
+                pending_revocation=from_topic_partitions(value.partitions_pending_revocation))
+
+    def _apply(self, records: list[rec.CoordinatorRecord]) -> None:
+        """Replay now, so the handler computes on the state the records describe."""
+        for record in records:
+            self.replay(record)
+
+    def on_loaded(self, now_ms: int) -> None:
+        for group in self._groups.values():
+            if isinstance(group, ConsumerGroup):
+                for member in group.members.values():
+                    self._schedule_session(group.group_id, member.member_id)
+
+    def on_unloaded(self) -> None:
+        """Nothing parked: a consumer-group heartbeat is answered at once."""
+
+    # --- ConsumerGroupHeartbeat ------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+        try:
+            self._validate_heartbeat(req)
+            if req.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
+                return self._consumer_leave(now_ms, req)
+            return self._consumer_heartbeat(now_ms, req)
+        except KafkaError as e:
+            return CoordinatorResult(response=_heartbeat_error(e.code, e.message))
+
+    def _validate_heartbeat(self, req: HeartbeatRequest) -> None:
+        if not req.group_id:
+            raise KafkaError(E.invalid_request, "GroupId can't be empty.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise KafkaError(E.invalid_request,
+                                 "RebalanceTimeoutMs must be provided in first request.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise KafkaError(E.invalid_request, "SubscribedTopicNames or "
+                                 "SubscribedTopicRegex must be set in first request.")
+        elif not req.member_id:
+            raise KafkaError(E.invalid_request, "MemberId can't be empty.")
+        if req.member_epoch == LEAVE_STATIC_EPOCH and req.instance_id is None:
+            raise KafkaError(E.invalid_request,
+                             "InstanceId can't be null when leaving a static member.")
+        if req.member_epoch < LEAVE_STATIC_EPOCH:
+            raise KafkaError(E.invalid_request, f"MemberEpoch {req.member_epoch} is invalid.")
+        if req.server_assignor is not None and \
+                req.server_assignor not in self._config.assignors:
+            raise KafkaError(E.unsupported_assignor,
+                             f"ServerAssignor {req.server_assignor} is not supported. "
+                             f"Supported assignors: {', '.join(self._config.assignors)}.")
+        if req.subscribed_topic_regex is not None:
+            try:
+                re.compile(req.subscribed_topic_regex)
+            except re.error as e:
+                raise KafkaError(E.invalid_regular_expression,
+                                 f"SubscribedTopicRegex is invalid: {e}") from None
+
+    def _consumer_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+        """A join or heartbeat, in Kafka's steps: find the group and the member, record
+        what changed in the member, bump the group epoch if the subscriptions or their
+        topics changed, maybe compute a new target assignment, then move the member one
+        step toward its target and answer with where it now stands."""
+        group = self._group_to_join(req)
+        member_id = req.member_id or str(uuid.uuid4())
+        records: list[rec.CoordinatorRecord] = []
+        previous = self._member_to_update(group, member_id, req, records)
+        subscription_changed = self._update_member_metadata(group, previous, req, records)
+        group = self._stored_group(req.group_id)  # a new group exists once its member does
+        topics = self._topics()
+        self._maybe_bump_group_epoch(group, topics, subscription_changed, records)
+        self._maybe_update_target_assignment(group, topics, now_ms, records)
+        member = self._reconcile_member(group, member_id, req.owned, records)
+        self._schedule_member_timers(req.group_id, member)
+        return CoordinatorResult(records, self._heartbeat_response(req, member, previous),
+                                 replay=False)
+
+    def _group_to_join(self, req: HeartbeatRequest) -> ConsumerGroup:
+        """The member's group; a new one (not stored until its first record is applied)
+        for a member joining a group that does not exist yet."""
+        classic = self._groups.classic(req.group_id)
+        if classic is not None and (classic.members or classic.pending_members):
+            raise KafkaError(E.group_id_not_found if req.member_epoch else
+                             E.inconsistent_group_protocol,
+                             f"Group {req.group_id} is a non-empty classic group.")
+        group = self._group(req.group_id)
+        if group is None and req.member_epoch != 0:
+            raise KafkaError(E.unknown_member_id, f"Group {req.group_id} does not exist.")
+        if group is None:
+            # Also converts an empty classic group; its offsets stay.
+            group = ConsumerGroup(req.group_id)
+        return group
+
+    def _member_to_update(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
+                          records: list[rec.CoordinatorRecord]) -> ConsumerMember:
+        """The member as the group knows it (a blank one for a new member), after checking
+        that it may join (group size, a static identity in use) or that its epoch is
+        current. A returning static member takes over its predecessor here."""
+        old = group.members.get(member_id)
+        if req.member_epoch != 0:
+            if old is None:
+                raise KafkaError(E.unknown_member_id,
+                                 f"Member {member_id} is not a member of group "
+                                 f"{req.group_id}.")
+            self._check_member_epoch(old, req)
+            return old
+        if old is None and len(group.members) >= self._config.max_size:
+            raise KafkaError(E.group_max_size_reached,
+                             f"The consumer group has reached its maximum capacity of "
+                             f"{self._config.max_size} members.")
+        if req.instance_id is not None:
+            previous_id = group.static_members.get(req.instance_id)
+            if previous_id is not None and previous_id != member_id:
+                previous = group.members[previous_id]
+                if previous.member_epoch != LEAVE_STATIC_EPOCH:
+                    raise KafkaError(E.unreleased_instance_id,
+                                     f"Static member {req.instance_id} with instance id "
+                                     "is still in use.")
+                records += self._replace_static_consumer(group, previous, member_id)
+                old = group.members.get(member_id)
+        return old if old is not None else ConsumerMember(member_id)
+
+    def _update_member_metadata(self, group: ConsumerGroup, base: ConsumerMember,
+                                req: HeartbeatRequest,
+                                records: list[rec.CoordinatorRecord]) -> bool:
+        """Record what the request changes in the member; True if it is new or changed
+        what it subscribes to (which bumps the group epoch)."""
+        updated = replace(
+            base,
+            instance_id=req.instance_id if req.instance_id is not None else base.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else base.rack_id,
+            client_id=req.client_id, client_host=req.client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms
+            if req.rebalance_timeout_ms != -1 else base.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(req.subscribed_topic_names)
+            if req.subscribed_topic_names is not None else base.subscribed_topic_names,
+            subscribed_topic_regex=req.subscribed_topic_regex
+            if req.subscribed_topic_regex is not None else base.subscribed_topic_regex,
+            server_assignor=req.server_assignor
+            if req.server_assignor is not None else base.server_assignor)
+        known = group.members.get(base.member_id)
+        changed = known is None
+        if known is None or not updated.same_metadata(known):
+            if known is not None:
+                changed = (updated.subscribed_topic_names, updated.subscribed_topic_regex,
+                           updated.server_assignor) != (known.subscribed_topic_names,
+                                                        known.subscribed_topic_regex,
+                                                        known.server_assignor)
+            metadata = [updated.metadata_record(req.group_id)]
+            self._apply(metadata)
+            records += metadata
+        return changed
+
+    def _maybe_bump_group_epoch(self, group: ConsumerGroup, topics: Topics,
+                                subscription_changed: bool,
+                                records: list[rec.CoordinatorRecord]) -> None:
+        """A new group epoch when a subscription changed or the subscribed topics did (new
+        partitions, a topic recreated): the target assignment is then out of date."""
+        metadata_hash = _metadata_hash(topics, self._subscribed_names(group, topics))
+        if subscription_changed or metadata_hash != group.metadata_hash:
+            bump = [rec.CoordinatorRecord(
+                rec.ConsumerGroupMetadataKey(group_id=group.group_id),
+                rec.ConsumerGroupMetadataValue(epoch=group.group_epoch + 1,
+                                               metadata_hash=metadata_hash))]
+            self._apply(bump)
+            records += bump
+
+    def _maybe_update_target_assignment(self, group: ConsumerGroup, topics: Topics,
+                                        now_ms: int,
+                                        records: list[rec.CoordinatorRecord]) -> None:
+        """Compute the target assignment of the new group epoch, at most once per
+        group.consumer.assignment.interval.ms."""
+        if group.group_epoch > group.assignment_epoch and \
+                now_ms - group.assignment_timestamp_ms >= self._config.assignment_interval_ms:
+            target = self._target_assignment_records(group, topics, now_ms)
+            self._apply(target)
+            records += target
+
+    def _reconcile_member(self, group: ConsumerGroup, member_id: str,
+                          owned: Assignment | None,
+                          records: list[rec.CoordinatorRecord]) -> ConsumerMember:
+        """One step of the member toward its target (revoke before assign)."""
+        member = group.members[member_id]
+        target = group.target.get(member_id, {})
+        reconciled = reconcile(group, member, target, group.assignment_epoch, owned)
+        if not reconciled.same_assignment(member):
+            assignment = [reconciled.assignment_record(group.group_id)]
+            self._apply(assignment)
+            records += assignment
+        return group.members[member_id]
+
+    def _schedule_member_timers(self, group_id: str, member: ConsumerMember) -> None:
+        """Restart the session; a member that must revoke gets its rebalance timeout."""
+        self._schedule_session(group_id, member.member_id)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_rebalance(group_id, member.member_id, member.member_epoch,
+                                     member.rebalance_timeout_ms)
+        else:
+            self._ctx.cancel(_rebalance_key(group_id, member.member_id))
+
+    def _heartbeat_response(self, req: HeartbeatRequest, member: ConsumerMember,
+                            previous: ConsumerMember) -> dict[str, Any]:
+        """The assignment is sent when it changed, when the client's view of it is off, or
+        in full (a join, or a request with its whole state)."""
+        full = req.member_epoch == 0 or (req.owned is not None and
+                                         req.subscribed_topic_names is not None)
+        response: dict[str, Any] = {
+            "throttle_time": 0, "error_code": E.none, "error_message": None,
+            "member_id": member.member_id, "member_epoch": member.member_epoch,
+            "heartbeat_interval": self._config.heartbeat_interval_ms, "assignment": None}
+        if full or member.assigned != previous.assigned or \
+                (req.owned is not None and req.owned != member.assigned):
+            response["assignment"] = {"topic_partitions": [
+                {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
+                for tp in to_topic_partitions(member.assigned)]}
+        return response
+
+    def _check_member_epoch(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
+        received = req.member_epoch
+        if received > member.member_epoch:
+            raise KafkaError(E.fenced_member_epoch,
+                             f"The consumer group member has a greater member epoch ({received}) "
+                             f"than the one known by the group coordinator "
+                             f"({member.member_epoch}). The member must abandon all its "
+                             "partitions and rejoin.")
+        if received < member.member_epoch:
+            # A lost response: the member may retry with its previous epoch if it owns
+            # nothing beyond what it was given.
+            owned = req.owned or {}
+            if received != member.previous_member_epoch or any(
+                    ps - member.assigned.get(t, set()) for t, ps in owned.items()):
+                raise KafkaError(E.fenced_member_epoch,
+                                 f"The consumer group member has a smaller member epoch "
+                                 f"({received}) than the one known by the group coordinator "
+                                 f"({member.member_epoch}). The member must abandon all its "
+                                 "partitions and rejoin.")
+
+    def _subscribed_names(self, group: ConsumerGroup, topics: Topics) -> set[str]:
+        names = set(group.subscribed_topic_names())
+        for member in group.members.values():
+            if member.subscribed_topic_regex:
+                pattern = re.compile(member.subscribed_topic_regex)
+                names.update(t for t in topics if pattern.fullmatch(t))
+        return names
+
+    def _member_topics(self, member: ConsumerMember, topics: Topics) -> frozenset[uuid.UUID]:
+        ids = {topics[n][0] for n in member.subscribed_topic_names if n in topics}
+        if member.subscribed_topic_regex:
+            pattern = re.compile(member.subscribed_topic_regex)
+            ids.update(topics[t][0] for t in topics if pattern.fullmatch(t))
+        return frozenset(ids)
+
+    def _target_assignment_records(self, group: ConsumerGroup, topics: Topics,
+                                   now_ms: int) -> list[rec.CoordinatorRecord]:
+        assignor = ASSIGNORS[group.preferred_assignor(self._config.assignors[0])]
+        specs = {m.member_id: MemberSpec(
+            self._member_topics(m, topics),
+            {t: frozenset(ps) for t, ps in group.target.get(m.member_id, {}).items()})
+            for m in group.members.values()}
+        partitions = {topic_id: count for topic_id, count in topics.values()}
+        new_target = assignor(specs, partitions)
+        records = []
+        for member_id, assignment in new_target.items():
+            if group.target.get(member_id, {}) != {t: ps for t, ps in assignment.items() if ps}:
+                records.append(rec.CoordinatorRecord(
+                    rec.ConsumerGroupTargetAssignmentMemberKey(group_id=group.group_id,
+                                                               member_id=member_id),
+                    rec.ConsumerGroupTargetAssignmentMemberValue(
+                        topic_partitions=to_topic_partitions(assignment))))
+        records.append(rec.CoordinatorRecord(
+            rec.ConsumerGroupTargetAssignmentMetadataKey(group_id=group.group_id),
+            rec.ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch=group.group_epoch,
+                                                           assignment_timestamp=now_ms)))
+        return records
+
+    def _replace_static_consumer(self, group: ConsumerGroup, previous: ConsumerMember,
+                                 new_id: str) -> list[rec.CoordinatorRecord]:
+        """KIP-345 under KIP-848: the returning instance takes over the old member's
+        assignment and epoch under its new member id."""
+        self._ctx.cancel(_session_key(group.group_id, previous.member_id))
+        self._ctx.cancel(_rebalance_key(group.group_id, previous.member_id))
+        successor = replace(previous, member_id=new_id,
+                            member_epoch=previous.previous_member_epoch
+                            if previous.member_epoch == LEAVE_STATIC_EPOCH
+                            else previous.member_epoch)
+        records = self._member_tombstones(group.group_id, previous.member_id)
+        records.append(successor.metadata_record(group.group_id))
+        target = group.target.get(previous.member_id)
+        if target is not None:
+            records.append(rec.CoordinatorRecord(
+                rec.ConsumerGroupTargetAssignmentMemberKey(group_id=group.group_id,
+                                                           member_id=new_id),
+                rec.ConsumerGroupTargetAssignmentMemberValue(
+                    topic_partitions=to_topic_partitions(target))))
+        records.append(successor.assignment_record(group.group_id))
+        self._apply(records)
+        return records
+
+    # --- leaving and fencing ---------------------------------------------------------------
+
+    def _member_tombstones(self, group_id: str, member_id: str) -> list[rec.CoordinatorRecord]:
+        return [
+            rec.CoordinatorRecord(rec.ConsumerGroupCurrentMemberAssignmentKey(
+                group_id=group_id, member_id=member_id), None),
+            rec.CoordinatorRecord(rec.ConsumerGroupTargetAssignmentMemberKey(
+                group_id=group_id, member_id=member_id), None),
+            rec.CoordinatorRecord(rec.ConsumerGroupMemberMetadataKey(
+                group_id=group_id, member_id=member_id), None),
+        ]
+
+    def _fence_records(self, group: ConsumerGroup, member_id: str, now_ms: int
+                       ) -> list[rec.CoordinatorRecord]:
+        self._ctx.cancel(_session_key(group.group_id, member_id))
+        self._ctx.cancel(_rebalance_key(group.group_id, member_id))
+        records = self._member_tombstones(group.group_id, member_id)
+        self._apply(records)
+        topics = self._topics()
+        bump = [rec.CoordinatorRecord(
+            rec.ConsumerGroupMetadataKey(group_id=group.group_id),
+            rec.ConsumerGroupMetadataValue(
+                epoch=group.group_epoch + 1,
+                metadata_hash=_metadata_hash(topics, self._subscribed_names(group, topics))))]
+        if not group.members:
+            # Nobody left to assign to: the next member starts from a fresh assignment.
+            bump.append(rec.CoordinatorRecord(
+                rec.ConsumerGroupTargetAssignmentMetadataKey(group_id=group.group_id),
+                rec.ConsumerGroupTargetAssignmentMetadataValue(
+                    assignment_epoch=group.group_epoch + 1, assignment_timestamp=0)))
+            group.state_timestamp_ms = now_ms
+        self._apply(bump)
+        return records + bump
+
+    def _consumer_leave(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+        group = self._group(req.group_id)
+        if group is None:
+            raise KafkaError(E.unknown_member_id, f"Group {req.group_id} does not exist.")
+        member_id = req.member_id
+        if req.instance_id is not None:
+            known = group.static_members.get(req.instance_id)
+            if known is None:
+                raise KafkaError(E.unknown_member_id, f"Instance id {req.instance_id} is "
+                                 "unknown.")
+            if known != member_id:
+                raise KafkaError(E.fenced_instance_id, f"Static member {member_id} with "
+                                 f"instance id {req.instance_id} was replaced.")
+        member = group.members.get(member_id)
+        if member is None:
+            raise KafkaError(E.unknown_member_id, f"Member {member_id} is unknown.")
+        response = {"throttle_time": 0, "error_code": E.none, "error_message": None,
+                    "member_id": member_id, "member_epoch": req.member_epoch,
+                    "heartbeat_interval": 0, "assignment": None}
+        if req.member_epoch == LEAVE_STATIC_EPOCH:
+            # A static member that leaves keeps its place until its session times out.
+            held = replace(member, previous_member_epoch=member.member_epoch,
+                           member_epoch=LEAVE_STATIC_EPOCH)
+            records = [held.assignment_record(req.group_id)]
+            self._apply(records)
+            return CoordinatorResult(records, response, replay=False)
+        return CoordinatorResult(self._fence_records(group, member_id, now_ms), response,
+                                 replay=False)
+
+    def _schedule_session(self, group_id: str, member_id: str) -> None:
+        self._schedule(_session_key(group_id, member_id), self._config.session_timeout_ms,
+                       lambda now: self._session_expired(now, group_id, member_id))
+
+    def _schedule_rebalance(self, group_id: str, member_id: str, epoch: int,
+                            timeout_ms: int) -> None:
+        key = _rebalance_key(group_id, member_id)
+        if self._ctx.is_scheduled(key):
+            return
+        self._schedule(key, max(timeout_ms, 0),
+                       lambda now: self._rebalance_expired(now, group_id, member_id, epoch))
+
+    def _session_expired(self, now_ms: int, group_id: str, member_id: str
+                         ) -> CoordinatorResult:
+        group = self._group(group_id)
+        if group is None or member_id not in group.members:
+            return CoordinatorResult()
+        log.info("Member %s of consumer group %s fenced (session timeout)", member_id,
+                 group_id)
+        return CoordinatorResult(self._fence_records(group, member_id, now_ms), replay=False)
+
+    def _rebalance_expired(self, now_ms: int, group_id: str, member_id: str,
+                           epoch: int) -> CoordinatorResult:
+        group = self._group(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None or member.member_epoch != epoch or \
+                member.state is not MemberState.UNREVOKED_PARTITIONS:
+            return CoordinatorResult()
+        log.info("Member %s of consumer group %s fenced (did not revoke within its rebalance "
+                 "timeout)", member_id, group_id)
+        return CoordinatorResult(self._fence_records(group, member_id, now_ms), replay=False)
+
+    # --- ConsumerGroupDescribe ---------------------------------------------------------------
+
+    def describe_consumer_group(self, group_id: str) -> dict[str, Any] | None:
+        group = self._group(group_id)
+        if group is None:
+            return None
+        names = {topic_id: name for name, (topic_id, _) in self._topics().items()}
+
+        def assignment(a: Assignment) -> dict[str, Any]:
+            return {"topic_partitions": [
+                {"topic_id": tp.topic_id, "topic_name": names.get(tp.topic_id, ""),
+                 "partitions": list(tp.partitions)} for tp in to_topic_partitions(a)]}
+
+        return {
+            "error_code": E.none, "error_message": None, "group_id": group_id,
+            "group_state": group.state.value, "group_epoch": group.group_epoch,
+            "assignment_epoch": group.assignment_epoch,
+            "assignor_name": group.preferred_assignor(self._config.assignors[0]),
+            "members": [{
+                "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch, "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": assignment(m.assigned),
+                "target_assignment": assignment(group.target.get(m.member_id, {})),
+                "member_type": 1} for m in group.members.values()],
+            "authorized_operations": -2147483648}
+
+    def consumer_target(self, group_id: str, member_id: str) -> Assignment:
+        group = self._group(group_id)
+        return copy_assignment(group.target.get(member_id, {})) if group else {}
+
+    # --- what offsets and group deletion ask of a consumer group ---------------------------
+
+    def validate_offset_commit(self, group: ConsumerGroup, generation_id: int,
+                               member_id: str, version: int) -> ErrorCode | None:
+        """The generation of a commit is the member's epoch."""
+        if generation_id < 0 and not group.members:
+            return None  # an admin commit to an empty group
+        consumer = group.members.get(member_id)
+        if consumer is None:
+            return E.unknown_member_id
+        if generation_id != consumer.member_epoch:
+            return E.stale_member_epoch if version >= 9 else E.illegal_generation
+        return None
+
+    def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,
+                              member_epoch: int) -> None:
+        """Only a member that names itself (OffsetFetch v9) is checked; admins are not."""
+        if not member_id or member_epoch < 0:
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise KafkaError(E.unknown_member_id, f"Member {member_id} is unknown.")
+        if member.member_epoch != member_epoch:
+            raise KafkaError(E.stale_member_epoch,
+                             f"The member epoch {member_epoch} is stale.")
+
+    def is_subscribed_to_topic(self, group: ConsumerGroup, topic: str) -> bool:
+        return topic in self._subscribed_names(group, self._topics())
+
+    def offset_expiration(self, group: ConsumerGroup) -> OffsetExpiration:
+        return OffsetExpiration(not group.members, group.state_timestamp_ms,
+                                self._subscribed_names(group, self._topics()))
+
+    def is_empty(self, group: ConsumerGroup) -> bool:
+        return not group.members
+
+    def tombstones(self, group: ConsumerGroup) -> list[rec.CoordinatorRecord]:
+        return [rec.CoordinatorRecord(rec.ConsumerGroupTargetAssignmentMetadataKey(
+                    group_id=group.group_id), None),
+                rec.CoordinatorRecord(rec.ConsumerGroupMetadataKey(
+                    group_id=group.group_id), None)]

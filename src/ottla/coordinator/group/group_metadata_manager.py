@@ -1,0 +1,163 @@
+"""The groups of one shard (Kafka's GroupMetadataManager): one store of groups of every
+kind, a manager per kind of group, and what spans the kinds (replay routing, listing,
+deleting, and the ``GroupOffsetsView`` the offsets are checked against).
+
+A group kind's protocol lives in its own manager (ClassicGroupManager,
+ConsumerGroupManager), each given the shard context, its configs and the shared store; a
+further kind (share groups) is one more manager here and one more branch where a question
+depends on the kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from ottla.coordinator.group import records as rec
+from ottla.coordinator.group.classic import ClassicGroup, ClassicState
+from ottla.coordinator.group.classic_group_manager import ClassicGroupManager
+from ottla.coordinator.group.config import GroupConfig
+from ottla.coordinator.group.consumer_group_manager import ConsumerGroupManager
+from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig, TopicsView
+from ottla.coordinator.group.group_store import Group, GroupStore
+from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.runtime import ShardContext
+from ottla.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+class GroupMetadataManager:
+    RECORD_KEYS: ClassVar[tuple[type, ...]] = (ClassicGroupManager.RECORD_KEYS
+                                               + ConsumerGroupManager.RECORD_KEYS)
+
+    def __init__(self, ctx: ShardContext, config: GroupConfig,
+                 consumer_config: ConsumerGroupConfig, topics: TopicsView,
+                 new_member_id: Callable[[str], str] | None = None) -> None:
+        self.groups = GroupStore()
+        self.classic = ClassicGroupManager(ctx, config, self.groups, new_member_id)
+        self.consumer = ConsumerGroupManager(ctx, consumer_config, self.groups, topics)
+        self._replay: dict[type, Callable[[rec.CoordinatorRecord], None]] = {
+            **dict.fromkeys(ClassicGroupManager.RECORD_KEYS, self.classic.replay),
+            **dict.fromkeys(ConsumerGroupManager.RECORD_KEYS, self.consumer.replay)}
+
+    @staticmethod
+    def _is_dead(group: Group) -> bool:
+        return isinstance(group, ClassicGroup) and group.is_in(ClassicState.DEAD)
+
+    def _live(self, group_id: str) -> Group | None:
+        """The group, unless there is none or it is dead (which answers as none)."""
+        group = self.groups.get(group_id)
+        return None if group is None or self._is_dead(group) else group
+
+    def _is_empty(self, group: Group) -> bool:
+        if isinstance(group, ClassicGroup):
+            return self.classic.is_empty(group)
+        return self.consumer.is_empty(group)
+
+    # --- replay and loading ----------------------------------------------------------------
+
+    def replay(self, record: rec.CoordinatorRecord) -> None:
+        self._replay[type(record.key)](record)
+
+    def on_loaded(self, now_ms: int) -> None:
+        self.classic.on_loaded(now_ms)
+        self.consumer.on_loaded(now_ms)
+
+    def on_unloaded(self) -> None:
+        self.classic.on_unloaded()
+        self.consumer.on_unloaded()
+
+    # --- ListGroups, DeleteGroups ---------------------------------------------------------
+
+    def list_groups(self, states: set[str], types: set[str]) -> list[dict[str, Any]]:
+        result = []
+        for group in self.groups.values():
+            if self._is_dead(group):
+                continue
+            if states and group.state.value.lower() not in states:
+                continue
+            if types and group.group_type not in types:
+                continue
+            result.append({"group_id": group.group_id,
+                           "protocol_type": group.protocol_type or "",
+                           "group_state": group.state.value, "group_type": group.group_type})
+        return result
+
+    def group_ids(self) -> list[str]:
+        """A copy: expiring and deleting change the store while the caller walks it."""
+        return list(self.groups)
+
+    def validate_delete_group(self, group_id: str) -> ErrorCode | None:
+        group = self._live(group_id)
+        if group is None:
+            return E.group_id_not_found
+        if not self._is_empty(group):
+            return E.non_empty_group
+        return None
+
+    def group_tombstones(self, group_id: str) -> list[rec.CoordinatorRecord]:
+        """The records that delete the group (its offsets are the offsets' business)."""
+        group = self.groups[group_id]
+        if isinstance(group, ClassicGroup):
+            return self.classic.tombstones(group)
+        return self.consumer.tombstones(group)
+
+    def maybe_delete_group(self, group_id: str, records: list[rec.CoordinatorRecord]) -> None:
+        """Append the group's tombstones if it is empty (its offsets are all gone)."""
+        group = self.groups.get(group_id)
+        if group is not None and self._is_empty(group):
+            records.extend(self.group_tombstones(group_id))
+
+    # --- the GroupOffsetsView of the OffsetMetadataManager ---------------------------------
+
+    def ensure_group(self, group_id: str) -> None:
+        if group_id not in self.groups:
+            self.classic.create_simple_group(group_id)
+
+    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                               instance_id: str | None, version: int) -> ErrorCode | None:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id < 0:
+                return None  # a simple commit creates an empty group
+            return E.group_id_not_found if version >= 9 else E.illegal_generation
+        if isinstance(group, ClassicGroup):
+            return self.classic.validate_offset_commit(group, generation_id, member_id,
+                                                       instance_id)
+        return self.consumer.validate_offset_commit(group, generation_id, member_id, version)
+
+    def offsets_committed(self, group_id: str, member_id: str) -> None:
+        group = self.groups.classic(group_id)
+        if group is not None:
+            self.classic.offsets_committed(group, member_id)
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None,
+                              member_epoch: int) -> None:
+        group = self.groups.consumer(group_id)
+        if group is not None:
+            self.consumer.validate_offset_fetch(group, member_id, member_epoch)
+
+    def validate_offset_delete(self, group_id: str) -> ErrorCode | None:
+        group = self._live(group_id)
+        if group is None:
+            return E.group_id_not_found
+        if isinstance(group, ClassicGroup):
+            return self.classic.validate_offset_delete(group)
+        return None
+
+    def is_subscribed_to_topic(self, group_id: str, topic: str) -> bool:
+        group = self.groups.get(group_id)
+        if group is None:
+            return False
+        if isinstance(group, ClassicGroup):
+            return group.is_subscribed_to(topic)
+        return self.consumer.is_subscribed_to_topic(group, topic)
+
+    def offset_expiration(self, group_id: str) -> OffsetExpiration | None:
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if isinstance(group, ClassicGroup):
+            return self.classic.offset_expiration(group)
+        return self.consumer.offset_expiration(group)

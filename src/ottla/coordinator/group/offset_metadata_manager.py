@@ -1,0 +1,229 @@
+"""Committed offsets of one shard (Kafka's OffsetMetadataManager): group -> topic ->
+partition -> offset.
+
+Commits become OffsetCommit records, a tombstone deletes an offset, and replaying those
+records is the only way the map changes. Whether a commit, fetch or deletion is allowed
+depends on the group (its generation, members, subscriptions), which this manager asks of
+a ``GroupOffsetsView`` rather than knowing the kinds of groups itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+from ottla.coordinator.group import records as rec
+from ottla.coordinator.group.config import GroupConfig
+from ottla.coordinator.runtime import CoordinatorResult
+from ottla.protocol.errors import ErrorCode
+
+E = ErrorCode
+
+CommittedOffsets = list[tuple[str, list[tuple[int, int, int, str]]]]
+"""OffsetFetch's answer: (topic, [(partition, offset, leader epoch, metadata)])."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetExpiration:
+    """When a group's offsets may expire (Kafka's OffsetExpirationCondition)."""
+
+    empty: bool
+    """An empty group's offsets expire retention after it emptied (or their commit)."""
+    empty_since_ms: int
+    subscribed_topics: set[str] | None
+    """A live group's offsets of topics outside these expire retention after their commit;
+    None when the subscriptions are unknown, so that none expires."""
+
+
+class GroupOffsetsView(Protocol):
+    """What offsets need to know of the groups; the GroupMetadataManager provides it."""
+
+    def ensure_group(self, group_id: str) -> None:
+        """A commit to an unknown group creates it (a simple, member-less group)."""
+
+    def validate_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                               instance_id: str | None, version: int) -> ErrorCode | None:
+        """None if the member may commit for the group, else the error for every offset."""
+
+    def offsets_committed(self, group_id: str, member_id: str) -> None:
+        """An accepted commit counts as a sign of life of its member."""
+
+    def validate_offset_fetch(self, group_id: str, member_id: str | None,
+                              member_epoch: int) -> None:
+        """Raise the KafkaError a member that names itself gets for a stale identity."""
+
+    def validate_offset_delete(self, group_id: str) -> ErrorCode | None:
+        """None if the group's offsets may be deleted, else the group-level error."""
+
+    def is_subscribed_to_topic(self, group_id: str, topic: str) -> bool: ...
+
+    def offset_expiration(self, group_id: str) -> OffsetExpiration | None: ...
+
+
+def commit_record(group: str, topic: str, partition: int, offset: int, leader_epoch: int,
+                  metadata: str, now_ms: int) -> rec.CoordinatorRecord:
+    return rec.CoordinatorRecord(
+        rec.OffsetCommitKey(group=group, topic=topic, partition=partition),
+        rec.OffsetCommitValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata,
+                              commit_timestamp=now_ms))
+
+
+def tombstone(group: str, topic: str, partition: int) -> rec.CoordinatorRecord:
+    return rec.CoordinatorRecord(
+        rec.OffsetCommitKey(group=group, topic=topic, partition=partition), None)
+
+
+class OffsetMetadataManager:
+    RECORD_KEYS: ClassVar[tuple[type, ...]] = (rec.OffsetCommitKey,)
+
+    def __init__(self, config: GroupConfig, groups: GroupOffsetsView) -> None:
+        self._config = config
+        self._groups = groups
+        self._by_group: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+
+    # --- replay: the one path from records to offsets --------------------------------------
+
+    def replay(self, record: rec.CoordinatorRecord) -> None:
+        key: rec.OffsetCommitKey = record.key
+        value: rec.OffsetCommitValue | None = record.value
+        if value is None:
+            topics = self._by_group.get(key.group)
+            if topics is None:
+                return
+            partitions = topics.get(key.topic)
+            if partitions is not None:
+                partitions.pop(key.partition, None)
+                if not partitions:
+                    del topics[key.topic]
+            if not topics:
+                del self._by_group[key.group]
+            return
+        self._groups.ensure_group(key.group)
+        self._by_group.setdefault(key.group, {}).setdefault(key.topic, {})[key.partition] = \
+            OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata,
+                              value.commit_timestamp)
+
+    def on_loaded(self, now_ms: int) -> None:
+        """Nothing to start: expiration runs from the shard, across groups and offsets."""
+
+    def on_unloaded(self) -> None:
+        """Nothing parked here."""
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def committed(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
+        return self._by_group.get(group_id, {}).get(topic, {}).get(partition)
+
+    def _all(self, group_id: str) -> Iterator[tuple[str, int, OffsetAndMetadata]]:
+        for topic, partitions in self._by_group.get(group_id, {}).items():
+            for partition, committed in partitions.items():
+                yield topic, partition, committed
+
+    # --- OffsetCommit, OffsetFetch, OffsetDelete -----------------------------------------
+
+    def commit_offsets(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
+                       instance_id: str | None,
+                       offsets: Iterable[tuple[str, int, int, int, str | None]],
+                       version: int) -> CoordinatorResult:
+        """``offsets`` are (topic, partition, offset, leader epoch, metadata); the response
+        is {(topic, partition): error}."""
+        offsets = list(offsets)
+        error = self._groups.validate_offset_commit(group_id, generation_id, member_id,
+                                                    instance_id, version)
+        if error is not None:
+            return CoordinatorResult(response={(t, p): error for t, p, *_ in offsets})
+        self._groups.offsets_committed(group_id, member_id)
+        records = []
+        results = {}
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            metadata = metadata or ""
+            if len(metadata.encode()) > self._config.offset_metadata_max_bytes:
+                results[(topic, partition)] = E.offset_metadata_too_large
+                continue
+            records.append(commit_record(group_id, topic, partition, offset, leader_epoch,
+                                         metadata, now_ms))
+            results[(topic, partition)] = E.none
+        return CoordinatorResult(records, results)
+
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1
+                      ) -> CommittedOffsets:
+        """All topics if ``topics`` is None; a partition without an offset gets -1. A
+        KIP-848 member that names itself (OffsetFetch v9) must have the current epoch."""
+        self._groups.validate_offset_fetch(group_id, member_id, member_epoch)
+        committed = self._by_group.get(group_id, {})
+        if topics is None:
+            return [(topic, [(p, o.offset, o.leader_epoch, o.metadata)
+                             for p, o in sorted(parts.items())])
+                    for topic, parts in committed.items()]
+        result = []
+        for topic, partitions in topics:
+            parts = committed.get(topic, {})
+            entries = []
+            for p in partitions:
+                o = parts.get(p)
+                entries.append((p, o.offset, o.leader_epoch, o.metadata) if o
+                               else (p, -1, -1, ""))
+            result.append((topic, entries))
+        return result
+
+    def delete_offsets(self, now_ms: int, group_id: str, topics: list[tuple[str, list[int]]]
+                       ) -> CoordinatorResult:
+        """The response is (group error, {(topic, partition): error}); a topic the group
+        still subscribes to keeps its offsets."""
+        error = self._groups.validate_offset_delete(group_id)
+        if error is not None:
+            return CoordinatorResult(response=(error, {}))
+        records = []
+        results = {}
+        for topic, partitions in topics:
+            subscribed = self._groups.is_subscribed_to_topic(group_id, topic)
+            for p in partitions:
+                if subscribed:
+                    results[(topic, p)] = E.group_subscribed_to_topic
+                    continue
+                results[(topic, p)] = E.none
+                if self.committed(group_id, topic, p) is not None:
+                    records.append(tombstone(group_id, topic, p))
+        return CoordinatorResult(records, (E.none, results))
+
+    # --- deleting groups and expiring offsets ----------------------------------------------
+
+    def delete_all_offsets(self, group_id: str) -> list[rec.CoordinatorRecord]:
+        """Tombstones for every offset of a group that is being deleted."""
+        return [tombstone(group_id, topic, partition)
+                for topic, partition, _ in self._all(group_id)]
+
+    def cleanup_expired_offsets(self, now_ms: int, group_id: str,
+                                records: list[rec.CoordinatorRecord]) -> bool:
+        """offsets.retention.minutes: append tombstones for the group's expired offsets
+        (``OffsetExpiration`` says which) and say whether none is left, in which case the
+        group itself may go."""
+        expiration = self._groups.offset_expiration(group_id)
+        if expiration is None:
+            return False
+        retention = self._config.offsets_retention_ms
+        count = 0
+        expired = 0
+        for topic, partition, committed in self._all(group_id):
+            count += 1
+            if expiration.empty:
+                base = max(expiration.empty_since_ms, committed.commit_timestamp_ms)
+            elif expiration.subscribed_topics is not None and \
+                    topic not in expiration.subscribed_topics:
+                base = committed.commit_timestamp_ms
+            else:
+                continue
+            if base + retention <= now_ms:
+                records.append(tombstone(group_id, topic, partition))
+                expired += 1
+        return count == expired
