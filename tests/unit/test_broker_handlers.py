@@ -135,6 +135,7 @@ def broker(tmp_path) -> Iterator[Broker]:
                replica_manager=replicas, controller=FakeController(), clock=clock)
     b.broker_epoch = 10
     yield b
+    b.shutdown()  # answers what is parked in the purgatories
     if b.group_coordinator is not None:
         b.group_coordinator.shutdown()  # cancels its timers
     logs.shutdown()
@@ -146,15 +147,16 @@ def controller_of(broker: Broker) -> FakeController:
 
 
 def create_topic(broker: Broker, name: str, partitions: int = 1, leader: int = NODE,
-                 configs: dict[str, str] | None = None) -> uuid.UUID:
+                 configs: dict[str, str] | None = None,
+                 replicas: tuple[int, ...] | None = None) -> uuid.UUID:
     """Replay a topic's records into the image and open its logs, as the node does when
     the metadata publisher applies committed records."""
     topic_id = uuid.uuid4()
     broker.image.replay(r.TopicRecord(name=name, topic_id=topic_id))
     for index in range(partitions):
         broker.image.replay(r.PartitionRecord(
-            partition_id=index, topic_id=topic_id, replicas=(leader,), isr=(leader,),
-            leader=leader, leader_epoch=0, partition_epoch=0))
+            partition_id=index, topic_id=topic_id, replicas=replicas or (leader,),
+            isr=replicas or (leader,), leader=leader, leader_epoch=0, partition_epoch=0))
     for key, value in (configs or {}).items():
         broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.TOPIC,
                                            resource_name=name, name=key, value=value))
@@ -214,8 +216,9 @@ def batch(*values: bytes, timestamp: int = NOW_MS, **kwargs: Any) -> bytes:
 
 
 def produce_body(topic: str, *partitions: tuple[int, bytes | None], acks: int = -1,
-                 transactional_id: str | None = None) -> dict[str, Any]:
-    return {"transactional_id": transactional_id, "acks": acks, "timeout": 30000,
+                 transactional_id: str | None = None, timeout_ms: int = 30000
+                 ) -> dict[str, Any]:
+    return {"transactional_id": transactional_id, "acks": acks, "timeout": timeout_ms,
             "topic_data": [{"name": topic, "partition_data": [
                 {"index": index, "records": records} for index, records in partitions]}]}
 
@@ -329,6 +332,88 @@ async def test_produce_with_acks_zero_gets_no_response_or_closes_on_failure(brok
     with pytest.raises(CloseConnection):
         await raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
             "missing", (0, batch(b"a")), acks=0))
+
+
+# --- acks=all and the produce purgatory ---------------------------------------------------
+# A partition with three replicas: the two followers are brokers this test plays by
+# reporting their fetch positions, as the Fetch handler will for real followers.
+
+THIRD = 3
+
+
+async def test_acks_all_waits_until_every_in_sync_replica_has_the_records(broker) -> None:
+    create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    replicas = broker.replica_manager
+    partition = replicas.partitions[("orders", 0)]
+    pending = asyncio.ensure_future(raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a", b"b")))))
+    await asyncio.sleep(0)  # the handler appends and parks
+    assert log_end(broker, "orders") == 2 and not pending.done()
+    assert replicas.produce_purgatory.watched(("orders", 0)) == 1
+    replicas.update_follower_fetch(partition, OTHER, 2, NOW_MS)
+    await asyncio.sleep(0)
+    assert not pending.done() and partition.high_watermark == 0
+    replicas.update_follower_fetch(partition, THIRD, 2, NOW_MS)
+    answer = partition_answer(decoded(ApiKey.PRODUCE, 9, await asyncio.wait_for(pending, 5)))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
+    assert partition.high_watermark == 2
+
+
+async def test_acks_all_not_replicated_in_time_answers_request_timed_out(broker) -> None:
+    create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    pending = asyncio.ensure_future(raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a")), timeout_ms=1500)))
+    await asyncio.sleep(0)
+    assert broker.replica_manager.expire_delayed(NOW_MS + 1499) == NOW_MS + 1500
+    assert not pending.done()
+    assert broker.replica_manager.expire_delayed(NOW_MS + 1500) is None
+    answer = partition_answer(decoded(ApiKey.PRODUCE, 9, await asyncio.wait_for(pending, 5)))
+    assert answer.error_code == ErrorCode.request_timed_out
+    assert answer.base_offset == 0  # written by the leader, not acknowledged by the ISR
+
+
+async def test_acks_all_whose_leadership_moves_answers_not_leader_or_follower(broker) -> None:
+    topic_id = create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    pending = asyncio.ensure_future(raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a")))))
+    await asyncio.sleep(0)
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=OTHER, isr=(OTHER, THIRD)))
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    answer = partition_answer(decoded(ApiKey.PRODUCE, 9, await asyncio.wait_for(pending, 5)))
+    assert answer.error_code == ErrorCode.not_leader_or_follower
+
+
+async def test_acks_one_answers_after_the_leader_append_alone(broker) -> None:
+    create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    answer = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a")), acks=1)))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 0)
+    assert broker.replica_manager.produce_purgatory.watched() == 0
+
+
+async def test_acks_all_below_min_insync_replicas_is_refused_before_the_append(
+        broker) -> None:
+    create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD),
+                 configs={"min.insync.replicas": "4"})
+    answer = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a")))))
+    assert answer.error_code == ErrorCode.not_enough_replicas
+    assert log_end(broker, "orders") == 0
+
+
+async def test_a_consumer_fetch_stops_at_the_high_watermark(broker) -> None:
+    create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    partition = broker.replica_manager.partitions[("orders", 0)]
+    broker.replica_manager.append(partition, batch(b"a"), 1, NOW_MS)
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1 << 20))))
+    assert (parts[0].high_watermark, values_of(parts[0].records or b"")) == (0, [])
+    broker.replica_manager.update_follower_fetch(partition, OTHER, 1, NOW_MS)
+    broker.replica_manager.update_follower_fetch(partition, THIRD, 1, NOW_MS)
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1 << 20))))
+    assert parts[0].high_watermark == 1 and values_of(parts[0].records) == [(0, b"a")]
 
 
 # --- Fetch ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig
@@ -115,6 +116,19 @@ class Broker:
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
         """Runs CPU-heavy request work off the event loop (a node's validation thread):
         a large compressed batch's decompression and record walk."""
+        self.purgatory_timer: DeadlineTimer | None = None
+        if replica_manager is not None:
+            timer = self.purgatory_timer = DeadlineTimer(
+                "purgatory", self.now_ms, replica_manager.expire_delayed)
+            replica_manager.produce_purgatory.on_deadline_change = timer.deadline_changed
+            replica_manager.fetch_purgatory.on_deadline_change = timer.deadline_changed
+
+    def shutdown(self) -> None:
+        """Answer the requests parked in purgatories and stop their timer."""
+        if self.purgatory_timer is not None:
+            self.purgatory_timer.cancel()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ottla.broker.broker import create_topics
+from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.common.topics import OFFSETS_TOPIC, NewTopic
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
@@ -92,9 +93,9 @@ class GroupCoordinatorService:
             LogPartitionWriter(broker.replica_manager, lambda: broker.image),
             lambda ctx: GroupCoordinatorShard(ctx, self.group_config, topics=self._topics,
                                               consumer_config=self.consumer_config))
-        self.runtime.on_timer_change = self._timer_changed
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline: int | None = None
+        self._timer = DeadlineTimer("group coordinator", broker.now_ms, self._poll)
+        self.runtime.on_timer_change = self._timer.deadline_changed
+        broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
         self._creating: asyncio.Future[Any] | None = None
 
     def _topics(self) -> dict[str, tuple[Any, int]]:
@@ -149,9 +150,17 @@ class GroupCoordinatorService:
     # --- following leadership ------------------------------------------------------------
 
     def on_metadata(self, now_ms: int) -> None:
-        """Load shards for the offsets partitions this broker now leads; unload the rest."""
-        led = {tp for tp, p in self.broker.replica_manager.partitions.items()
-               if tp[0] == OFFSETS_TOPIC and p.is_leader}
+        """Load shards for the offsets partitions this broker now leads; unload the rest.
+        It looks at the offsets topic's partitions alone, so a commit costs the same
+        however many other partitions the broker hosts, and a partition whose log the
+        replica manager opened after the commit (a budgeted pass) is found next time."""
+        topic = self.broker.image.topics_by_name.get(OFFSETS_TOPIC)
+        hosted = self.broker.replica_manager.partitions
+        led = set()
+        for index in topic.partitions if topic is not None else ():
+            partition = hosted.get((OFFSETS_TOPIC, index))
+            if partition is not None and partition.is_leader:
+                led.add((OFFSETS_TOPIC, index))
         for tp in list(self.runtime.contexts):
             if tp not in led:
                 self.runtime.unload(tp)
@@ -159,11 +168,15 @@ class GroupCoordinatorService:
             if tp not in self.runtime.contexts:
                 self.runtime.load(tp, now_ms)
 
+    def _on_high_watermark(self, tp: tuple[str, int]) -> None:
+        """An offsets partition's high watermark moved: release the responses it covers."""
+        if tp[0] == OFFSETS_TOPIC:
+            self.runtime.on_high_watermark(tp)
+
     def shutdown(self) -> None:
         for tp in list(self.runtime.contexts):
             self.runtime.unload(tp)
-        if self._timer is not None:
-            self._timer.cancel()
+        self._timer.cancel()
 
     # --- operations ------------------------------------------------------------------------
 
@@ -208,28 +221,6 @@ class GroupCoordinatorService:
 
     # --- timers ---------------------------------------------------------------------------
 
-    def _timer_changed(self, deadline: int) -> None:
-        if self._timer_deadline is not None and self._timer_deadline <= deadline and \
-                self._timer is not None:
-            return
-        self._arm(deadline)
-
-    def _arm(self, deadline: int) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        delay = max(0.0, (deadline - self.broker.now_ms()) / 1000)
-        self._timer_deadline = deadline
-        self._timer = loop.call_later(delay, self._fire)
-
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_deadline = None
-        try:
-            self.runtime.poll(self.broker.now_ms())
-        except Exception:
-            log.exception("A group coordinator timer failed")
-        following = self.runtime.next_deadline()
-        if following is not None and (self._timer_deadline is None
-                                      or following < self._timer_deadline):
-            self._arm(following)
+    def _poll(self, now_ms: int) -> int | None:
+        self.runtime.poll(now_ms)
+        return self.runtime.next_deadline()

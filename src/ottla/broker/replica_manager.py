@@ -2,8 +2,11 @@
 
 It opens a log for every partition the metadata image assigns to this broker, removes the
 logs of deleted topics, keeps each log's config current, and is the one place produce
-appends and fetch reads go through. Appends notify watchers, which is how long-polling
-fetches learn that data arrived.
+appends and fetch reads go through. It owns the purgatories where requests wait on
+partitions (``acks=all`` produces on the high watermark, long-polling fetches on new
+data) and wakes them whenever a partition moves: an append, a new leader or ISR, a
+removal. Whoever else waits on a high watermark (the coordinators' committed responses)
+subscribes to ``high_watermark_listeners``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from ottla.broker.log_validator import (
     PendingBatch,
     validate_batch,
 )
-from ottla.broker.partition import Partition, PartitionState
+from ottla.broker.partition import Partition
+from ottla.broker.partition_state import LeaderAndIsr
+from ottla.broker.purgatory import DelayedOperationPurgatory
 from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -41,7 +46,12 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.topic_defaults = topic_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._watchers: dict[TopicPartition, list[Callable[[], None]]] = {}
+        self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = \
+            DelayedOperationPurgatory("Produce")
+        self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = \
+            DelayedOperationPurgatory("Fetch")
+        self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
+        """Called with a partition whose high watermark moved."""
 
     # --- following the metadata --------------------------------------------------------
 
@@ -67,7 +77,7 @@ class ReplicaManager:
                 if self.broker_id in reg.replicas:
                     wanted[(topic.name, index)] = LocalReplica(topic.topic_id, reg)
         for tp in [tp for tp in self.partitions if tp not in wanted]:
-            self._remove(tp)
+            self._remove(tp, now_ms)
         return self._host(image, wanted, now_ms, budget_s, update_configs=True)
 
     def apply_delta(self, image: MetadataImage, delta: MetadataDelta, now_ms: int,
@@ -80,7 +90,7 @@ class ReplicaManager:
         changes = local_changes(delta, image, self.broker_id)
         for tp, partition in list(self.partitions.items()):
             if partition.topic_id in changes.deleted_topics or tp in changes.deletes:
-                self._remove(tp)
+                self._remove(tp, now_ms)
         configs: dict[str, LogConfig] = {}
         for tp, partition in self.partitions.items():
             if tp[0] in delta.topic_configs:
@@ -99,14 +109,14 @@ class ReplicaManager:
         configs: dict[str, LogConfig] = {}
         for tp, replica in replicas.items():
             reg = replica.registration
-            state = PartitionState(reg.leader, reg.leader_epoch, reg.partition_epoch,
-                                   list(reg.replicas), list(reg.isr))
+            state = LeaderAndIsr(reg.leader, reg.leader_epoch, reg.partition_epoch,
+                                 list(reg.replicas), list(reg.isr))
             partition = self.partitions.get(tp)
             if partition is not None and partition.topic_id != replica.topic_id:
-                self._remove(tp)  # deleted and created again under the same name
+                self._remove(tp, now_ms)  # deleted and created again under the same name
                 partition = None
             if partition is not None and not update_configs:
-                partition.update_state(state)
+                self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
                 continue
             config = configs.get(tp[0])
             if config is None:
@@ -116,18 +126,19 @@ class ReplicaManager:
                     continue
                 log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
                 self.partitions[tp] = Partition(tp[0], tp[1], replica.topic_id, log_,
-                                                self.broker_id, state)
+                                                self.broker_id, state, now_ms)
+                self._moved(tp, False, True, now_ms)
                 pending = deadline is not None and time.perf_counter() >= deadline
             else:
                 partition.log.config = config
-                partition.update_state(state)
+                self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
         return pending and any(tp not in self.partitions for tp in replicas)
 
-    def _remove(self, tp: TopicPartition) -> None:
+    def _remove(self, tp: TopicPartition, now_ms: int) -> None:
         self.partitions.pop(tp)
         log.info("Removing partition %s-%d", *tp)
         self.log_manager.delete_log(tp)
-        self._notify(tp)
+        self._moved(tp, False, True, now_ms)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -154,10 +165,20 @@ class ReplicaManager:
     def append_validated(self, partition: Partition, batch: bytearray, header: BatchHeader,
                          required_acks: int, now_ms: int) -> AppendInfo:
         """Append a batch ``validate`` accepted."""
-        config = partition.log.config
+        return self._append(partition, batch, header, required_acks,
+                            partition.log.config["min.insync.replicas"], now_ms)
+
+    def append_internal(self, partition: Partition, batch: bytearray, header: BatchHeader,
+                        now_ms: int) -> AppendInfo:
+        """Append a batch the broker built itself (a coordinator's records)."""
+        return self._append(partition, batch, header, -1, 1, now_ms)
+
+    def _append(self, partition: Partition, batch: bytearray, header: BatchHeader,
+                required_acks: int, min_insync_replicas: int, now_ms: int) -> AppendInfo:
+        high_watermark = partition.high_watermark
         try:
             info = partition.append_as_leader(batch, header, now_ms, required_acks,
-                                              config["min.insync.replicas"])
+                                              min_insync_replicas)
         except OSError as e:
             # Anything below (segment, index, epoch checkpoint) failing on disk takes the
             # log dir offline instead of the node.
@@ -165,44 +186,42 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.kafka_storage_error,
                              f"{partition.topic}-{partition.index}: {e}") from e
         if not info.duplicate:
-            self._notify((partition.topic, partition.index))
+            self._moved((partition.topic, partition.index),
+                        partition.high_watermark != high_watermark, False, now_ms)
         return info
 
-    def append_internal(self, partition: Partition, batch: bytearray, header: Any,
-                        now_ms: int) -> AppendInfo:
-        """Append a batch the broker built itself (a coordinator's records)."""
-        try:
-            info = partition.append_as_leader(batch, header, now_ms, -1, 1)
-        except OSError as e:
-            partition.log.fail(e)
-            raise KafkaError(ErrorCode.kafka_storage_error,
-                             f"{partition.topic}-{partition.index}: {e}") from e
-        self._notify((partition.topic, partition.index))
-        return info
+    def update_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int,
+                              now_ms: int) -> None:
+        """A follower fetched ``partition`` from ``fetch_offset`` (it has everything
+        before): the high watermark may move, and what waits on it with it."""
+        moved = partition.update_follower_fetch(replica_id, fetch_offset, now_ms)
+        self._moved((partition.topic, partition.index), moved, False, now_ms)
 
-    # --- watchers (long-polling fetches) ---------------------------------------------
+    # --- purgatories ------------------------------------------------------------------
 
-    def watch(self, keys: list[TopicPartition], callback: Callable[[], None]
-              ) -> Callable[[], None]:
-        """Call ``callback`` when any of ``keys`` gets data; returns the unwatch function."""
-        for key in keys:
-            self._watchers.setdefault(key, []).append(callback)
+    def _moved(self, tp: TopicPartition, high_watermark_moved: bool, leadership: bool,
+               now_ms: int) -> None:
+        """A partition moved: its log grew, its high watermark advanced, its leader or
+        ISR changed (``leadership``), or it went away. Wake what waits on it."""
+        if high_watermark_moved or leadership:
+            self.produce_purgatory.check_and_complete(tp, now_ms)
+        self.fetch_purgatory.check_and_complete(tp, now_ms)
+        if high_watermark_moved:
+            for listener in self.high_watermark_listeners:
+                listener(tp)
 
-        def unwatch() -> None:
-            for key in keys:
-                callbacks = self._watchers.get(key)
-                if callbacks is not None:
-                    try:
-                        callbacks.remove(callback)
-                    except ValueError:
-                        pass
-                    if not callbacks:
-                        del self._watchers[key]
-        return unwatch
+    def expire_delayed(self, now_ms: int) -> int | None:
+        """Answer every parked request whose deadline passed; the next deadline."""
+        self.produce_purgatory.expire(now_ms)
+        self.fetch_purgatory.expire(now_ms)
+        deadlines = [d for d in (self.produce_purgatory.next_deadline(),
+                                 self.fetch_purgatory.next_deadline()) if d is not None]
+        return min(deadlines, default=None)
 
-    def _notify(self, key: TopicPartition) -> None:
-        for callback in list(self._watchers.get(key, ())):
-            callback()
+    def shutdown(self) -> None:
+        """Answer every parked request with what it has (a broker shutting down)."""
+        self.produce_purgatory.complete_all()
+        self.fetch_purgatory.complete_all()
 
     def require(self, topic: str, index: int, image: MetadataImage) -> Partition:
         """The hosted partition, or the error Kafka gives for it."""

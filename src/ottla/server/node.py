@@ -372,6 +372,8 @@ class Node:
                 pass
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
+        if hasattr(self, "broker"):  # set by start
+            self.broker.shutdown()
         if self._validation is not None:
             self._validation.shutdown(wait=True, cancel_futures=True)
         if self.log_manager is not None:

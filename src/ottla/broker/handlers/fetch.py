@@ -1,10 +1,11 @@
 """Fetch: long-polling reads with byte limits and incremental fetch sessions (KIP-227).
 
-The response waits (up to ``max_wait_ms``) until ``min_bytes`` are available; appends to
-any fetched partition wake it. Limits follow Kafka: the response carries at most
-``max_bytes`` (and the broker's ``fetch.max.bytes``), each partition at most its
-``partition_max_bytes``, except that the first partition with data returns at least one
-whole batch so a large batch never blocks a consumer (KIP-74).
+The response waits (up to ``max_wait_ms``) in the replica manager's fetch purgatory until
+``min_bytes`` are available; appends to any fetched partition wake it. Limits follow
+Kafka: the response carries at most ``max_bytes`` (and the broker's
+``fetch.max.bytes``), each partition at most its ``partition_max_bytes``, except that the
+first partition with data returns at least one whole batch so a large batch never blocks
+a consumer (KIP-74).
 
 The response is encoded here, by ``protocol.fetch_response`` rather than through kio
 objects; its record sets stay ``FileSlice``s that the connection sends from the page cache.
@@ -17,11 +18,13 @@ from collections import OrderedDict
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.broker.delayed_operations import DelayedFetch
 from ottla.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
+    FetchSession,
 )
 from ottla.broker.partition import READ_COMMITTED
 from ottla.protocol.api import ApiKey
@@ -169,17 +172,18 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if max_wait == 0 or fetch.satisfied(results, total, errors):
         # Data (or nothing to wait for): answer in this loop turn, no task.
         return fetch.respond(results)
-    return fetch.wait(asyncio.get_running_loop().time() + max_wait / 1000)
+    return fetch.park(now_ms + max_wait)
 
 
 class _Fetch:
-    """A fetch that found too little: it parks on the partitions' watches until an
-    append (or a moved watermark, for a session) or ``max_wait`` ends it."""
+    """A fetch that found too little parks in the fetch purgatory, watched under its
+    partitions, until an append (or a moved watermark, for a session) or ``max_wait``
+    ends it."""
 
-    def __init__(self, broker: Any, parts: OrderedDict[tuple[Any, int], CachedPartition],
-                 session: Any, session_id: int, create_session: bool, version: int,
-                 max_bytes: int, isolation: int, min_bytes: int, keys: list[Any],
-                 now_ms: int) -> None:
+    def __init__(self, broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartition],
+                 session: FetchSession | None, session_id: int, create_session: bool,
+                 version: int, max_bytes: int, isolation: int, min_bytes: int,
+                 keys: list[tuple[str, int]], now_ms: int) -> None:
         self.broker = broker
         self.parts = parts
         self.session = session
@@ -199,26 +203,26 @@ class _Fetch:
             return True
         return self.session is not None and _has_news(self.parts, results)
 
-    async def wait(self, deadline: float) -> EncodedBody:
-        loop = asyncio.get_running_loop()
-        while True:
-            woken = loop.create_future()
+    def _read(self) -> dict[tuple[Any, int], dict[str, Any]]:
+        return _read_all(self.broker, self.parts, self.max_bytes, self.isolation,
+                         self.uses_ids)[0]
 
-            def wake(fut: asyncio.Future[None] = woken) -> None:
-                if not fut.done():
-                    fut.set_result(None)
+    def _read_if_satisfied(self) -> dict[tuple[Any, int], dict[str, Any]] | None:
+        results, total, errors = _read_all(self.broker, self.parts, self.max_bytes,
+                                           self.isolation, self.uses_ids)
+        return results if self.satisfied(results, total, errors) else None
 
-            unwatch = self.broker.replica_manager.watch(self.keys, wake)
-            try:
-                await asyncio.wait_for(woken, max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                pass
-            finally:
-                unwatch()
-            results, total, errors = _read_all(self.broker, self.parts, self.max_bytes,
-                                               self.isolation, self.uses_ids)
-            if self.satisfied(results, total, errors) or loop.time() >= deadline:
-                return self.respond(results)
+    async def park(self, deadline_ms: int) -> EncodedBody:
+        answered: asyncio.Future[EncodedBody] = asyncio.get_running_loop().create_future()
+
+        def respond(results: dict[tuple[Any, int], dict[str, Any]]) -> None:
+            if not answered.done():
+                answered.set_result(self.respond(results))
+
+        operation = DelayedFetch(deadline_ms, self._read_if_satisfied, self._read, respond)
+        self.broker.replica_manager.fetch_purgatory.try_complete_else_watch(
+            operation, self.keys, self.now_ms)
+        return await answered
 
     def respond(self, results: dict[tuple[Any, int], dict[str, Any]]) -> EncodedBody:
         parts, session, session_id = self.parts, self.session, self.session_id

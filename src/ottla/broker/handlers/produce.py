@@ -4,23 +4,40 @@ Validation walks every record (``broker.log_validator``). A compressed batch who
 records decompress to more than the validator does on the event loop is finished on a
 worker thread; the request then waits for it and appends all its partitions afterwards,
 in the order the request named them.
+
+With ``acks=all`` the answer waits in the replica manager's produce purgatory until the
+high watermark of every appended partition covers its records (at once with one
+replica), the leadership moves, or the request's ``timeout_ms`` passes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.broker.delayed_operations import DelayedProduce, ProducePartitionStatus
 from ottla.broker.log_validator import PendingBatch, RecordValidationError
 from ottla.common.topics import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import ms
 from ottla.protocol.produce_response import encode_produce_response
 from ottla.protocol.records import BatchHeader
 from ottla.protocol.requests import NO_RESPONSE, ApiSpec, CloseConnection, RequestContext
 
 Validated = tuple[bytearray, BatchHeader]
+
+_ACK_ERRORS = {
+    ErrorCode.request_timed_out:
+        "The in-sync replicas did not all have the records before the request timed out",
+    ErrorCode.not_enough_replicas_after_append:
+        "The records were written, but to fewer in-sync replicas than min.insync.replicas",
+    ErrorCode.not_leader_or_follower:
+        "The leadership moved before the in-sync replicas had the records",
+}
 
 
 class _Entry:
@@ -88,12 +105,13 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             except KafkaError as e:
                 entry.fail(e)
         topics.append((name, topic_id, entries))
+    timeout_ms = ms(req.timeout)
     if pending:
-        return _finish_then_append(broker, ctx, acks, topics)
-    return _append_all(broker, ctx, acks, topics, now_ms)
+        return _finish_then_append(broker, ctx, acks, timeout_ms, topics)
+    return _append_all(broker, ctx, acks, timeout_ms, topics, now_ms)
 
 
-async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int,
+async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                               topics: list[tuple[str | None, Any, list[_Entry]]]) -> Any:
     offload: Callable[[Callable[[], Validated]], Awaitable[Validated]] = broker.offload
     for _, _, entries in topics:
@@ -103,14 +121,16 @@ async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int,
                     entry.batch = await offload(entry.batch.finish)
                 except KafkaError as e:
                     entry.fail(e)
-    return _append_all(broker, ctx, acks, topics, broker.now_ms())
+    appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
+    return await appended if inspect.iscoroutine(appended) else appended
 
 
-def _append_all(broker: Broker, ctx: RequestContext, acks: int,
+def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                 topics: list[tuple[str | None, Any, list[_Entry]]], now_ms: int) -> Any:
     replica_manager = broker.replica_manager
     failed = False
     responses = []
+    waiting: dict[tuple[str, int], tuple[_Entry, ProducePartitionStatus]] = {}
     for name, topic_id, entries in topics:
         for entry in entries:
             batch = entry.batch
@@ -122,6 +142,10 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int,
                     entry.result["log_append_time"] = info.log_append_time \
                         if info.log_append_time >= 0 else None
                     entry.result["log_start_offset"] = info.log_start_offset
+                    if acks == -1 and partition.high_watermark <= info.last_offset:
+                        waiting[(name, entry.index)] = (entry, ProducePartitionStatus(
+                            info.last_offset + 1, partition.leader_epoch,
+                            partition.log.config["min.insync.replicas"]))
                 except KafkaError as e:
                     entry.fail(e)
             failed = failed or entry.result["error_code"] != ErrorCode.none
@@ -131,8 +155,39 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int,
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return NO_RESPONSE
-    return encode_produce_response(ctx.api_version, {
-        "responses": responses, "throttle_time": 0, "node_endpoints": []})
+    response = {"responses": responses, "throttle_time": 0, "node_endpoints": []}
+    if waiting:
+        return _await_replicas(broker, ctx, response, waiting, timeout_ms, now_ms)
+    return encode_produce_response(ctx.api_version, response)
+
+
+def _await_replicas(broker: Broker, ctx: RequestContext, response: dict[str, Any],
+                    waiting: dict[tuple[str, int], tuple[_Entry, ProducePartitionStatus]],
+                    timeout_ms: int, now_ms: int) -> Any:
+    """``acks=all`` with records the in-sync replicas do not all have yet: park the
+    request in the produce purgatory until they do, the leadership moves, or the
+    request's ``timeout_ms`` ends (REQUEST_TIMED_OUT for what is still waiting)."""
+    replica_manager = broker.replica_manager
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def respond(statuses: dict[tuple[str, int], ProducePartitionStatus]) -> None:
+        for tp, status in statuses.items():
+            if status.error != ErrorCode.none:
+                waiting[tp][0].fail(KafkaError(status.error, _ACK_ERRORS.get(status.error)))
+        if not done.done():
+            done.set_result(None)
+
+    operation = DelayedProduce(now_ms + max(0, timeout_ms),
+                               {tp: status for tp, (_, status) in waiting.items()},
+                               replica_manager.partitions.get, respond)
+    replica_manager.produce_purgatory.try_complete_else_watch(operation, waiting, now_ms)
+    return _respond_when(done, ctx.api_version, response)
+
+
+async def _respond_when(done: asyncio.Future[None], version: int, response: dict[str, Any]
+                        ) -> Any:
+    await done
+    return encode_produce_response(version, response)
 
 
 APIS: list[ApiSpec[Broker]] = [

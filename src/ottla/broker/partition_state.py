@@ -1,0 +1,145 @@
+"""The replication state of one partition on this broker, sans-I/O (Kafka's ``Partition``
+without its log).
+
+It knows the role (leader or follower) and epochs the metadata image gave, the ISR, this
+replica's log end offset, each follower's fetch position as the leader sees it, and the
+high watermark that follows from them: the smallest log end offset of the ISR, which only
+ever grows on a leader. It is told the log end after each append and each follower fetch,
+with ``now_ms``; it answers whether the high watermark moved and whether an ``acks=all``
+write is complete. It never reads a clock or a file, so replication's invariants are
+tested here without a broker.
+
+With one replica the ISR is the leader alone and the high watermark is its log end, the
+behaviour of a single node; the follower side (fetching, truncation, ISR changes through
+AlterPartition) extends this state rather than replacing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ottla.protocol.errors import ErrorCode
+
+NO_EPOCH = -1
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(slots=True)
+class LeaderAndIsr:
+    """What the metadata image says about the partition (Kafka's ``LeaderAndIsr``)."""
+
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """A follower as its leader sees it (Kafka's ``ReplicaState``)."""
+
+    replica_id: int
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    """When its fetch last reached the leader's log end; the ISR shrinks on its age."""
+    last_fetch_ms: int = 0
+
+
+@dataclass(slots=True)
+class PartitionState:
+    local_id: int
+    assignment: LeaderAndIsr
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    followers: dict[int, ReplicaState] = field(default_factory=dict)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.assignment.leader == self.local_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.assignment.leader_epoch
+
+    @property
+    def isr(self) -> list[int]:
+        return self.assignment.isr
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided; without transactions, the high watermark."""
+        return self.high_watermark
+
+    def update(self, assignment: LeaderAndIsr, now_ms: int) -> bool:
+        """Take a new assignment from the metadata image; True if the high watermark moved.
+
+        A replica that becomes leader (or a leader of a new epoch) forgets what it knew of
+        its followers' positions: they are known again from their next fetch. Until then a
+        follower in the ISR counts as caught up as of now, as Kafka's new leader does, so
+        the ISR does not shrink the moment leadership moves."""
+        new_epoch = assignment.leader_epoch != self.assignment.leader_epoch
+        self.assignment = assignment
+        if not self.is_leader:
+            self.followers.clear()
+            return False
+        others = [r for r in assignment.replicas if r != self.local_id]
+        if new_epoch:
+            self.followers = {r: ReplicaState(r, last_caught_up_ms=now_ms if r in assignment.isr
+                                              else 0) for r in others}
+        else:
+            self.followers = {r: self.followers.get(r) or ReplicaState(r) for r in others}
+        return self._maybe_increment_high_watermark()
+
+    def on_local_append(self, log_end_offset: int) -> bool:
+        """The local log grew to ``log_end_offset``; True if the high watermark moved."""
+        self.log_end_offset = log_end_offset
+        return self.is_leader and self._maybe_increment_high_watermark()
+
+    def on_truncation(self, log_end_offset: int) -> None:
+        """The local log was cut back (a follower diverged, or records deleted)."""
+        self.log_end_offset = log_end_offset
+        self.high_watermark = min(self.high_watermark, log_end_offset)
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched from ``fetch_offset``: it has everything before it. True if
+        the high watermark moved."""
+        follower = self.followers.get(replica_id)
+        if follower is None or not self.is_leader:
+            return False
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_ms = now_ms
+        if fetch_offset >= self.log_end_offset:
+            follower.last_caught_up_ms = now_ms
+        return self._maybe_increment_high_watermark()
+
+    def _maybe_increment_high_watermark(self) -> bool:
+        """The leader's high watermark is the smallest log end offset in the ISR; it never
+        moves back on a leader (a follower not yet heard from holds it where it is)."""
+        new = self.log_end_offset
+        for replica_id in self.assignment.isr:
+            if replica_id != self.local_id:
+                follower = self.followers.get(replica_id)
+                new = min(new, follower.log_end_offset if follower is not None
+                          else UNKNOWN_OFFSET)
+        if new > self.high_watermark:
+            self.high_watermark = new
+            return True
+        return False
+
+    def check_enough_replicas(self, required_offset: int, leader_epoch: int,
+                              min_insync_replicas: int) -> tuple[bool, ErrorCode]:
+        """Is an ``acks=all`` write that ended at ``required_offset`` (appended in
+        ``leader_epoch``) done, and with what error (Kafka's
+        ``checkEnoughReplicasReachOffset``)? Not done while the high watermark is below it;
+        done with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+        ``min.insync.replicas`` meanwhile; done with NOT_LEADER_OR_FOLLOWER once this
+        replica lost the leadership it appended under, since the new leader may have
+        truncated the write away."""
+        if not self.is_leader or self.assignment.leader_epoch != leader_epoch:
+            return True, ErrorCode.not_leader_or_follower
+        if self.high_watermark < required_offset:
+            return False, ErrorCode.none
+        if len(self.assignment.isr) < min_insync_replicas:
+            return True, ErrorCode.not_enough_replicas_after_append
+        return True, ErrorCode.none
