@@ -3,9 +3,11 @@
 Everything that varies (delays, losses, partitions, crashes, election timers, how long
 an fsync takes) comes from one ``random.Random(seed)``, so a failing seed replays
 exactly. Each node's log is a :class:`SimulatedDisk`: appends become durable only when a
-later flush event runs, and a crash loses whatever was not flushed. Proposals are
-batches of one to three offsets, and observers (brokers) follow the log beside the
-voters. Invariants are checked as the run goes: one leader per epoch, every node's
+later flush event runs, and a crash loses whatever was not flushed. Snapshot writes take
+time too, as the node's driver does them off its loop: a crash while one is under way
+finds it written (the next start adopts it, as ``FileRaftLog`` does) or not, at random.
+Proposals are batches of one to three offsets, and observers (brokers) follow the log
+beside the voters. Invariants are checked as the run goes: one leader per epoch, every node's
 committed entries equal one global committed log (nothing committed is lost or
 reordered), and no replica ever truncates below its high watermark (``RaftError``).
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import Committed, Entry, Outgoing, Snapshot
+from ottla.raft.messages import Committed, Entry, Outgoing, Snapshot, SnapshotWrite
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 
 TICK_MS = 10
@@ -46,13 +48,12 @@ class SimulatedDisk(MemoryLog):
         super().truncate_to(offset)
         self.flushed = min(self.flushed, self.end_offset)
 
-    def take_snapshot(self, snapshot: Snapshot) -> None:
-        super().take_snapshot(snapshot)  # the snapshot file is written and fsynced
-        self.flushed = max(self.flushed, snapshot.end_offset)
-
-    def install_snapshot(self, snapshot: Snapshot) -> None:
-        super().install_snapshot(snapshot)
-        self.flushed = snapshot.end_offset
+    def end_snapshot(self, write: SnapshotWrite) -> bool:
+        if not super().end_snapshot(write):  # the snapshot file is written and fsynced
+            return False
+        end = write.snapshot.end_offset
+        self.flushed = end if write.install else max(self.flushed, end)
+        return True
 
     def lose_unflushed(self) -> None:
         self.truncate_to(max(self.flushed_end_offset, self.start_offset))
@@ -82,6 +83,7 @@ class SimulatedQuorum:
         self.applied: dict[int, list[Entry]] = {}
         self.applied_end: dict[int, int] = {}
         self.flushing: set[int] = set()
+        self.snapshot_writes: dict[int, SnapshotWrite] = {}  # node -> being written
         self.committed: list[Entry] = []  # the one committed log every node must agree on
         self.committed_bases: list[int] = []
         self.leaders: dict[int, int] = {}  # epoch -> leader
@@ -107,6 +109,9 @@ class SimulatedQuorum:
     def crash(self, n: int) -> None:
         """Volatile state gone; the quorum state and the flushed log survive."""
         self.nodes[n] = None
+        write = self.snapshot_writes.pop(n, None)
+        if write is not None and self.rng.random() < 0.5:
+            self.logs[n].end_snapshot(write)  # it was on disk: the start adopts it
         self.logs[n].lose_unflushed()
         self.flushing.discard(n)
 
@@ -127,6 +132,10 @@ class SimulatedQuorum:
         if committed is not None:
             self.on_committed(n, replica, committed)
         self.on_state(n, replica)
+        write = replica.take_snapshot_write()
+        if write is not None:
+            self.snapshot_writes[n] = write
+            self.schedule(self.now + self.rng.randint(0, MAX_FSYNC_MS), "snapshot", (n, write))
         if self.logs[n].flushed_end_offset < self.logs[n].end_offset and \
                 n not in self.flushing:
             self.flushing.add(n)
@@ -224,13 +233,20 @@ class SimulatedQuorum:
                 if replica is not None:
                     self.logs[data].flush()
                     self.after(data, replica.tick(self.now))
+            elif kind == "snapshot":
+                n, write = data
+                replica = self.nodes[n]
+                if replica is not None and self.snapshot_writes.get(n) is write:
+                    del self.snapshot_writes[n]
+                    self.after(n, replica.snapshot_written(write, self.now))
             elif kind == "fault" and chaos:
                 self.inject_fault()
                 self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
             elif kind == "restart" and self.nodes[data] is None:
                 self.boot(data)
         self.now = end_ms
-        self.events = [e for e in self.events if e[2] in ("deliver", "restart", "flush")]
+        self.events = [e for e in self.events
+                       if e[2] in ("deliver", "restart", "flush", "snapshot")]
         heapq.heapify(self.events)
 
     def propose(self, n: int, replica: RaftReplica) -> bool:

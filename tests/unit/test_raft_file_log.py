@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ottla.common.files import write_atomically
 from ottla.metadata import records as meta
-from ottla.raft.file_log import FileRaftLog, entries_of
+from ottla.raft.file_log import INSTALL_MARKER, FileRaftLog, entries_of, snapshot_file_name
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import Entry, Snapshot
+from ottla.raft.messages import Entry, Snapshot, SnapshotWrite
 
 counter = itertools.count()
 NOW = 1_700_000_000_000
@@ -37,6 +40,23 @@ ops = st.lists(st.one_of(
 def boundaries(log: MemoryLog) -> list[int]:
     return [log.start_offset + sum(e.count for e in log.entries[:i])
             for i in range(len(log.entries) + 1)]
+
+
+def assert_same(disk: FileRaftLog, memory: MemoryLog, max_epoch: int) -> None:
+    """Everything RaftReplica asks a log answers the same on disk and in memory."""
+    assert (disk.start_offset, disk.end_offset) == (memory.start_offset, memory.end_offset)
+    assert disk.last_epoch == memory.last_epoch
+    assert disk.read(memory.start_offset, 1000) == memory.read(memory.start_offset, 1000)
+    if memory.snapshot is not None:
+        assert disk.snapshot == memory.snapshot
+    for offset in range(memory.start_offset, memory.end_offset):
+        assert disk.epoch_at(offset) == memory.epoch_at(offset)
+    for e in range(0, max_epoch + 2):
+        assert disk.end_offset_for_epoch(e) == memory.end_offset_for_epoch(e), e
+    edges = boundaries(memory)
+    if len(edges) > 2:
+        assert disk.entries_between(edges[1], edges[-1]) == \
+            memory.entries_between(edges[1], edges[-1])
 
 
 @settings(max_examples=60, deadline=None)
@@ -79,20 +99,7 @@ def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
                 disk.flush()
                 disk.close()
                 disk = FileRaftLog(directory, 1, [1, 2, 3], meta, clock=CLOCK)
-            assert (disk.start_offset, disk.end_offset) == (memory.start_offset,
-                                                           memory.end_offset)
-            assert disk.last_epoch == memory.last_epoch
-            assert disk.read(memory.start_offset, 1000) == memory.read(memory.start_offset, 1000)
-            if memory.snapshot is not None:
-                assert disk.snapshot == memory.snapshot
-            for offset in range(memory.start_offset, memory.end_offset):
-                assert disk.epoch_at(offset) == memory.epoch_at(offset)
-            for e in range(0, epoch + 2):
-                assert disk.end_offset_for_epoch(e) == memory.end_offset_for_epoch(e), e
-            edges = boundaries(memory)
-            if len(edges) > 2:
-                assert disk.entries_between(edges[1], edges[-1]) == \
-                    memory.entries_between(edges[1], edges[-1])
+            assert_same(disk, memory, epoch)
     finally:
         disk.close()
 
@@ -132,25 +139,192 @@ def test_a_flush_begun_before_a_truncation_claims_nothing_after_it(tmp_path) -> 
         log.close()
 
 
-def test_a_crash_while_installing_a_snapshot_drops_the_old_log_on_the_next_start(
-        tmp_path) -> None:
-    from ottla.common.files import write_atomically
-    from ottla.raft.file_log import INSTALL_MARKER
+def two_segments(directory: str, node_id: int = 1) -> tuple[FileRaftLog, MemoryLog]:
+    """A flushed log of eight entries in two segments (epoch 1 at 0-3, epoch 2 at 4-7)
+    with a snapshot at 2, and the same log in memory."""
+    disk = FileRaftLog(directory, node_id, [1, 2, 3], meta, clock=CLOCK)
+    memory = MemoryLog()
+    first = [Entry(1, (record(i),)) for i in range(4)]
+    second = [Entry(2, (record(i),)) for i in range(4, 8)]
+    disk.append(first)
+    disk.log.roll(NOW)
+    disk.append(second)
+    disk.flush()
+    memory.append(first + second)
+    for log in (disk, memory):
+        log.take_snapshot(Snapshot(2, 1, b"state at 2"))
+    return disk, memory
 
+
+def snapshot_names(directory: str) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if ".checkpoint" in n)
+
+
+def test_a_snapshot_is_adopted_only_at_end_snapshot_which_fsyncs_nothing(
+        tmp_path, fsynced) -> None:
+    """The split the driver uses: ``write_snapshot`` (on its worker thread) does every
+    fsync; the log changes only in ``end_snapshot``, on the loop, without one."""
     directory = str(tmp_path / "log")
-    log = FileRaftLog(directory, 2, [1, 2, 3], meta, clock=CLOCK)
-    log.append([Entry(1, (record(i),)) for i in range(8)])  # diverged from the leader
-    log.flush()
-    # The install wrote its marker and the snapshot, then the process died.
-    write_atomically(os.path.join(directory, INSTALL_MARKER), b"5")
-    log._write_snapshot(Snapshot(5, 3, b"leader state"))
-    log.close()
+    disk, memory = two_segments(directory)
+    try:
+        take = SnapshotWrite(Snapshot(6, 2, b"state at 6"), install=False)
+        files = disk.begin_snapshot(take)
+        fsynced.clear()
+        FileRaftLog.write_snapshot(files)
+        assert fsynced  # the snapshot and its directory
+        assert (disk.start_offset, disk.snapshot) == (2, Snapshot(2, 1, b"state at 2"))
+        fsynced.clear()
+        assert disk.end_snapshot(take)
+        memory.end_snapshot(take)
+        assert fsynced == []
+        assert_same(disk, memory, 3)
+        assert snapshot_names(directory) == [snapshot_file_name(6, 2)]
+
+        install = SnapshotWrite(Snapshot(20, 3, b"leader state"), install=True)
+        files = disk.begin_snapshot(install)
+        FileRaftLog.write_snapshot(files)
+        assert (disk.start_offset, disk.end_offset) == (6, 8)  # reads still work
+        assert disk.read(6, 10) == memory.read(6, 10)
+        assert not any(os.path.exists(path) for path in files.old_files)
+        fsynced.clear()
+        disk.end_snapshot(install)
+        memory.end_snapshot(install)
+        assert fsynced == []
+        assert_same(disk, memory, 4)
+        assert snapshot_names(directory) == [snapshot_file_name(20, 3)]
+        assert not os.path.exists(os.path.join(directory, INSTALL_MARKER))
+    finally:
+        disk.close()
+
+
+def test_a_take_overtaken_by_an_install_is_dropped_with_its_file(tmp_path) -> None:
+    directory = str(tmp_path / "log")
+    disk, _ = two_segments(directory)
+    try:
+        take = SnapshotWrite(Snapshot(6, 2, b"state at 6"), install=False)
+        FileRaftLog.write_snapshot(disk.begin_snapshot(take))
+        disk.install_snapshot(Snapshot(20, 3, b"leader state"))
+        assert not disk.end_snapshot(take)
+        assert (disk.start_offset, disk.end_offset) == (20, 20)
+        assert snapshot_names(directory) == [snapshot_file_name(20, 3)]
+    finally:
+        disk.close()
+
+
+def test_snapshots_adopted_while_a_flush_is_under_way(tmp_path) -> None:
+    """A take may drop segments a flush is fsyncing (it has duplicates of their
+    descriptors), and the flush still claims what it fsynced; an install voids the
+    claim of a flush of the old log."""
+    directory = str(tmp_path / "log")
+    disk, _ = two_segments(directory)
+    try:
+        disk.append([Entry(2, (record(8),)), Entry(2, (record(9),))])
+        token = disk.begin_flush()
+        disk.take_snapshot(Snapshot(6, 2, b"state at 6"))  # drops the segment at 0
+        assert [s.base_offset for s in disk.log.segments] == [4]
+        disk.fsync(token)
+        disk.end_flush(token)
+        assert disk.flushed_end_offset == 10
+
+        disk.append([Entry(2, (record(10),))])
+        token = disk.begin_flush()
+        disk.install_snapshot(Snapshot(30, 3, b"leader state"))
+        disk.fsync(token)
+        disk.end_flush(token)
+        assert (disk.flushed_end_offset, disk.end_offset) == (30, 30)
+    finally:
+        disk.close()
+
+
+def test_a_crash_between_writing_a_taken_snapshot_and_adopting_it(tmp_path) -> None:
+    """The snapshot is on disk, the log still holds what it covers: the next start
+    adopts it, and the log is what ``end_snapshot`` would have made it."""
+    directory = str(tmp_path / "log")
+    disk, memory = two_segments(directory)
+    take = SnapshotWrite(Snapshot(6, 2, b"state at 6"), install=False)
+    FileRaftLog.write_snapshot(disk.begin_snapshot(take))
+    disk.close()  # the process dies before end_snapshot
+    memory.end_snapshot(take)
+    reopened = FileRaftLog(directory, 1, [1, 2, 3], meta, clock=CLOCK)
+    try:
+        assert_same(reopened, memory, 3)
+        assert snapshot_names(directory) == [snapshot_file_name(6, 2)]
+        reopened.append([Entry(3, (record(9),))])  # and it goes on from there
+        memory.append([Entry(3, (record(9),))])
+        assert_same(reopened, memory, 4)
+    finally:
+        reopened.close()
+
+
+def test_a_crash_while_a_taken_snapshot_is_written_keeps_the_previous_state(
+        tmp_path) -> None:
+    directory = str(tmp_path / "log")
+    disk, memory = two_segments(directory)
+    name = os.path.join(directory, snapshot_file_name(6, 2))
+    with open(name + ".part", "wb") as f:
+        f.write(b"torn")  # the write had begun, not the rename
+    disk.close()
+    reopened = FileRaftLog(directory, 1, [1, 2, 3], meta, clock=CLOCK)
+    try:
+        assert_same(reopened, memory, 3)
+        assert snapshot_names(directory) == [snapshot_file_name(2, 1)]
+    finally:
+        reopened.close()
+
+
+@pytest.mark.parametrize("crash", ["writing the snapshot", "removing the old log",
+                                   "before end_snapshot"])
+def test_a_crash_while_installing_a_snapshot_leaves_a_consistent_log(tmp_path,
+                                                                     crash) -> None:
+    """Marker, snapshot and the old log's removal are each durable before the next step:
+    a start after a crash at any of them finds the old log whole, or the snapshot with
+    nothing of the old log (which may have diverged from the leader's)."""
+    directory = str(tmp_path / "log")
+    disk, memory = two_segments(directory, node_id=2)
+    install = SnapshotWrite(Snapshot(20, 3, b"leader state"), install=True)
+    files = disk.begin_snapshot(install)
+    if crash == "writing the snapshot":
+        write_atomically(os.path.join(directory, INSTALL_MARKER), b"20")
+        with open(os.path.join(directory, files.name + ".part"), "wb") as f:
+            f.write(b"torn")
+    elif crash == "removing the old log":
+        FileRaftLog.write_snapshot(dataclasses.replace(files, old_files=files.old_files[:2]))
+        memory.end_snapshot(install)
+    else:
+        FileRaftLog.write_snapshot(files)
+        memory.end_snapshot(install)
+    disk.close()
     reopened = FileRaftLog(directory, 2, [1, 2, 3], meta, clock=CLOCK)
     try:
-        assert (reopened.start_offset, reopened.end_offset) == (5, 5)
-        assert reopened.snapshot == Snapshot(5, 3, b"leader state")
-        assert reopened.last_epoch == 3
+        assert_same(reopened, memory, 4)
         assert not os.path.exists(os.path.join(directory, INSTALL_MARKER))
+        assert not [n for n in os.listdir(directory) if n.endswith(".part")]
+        if crash != "writing the snapshot":
+            assert snapshot_names(directory) == [snapshot_file_name(20, 3)]
+            assert reopened.last_epoch == 3
+    finally:
+        reopened.close()
+
+
+def test_entries_after_an_installed_snapshot_survive_once_flushed(tmp_path) -> None:
+    """The marker's removal is made durable by the first flush after the install (it
+    fsyncs the directory of the new segment): until then a start would drop the new
+    entries, which nobody was told are durable; after it, they stay."""
+    directory = str(tmp_path / "log")
+    disk, _ = two_segments(directory, node_id=2)
+    disk.install_snapshot(Snapshot(20, 3, b"leader state"))
+    disk.append([Entry(3, (record(20),)), Entry(4, (record(21),))])
+    token = disk.begin_flush()
+    assert directory in [os.readlink(f"/proc/self/fd/{fd}") for fd in token.fds]
+    disk.fsync(token)
+    disk.end_flush(token)
+    assert disk.flushed_end_offset == 22
+    disk.close()
+    reopened = FileRaftLog(directory, 2, [1, 2, 3], meta, clock=CLOCK)
+    try:
+        assert (reopened.start_offset, reopened.end_offset, reopened.last_epoch) == (20, 22, 4)
+        assert reopened.epoch_at(20) == 3
+        assert reopened.end_offset_for_epoch(3) == (3, 21)
     finally:
         reopened.close()
 

@@ -48,6 +48,9 @@ class Cluster:
         if committed is not None:
             self.applied[i] = self.applied[i][:committed.base_offset] + committed.entries
         self.queue += [(i, o) for o in out]
+        write = r.take_snapshot_write()
+        if write is not None:  # written at once: these schedules are not about its timing
+            self._after(i, r.snapshot_written(write, self.now))
 
     def pump(self, talking: set[int],
              drop: Callable[[int, Outgoing], bool] = lambda s, o: False) -> None:
@@ -181,3 +184,56 @@ def test_late_answers_do_not_undo_what_a_follower_fetched_since() -> None:
     stray = FetchSnapshotResponse(1, 1, Snapshot(40, 1, "not asked for"))
     follower.handle(1, stray, 40)
     assert (log.start_offset, log.end_offset) == (0, 5)
+
+
+def test_snapshots_are_adopted_once_written_and_an_install_holds_the_follower() -> None:
+    """The driver writes a snapshot off its loop and says when it is durable; till then
+    the log is unchanged. An install decided while a take is being written waits for
+    it; while an install is under way the follower neither fetches, appends a late
+    answer nor campaigns (a new leader would append to the log being replaced)."""
+    from ottla.raft.messages import (
+        BeginQuorumEpoch,
+        FetchRequest,
+        FetchSnapshotRequest,
+        FetchSnapshotResponse,
+        Snapshot,
+        SnapshotWrite,
+    )
+    from ottla.raft.quorum import Role
+
+    log = MemoryLog()
+    follower = RaftReplica(2, {1, 2, 3}, log, random.Random(1), RaftConfig())
+    follower.start(0)
+    follower.handle(1, BeginQuorumEpoch(1, 1), 10)
+    entries = tuple(Entry(1, f"e{i}") for i in range(5))
+    follower.handle(1, FetchResponse(1, 1, 5, entries, base_offset=0), 20)
+    assert follower.take_committed() is not None
+    assert follower.create_snapshot(3, "state at 3")
+    assert not follower.create_snapshot(4, "state at 4")  # one at a time
+    take = follower.take_snapshot_write()
+    assert take == SnapshotWrite(Snapshot(3, 1, "state at 3"), install=False)
+    assert follower.take_snapshot_write() is None
+    assert log.start_offset == 0 and log.snapshot is None
+
+    sent = follower.handle(1, FetchResponse(1, 1, 5, base_offset=5, snapshot_end_offset=40,
+                                            snapshot_epoch=1), 30)
+    assert [type(o.message) for o in sent] == [FetchSnapshotRequest]
+    leader_snapshot = Snapshot(40, 1, "leader state")
+    assert follower.handle(1, FetchSnapshotResponse(1, 1, leader_snapshot), 40) == []
+    assert follower.take_snapshot_write() is None  # the take is still being written
+    assert follower.snapshot_written(take, 50) == []
+    assert (log.start_offset, log.end_offset) == (3, 5)
+    install = follower.take_snapshot_write()
+    assert install == SnapshotWrite(leader_snapshot, install=True)
+
+    assert follower.tick(5000) == []  # long past the fetch timeout
+    assert follower.role is Role.FOLLOWER
+    late = FetchResponse(1, 1, 5, (Entry(1, "late"),), base_offset=5)
+    assert follower.handle(1, late, 5001) == []
+    assert (log.start_offset, log.end_offset, follower.high_watermark) == (3, 5, 5)
+
+    sent = follower.snapshot_written(install, 5002)
+    assert (log.start_offset, log.end_offset, follower.high_watermark) == (40, 40, 40)
+    assert [(type(o.message), o.message.fetch_offset) for o in sent] == [(FetchRequest, 40)]
+    committed = follower.take_committed()
+    assert committed is not None and committed.snapshot == leader_snapshot

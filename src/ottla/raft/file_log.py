@@ -17,12 +17,25 @@ the new segment's name survives a crash. (Indexes are not fsynced: recovery rebu
 them.)
 
 Snapshots are ``<end offset>-<epoch>.checkpoint`` files (20 and 10 digits) in the same
-directory, written whole to a ``.part`` file, fsynced and renamed: ``take_snapshot``
-moves the log start to the snapshot's end and drops the segments below it,
-``install_snapshot`` (a follower far behind) replaces the whole log. On opening, the
-latest snapshot is the log's prefix; the bootstrap snapshot ``storage format`` wrote (end
-offset 0) is not one. What survives a crash: the quorum-state file, every flushed batch
-and every renamed snapshot.
+directory. RaftReplica decides which snapshot to take or install (a ``SnapshotWrite``);
+writing it is slow, so it comes in three steps like a flush: ``begin_snapshot`` on the
+event loop (paths and bytes), ``write_snapshot`` on a worker thread (everything that
+must be durable, with every fsync) and ``end_snapshot`` back on the loop, where the log
+adopts the snapshot. A snapshot is written whole to a ``.part`` file, fsynced, renamed
+and its directory fsynced. A take then moves the log start to the snapshot's end and
+drops the segments below it (the files they hold are in the snapshot, fsynced or not).
+An install (a follower far behind) first writes the ``installing-snapshot`` marker,
+then the snapshot, then removes the old log's files for good, all on the thread; on
+the loop the log starts empty at the snapshot's end and the marker goes, which the next
+flush makes durable (it fsyncs the directory of the new segment) before anything past
+the snapshot is acknowledged.
+
+On opening, the latest snapshot is the log's prefix; the bootstrap snapshot ``storage
+format`` wrote (end offset 0) is not one. A crash anywhere leaves: the previous state
+(before a snapshot's rename; ``.part`` files are deleted), or a snapshot the next start
+adopts (a take: the log start is its end; an install: the marker makes the start drop
+whatever of the old log is left). What survives a crash: the quorum-state file, every
+flushed batch and every renamed snapshot.
 """
 
 from __future__ import annotations
@@ -32,18 +45,19 @@ import os
 import re
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from kio.schema.leader_change_message.v0.data import LeaderChangeMessage, Voter
 from kio.serial import entity_writer
 from kio.static.primitive import i16, i32
 
-from ottla.common.files import write_atomically
+from ottla.common.files import fsync_path, write_atomically
 from ottla.common.topics import METADATA_TOPIC
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
-from ottla.raft.messages import Entry, RecordSerde, Snapshot
+from ottla.raft.messages import Entry, RecordSerde, Snapshot, SnapshotWrite
+from ottla.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
 
@@ -58,6 +72,21 @@ class FlushToken:
     end_offset: int
     generation: int
     fds: list[int]
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """What ``write_snapshot`` does off the event loop, all decided on it: paths and
+    bytes only, so that the thread never touches the log."""
+
+    directory: str
+    name: str
+    data: bytes
+    end_offset: int
+    install: bool
+    old_files: tuple[str, ...] = ()
+    """An install's: the old log's segments and epoch checkpoint, removed for good once
+    the snapshot is durable (so no start after a crash can take them for the new log)."""
 
 
 def snapshot_file_name(end_offset: int, epoch: int) -> str:
@@ -250,37 +279,112 @@ class FileRaftLog:
         self._delete_snapshots_before(end)
         return Snapshot(end, epoch, data)
 
-    def _write_snapshot(self, snapshot: Snapshot) -> None:
-        data: Any = snapshot.data
-        write_atomically(os.path.join(self.dir, snapshot_file_name(
-            snapshot.end_offset, snapshot.epoch)), bytes(data))
-
     def _delete_snapshots_before(self, end_offset: int) -> None:
         for name in os.listdir(self.dir):
             match = _SNAPSHOT_FILE.match(name)
             if match and 0 < int(match.group(1)) < end_offset:
                 os.unlink(os.path.join(self.dir, name))
 
-    def take_snapshot(self, snapshot: Snapshot) -> None:
-        """Write ``snapshot`` (bytes of a checkpoint file) and drop the log before it."""
-        self._write_snapshot(snapshot)
+    def begin_snapshot(self, write: SnapshotWrite) -> SnapshotFiles:
+        """On the loop: what ``write_snapshot`` is to write and remove. RaftReplica
+        changes nothing of the log between this and ``end_snapshot`` of an install (it
+        neither appends, truncates nor takes a snapshot meanwhile), so the list of the
+        old log's files stays true."""
+        snapshot = write.snapshot
+        old_files: tuple[str, ...] = ()
+        if write.install:
+            old_files = tuple(path for segment in self.log.segments
+                              for path in segment.files())
+            old_files += (os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),)
+        return SnapshotFiles(self.dir, snapshot_file_name(snapshot.end_offset, snapshot.epoch),
+                             bytes(snapshot.data), snapshot.end_offset, write.install,
+                             old_files)
+
+    @staticmethod
+    def write_snapshot(files: SnapshotFiles) -> None:
+        """The slow, durable part, safe off the event loop: each step is on disk before
+        the next begins, so a crash between any two leaves a directory that opens
+        consistently (see the module docstring)."""
+        if files.install:
+            write_atomically(os.path.join(files.directory, INSTALL_MARKER),
+                             b"%d" % files.end_offset)
+        path = os.path.join(files.directory, files.name)
+        part = path + ".part"
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(files.data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(part, path)
+        fsync_path(files.directory)
+        if files.old_files:
+            # The loop's log still has these open (reads work on unlinked files, and
+            # nothing writes them now); they go before the marker does.
+            for old in files.old_files:
+                try:
+                    os.unlink(old)
+                except FileNotFoundError:
+                    pass
+            fsync_path(files.directory)
+
+    def end_snapshot(self, write: SnapshotWrite) -> bool:
+        """Back on the loop, once ``write_snapshot`` is done: adopt the snapshot. No
+        fsync here: what this changes on disk is redone by the next start if a crash
+        loses it. False if a newer snapshot came first (its file goes)."""
+        snapshot = write.snapshot
+        end = snapshot.end_offset
+        if write.install:
+            self.snapshot = snapshot
+            with self._epochs_unsynced():  # the old checkpoint is gone for good
+                self.log.truncate_fully_and_start_at(end, self.now_ms)
+            self._generation += 1  # voids a flush of the old log still under way
+            self.flushed_end_offset = end
+            self._delete_snapshots_before(end)
+            self._finish_install()
+            return True
+        if end <= self.start_offset:
+            if self.snapshot is None or self.snapshot.end_offset != end:
+                try:
+                    os.unlink(os.path.join(self.dir, snapshot_file_name(end, snapshot.epoch)))
+                except FileNotFoundError:
+                    pass
+            return False
         self.snapshot = snapshot
-        self.log.high_watermark = max(self.log.high_watermark, snapshot.end_offset)
-        self.log.delete_records_before(snapshot.end_offset)
-        self._delete_snapshots_before(snapshot.end_offset)
+        self.log.high_watermark = max(self.log.high_watermark, end)
+        # The segments wholly below ``end`` go even if a flush is fsyncing them (it
+        # holds duplicates of their descriptors) or never did: the snapshot has their
+        # entries. ``flushed_end_offset`` stays: the next flush must still fsync the
+        # directory of a segment made since the last one.
+        with self._epochs_unsynced():  # the start recomputes it from the snapshot
+            self.log.delete_records_before(end)
+        self._delete_snapshots_before(end)
+        return True
+
+    @contextmanager
+    def _epochs_unsynced(self) -> Iterator[None]:
+        """Let the epoch cache save without fsync on the loop, where a commit needs no
+        fsync (``end_snapshot``)."""
+        cache = self.log.leader_epoch_cache
+        cache.sync = False
+        try:
+            yield
+        finally:
+            cache.sync = True
+
+    def take_snapshot(self, snapshot: Snapshot) -> None:
+        """Write ``snapshot`` and drop the log before it, all at once (tests, tools)."""
+        write = SnapshotWrite(snapshot, install=False)
+        self.write_snapshot(self.begin_snapshot(write))
+        self.end_snapshot(write)
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
-        """Replace the whole log with the leader's snapshot. The snapshot is on disk
-        before the log goes (a replica never knows less than it acknowledged), and the
-        ``installing`` marker makes a start after a crash in between drop the old log."""
-        write_atomically(os.path.join(self.dir, INSTALL_MARKER), b"%d" % snapshot.end_offset)
-        self._write_snapshot(snapshot)
-        self.snapshot = snapshot
-        self.log.truncate_fully_and_start_at(snapshot.end_offset, self.now_ms)
-        self._generation += 1
-        self.flushed_end_offset = snapshot.end_offset
-        self._delete_snapshots_before(snapshot.end_offset)
-        self._finish_install()
+        """Replace the whole log with the leader's snapshot, all at once (tests, tools)."""
+        write = SnapshotWrite(snapshot, install=True)
+        self.write_snapshot(self.begin_snapshot(write))
+        self.end_snapshot(write)
 
     def _install_interrupted(self) -> bool:
         """An install was under way and its snapshot got written: finish it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 
-from ottla.raft.messages import Entry, Snapshot
+from ottla.raft.messages import Entry, Snapshot, SnapshotWrite
 
 
 class MemoryLog:
@@ -97,20 +97,31 @@ class MemoryLog:
             return self.snapshot.epoch, self.start_offset
         return 0, 0
 
-    def take_snapshot(self, snapshot: Snapshot) -> None:
-        """Keep ``snapshot`` and drop the entries it covers (the log start moves)."""
-        i = self._index(snapshot.end_offset)
-        del self.entries[:i]
-        del self._bases[:i]
+    def end_snapshot(self, write: SnapshotWrite) -> bool:
+        """Adopt a snapshot once the driver has made it durable (memory has nothing to
+        write, so this is the whole of it): ``install`` replaces the log, a take drops
+        the entries it covers. False if a newer snapshot came first (nothing changes)."""
+        snapshot = write.snapshot
+        if write.install:
+            self.entries = []
+            self._bases = []
+        elif snapshot.end_offset <= self.start_offset:
+            return False
+        else:
+            i = self._index(snapshot.end_offset)
+            del self.entries[:i]
+            del self._bases[:i]
         self.start_offset = snapshot.end_offset
         self.snapshot = snapshot
+        return True
+
+    def take_snapshot(self, snapshot: Snapshot) -> None:
+        """Keep ``snapshot`` and drop the entries it covers (the log start moves)."""
+        self.end_snapshot(SnapshotWrite(snapshot, install=False))
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
         """A follower far behind replaces its whole log with the leader's snapshot."""
-        self.entries = []
-        self._bases = []
-        self.start_offset = snapshot.end_offset
-        self.snapshot = snapshot
+        self.end_snapshot(SnapshotWrite(snapshot, install=True))
 
     def flush(self) -> None:
         """Nothing to do in memory."""

@@ -108,6 +108,19 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotWrite:
+    """A snapshot the replica decided to keep, for the driver to make durable: writing
+    and fsyncing a file is too slow for the event loop, so the driver does it on a worker
+    thread and hands it back (``RaftReplica.snapshot_written``); only then does the log
+    adopt it, so the log never relies on a file that is not on disk yet."""
+
+    snapshot: Snapshot
+    install: bool
+    """True: the leader's snapshot replaces the whole log (a follower far behind);
+    False: this replica's own snapshot replaces the log before its end."""
+
+
+@dataclass(frozen=True, slots=True)
 class FetchSnapshotRequest:
     replica_id: int
     epoch: int

@@ -23,6 +23,13 @@ The replica never reads a clock or touches a socket: the driver passes ``now_ms`
 delivers the returned :class:`Outgoing` messages. ``epoch`` and ``voted_for`` are the
 durable quorum state; a driver must persist ``quorum_state()`` after each call that
 changed it and before sending what the call returned.
+
+Snapshots, taken (``create_snapshot``) or installed (the leader's, fetched), are
+decided here and written by the driver, off its event loop: ``take_snapshot_write``
+hands over the next :class:`SnapshotWrite` (one at a time), and ``snapshot_written``
+says it is durable, whereupon the log adopts it. While an install is under way the log
+is about to be replaced, so the replica leaves it alone: it neither fetches nor
+campaigns (a new leader would append to it) until the snapshot is in.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from ottla.raft.messages import (
     FetchSnapshotResponse,
     Outgoing,
     Snapshot,
+    SnapshotWrite,
     VoteRequest,
     VoteResponse,
 )
@@ -102,6 +110,10 @@ class RaftReplica:
         self._discover_next = 0  # observer: the voter asked next for the leader
         self._snapshot_wanted: tuple[int, int, int] | None = None
         """(end offset, epoch, our log end) of the snapshot a FetchSnapshot asked for."""
+        self._snapshot_next: SnapshotWrite | None = None
+        """Decided, for ``take_snapshot_write`` to hand over."""
+        self._snapshot_writing: SnapshotWrite | None = None
+        """Handed over, not yet ``snapshot_written``."""
         # leader
         self._replica_end: dict[int, int] = {}
         self._last_fetch: dict[int, int] = {}
@@ -164,13 +176,43 @@ class RaftReplica:
         return committed
 
     def create_snapshot(self, end_offset: int, data: Any) -> bool:
-        """Record the state machine at ``end_offset`` (committed and applied) and drop
-        the log before it; False when there is nothing new to snapshot."""
-        if end_offset > min(self.high_watermark, self.applied) or \
+        """Keep the state machine at ``end_offset`` (committed and applied) in place of
+        the log before it, once the driver has written it (``take_snapshot_write``);
+        False when there is nothing new to snapshot or a snapshot is being written."""
+        if self._snapshot_next is not None or self._snapshot_writing is not None or \
+                end_offset > min(self.high_watermark, self.applied) or \
                 end_offset <= self.log.start_offset:
             return False
-        self.log.take_snapshot(Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data))
+        snapshot = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data)
+        self._snapshot_next = SnapshotWrite(snapshot, install=False)
         return True
+
+    def take_snapshot_write(self) -> SnapshotWrite | None:
+        """The snapshot the driver should make durable now, if any. One at a time: an
+        install decided while a take is being written waits for it, so the two never
+        change the log's files at once."""
+        if self._snapshot_writing is not None or self._snapshot_next is None:
+            return None
+        self._snapshot_writing, self._snapshot_next = self._snapshot_next, None
+        return self._snapshot_writing
+
+    def snapshot_written(self, write: SnapshotWrite, now_ms: int) -> list[Outgoing]:
+        """``write`` is durable: the log adopts it (an installed one moves the high
+        watermark to its end: a leader's snapshot holds only committed entries), and a
+        follower fetches on from there."""
+        if write is not self._snapshot_writing:
+            raise ValueError(f"not the snapshot being written: {write.snapshot!r}")
+        self._snapshot_writing = None
+        self.log.end_snapshot(write)
+        if write.install:
+            self.high_watermark = max(self.high_watermark, write.snapshot.end_offset)
+        return self._maybe_fetch(now_ms)
+
+    @property
+    def _installing(self) -> bool:
+        """A leader's snapshot is decided and not yet in the log, which it will replace."""
+        return any(w is not None and w.install
+                   for w in (self._snapshot_next, self._snapshot_writing))
 
     def tick(self, now_ms: int) -> list[Outgoing]:
         """Timers, and whatever a flush or a proposal since the last call made possible
@@ -190,6 +232,8 @@ class RaftReplica:
             if self.role is Role.FOLLOWER and \
                     now_ms - self._last_leader_contact < self.config.fetch_timeout_ms:
                 self._deadline = self._last_leader_contact + self.config.fetch_timeout_ms
+            elif self._installing:
+                pass  # a leader's first entry would go to the log being replaced
             elif self.is_voter:
                 return self._become_prospective(now_ms)
             elif self.role is Role.FOLLOWER:
@@ -402,7 +446,7 @@ class RaftReplica:
         if self._fetch_sent_ms is not None and \
                 now_ms - self._fetch_sent_ms < self.config.request_timeout_ms:
             return []  # one Fetch in flight at a time
-        if now_ms < self._next_fetch_ms:
+        if now_ms < self._next_fetch_ms or self._installing:
             return []
         if self.log.flushed_end_offset < self.log.end_offset:
             return []  # a fetch offset acknowledges what we have: flush it first
@@ -417,7 +461,7 @@ class RaftReplica:
         if self._fetch_sent_ms is not None and \
                 now_ms - self._fetch_sent_ms < self.config.request_timeout_ms:
             return []
-        if now_ms < self._next_fetch_ms:
+        if now_ms < self._next_fetch_ms or self._installing:
             return []
         voters = sorted(self.voters)
         target = voters[self._discover_next % len(voters)]
@@ -513,10 +557,11 @@ class RaftReplica:
         # end, so nothing committed is lost. Only the snapshot asked for, with the log
         # as it was when asked, is installed: a late answer must not undo entries
         # fetched (and acknowledged) since.
+        # The driver writes it, and until then nothing touches the log (``_installing``);
+        # a take not yet handed over is older than the snapshot, so it is dropped.
         if snapshot is not None and snapshot.end_offset > self.high_watermark and \
                 wanted == (snapshot.end_offset, snapshot.epoch, self.log.end_offset):
-            self.log.install_snapshot(snapshot)
-            self.high_watermark = snapshot.end_offset
+            self._snapshot_next = SnapshotWrite(snapshot, install=True)
         return self._maybe_fetch(now_ms)
 
     def _maybe_advance_high_watermark(self) -> None:
@@ -552,6 +597,8 @@ class RaftReplica:
                 self._next_fetch_ms = now_ms + self.config.fetch_backoff_ms
             return []
         self._last_leader_contact = now_ms
+        if self._installing:
+            return []  # a late answer: the log it would change is being replaced
         if resp.base_offset != self.log.end_offset:
             return []  # an answer to an older Fetch: the current one is on its way
         self._fetch_sent_ms = None

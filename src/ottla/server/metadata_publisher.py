@@ -11,8 +11,9 @@ together, at its EndTransactionRecord, or never (AbortTransactionRecord).
 Snapshots: once ``metadata.log.max.record.bytes.between.snapshots`` bytes of batches
 have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` has
 passed with something new), the image is written as a ``.checkpoint`` file at the
-applied offset and the log before it is dropped. A replica that falls behind the log
-start loads the leader's snapshot instead of the entries.
+applied offset (by the Raft driver, off the event loop) and the log before it is
+dropped once the file is durable. A replica that falls behind the log start loads the
+leader's snapshot instead of the entries.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class MetadataPublisher:
             return
         data: Any = encode_snapshot(self.image.to_records(), now)
         if self.raft.create_snapshot(self.applied_end, data):
-            log.info("Wrote a metadata snapshot at offset %d (%d bytes)", self.applied_end,
+            log.info("Writing a metadata snapshot at offset %d (%d bytes)", self.applied_end,
                      len(data))
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = now

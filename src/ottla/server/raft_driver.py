@@ -10,7 +10,10 @@ The replica decides; this driver does the I/O around each decision, in this orde
 3. newly committed entries are handed to the listeners (the metadata publisher, then
    the controller), in offset order;
 4. appended entries are fsynced on a worker thread, coalesced, and the replica is told
-   once they are durable: only then does a leader count them, or a follower fetch on.
+   once they are durable: only then does a leader count them, or a follower fetch on;
+5. a snapshot the replica decided to take or install is written and fsynced on a worker
+   thread too, and handed back once it is durable: only then does the log adopt it
+   (``FileRaftLog.begin_snapshot`` / ``write_snapshot`` / ``end_snapshot``).
 
 Voters are ``controller.quorum.voters`` (or the voters ``storage format`` wrote into the
 bootstrap snapshot); a node that is not among them (a broker) runs the replica as an
@@ -149,9 +152,13 @@ class RaftDriver:
         return base
 
     def create_snapshot(self, end_offset: int, data: bytes) -> bool:
-        """Keep ``data`` (a checkpoint file of the state at ``end_offset``) as the log's
-        prefix; False if that is not newer than the current snapshot or not applied."""
-        return self.replica.create_snapshot(end_offset, data)
+        """Start writing ``data`` (a checkpoint file of the state at ``end_offset``) to
+        become the log's prefix once durable; False if that is not newer than the current
+        snapshot or not applied, or a snapshot is still being written."""
+        if self._stopped or not self.replica.create_snapshot(end_offset, data):
+            return False
+        self._maybe_write_snapshot()
+        return True
 
     async def resign(self) -> None:
         """A leader shutting down hands leadership over (EndQuorumEpoch) at once."""
@@ -212,6 +219,7 @@ class RaftDriver:
                 for listener in self.listeners:
                     listener.on_raft_state()
             self._maybe_flush()
+            self._maybe_write_snapshot()
         except Exception as e:
             self._fail(e)
 
@@ -255,27 +263,59 @@ class RaftDriver:
         finally:
             self._schedule_tick()
 
+    def _off_loop(self, work: Callable[[], None],
+                  then: Callable[[Exception | None], None]) -> None:
+        """Run blocking ``work`` (fsyncs, a snapshot write) on a worker thread, then
+        ``then`` back on the loop with what it raised, if anything (which must stop the
+        node, not leave a flush or a snapshot under way for ever)."""
+        future = asyncio.get_running_loop().run_in_executor(None, work)
+
+        def done(f: asyncio.Future[None]) -> None:
+            try:
+                f.result()
+            except Exception as e:
+                then(e)
+                return
+            then(None)
+        future.add_done_callback(done)
+
     def _maybe_flush(self) -> None:
         if self._flushing or self.log.flushed_end_offset >= self.log.end_offset:
             return
         self._flushing = True
         token = self.log.begin_flush()
-        future = asyncio.get_running_loop().run_in_executor(None, self.log.fsync, token)
 
-        def done(f: asyncio.Future[None]) -> None:
+        def then(error: Exception | None) -> None:
             self._flushing = False
+            self.log.end_flush(token, durable=error is None)
             if self._stopped:
-                self.log.end_flush(token)
                 return
-            try:
-                f.result()
-            except OSError as e:
-                self.log.end_flush(token, durable=False)
-                self._fail(e)
+            if error is not None:
+                self._fail(error)
+            else:
+                self._kick()
+        self._off_loop(lambda: self.log.fsync(token), then)
+
+    def _maybe_write_snapshot(self) -> None:
+        """Write the snapshot the replica decided on, if any; the replica has the log
+        adopt it only once it is durable (a stop in between leaves it to the next start,
+        which finds the directory as a crash would)."""
+        write = self.replica.take_snapshot_write()
+        if write is None:
+            return
+        files = self.log.begin_snapshot(write)
+
+        def then(error: Exception | None) -> None:
+            if self._stopped:
                 return
-            self.log.end_flush(token)
-            self._kick()
-        future.add_done_callback(done)
+            if error is not None:
+                self._fail(error)
+                return
+            if write.install:
+                log.info("Installed the leader's metadata snapshot at offset %d",
+                         write.snapshot.end_offset)
+            self._advance(lambda: self.replica.snapshot_written(write, self.now_ms()))
+        self._off_loop(lambda: self.log.write_snapshot(files), then)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
