@@ -218,7 +218,8 @@ class KRaftCluster:
                 props.update({"listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
                               "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
                               "inter.broker.listener.name": "PLAINTEXT",
-                              # Replication between brokers is a later issue.
+                              # One replica of each offsets partition unless a test
+                              # asks for more (tests of replicated groups do).
                               "offsets.topic.replication.factor": "1",
                               **(broker_props or {})})
             else:

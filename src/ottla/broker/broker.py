@@ -7,8 +7,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from ottla.broker.alter_partition_manager import AlterPartitionManager, IsrChange
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
+from ottla.broker.partition import Partition
+from ottla.broker.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import NewTopic
@@ -122,6 +125,49 @@ class Broker:
                 "purgatory", self.now_ms, replica_manager.expire_delayed)
             replica_manager.produce_purgatory.on_deadline_change = timer.deadline_changed
             replica_manager.fetch_purgatory.on_deadline_change = timer.deadline_changed
+
+    def start_replication(self) -> None:
+        """Follow the partitions this broker does not lead, and send the ISR changes of
+        those it leads to the controller (a node's broker; handler tests drive
+        followers by hand)."""
+        replicas = self.replica_manager
+        self.replica_fetchers = ReplicaFetcherManager(
+            self.node_id, self.config, self._endpoint_of, lambda: self.broker_epoch,
+            self.now_ms, lambda p, moved: replicas.followed(p, moved, self.now_ms()))
+        self.alter_partitions = AlterPartitionManager(
+            self.node_id, lambda: self.broker_epoch, self.controller.call,
+            lambda p, isr, epoch: replicas.isr_answered(p, isr, epoch, self.now_ms()))
+        replicas.followers = self.replica_fetchers
+        replicas.alter_isr = self._alter_isr
+        replicas.isr_eligible = self._isr_eligible
+
+    def _isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
+        registration = self.image.brokers.get(broker_id)
+        return registration is not None and not registration.fenced and \
+            not registration.in_controlled_shutdown and \
+            (broker_epoch < 0 or broker_epoch == registration.epoch)
+
+    def _alter_isr(self, partition: Partition, isr: list[int]) -> None:
+        epochs = {f.replica_id: f.broker_epoch for f in partition.replication.followers.values()}
+        epochs[self.node_id] = self.broker_epoch
+        self.alter_partitions.submit(IsrChange(partition, isr, epochs, partition.leader_epoch,
+                                               partition.state.partition_epoch))
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where this broker reaches ``broker_id``: its inter-broker listener."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        name = self.config["inter.broker.listener.name"]
+        endpoint = registration.endpoints.get(name) if name else None
+        if endpoint is None and registration.endpoints:
+            endpoint = next(iter(registration.endpoints.values()))
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
+
+    async def stop_replication(self) -> None:
+        fetchers = getattr(self, "replica_fetchers", None)
+        if fetchers is not None:
+            await fetchers.shutdown()
 
     def shutdown(self) -> None:
         """Answer the requests parked in purgatories and stop their timer."""

@@ -39,6 +39,7 @@ class CachedPartition:
         """Whether a partition's fresh data differs from what the client already knows;
         also remembers what is sent."""
         changed = (data.get("error_code", 0) != 0 or data.get("records")
+                   or data.get("diverging_epoch")
                    or data["high_watermark"] != self.high_watermark
                    or data["last_stable_offset"] != self.last_stable_offset
                    or data["log_start_offset"] != self.log_start_offset)

@@ -10,6 +10,7 @@ the high watermark moved.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from ottla.broker.partition_state import NO_EPOCH, LeaderAndIsr, PartitionState
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -19,7 +20,16 @@ from ottla.storage.log import AppendInfo, Log, ReadInfo
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
-__all__ = ["NO_EPOCH", "READ_COMMITTED", "READ_UNCOMMITTED", "LeaderAndIsr", "Partition"]
+
+@dataclass(frozen=True, slots=True)
+class DivergingEpoch:
+    """Where a fetcher's last fetched epoch ends on this leader (Fetch's DivergingEpoch)."""
+
+    epoch: int
+    end_offset: int
+
+__all__ = ["NO_EPOCH", "READ_COMMITTED", "READ_UNCOMMITTED", "DivergingEpoch", "LeaderAndIsr",
+           "Partition"]
 
 
 class Partition:
@@ -30,8 +40,10 @@ class Partition:
         self.topic_id = topic_id
         self.log = log
         self.local_broker_id = local_broker_id
-        self.replication = PartitionState(local_broker_id, assignment, log.log_end_offset,
-                                          log.high_watermark)
+        # From no assignment, so that taking this one is a new leader epoch: in-sync
+        # followers count as caught up from now, as on any change of leadership.
+        self.replication = PartitionState(local_broker_id, LeaderAndIsr(-1, NO_EPOCH, -1, [], []),
+                                          log.log_end_offset, log.high_watermark)
         self.update_state(assignment, now_ms)
 
     @property
@@ -96,9 +108,14 @@ class Partition:
         self._sync(self.replication.on_local_append(self.log.log_end_offset))
         return info
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              broker_epoch: int = -1) -> bool:
         """Record a follower's fetch position; True if the high watermark moved."""
-        return self._sync(self.replication.on_follower_fetch(replica_id, fetch_offset, now_ms))
+        return self._sync(self.replication.on_follower_fetch(replica_id, fetch_offset, now_ms,
+                                                             broker_epoch))
+
+    def isr_answered(self, isr: list[int] | None, partition_epoch: int) -> bool:
+        return self._sync(self.replication.isr_answered(isr, partition_epoch))
 
     def check_enough_replicas(self, required_offset: int, leader_epoch: int,
                               min_insync_replicas: int) -> tuple[bool, ErrorCode]:
@@ -106,8 +123,64 @@ class Partition:
                                                       min_insync_replicas)
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int,
-             current_leader_epoch: int, min_one_batch: bool) -> ReadInfo:
+             current_leader_epoch: int, min_one_batch: bool, last_fetched_epoch: int = NO_EPOCH,
+             replica_id: int = -1) -> ReadInfo | DivergingEpoch:
+        """A fetch of this leader's log (Kafka's ``Partition.fetchRecords``). A consumer
+        reads up to the high watermark (or the last stable offset), a follower up to the
+        log end. A fetcher whose last fetched epoch ends earlier here than its fetch
+        offset has diverged (KIP-320, KIP-595's Fetch v12+): it gets where that epoch
+        ends instead of records, and truncates there."""
         self.check_leader_epoch(current_leader_epoch)
-        upper = self.last_stable_offset if isolation_level == READ_COMMITTED \
-            else self.high_watermark
-        return self.log.read(fetch_offset, max_bytes, upper, min_one_batch)
+        if replica_id >= 0 and replica_id not in self.state.replicas:
+            # In KRaft a reassignment may add a replica this leader has not seen yet.
+            raise KafkaError(ErrorCode.unknown_leader_epoch if current_leader_epoch != NO_EPOCH
+                             else ErrorCode.not_leader_or_follower,
+                             f"Replica {replica_id} is not a replica of {self.topic}-"
+                             f"{self.index} in leader epoch {self.leader_epoch}")
+        log = self.log
+        if last_fetched_epoch != NO_EPOCH:
+            epoch, end_offset = log.leader_epoch_cache.end_offset_for_leader_epoch(
+                last_fetched_epoch, log.log_end_offset)
+            if end_offset < 0 or epoch < 0:
+                raise KafkaError(ErrorCode.offset_out_of_range,
+                                 f"The end of epoch {last_fetched_epoch} is not known")
+            if fetch_offset < log.log_start_offset:
+                raise KafkaError(ErrorCode.offset_out_of_range,
+                                 f"Offset {fetch_offset} is before the log start "
+                                 f"{log.log_start_offset}")
+            if epoch < last_fetched_epoch or end_offset < fetch_offset:
+                return DivergingEpoch(epoch, end_offset)
+        if replica_id >= 0:
+            upper = None
+        elif isolation_level == READ_COMMITTED:
+            upper = self.last_stable_offset
+        else:
+            upper = self.high_watermark
+        return log.read(fetch_offset, max_bytes, upper, min_one_batch)
+
+    # --- as a follower ----------------------------------------------------------------
+
+    def append_as_follower(self, data: bytes | memoryview, now_ms: int) -> int:
+        """Append the leader's batches as they are; how many."""
+        appended = self.log.append_as_follower(data, now_ms)
+        self.replication.on_local_append(self.log.log_end_offset)
+        return appended
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log back to ``offset`` (a follower whose log diverged from its leader's)."""
+        if offset < self.log.log_end_offset:
+            self.log.truncate_to(offset)
+            self.replication.on_truncation(self.log.log_end_offset)
+            self.log.high_watermark = self.replication.high_watermark
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
+        """Drop the whole log and start empty at ``offset`` (the leader deleted what this
+        follower would fetch next)."""
+        self.log.truncate_fully_and_start_at(offset, now_ms)
+        self.replication.on_truncation(offset)
+        self.replication.high_watermark = offset
+        self.log.high_watermark = offset
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower's high watermark is its leader's, as far as its own log reaches."""
+        return self._sync(self.replication.on_leader_high_watermark(leader_high_watermark))

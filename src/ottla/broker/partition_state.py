@@ -44,6 +44,8 @@ class ReplicaState:
     last_caught_up_ms: int = 0
     """When its fetch last reached the leader's log end; the ISR shrinks on its age."""
     last_fetch_ms: int = 0
+    broker_epoch: int = -1
+    """The follower's broker epoch from its last fetch (ReplicaState, KIP-903)."""
 
 
 @dataclass(slots=True)
@@ -53,6 +55,11 @@ class PartitionState:
     log_end_offset: int = 0
     high_watermark: int = 0
     followers: dict[int, ReplicaState] = field(default_factory=dict)
+    pending_isr: list[int] | None = None
+    """An ISR change sent to the controller (AlterPartition) and not yet answered."""
+    leader_epoch_start_offset: int = 0
+    """The log end when this replica became leader in its epoch: a follower joins the ISR
+    only once it has everything the previous leaders wrote."""
 
     @property
     def is_leader(self) -> bool:
@@ -79,12 +86,15 @@ class PartitionState:
         follower in the ISR counts as caught up as of now, as Kafka's new leader does, so
         the ISR does not shrink the moment leadership moves."""
         new_epoch = assignment.leader_epoch != self.assignment.leader_epoch
+        if assignment.partition_epoch != self.assignment.partition_epoch or new_epoch:
+            self.pending_isr = None  # answered, or overtaken by the controller
         self.assignment = assignment
         if not self.is_leader:
             self.followers.clear()
             return False
         others = [r for r in assignment.replicas if r != self.local_id]
         if new_epoch:
+            self.leader_epoch_start_offset = self.log_end_offset
             self.followers = {r: ReplicaState(r, last_caught_up_ms=now_ms if r in assignment.isr
                                               else 0) for r in others}
         else:
@@ -101,7 +111,19 @@ class PartitionState:
         self.log_end_offset = log_end_offset
         self.high_watermark = min(self.high_watermark, log_end_offset)
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+    def on_leader_high_watermark(self, leader_high_watermark: int) -> bool:
+        """A follower learns its leader's high watermark from a fetch; its own is that as
+        far as its log reaches (it may move back after a truncation). True if it moved."""
+        if self.is_leader:
+            return False
+        new = min(leader_high_watermark, self.log_end_offset)
+        if new != self.high_watermark:
+            self.high_watermark = new
+            return True
+        return False
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                          broker_epoch: int = -1) -> bool:
         """A follower fetched from ``fetch_offset``: it has everything before it. True if
         the high watermark moved."""
         follower = self.followers.get(replica_id)
@@ -109,6 +131,7 @@ class PartitionState:
             return False
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now_ms
+        follower.broker_epoch = broker_epoch
         if fetch_offset >= self.log_end_offset:
             follower.last_caught_up_ms = now_ms
         return self._maybe_increment_high_watermark()
@@ -117,7 +140,7 @@ class PartitionState:
         """The leader's high watermark is the smallest log end offset in the ISR; it never
         moves back on a leader (a follower not yet heard from holds it where it is)."""
         new = self.log_end_offset
-        for replica_id in self.assignment.isr:
+        for replica_id in self.maximal_isr:
             if replica_id != self.local_id:
                 follower = self.followers.get(replica_id)
                 new = min(new, follower.log_end_offset if follower is not None
@@ -126,6 +149,56 @@ class PartitionState:
             self.high_watermark = new
             return True
         return False
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR as the high watermark must see it while a change is in flight: a
+        replica being added counts already, one being removed still does (Kafka's
+        ``maximalIsr``), so nothing is committed that either ISR would not hold."""
+        if self.pending_isr is None:
+            return self.assignment.isr
+        return self.assignment.isr + [r for r in self.pending_isr
+                                      if r not in self.assignment.isr]
+
+    def isr_to_expand(self, replica_id: int) -> list[int] | None:
+        """The ISR with ``replica_id`` added, if it has caught up: its log reaches the
+        high watermark and everything from before this leader's epoch. The caller sends
+        it to the controller; until answered (``isr_answered``) no other change starts."""
+        follower = self.followers.get(replica_id)
+        if not self.is_leader or self.pending_isr is not None or follower is None or \
+                replica_id in self.assignment.isr:
+            return None
+        if follower.log_end_offset < max(self.high_watermark, self.leader_epoch_start_offset):
+            return None
+        self.pending_isr = [*self.assignment.isr, replica_id]
+        return self.pending_isr
+
+    def isr_to_shrink(self, now_ms: int, replica_lag_time_max_ms: int) -> list[int] | None:
+        """The ISR without the followers that have not caught up with this leader's log
+        end for ``replica.lag.time.max.ms``, if any."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = {r for r in self.assignment.isr if r != self.local_id and
+                   now_ms - self.followers.get(r, ReplicaState(r)).last_caught_up_ms
+                   > replica_lag_time_max_ms
+                   and self.followers.get(r, ReplicaState(r)).log_end_offset
+                   < self.log_end_offset}
+        if not lagging:
+            return None
+        self.pending_isr = [r for r in self.assignment.isr if r not in lagging]
+        return self.pending_isr
+
+    def isr_answered(self, isr: list[int] | None, partition_epoch: int) -> bool:
+        """The controller answered an AlterPartition: with the ISR it committed (or None
+        for an error, after which the next fetch or check may try again). True if the
+        high watermark moved."""
+        self.pending_isr = None
+        if isr is None or partition_epoch <= self.assignment.partition_epoch:
+            return False
+        self.assignment = LeaderAndIsr(self.assignment.leader, self.assignment.leader_epoch,
+                                       partition_epoch, list(self.assignment.replicas),
+                                       list(isr))
+        return self.is_leader and self._maybe_increment_high_watermark()
 
     def check_enough_replicas(self, required_offset: int, leader_epoch: int,
                               min_insync_replicas: int) -> tuple[bool, ErrorCode]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ottla.broker.log_validator import (
     DEFAULT_MAX_DECOMPRESSED_BATCH,
@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 
+class FollowerFetching(Protocol):
+    def follow(self, partition: Partition, leader_id: int) -> None: ...
+
+    def unfollow(self, tp: TopicPartition) -> None: ...
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, log_manager: LogManager,
                  topic_defaults: Callable[[MetadataImage], dict[str, Any]],
@@ -52,6 +58,15 @@ class ReplicaManager:
             DelayedOperationPurgatory("Fetch")
         self.high_watermark_listeners: list[Callable[[TopicPartition], None]] = []
         """Called with a partition whose high watermark moved."""
+        self.followers: FollowerFetching | None = None
+        """Fetches the partitions this broker follows (set by the broker; none in tests
+        that drive followers by hand)."""
+        self.alter_isr: Callable[[Partition, list[int]], None] | None = None
+        """Sends a leader's ISR change to the controller (set by the broker)."""
+        self.isr_eligible: Callable[[int, int], bool] = lambda replica_id, epoch: True
+        """Whether a broker (id, the epoch its fetch named) may join an ISR: registered,
+        not fenced or shutting down, in that epoch (KIP-903). The controller refuses
+        others (INELIGIBLE_REPLICA); asking first saves a refusal per fetch."""
 
     # --- following the metadata --------------------------------------------------------
 
@@ -117,6 +132,7 @@ class ReplicaManager:
                 partition = None
             if partition is not None and not update_configs:
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
+                self._follow_or_lead(partition)
                 continue
             config = configs.get(tp[0])
             if config is None:
@@ -125,16 +141,31 @@ class ReplicaManager:
                 if pending:
                     continue
                 log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
-                self.partitions[tp] = Partition(tp[0], tp[1], replica.topic_id, log_,
-                                                self.broker_id, state, now_ms)
+                partition = self.partitions[tp] = Partition(
+                    tp[0], tp[1], replica.topic_id, log_, self.broker_id, state, now_ms)
                 self._moved(tp, False, True, now_ms)
+                self._follow_or_lead(partition)
                 pending = deadline is not None and time.perf_counter() >= deadline
             else:
                 partition.log.config = config
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
+                self._follow_or_lead(partition)
         return pending and any(tp not in self.partitions for tp in replicas)
 
+    def _follow_or_lead(self, partition: Partition) -> None:
+        """A follower fetches from the leader the image names; a leader, or a replica
+        without a leader, fetches from nobody."""
+        if self.followers is None:
+            return
+        leader = partition.state.leader
+        if leader >= 0 and leader != self.broker_id:
+            self.followers.follow(partition, leader)
+        else:
+            self.followers.unfollow((partition.topic, partition.index))
+
     def _remove(self, tp: TopicPartition, now_ms: int) -> None:
+        if self.followers is not None:
+            self.followers.unfollow(tp)
         self.partitions.pop(tp)
         log.info("Removing partition %s-%d", *tp)
         self.log_manager.delete_log(tp)
@@ -191,11 +222,41 @@ class ReplicaManager:
         return info
 
     def update_follower_fetch(self, partition: Partition, replica_id: int, fetch_offset: int,
-                              now_ms: int) -> None:
+                              now_ms: int, broker_epoch: int = -1) -> None:
         """A follower fetched ``partition`` from ``fetch_offset`` (it has everything
         before): the high watermark may move, and what waits on it with it."""
-        moved = partition.update_follower_fetch(replica_id, fetch_offset, now_ms)
+        moved = partition.update_follower_fetch(replica_id, fetch_offset, now_ms, broker_epoch)
         self._moved((partition.topic, partition.index), moved, False, now_ms)
+        if self.alter_isr is not None and partition.is_leader and \
+                replica_id not in partition.state.isr and \
+                self.isr_eligible(replica_id, broker_epoch):
+            isr = partition.replication.isr_to_expand(replica_id)
+            if isr is not None:
+                self.alter_isr(partition, isr)
+
+    def followed(self, partition: Partition, high_watermark_moved: bool, now_ms: int) -> None:
+        """A follower appended its leader's records (or learned a new high watermark)."""
+        self._moved((partition.topic, partition.index), high_watermark_moved, False, now_ms)
+
+    def maybe_shrink_isr(self, now_ms: int, replica_lag_time_max_ms: int) -> None:
+        """Drop from the ISRs this broker leads the followers that have lagged for
+        ``replica.lag.time.max.ms`` (run every half of it, as Kafka does)."""
+        if self.alter_isr is None:
+            return
+        for partition in self.partitions.values():
+            isr = partition.replication.isr_to_shrink(now_ms, replica_lag_time_max_ms)
+            if isr is not None:
+                log.info("Shrinking the ISR of %s-%d from %s to %s", partition.topic,
+                         partition.index, partition.state.isr, isr)
+                self.alter_isr(partition, isr)
+
+    def isr_answered(self, partition: Partition, isr: list[int] | None, partition_epoch: int,
+                     now_ms: int) -> None:
+        """The controller answered an ISR change of ``partition``."""
+        if self.partitions.get((partition.topic, partition.index)) is not partition:
+            return
+        moved = partition.isr_answered(isr, partition_epoch)
+        self._moved((partition.topic, partition.index), moved, isr is not None, now_ms)
 
     # --- purgatories ------------------------------------------------------------------
 

@@ -302,13 +302,15 @@ class ReplicationControlManager:
     # --- leaders and ISRs ----------------------------------------------------------------
 
     def handle_broker_fenced(self, broker_id: int) -> list[Any]:
-        """The partitions ``broker_id`` led go to another live in-sync replica (or none),
-        and it leaves their ISR unless it is the last member."""
+        """``broker_id`` leaves the ISR of every partition it is in sync for, unless it is
+        the last member (Kafka's ``handleBrokerFenced``), and the partitions it led go to
+        another live in-sync replica (or none): a dead follower must not hold back the
+        high watermark of ``acks=all`` writes until its leader notices."""
         live = self._live() - {broker_id}
         records: list[Any] = []
         for topic in self.image.topics_by_id.values():
             for index, part in topic.partitions.items():
-                if part.leader != broker_id:
+                if part.leader != broker_id and broker_id not in part.isr:
                     continue
                 isr = [b for b in part.isr if b != broker_id] or list(part.isr)
                 record = PartitionChangeBuilder(topic.topic_id, index, part, live) \

@@ -150,6 +150,7 @@ class Node:
         loop = asyncio.get_running_loop()
         self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)
         if self.is_broker:
+            self.broker.start_replication()
             self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
             self.broker.group_coordinator = self.group_coordinator
 
@@ -295,9 +296,10 @@ class Node:
         checkpoint_every = cfg["log.flush.offset.checkpoint.interval.ms"] / 1000
         retention_every = cfg["log.retention.check.interval.ms"] / 1000
         expire_every = 600.0
-        last_checkpoint = last_expire = last_retention = time.monotonic()
+        isr_every = cfg["replica.lag.time.max.ms"] / 2000
+        last_checkpoint = last_expire = last_retention = last_isr = time.monotonic()
         while self.log_manager is not None:
-            await asyncio.sleep(min(1.0, retention_every))
+            await asyncio.sleep(min(1.0, retention_every, isr_every))
             now = self.now_ms()
             try:
                 self.log_manager.flush_dirty(now)
@@ -307,6 +309,10 @@ class Node:
                     self.log_manager.cleanup(now)
                     if cfg["log.cleaner.enable"] and self._cleaning is None:
                         self._start_cleaning(now)
+                if mono - last_isr >= isr_every:
+                    last_isr = mono
+                    self.broker.replica_manager.maybe_shrink_isr(
+                        now, cfg["replica.lag.time.max.ms"])
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()
@@ -373,6 +379,7 @@ class Node:
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         if hasattr(self, "broker"):  # set by start
+            await self.broker.stop_replication()
             self.broker.shutdown()
         if self._validation is not None:
             self._validation.shutdown(wait=True, cancel_futures=True)

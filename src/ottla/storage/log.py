@@ -28,7 +28,9 @@ from ottla.common.files import fsync_path
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import (
     BatchHeader,
+    CorruptRecord,
     decode_records,
+    scan_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
@@ -266,6 +268,34 @@ class Log:
         if header.producer_id >= 0:
             self.producer_state.update(header, first, last)
         return AppendInfo(first, last, append_time, self.log_start_offset)
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
+        """Append the leader's batches as they are (offsets, epochs, timestamps and
+        producer ids kept), the complete ones of ``data`` that start at the log end;
+        return how many were appended. A batch that does not start at the log end, or
+        fails its CRC, is refused whole: the leader's log and this one must match byte
+        for byte below the high watermark, so nothing is patched over."""
+        if self.offline:
+            raise KafkaError(ErrorCode.kafka_storage_error, f"{self.name} is offline")
+        view = memoryview(data)
+        appended = 0
+        try:
+            for position, header in scan_batches(view, verify=True):
+                if header.base_offset != self.log_end_offset:
+                    raise KafkaError(ErrorCode.unknown_server_error,
+                                     f"{self.name}: the leader's batch at offset "
+                                     f"{header.base_offset} does not follow the log end "
+                                     f"{self.log_end_offset}")
+                self._append(view[position:position + header.size], header.last_offset,
+                             header.max_timestamp, now_ms)
+                self.leader_epoch_cache.assign(header.partition_leader_epoch,
+                                               header.base_offset)
+                if header.producer_id >= 0:
+                    self.producer_state.update(header, header.base_offset, header.last_offset)
+                appended += 1
+        except CorruptRecord as e:
+            raise KafkaError(ErrorCode.corrupt_message, f"{self.name}: {e}") from e
+        return appended
 
     def _append(self, data: bytes | bytearray | memoryview, last_offset: int,
                 max_timestamp: int, now_ms: int) -> None:

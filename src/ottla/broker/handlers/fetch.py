@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from ottla.broker.broker import Broker
@@ -26,7 +27,7 @@ from ottla.broker.fetch_session import (
     CachedPartition,
     FetchSession,
 )
-from ottla.broker.partition import READ_COMMITTED
+from ottla.broker.partition import READ_COMMITTED, DivergingEpoch
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
@@ -72,7 +73,8 @@ def _error_response(version: int, error: ErrorCode) -> EncodedBody:
 
 
 def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, isolation: int,
-                    min_one: bool, uses_ids: bool) -> dict[str, Any]:
+                    min_one: bool, uses_ids: bool, replica: FetchingReplica | None
+                    ) -> dict[str, Any]:
     data: dict[str, Any] = {
         "partition_index": cached.partition, "error_code": ErrorCode.none,
         "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
@@ -87,9 +89,18 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
     try:
         partition = broker.replica_manager.require(cached.topic, cached.partition, broker.image)
         read = partition.read(cached.fetch_offset, max_bytes, isolation,
-                              cached.current_leader_epoch, min_one)
-        if read.records is not None:
-            data["records"] = read.records  # a FileSlice: sent from the page cache
+                              cached.current_leader_epoch, min_one, cached.last_fetched_epoch,
+                              replica.replica_id if replica is not None else -1)
+        if isinstance(read, DivergingEpoch):
+            data["diverging_epoch"] = {"epoch": read.epoch, "end_offset": read.end_offset}
+        else:
+            if read.records is not None:
+                data["records"] = read.records  # a FileSlice: sent from the page cache
+            if replica is not None and replica.update_fetch_state:
+                # Its fetch offset says what it has: the high watermark may move.
+                broker.replica_manager.update_follower_fetch(
+                    partition, replica.replica_id, cached.fetch_offset, replica.now_ms,
+                    replica.broker_epoch)
     except KafkaError as e:
         data["error_code"] = e.code
         if e.code == ErrorCode.not_leader_or_follower:
@@ -102,7 +113,8 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
 
 
 def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartition],
-              max_bytes: int, isolation: int, uses_ids: bool
+              max_bytes: int, isolation: int, uses_ids: bool,
+              replica: FetchingReplica | None = None
               ) -> tuple[dict[tuple[Any, int], dict[str, Any]], int, bool]:
     remaining = max_bytes
     min_one = True
@@ -111,15 +123,36 @@ def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartitio
     errors = False
     for key, cached in parts.items():
         data = _read_partition(broker, cached, min(cached.max_bytes, remaining), isolation,
-                               min_one, uses_ids)
+                               min_one, uses_ids, replica)
         size = len(data["records"])
         if size:
             min_one = False
             remaining = max(0, remaining - size)
             total += size
-        errors = errors or data["error_code"] != ErrorCode.none
+        errors = errors or data["error_code"] != ErrorCode.none or "diverging_epoch" in data
         results[key] = data
     return results, total, errors
+
+
+@dataclass(slots=True)
+class FetchingReplica:
+    """The follower broker behind a fetch (``replica_id``, or ``ReplicaState`` in v15+)."""
+
+    replica_id: int
+    broker_epoch: int
+    now_ms: int
+    update_fetch_state: bool = True
+    """Only the first read records its position; re-reads of a parked fetch do not
+    (Kafka's ``readFromPurgatory``)."""
+
+
+def _fetching_replica(req: Any, now_ms: int) -> FetchingReplica | None:
+    state = getattr(req, "replica_state", None)
+    if state is not None:
+        replica_id, epoch = state.replica_id, state.replica_epoch
+    else:
+        replica_id, epoch = getattr(req, "replica_id", -1), -1
+    return FetchingReplica(replica_id, epoch, now_ms) if replica_id >= 0 else None
 
 
 def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
@@ -166,9 +199,10 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     isolation = getattr(req, "isolation_level", 0)
     max_wait = max(0, ms(req.max_wait))
     keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
+    replica = _fetching_replica(req, now_ms)
     fetch = _Fetch(broker, parts, session, session_id, create_session, version, max_bytes,
-                   isolation, req.min_bytes, keys, now_ms)
-    results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids)
+                   isolation, req.min_bytes, keys, now_ms, replica)
+    results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica)
     if max_wait == 0 or fetch.satisfied(results, total, errors):
         # Data (or nothing to wait for): answer in this loop turn, no task.
         return fetch.respond(results)
@@ -183,7 +217,8 @@ class _Fetch:
     def __init__(self, broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartition],
                  session: FetchSession | None, session_id: int, create_session: bool,
                  version: int, max_bytes: int, isolation: int, min_bytes: int,
-                 keys: list[tuple[str, int]], now_ms: int) -> None:
+                 keys: list[tuple[str, int]], now_ms: int,
+                 replica: FetchingReplica | None = None) -> None:
         self.broker = broker
         self.parts = parts
         self.session = session
@@ -196,6 +231,7 @@ class _Fetch:
         self.min_bytes = min_bytes
         self.keys = keys
         self.now_ms = now_ms
+        self.replica = replica
 
     def satisfied(self, results: dict[tuple[Any, int], dict[str, Any]], total: int,
                   errors: bool) -> bool:
@@ -205,14 +241,16 @@ class _Fetch:
 
     def _read(self) -> dict[tuple[Any, int], dict[str, Any]]:
         return _read_all(self.broker, self.parts, self.max_bytes, self.isolation,
-                         self.uses_ids)[0]
+                         self.uses_ids, self.replica)[0]
 
     def _read_if_satisfied(self) -> dict[tuple[Any, int], dict[str, Any]] | None:
         results, total, errors = _read_all(self.broker, self.parts, self.max_bytes,
-                                           self.isolation, self.uses_ids)
+                                           self.isolation, self.uses_ids, self.replica)
         return results if self.satisfied(results, total, errors) else None
 
     async def park(self, deadline_ms: int) -> EncodedBody:
+        if self.replica is not None:
+            self.replica.update_fetch_state = False
         answered: asyncio.Future[EncodedBody] = asyncio.get_running_loop().create_future()
 
         def respond(results: dict[tuple[Any, int], dict[str, Any]]) -> None:

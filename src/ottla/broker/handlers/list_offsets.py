@@ -84,8 +84,8 @@ def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any
                                                            broker.image)
                 partition.check_leader_epoch(p.current_leader_epoch)
                 log = partition.log
-                epoch, end = log.leader_epoch_cache.end_offset_for(p.leader_epoch,
-                                                                   log.log_end_offset)
+                epoch, end = log.leader_epoch_cache.end_offset_for_leader_epoch(
+                    p.leader_epoch, log.log_end_offset)
                 result.update(leader_epoch=epoch, end_offset=end)
             except KafkaError as e:
                 result["error_code"] = e.code

@@ -1,0 +1,96 @@
+"""Sends a leader's ISR changes to the controller (Kafka's ``AlterPartitionManager``).
+
+A partition's state decides an ISR change (a follower caught up, or one lagging past
+``replica.lag.time.max.ms``) and keeps it pending; this sends every pending change in
+one AlterPartition per round (KIP-497, with the members' broker epochs of KIP-903),
+carrying the partition epoch the change was decided on, and hands each answer back to
+its partition. The controller refuses a change decided on a stale partition epoch
+(INVALID_UPDATE_VERSION) or leader epoch (FENCED_LEADER_EPOCH); the partition then
+waits for the metadata that overtook it, and decides again on its next event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ottla.broker.partition import Partition
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+ALTER_PARTITION_VERSION = 3
+
+
+@dataclass(slots=True)
+class IsrChange:
+    partition: Partition
+    isr: list[int]
+    broker_epochs: dict[int, int]
+    leader_epoch: int
+    partition_epoch: int
+
+
+class AlterPartitionManager:
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int],
+                 send: Callable[[int, int, dict[str, object]], asyncio.Future[object]],
+                 on_answer: Callable[[Partition, list[int] | None, int], None]) -> None:
+        self.broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._send = send
+        self._on_answer = on_answer
+        self._queued: dict[tuple[uuid.UUID, int], IsrChange] = {}
+        self._in_flight = False
+        self._task: asyncio.Task[None] | None = None
+
+    def submit(self, change: IsrChange) -> None:
+        """Queue ``change``; it goes with the next AlterPartition."""
+        self._queued[(change.partition.topic_id, change.partition.index)] = change
+        if not self._in_flight:
+            self._in_flight = True
+            asyncio.get_running_loop().call_soon(self._send_queued)
+
+    def _send_queued(self) -> None:
+        changes, self._queued = self._queued, {}
+        if not changes:
+            self._in_flight = False
+            return
+        self._task = asyncio.ensure_future(self._round(changes))
+
+    async def _round(self, changes: dict[tuple[uuid.UUID, int], IsrChange]) -> None:
+        topics: dict[uuid.UUID, list[dict[str, object]]] = {}
+        for (topic_id, index), change in changes.items():
+            topics.setdefault(topic_id, []).append({
+                "partition_index": index, "leader_epoch": change.leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": b,
+                                         "broker_epoch": change.broker_epochs.get(b, -1)}
+                                        for b in change.isr],
+                "leader_recovery_state": 0, "partition_epoch": change.partition_epoch})
+        body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(),
+                "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
+        answered: dict[tuple[uuid.UUID, int], tuple[list[int] | None, int]] = {}
+        try:
+            response = await self._send(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body)
+            top_error = getattr(response, "error_code", ErrorCode.unknown_server_error)
+            if top_error != ErrorCode.none:
+                log.warning("AlterPartition failed: %s", ErrorCode(top_error).name)
+            else:
+                for topic in response.topics:  # type: ignore[attr-defined]
+                    for p in topic.partitions:
+                        key = (topic.topic_id, p.partition_index)
+                        if p.error_code == ErrorCode.none:
+                            answered[key] = (list(p.isr), p.partition_epoch)
+                        else:
+                            log.info("AlterPartition of %s-%d: %s", changes[key].partition.topic,
+                                     p.partition_index, ErrorCode(p.error_code).name)
+        except Exception as e:  # the controller unreachable: the partitions decide again
+            log.warning("AlterPartition could not reach the controller: %s", e)
+        finally:
+            for key, change in changes.items():
+                isr, epoch = answered.get(key, (None, -1))
+                self._on_answer(change.partition, isr, epoch)
+            self._send_queued()

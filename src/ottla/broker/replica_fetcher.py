@@ -1,0 +1,282 @@
+"""Followers: fetch from each partition's leader and append what it has (Kafka's
+``ReplicaFetcherManager`` and ``ReplicaFetcherThread``).
+
+A broker that hosts a replica it does not lead fetches it from the leader the metadata
+image names, with the leader epoch the image gave (never a local guess). Partitions are
+spread over ``num.replica.fetchers`` fetchers per source broker; each fetcher is one task
+that sends one Fetch (v17: topic ids, ``ReplicaState`` with this broker's id and epoch)
+for all its partitions at a time, long-polling at the leader
+(``replica.fetch.wait.max.ms``), and appends the leader's batches as they are.
+
+Truncation follows the leader-epoch protocol (KIP-101, KIP-279, Fetch v12+): each fetch
+names the epoch of this replica's last batch; a leader on which that epoch ends earlier
+answers with where it ends (DivergingEpoch), and the follower cuts its log back there
+(or to where its own copy of that epoch ends, if earlier) before fetching again. So a
+replica that led with records nobody else got drops them, and they are never served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ottla.broker.partition import Partition
+from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.common.server_config import KafkaConfig
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 17
+Endpoint = tuple[str, int]
+
+
+@dataclass(slots=True)
+class FollowerState:
+    partition: Partition
+    leader_id: int
+    leader_epoch: int
+    backoff_until_ms: int = 0
+
+
+class ReplicaFetcher:
+    """One fetcher for one source broker: a task fetching its partitions in turn."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, index: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.index = index
+        self.partitions: dict[TopicPartition, FollowerState] = {}
+        self._client: AsyncClient | None = None
+        self._endpoint: Endpoint | None = None
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing: asyncio.Future[None] | None = None
+
+    def add(self, state: FollowerState) -> None:
+        self.partitions[(state.partition.topic, state.partition.index)] = state
+        self._wake.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._client is not None:
+            await self._client.close()
+
+    async def _run(self) -> None:
+        manager = self.manager
+        while self.partitions:
+            now = manager.now_ms()
+            ready = {tp: s for tp, s in self.partitions.items() if s.backoff_until_ms <= now}
+            if not ready:
+                wait = min(s.backoff_until_ms for s in self.partitions.values()) - now
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, wait / 1000))
+                except TimeoutError:
+                    pass
+                continue
+            client = self._connect()
+            if client is None:
+                self._back_off(ready.values(), now)
+                continue
+            try:
+                response = await client.request(
+                    ApiKey.FETCH, FETCH_VERSION, self._request(ready),
+                    timeout=(manager.config["replica.socket.timeout.ms"]
+                             + manager.config["replica.fetch.wait.max.ms"]) / 1000)
+            except (NodeUnavailable, TimeoutError, OSError) as e:
+                log.debug("Fetch from broker %d failed: %s", self.leader_id, e)
+                self._back_off(ready.values(), manager.now_ms())
+                continue
+            if response.error_code != ErrorCode.none:
+                log.info("Fetch from broker %d: %s", self.leader_id,
+                         ErrorCode(response.error_code).name)
+                self._back_off(ready.values(), manager.now_ms())
+                continue
+            self._process(ready, response)
+
+    def _connect(self) -> AsyncClient | None:
+        endpoint = self.manager.endpoint_of(self.leader_id)
+        if endpoint is None:
+            return None
+        if endpoint != self._endpoint or self._client is None:
+            if self._client is not None:
+                self._closing = asyncio.ensure_future(self._client.close())
+            self._client = AsyncClient(endpoint[0], endpoint[1],
+                                       client_id=f"broker-{self.manager.broker_id}-fetcher-"
+                                                 f"{self.index}")
+            self._endpoint = endpoint
+        return self._client
+
+    def _back_off(self, states: Any, now_ms: int) -> None:
+        for state in states:
+            state.backoff_until_ms = now_ms + self.manager.config["replica.fetch.backoff.ms"]
+
+    def _request(self, ready: dict[TopicPartition, FollowerState]) -> dict[str, Any]:
+        config = self.manager.config
+        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        for state in ready.values():
+            partition = state.partition
+            log_ = partition.log
+            topics.setdefault(partition.topic_id, []).append({
+                "partition": partition.index, "current_leader_epoch": state.leader_epoch,
+                "fetch_offset": log_.log_end_offset,
+                "last_fetched_epoch": log_.leader_epoch_cache.latest_epoch,
+                "log_start_offset": log_.log_start_offset,
+                "partition_max_bytes": config["replica.fetch.max.bytes"],
+                "replica_directory_id": uuid.UUID(int=0)})
+        return {"cluster_id": None,
+                "replica_state": {"replica_id": self.manager.broker_id,
+                                  "replica_epoch": self.manager.broker_epoch()},
+                "max_wait": config["replica.fetch.wait.max.ms"],
+                "min_bytes": config["replica.fetch.min.bytes"],
+                "max_bytes": config["replica.fetch.response.max.bytes"],
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+
+    def _process(self, ready: dict[TopicPartition, FollowerState], response: Any) -> None:
+        by_id = {(s.partition.topic_id, s.partition.index): (tp, s) for tp, s in ready.items()}
+        for topic in response.responses:
+            for data in topic.partitions:
+                found = by_id.get((topic.topic_id, data.partition_index))
+                if found is None:
+                    continue
+                tp, state = found
+                if self.partitions.get(tp) is not state or \
+                        state.partition.leader_epoch != state.leader_epoch:
+                    continue  # moved on while the fetch was out
+                try:
+                    self.manager.apply(state, data)
+                except KafkaError as e:
+                    log.warning("Replicating %s-%d from broker %d failed: %s", *tp,
+                                self.leader_id, e)
+                    self._back_off([state], self.manager.now_ms())
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, config: KafkaConfig,
+                 endpoint_of: Callable[[int], Endpoint | None],
+                 broker_epoch: Callable[[], int], now_ms: Callable[[], int],
+                 on_appended: Callable[[Partition, bool], None]) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.endpoint_of = endpoint_of
+        self.broker_epoch = broker_epoch
+        self.now_ms = now_ms
+        self._on_appended = on_appended
+        self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
+
+    def follow(self, partition: Partition, leader_id: int) -> None:
+        """Fetch ``partition`` from ``leader_id`` in the partition's current leader epoch
+        (from now on, replacing whatever it fetched before)."""
+        tp = (partition.topic, partition.index)
+        current = self._assigned.get(tp)
+        if current is not None:
+            state = current.partitions.get(tp)
+            if current.leader_id == leader_id and state is not None and \
+                    state.leader_epoch == partition.leader_epoch and state.partition is partition:
+                return
+            current.remove(tp)
+        index = hash(tp) % self.config["num.replica.fetchers"]
+        fetcher = self._fetchers.get((leader_id, index))
+        if fetcher is None:
+            fetcher = self._fetchers[(leader_id, index)] = ReplicaFetcher(self, leader_id, index)
+        fetcher.add(FollowerState(partition, leader_id, partition.leader_epoch))
+        self._assigned[tp] = fetcher
+        log.info("Following %s-%d from broker %d in leader epoch %d", *tp, leader_id,
+                 partition.leader_epoch)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        fetcher = self._assigned.pop(tp, None)
+        if fetcher is not None:
+            fetcher.remove(tp)
+
+    def followed(self) -> dict[TopicPartition, int]:
+        """Partition -> the broker it is fetched from."""
+        return {tp: f.leader_id for tp, f in self._assigned.items()}
+
+    async def shutdown(self) -> None:
+        fetchers = list(self._fetchers.values())
+        self._fetchers.clear()
+        self._assigned.clear()
+        for fetcher in fetchers:
+            await fetcher.close()
+
+    # --- one partition's answer -------------------------------------------------------------
+
+    def apply(self, state: FollowerState, data: Any) -> None:
+        """Act on one partition of the leader's Fetch response."""
+        partition = state.partition
+        log_ = partition.log
+        error = data.error_code
+        now = self.now_ms()
+        if error == ErrorCode.offset_out_of_range:
+            self._out_of_range(partition, data, now)
+            return
+        if error != ErrorCode.none:
+            # Not (or no longer) the leader, an epoch the leader does not know yet: wait
+            # for the metadata that says who leads now.
+            log.debug("Fetch of %s-%d: %s", partition.topic, partition.index,
+                      ErrorCode(error).name)
+            state.backoff_until_ms = now + self.config["replica.fetch.backoff.ms"]
+            return
+        diverging = data.diverging_epoch
+        if diverging is not None and (diverging.epoch != -1 or diverging.end_offset != -1):
+            self._truncate_on_divergence(partition, diverging.epoch, diverging.end_offset)
+            return
+        appended = 0
+        if data.records:
+            appended = partition.append_as_follower(data.records, now)
+        if 0 <= data.log_start_offset <= log_.log_end_offset and \
+                data.log_start_offset > log_.log_start_offset:
+            log_.delete_records_before(data.log_start_offset)
+        moved = partition.update_follower_high_watermark(data.high_watermark)
+        if appended or moved:
+            self._on_appended(partition, moved)
+
+    def _truncate_on_divergence(self, partition: Partition, leader_epoch: int,
+                                leader_end_offset: int) -> None:
+        """Kafka's ``getOffsetTruncationState``: cut back to where the leader's copy of the
+        epoch ends, or this replica's own copy of it if that ends earlier; if this replica
+        never had that epoch, to where its largest earlier epoch ends, and ask again."""
+        log_ = partition.log
+        end = log_.log_end_offset
+        own_epoch, own_end = log_.leader_epoch_cache.end_offset_for_leader_epoch(
+            leader_epoch, end)
+        if leader_epoch < 0 or own_epoch < 0:
+            target = min(leader_end_offset, end)
+        elif own_epoch != leader_epoch:
+            target = min(own_end, end)
+        else:
+            target = min(own_end, leader_end_offset, end)
+        log.info("Truncating %s-%d from %d to %d: its epoch %d ends there on the leader",
+                 partition.topic, partition.index, end, target, leader_epoch)
+        partition.truncate_to(max(target, log_.log_start_offset))
+
+    def _out_of_range(self, partition: Partition, data: Any, now_ms: int) -> None:
+        log_ = partition.log
+        if 0 <= log_.log_end_offset < data.log_start_offset:
+            # The leader deleted what this replica would fetch next: start at its start.
+            log.info("Starting %s-%d over at the leader's log start %d", partition.topic,
+                     partition.index, data.log_start_offset)
+            partition.truncate_fully_and_start_at(data.log_start_offset, now_ms)
+        elif 0 <= data.high_watermark < log_.log_end_offset:
+            partition.truncate_to(data.high_watermark)

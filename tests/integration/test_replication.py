@@ -1,0 +1,248 @@
+"""Replication across broker processes: partitions with three replicas on three brokers,
+written by an idempotent librdkafka producer with ``acks=all`` while their leaders are
+killed with SIGKILL and restarted. Nothing acknowledged is lost, duplicated or reordered;
+a killed broker catches up and rejoins the ISR."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from ottla.broker.group_coordinator import partition_for
+from ottla.protocol.api import ApiKey
+from tests.helpers import KRaftCluster, WireClient, wait_until
+from tests.integration.test_quorum import create
+
+pytestmark = pytest.mark.slow
+
+BROKERS = (101, 102, 103)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[KRaftCluster]:
+    """One controller and three brokers, shared by the module's tests. Brokers are fenced
+    three seconds after their last heartbeat, so a killed leader is replaced quickly."""
+    c = KRaftCluster(str(tmp_path_factory.mktemp("replication")), controllers=1, brokers=3,
+                     controller_props={"broker.session.timeout.ms": "3000"},
+                     broker_props={"broker.heartbeat.interval.ms": "500",
+                                   "replica.lag.time.max.ms": "5000",
+                                   "replica.fetch.backoff.ms": "200",
+                                   "offsets.topic.replication.factor": "3"})
+    c.start()
+    yield c
+    c.stop()
+
+
+def partitions(cluster: KRaftCluster, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, ISR) as a live broker's Metadata reports them."""
+    for broker in cluster.broker_ids:
+        node = cluster.nodes[broker]
+        if node.proc is None:
+            continue
+        try:
+            with WireClient(node.bootstrap, timeout=5) as client:
+                response = client.request(ApiKey.METADATA, 12, {
+                    "topics": [{"name": topic, "topic_id": None}],
+                    "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False})
+        except OSError:
+            continue
+        (t,) = response.topics
+        return {p.partition_index: (p.leader_id, list(p.replica_nodes), list(p.isr_nodes))
+                for p in t.partitions}
+    raise AssertionError("no broker answered")
+
+
+def full_isr(cluster: KRaftCluster, topic: str) -> bool:
+    return all(len(isr) == 3 and leader >= 0
+               for leader, _, isr in partitions(cluster, topic).values())
+
+
+def consume_all(cluster: KRaftCluster, topic: str, expected: int, timeout: float = 60
+                ) -> dict[int, list[bytes]]:
+    """Every record of ``topic`` read from the start, by partition (assigned: no group, so
+    no coordinator is needed while a broker is down)."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"check-{topic}",
+                         "enable.auto.commit": False})
+    count = len(partitions(cluster, topic))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(count)])
+    got: dict[int, list[bytes]] = defaultdict(list)
+    deadline = time.monotonic() + timeout
+    total = 0
+    try:
+        while total < expected and time.monotonic() < deadline:
+            for message in consumer.consume(500, 1.0):
+                if message.error() is None:
+                    got[message.partition()].append(message.value())
+                    total += 1
+    finally:
+        consumer.close()
+    return got
+
+
+def test_acks_all_waits_for_three_replicas_and_a_new_leader_has_every_record(
+        cluster: KRaftCluster) -> None:
+    create(cluster, [NewTopic("replicated", 2, 3, config={"min.insync.replicas": "2"})])
+    wait_until(lambda: full_isr(cluster, "replicated"), 30, 0.2, "three in-sync replicas")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    for i in range(300):
+        producer.produce("replicated", key=str(i % 2).encode(), value=b"%d" % i,
+                         partition=i % 2)
+    assert producer.flush(30) == 0
+    before = partitions(cluster, "replicated")
+    killed = before[0][0]
+    cluster.nodes[killed].kill9()
+    wait_until(lambda: partitions(cluster, "replicated")[0][0] not in (-1, killed), 30, 0.2,
+               "a new leader for partition 0")
+    got = consume_all(cluster, "replicated", 300)
+    assert got[0] == [b"%d" % i for i in range(0, 300, 2)]
+    assert got[1] == [b"%d" % i for i in range(1, 300, 2)]
+    cluster.nodes[killed].start()
+    wait_until(lambda: full_isr(cluster, "replicated"), 60, 0.5,
+               lambda: f"the restarted broker back in the ISR: {partitions(cluster, 'replicated')}")
+
+
+class NumberedProducer:
+    """Writes a numbered stream to every partition, idempotent with ``acks=all``, on a
+    thread, and records what the brokers acknowledged."""
+
+    def __init__(self, cluster: KRaftCluster, topic: str, partitions: int) -> None:
+        self.producer = Producer({
+            "bootstrap.servers": ",".join(cluster.nodes[b].bootstrap for b in BROKERS),
+            "acks": "all", "enable.idempotence": True, "linger.ms": 2,
+            "message.timeout.ms": 120000, "topic.metadata.refresh.interval.ms": 1000})
+        self.topic = topic
+        self.partitions = partitions
+        self.acked: dict[int, list[int]] = defaultdict(list)
+        self.failed: list[str] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, error: KafkaError | None, message: object) -> None:
+        if error is not None:
+            self.failed.append(str(error))
+        else:
+            self.acked[message.partition()].append(int(message.value()))  # type: ignore[attr-defined]
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.sent < 20000:
+            for p in range(self.partitions):
+                try:
+                    self.producer.produce(self.topic, value=b"%d" % self.sent, partition=p,
+                                          on_delivery=self._delivered)
+                except BufferError:
+                    self.producer.poll(0.1)
+                    continue
+                self.sent += 1
+            self.producer.poll(0.005)
+
+    def start(self) -> NumberedProducer:
+        self._thread.start()
+        return self
+
+    def acknowledged(self) -> int:
+        return sum(len(v) for v in self.acked.values())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self.producer.flush(120) == 0
+
+
+def test_killing_leaders_under_load_loses_and_duplicates_nothing(cluster: KRaftCluster) -> None:
+    create(cluster, [NewTopic("numbered", 3, 3, config={"min.insync.replicas": "2"})])
+    wait_until(lambda: full_isr(cluster, "numbered"), 30, 0.2, "three in-sync replicas")
+    producer = NumberedProducer(cluster, "numbered", 3).start()
+    try:
+        for round_ in range(2):
+            wait_until(lambda r=round_: producer.acknowledged() > 300 * (r + 1), 60, 0.1,
+                       "records acknowledged before the kill")
+            victim = partitions(cluster, "numbered")[round_ % 3][0]
+            cluster.nodes[victim].kill9()
+            wait_until(lambda v=victim: all(leader not in (-1, v) for leader, _, _ in
+                                            partitions(cluster, "numbered").values()),
+                       30, 0.2, "new leaders for the killed broker's partitions")
+            count = producer.acknowledged()
+            wait_until(lambda c=count: producer.acknowledged() > c + 100, 60, 0.1,
+                       "writes acknowledged by the new leaders")
+            cluster.nodes[victim].start()
+            wait_until(lambda: full_isr(cluster, "numbered"), 60, 0.5,
+                       lambda: f"the killed broker back in sync: "
+                               f"{partitions(cluster, 'numbered')}")
+    finally:
+        producer.stop()
+    assert producer.failed == []
+    acked = producer.acked
+    print(f"acknowledged {producer.acknowledged()} of {producer.sent} sent")
+    got = consume_all(cluster, "numbered", producer.acknowledged())
+    for p in range(3):
+        values = [int(v) for v in got[p]]
+        assert len(values) == len(set(values)), f"duplicates in partition {p}"
+        assert values == sorted(values), f"partition {p} out of order"
+        assert set(acked[p]) <= set(values), f"partition {p} lost acknowledged records"
+
+
+def test_with_two_replicas_down_acks_all_is_refused_not_enough_replicas(
+        cluster: KRaftCluster) -> None:
+    create(cluster, [NewTopic("fragile", 1, 3, config={"min.insync.replicas": "2"})])
+    wait_until(lambda: full_isr(cluster, "fragile"), 30, 0.2, "three in-sync replicas")
+    leader, replicas, _ = partitions(cluster, "fragile")[0]
+    followers = [r for r in replicas if r != leader]
+    for f in followers:
+        cluster.nodes[f].kill9()
+    try:
+        wait_until(lambda: partitions(cluster, "fragile")[0][2] == [leader], 30, 0.2,
+                   "the ISR down to the leader")
+        producer = Producer({"bootstrap.servers": cluster.nodes[leader].bootstrap,
+                             "acks": "all", "message.timeout.ms": 3000, "retries": 0})
+        errors: list[KafkaError] = []
+        producer.produce("fragile", value=b"x",
+                         on_delivery=lambda e, m: errors.append(e))
+        producer.flush(10)
+        assert errors and errors[0] is not None
+        assert errors[0].code() == KafkaError.NOT_ENOUGH_REPLICAS
+        consumer = Consumer({"bootstrap.servers": cluster.nodes[leader].bootstrap,
+                             "group.id": "fragile-check"})
+        low, high = consumer.get_watermark_offsets(TopicPartition("fragile", 0), timeout=10)
+        consumer.close()
+        assert (low, high) == (0, 0)
+    finally:
+        for f in followers:
+            cluster.nodes[f].start()
+    wait_until(lambda: full_isr(cluster, "fragile"), 60, 0.5, "the followers back in sync")
+
+
+def test_a_group_keeps_its_offsets_when_its_coordinator_is_killed(
+        cluster: KRaftCluster) -> None:
+    create(cluster, [NewTopic("grouped", 1, 3)])
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors",
+                         "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition("grouped", 0, 7)], asynchronous=False)
+    consumer.close()
+    index = partition_for("survivors", 50)
+    coordinator = partitions(cluster, "__consumer_offsets")[index][0]
+    cluster.nodes[coordinator].kill9()
+    try:
+        wait_until(lambda: partitions(cluster, "__consumer_offsets")[index][0]
+                   not in (-1, coordinator), 30, 0.2, "a new leader of the group's partition")
+
+        def committed() -> int | None:
+            c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "survivors"})
+            try:
+                (tp,) = c.committed([TopicPartition("grouped", 0)], timeout=5)
+                return tp.offset if tp.offset >= 0 else None
+            except KafkaException:
+                return None
+            finally:
+                c.close()
+        assert wait_until(committed, 60, 0.5, "the committed offset after failover") == 7
+    finally:
+        cluster.nodes[coordinator].start()
