@@ -12,7 +12,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ottla.broker.partition_state import NO_EPOCH, LeaderAndIsr, PartitionState
+from ottla.broker.partition_state import (
+    NO_EPOCH,
+    LeaderAndIsr,
+    PartitionState,
+    diverging_epoch,
+)
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import BatchHeader
 from ottla.storage.log import AppendInfo, Log, ReadInfo
@@ -139,17 +144,10 @@ class Partition:
                              f"{self.index} in leader epoch {self.leader_epoch}")
         log = self.log
         if last_fetched_epoch != NO_EPOCH:
-            epoch, end_offset = log.leader_epoch_cache.end_offset_for_leader_epoch(
-                last_fetched_epoch, log.log_end_offset)
-            if end_offset < 0 or epoch < 0:
-                raise KafkaError(ErrorCode.offset_out_of_range,
-                                 f"The end of epoch {last_fetched_epoch} is not known")
-            if fetch_offset < log.log_start_offset:
-                raise KafkaError(ErrorCode.offset_out_of_range,
-                                 f"Offset {fetch_offset} is before the log start "
-                                 f"{log.log_start_offset}")
-            if epoch < last_fetched_epoch or end_offset < fetch_offset:
-                return DivergingEpoch(epoch, end_offset)
+            diverged = diverging_epoch(log.leader_epoch_cache, last_fetched_epoch, fetch_offset,
+                                       log.log_start_offset, log.log_end_offset)
+            if diverged is not None:
+                return DivergingEpoch(*diverged)
         if replica_id >= 0:
             upper = None
         elif isolation_level == READ_COMMITTED:

@@ -17,11 +17,53 @@ AlterPartition) extends this state rather than replacing it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 NO_EPOCH = -1
 UNKNOWN_OFFSET = -1
+
+
+class EpochHistory(Protocol):
+    """Where each leader epoch of a log starts (the leader-epoch cache)."""
+
+    def end_offset_for_leader_epoch(self, epoch: int, log_end_offset: int
+                                    ) -> tuple[int, int]: ...
+
+
+def diverging_epoch(history: EpochHistory, last_fetched_epoch: int, fetch_offset: int,
+                    log_start_offset: int, log_end_offset: int) -> tuple[int, int] | None:
+    """On the leader: where a fetcher's log diverged from this one, as (epoch, end
+    offset), or None if it has not (Kafka's ``Partition.readRecords``): the epoch of
+    its last batch ends here before its fetch offset, or this log never had it."""
+    epoch, end_offset = history.end_offset_for_leader_epoch(last_fetched_epoch,
+                                                            log_end_offset)
+    if end_offset < 0 or epoch < 0:
+        raise KafkaError(ErrorCode.offset_out_of_range,
+                         f"The end of epoch {last_fetched_epoch} is not known")
+    if fetch_offset < log_start_offset:
+        raise KafkaError(ErrorCode.offset_out_of_range,
+                         f"Offset {fetch_offset} is before the log start {log_start_offset}")
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def truncation_offset(history: EpochHistory, leader_epoch: int, leader_end_offset: int,
+                      log_start_offset: int, log_end_offset: int) -> int:
+    """On a follower told it diverged: where to cut its log (Kafka's
+    ``getOffsetTruncationState``). To where the leader's copy of the epoch ends, or this
+    replica's own copy if that ends earlier; if this replica never had that epoch, to
+    where its largest earlier epoch ends (it fetches again and may cut further)."""
+    own_epoch, own_end = history.end_offset_for_leader_epoch(leader_epoch, log_end_offset)
+    if leader_epoch < 0 or own_epoch < 0:
+        target = min(leader_end_offset, log_end_offset)
+    elif own_epoch != leader_epoch:
+        target = min(own_end, log_end_offset)
+    else:
+        target = min(own_end, leader_end_offset, log_end_offset)
+    return max(target, log_start_offset)
 
 
 @dataclass(slots=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ottla.broker.partition import Partition
+from ottla.broker.partition_state import truncation_offset
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.server_config import KafkaConfig
 from ottla.protocol.api import ApiKey
@@ -259,17 +260,11 @@ class ReplicaFetcherManager:
         never had that epoch, to where its largest earlier epoch ends, and ask again."""
         log_ = partition.log
         end = log_.log_end_offset
-        own_epoch, own_end = log_.leader_epoch_cache.end_offset_for_leader_epoch(
-            leader_epoch, end)
-        if leader_epoch < 0 or own_epoch < 0:
-            target = min(leader_end_offset, end)
-        elif own_epoch != leader_epoch:
-            target = min(own_end, end)
-        else:
-            target = min(own_end, leader_end_offset, end)
+        target = truncation_offset(log_.leader_epoch_cache, leader_epoch, leader_end_offset,
+                                   log_.log_start_offset, end)
         log.info("Truncating %s-%d from %d to %d: its epoch %d ends there on the leader",
                  partition.topic, partition.index, end, target, leader_epoch)
-        partition.truncate_to(max(target, log_.log_start_offset))
+        partition.truncate_to(target)
 
     def _out_of_range(self, partition: Partition, data: Any, now_ms: int) -> None:
         log_ = partition.log

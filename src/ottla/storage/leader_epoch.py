@@ -67,22 +67,8 @@ class LeaderEpochCache:
 
     def end_offset_for_leader_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as a Kafka partition leader answers OffsetForLeaderEpoch and
-        checks a fetcher's last fetched epoch (``LeaderEpochFileCache.endOffsetFor``):
-        the latest epoch ends at the log end; an epoch above every known one is
-        undefined; one below every known epoch ends where the first known one starts
-        (its data is gone: the fetcher replicates from the start); otherwise the largest
-        epoch at or below it, ending where the next one starts."""
-        if epoch < 0:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if self.entries and self.entries[-1][0] == epoch:
-            return epoch, log_end_offset
-        index = bisect.bisect_right([e for e, _ in self.entries], epoch)
-        if index == len(self.entries):
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        higher_start = self.entries[index][1]
-        if index == 0:
-            return epoch, higher_start
-        return self.entries[index - 1][0], higher_start
+        checks a fetcher's last fetched epoch: ``epoch_end_offset``."""
+        return epoch_end_offset(self.entries, epoch, log_end_offset)
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch of the leader that wrote ``offset`` (-1 if unknown)."""
@@ -125,3 +111,24 @@ class LeaderEpochCache:
         except FileNotFoundError:
             return False
         return True
+
+
+def epoch_end_offset(entries: list[tuple[int, int]], epoch: int, log_end_offset: int
+                     ) -> tuple[int, int]:
+    """(epoch, end offset) for ``epoch`` in a log whose epochs start at ``entries``
+    ((epoch, start offset), ascending), as Kafka's ``LeaderEpochFileCache.endOffsetFor``:
+    the latest epoch ends at the log end; an epoch above every known one is undefined;
+    one below every known epoch ends where the first known one starts (its data is gone:
+    the fetcher replicates from the start); otherwise the largest epoch at or below it,
+    ending where the next one starts."""
+    if epoch < 0:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if entries and entries[-1][0] == epoch:
+        return epoch, log_end_offset
+    index = bisect.bisect_right([e for e, _ in entries], epoch)
+    if index == len(entries):
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    higher_start = entries[index][1]
+    if index == 0:
+        return epoch, higher_start
+    return entries[index - 1][0], higher_start
