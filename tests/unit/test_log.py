@@ -293,6 +293,35 @@ def test_a_log_found_on_disk_resumes_its_checkpoints_and_a_new_namesake_starts_a
     again.shutdown()
 
 
+def test_high_watermarks_are_checkpointed_and_a_reopened_log_starts_from_them(
+        tmp_path) -> None:
+    """replication-offset-checkpoint: a log reopens with the high watermark last written
+    (bounded by its log end), so a restarted leader does not hide what was committed; a
+    log without one starts at 0."""
+    d = str(tmp_path / "logs")
+    manager = LogManager([d], now_ms=0)
+    manager.discover()
+    log = manager.load_log(("t", 0), LogConfig.resolve(), None, 0)
+    other = manager.load_log(("u", 0), LogConfig.resolve(), None, 0)
+    append(log, [b"a", b"b", b"c"])
+    append(other, [b"a"])
+    log.high_watermark = 2
+    manager.started()
+    manager.checkpoint_high_watermarks()
+    with open(os.path.join(d, "replication-offset-checkpoint")) as f:
+        assert sorted(f.read().splitlines()[2:]) == ["t 0 2", "u 0 0"]
+    log.high_watermark = 3  # moved on after the checkpoint: a crash loses that
+    path = os.path.join(d, "replication-offset-checkpoint")
+    written = read_offsets(path)
+    manager.shutdown()
+    write_offsets(path, {**written, ("u", 0): 40})  # beyond its log end
+    again = LogManager([d], now_ms=0)
+    again.discover()
+    assert again.load_log(("t", 0), LogConfig.resolve(), None, 0).high_watermark == 2
+    assert again.load_log(("u", 0), LogConfig.resolve(), None, 0).high_watermark == 1
+    again.shutdown()
+
+
 def test_a_read_slice_maps_exactly_its_bytes_and_not_a_shortened_file(tmp_path) -> None:
     """``FileSlice.map`` is what a plaintext connection sends: the same bytes as ``read``
     at any (page-unaligned) position, still readable after the segment file is unlinked,

@@ -297,7 +297,9 @@ class Node:
         retention_every = cfg["log.retention.check.interval.ms"] / 1000
         expire_every = 600.0
         isr_every = cfg["replica.lag.time.max.ms"] / 2000
-        last_checkpoint = last_expire = last_retention = last_isr = time.monotonic()
+        marks_every = cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000
+        last_checkpoint = last_expire = last_retention = last_isr = last_marks = \
+            time.monotonic()
         while self.log_manager is not None:
             await asyncio.sleep(min(1.0, retention_every, isr_every))
             now = self.now_ms()
@@ -313,6 +315,9 @@ class Node:
                     last_isr = mono
                     self.broker.replica_manager.maybe_shrink_isr(
                         now, cfg["replica.lag.time.max.ms"])
+                if mono - last_marks >= marks_every:
+                    last_marks = mono
+                    self.log_manager.checkpoint_high_watermarks()
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
                     self.log_manager.checkpoint()

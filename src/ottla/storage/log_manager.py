@@ -22,6 +22,7 @@ from ottla.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
     read_offsets,
     write_offsets,
 )
@@ -53,7 +54,7 @@ class LogManager:
         so the node hands them to a worker thread (Kafka: its scheduler threads);
         renames, which make a deletion visible, stay with the caller."""
         self._loaded: dict[TopicPartition, str] = {}
-        self._checkpoints: dict[str, tuple[dict[TopicPartition, int],
+        self._checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int],
                                            dict[TopicPartition, int]]] = {}
         """Per dir, the recovery points and log start offsets checkpointed before this
         start, read once, for the logs ``discover`` found."""
@@ -114,11 +115,16 @@ class LogManager:
         found = self._loaded.get(tp)
         parent = found or self._least_loaded_dir()
         # A new log starts at 0 whatever an old checkpoint says about a namesake.
-        recovery_point, log_start_offset = self._checkpointed(parent, tp) if found else (0, 0)
+        recovery_point, log_start_offset, high_watermark = \
+            self._checkpointed(parent, tp) if found else (0, 0, 0)
         log_ = Log(os.path.join(parent, log_dir_name(*tp)), tp[0], tp[1], config,
                    topic_id=topic_id, now_ms=now_ms, recovery_point=recovery_point,
                    log_start_offset=log_start_offset,
                    clean_shutdown=self.clean_shutdown.get(parent, False))
+        # The high watermark last checkpointed: committed then, so still committed now
+        # (a replica that truncated below it lowers it again when it fetches).
+        log_.high_watermark = max(log_.log_start_offset,
+                                  min(high_watermark, log_.log_end_offset))
         log_.on_roll = self.on_roll
         log_.discard = self._discard_segments
         log_.use_page_cache_window(self.page_cache)
@@ -129,15 +135,17 @@ class LogManager:
         self._partitions_per_dir[parent] += 1
         return log_
 
-    def _checkpointed(self, parent: str, tp: TopicPartition) -> tuple[int, int]:
-        """(recovery point, log start offset) of a log found on disk. The checkpoint files
-        are read once per dir: reading them per log made opening n logs cost n^2."""
+    def _checkpointed(self, parent: str, tp: TopicPartition) -> tuple[int, int, int]:
+        """(recovery point, log start offset, high watermark) of a log found on disk. The
+        checkpoint files are read once per dir: reading them per log made opening n logs
+        cost n^2."""
         offsets = self._checkpoints.get(parent)
         if offsets is None:
             offsets = self._checkpoints[parent] = (
                 read_offsets(os.path.join(parent, RECOVERY_POINT_CHECKPOINT)),
-                read_offsets(os.path.join(parent, LOG_START_OFFSET_CHECKPOINT)))
-        return offsets[0].get(tp, 0), offsets[1].get(tp, 0)
+                read_offsets(os.path.join(parent, LOG_START_OFFSET_CHECKPOINT)),
+                read_offsets(os.path.join(parent, REPLICATION_OFFSET_CHECKPOINT)))
+        return offsets[0].get(tp, 0), offsets[1].get(tp, 0), offsets[2].get(tp, 0)
 
     def _least_loaded_dir(self) -> str:
         """Where a new partition goes: the online log dir with the fewest partitions
@@ -278,6 +286,27 @@ class LogManager:
             self.in_background(write)
         self._take_failed_dirs_offline()
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every online log dir's high watermarks (``replication-offset-checkpoint``,
+        every ``replica.high.watermark.checkpoint.interval.ms``), in the background like
+        the other checkpoints. After a crash a log starts from the last one written:
+        lower than it was, never higher than what was committed."""
+        self._take_failed_dirs_offline()
+        for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
+            marks = {tp: lg.high_watermark for tp, lg in self.logs.items()
+                     if os.path.dirname(lg.dir) == d}
+
+            def write(d: str = d, marks: dict[TopicPartition, int] = marks) -> None:
+                try:
+                    with self._checkpoint_lock:
+                        write_offsets(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), marks)
+                except OSError as e:
+                    log.error("I/O error in log directory %s: %s", d, e)
+                    self._failed_dirs.append(d)
+            self.in_background(write)
+
     def _take_failed_dirs_offline(self) -> None:
         while self._failed_dirs:
             d = self._failed_dirs.pop()
@@ -290,6 +319,7 @@ class LogManager:
         for log_ in self.logs.values():
             self._online(os.path.dirname(log_.dir), log_.flush)
         self.checkpoint()
+        self.checkpoint_high_watermarks()
         for log_ in self.logs.values():
             try:
                 log_.close()
