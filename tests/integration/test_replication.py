@@ -5,14 +5,23 @@ a killed broker catches up and rejoins the ISR."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from ottla.broker.group_coordinator import partition_for
 from ottla.protocol.api import ApiKey
@@ -246,3 +255,49 @@ def test_a_group_keeps_its_offsets_when_its_coordinator_is_killed(
         assert wait_until(committed, 60, 0.5, "the committed offset after failover") == 7
     finally:
         cluster.nodes[coordinator].start()
+
+
+def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_returns(
+        cluster: KRaftCluster) -> None:
+    """The followers are paused (SIGSTOP) while the leader takes acks=1 writes they never
+    fetch; the leader is killed, a follower takes over and is written to. When the old
+    leader returns it finds its last epoch ends earlier on the new leader, cuts its log
+    there and replicates the new records: made leader again (preferred election), it
+    serves none of the records only it had."""
+    create(cluster, [NewTopic("diverged", 1, 3, config={"min.insync.replicas": "1"})])
+    wait_until(lambda: full_isr(cluster, "diverged"), 30, 0.2, "three in-sync replicas")
+    old_leader, replicas, _ = partitions(cluster, "diverged")[0]
+    followers = [r for r in replicas if r != old_leader]
+
+    def produce(values: list[bytes], acks: str, via: int | None = None) -> None:
+        servers = cluster.nodes[via].bootstrap if via is not None else cluster.bootstrap
+        producer = Producer({"bootstrap.servers": servers, "acks": acks, "linger.ms": 0})
+        for v in values:
+            producer.produce("diverged", value=v, partition=0)
+        assert producer.flush(30) == 0
+
+    produce([b"kept-%d" % i for i in range(10)], "all")
+    for f in followers:
+        os.kill(cluster.nodes[f].proc.pid, signal.SIGSTOP)
+    try:
+        # A fetch the followers had parked at the leader is answered (empty) within
+        # replica.fetch.wait.max.ms (500 ms); stopped, they send no other. After that
+        # bound nothing the leader appends can reach them.
+        time.sleep(1.0)
+        produce([b"stale-%d" % i for i in range(5)], "1", via=old_leader)
+        cluster.nodes[old_leader].kill9()
+    finally:
+        for f in followers:
+            os.kill(cluster.nodes[f].proc.pid, signal.SIGCONT)
+    wait_until(lambda: partitions(cluster, "diverged")[0][0] in followers, 30, 0.2,
+               "a follower leading")
+    produce([b"new-%d" % i for i in range(5)], "all")
+    cluster.nodes[old_leader].start()
+    wait_until(lambda: full_isr(cluster, "diverged"), 60, 0.5, "the old leader back in sync")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    assert replicas[0] == old_leader  # a new topic's first leader is its preferred replica
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("diverged", 0)]).result(30)
+    wait_until(lambda: partitions(cluster, "diverged")[0][0] == old_leader, 30, 0.2,
+               "the old leader leading again")
+    got = consume_all(cluster, "diverged", 15)[0]
+    assert got == [b"kept-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(5)]
