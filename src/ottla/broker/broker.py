@@ -126,6 +126,30 @@ class Broker:
             replica_manager.produce_purgatory.on_deadline_change = timer.deadline_changed
             replica_manager.fetch_purgatory.on_deadline_change = timer.deadline_changed
 
+    def leader_hints(self, listener: str, partitions: list[tuple[str | None, int]]
+                     ) -> tuple[dict[tuple[str | None, int], dict[str, int]],
+                                list[dict[str, object]]]:
+        """KIP-951: for partitions a client sent to the wrong broker, the current leader
+        and leader epoch the metadata image names, and the leaders' endpoints on the
+        client's listener, so it retries without a Metadata round trip."""
+        hints: dict[tuple[str | None, int], dict[str, int]] = {}
+        endpoints: dict[int, dict[str, object]] = {}
+        for name, index in partitions:
+            topic = self.image.topics_by_name.get(name) if name is not None else None
+            registration = topic.partitions.get(index) if topic is not None else None
+            if registration is None or registration.leader < 0:
+                hints[(name, index)] = {"leader_id": -1, "leader_epoch": -1}
+                continue
+            hints[(name, index)] = {"leader_id": registration.leader,
+                                    "leader_epoch": registration.leader_epoch}
+            broker = self.image.brokers.get(registration.leader)
+            endpoint = broker.endpoints.get(listener) if broker is not None else None
+            if broker is not None and endpoint is not None:
+                endpoints[broker.broker_id] = {"node_id": broker.broker_id,
+                                               "host": endpoint.host, "port": endpoint.port,
+                                               "rack": broker.rack}
+        return hints, list(endpoints.values())
+
     def start_replication(self) -> None:
         """Follow the partitions this broker does not lead, and send the ISR changes of
         those it leads to the controller (a node's broker; handler tests drive

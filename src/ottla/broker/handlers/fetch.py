@@ -103,8 +103,6 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
                     replica.broker_epoch)
     except KafkaError as e:
         data["error_code"] = e.code
-        if e.code == ErrorCode.not_leader_or_follower:
-            data["current_leader"] = {"leader_id": -1, "leader_epoch": -1}
     if partition is not None:
         data["high_watermark"] = partition.high_watermark
         data["last_stable_offset"] = partition.last_stable_offset
@@ -201,7 +199,7 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
     replica = _fetching_replica(req, now_ms)
     fetch = _Fetch(broker, parts, session, session_id, create_session, version, max_bytes,
-                   isolation, req.min_bytes, keys, now_ms, replica)
+                   isolation, req.min_bytes, keys, now_ms, replica, ctx.listener_name)
     results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica)
     if max_wait == 0 or fetch.satisfied(results, total, errors):
         # Data (or nothing to wait for): answer in this loop turn, no task.
@@ -218,7 +216,7 @@ class _Fetch:
                  session: FetchSession | None, session_id: int, create_session: bool,
                  version: int, max_bytes: int, isolation: int, min_bytes: int,
                  keys: list[tuple[str, int]], now_ms: int,
-                 replica: FetchingReplica | None = None) -> None:
+                 replica: FetchingReplica | None = None, listener: str = "") -> None:
         self.broker = broker
         self.parts = parts
         self.session = session
@@ -232,6 +230,7 @@ class _Fetch:
         self.keys = keys
         self.now_ms = now_ms
         self.replica = replica
+        self.listener = listener
 
     def satisfied(self, results: dict[tuple[Any, int], dict[str, Any]], total: int,
                   errors: bool) -> bool:
@@ -279,7 +278,23 @@ class _Fetch:
                     parts.move_to_end(key)  # rotate so every partition gets its turn
         return encode_fetch_response(self.version, {
             "throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
-            "responses": _group(parts, selected, self.uses_ids), "node_endpoints": []})
+            "responses": _group(parts, selected, self.uses_ids),
+            "node_endpoints": self._leader_hints(selected)})
+
+    def _leader_hints(self, selected: dict[tuple[Any, int], dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+        """KIP-951: the current leader of a partition this broker no longer leads (or
+        leads in a newer epoch), and its endpoint."""
+        misdirected = [(key, data) for key, data in selected.items()
+                       if data["error_code"] in (ErrorCode.not_leader_or_follower,
+                                                 ErrorCode.fenced_leader_epoch)]
+        if not misdirected:
+            return []
+        hints, endpoints = self.broker.leader_hints(
+            self.listener, [(self.parts[key].topic, key[1]) for key, _ in misdirected])
+        for key, data in misdirected:
+            data["current_leader"] = hints[(self.parts[key].topic, key[1])]
+        return endpoints
 
 
 def _has_news(parts: OrderedDict[tuple[Any, int], CachedPartition],

@@ -63,8 +63,10 @@ class _Entry:
             self.result["record_errors"] = [
                 {"batch_index": i, "batch_index_error_message": m}
                 for i, m in error.record_errors]
-        if error.code == ErrorCode.not_leader_or_follower:
-            self.result["current_leader"] = {"leader_id": -1, "leader_epoch": -1}
+
+    @property
+    def misdirected(self) -> bool:
+        return self.result["error_code"] == ErrorCode.not_leader_or_follower
 
 
 def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
@@ -155,10 +157,26 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
         if failed:
             raise CloseConnection("acks=0 produce failed")
         return NO_RESPONSE
-    response = {"responses": responses, "throttle_time": 0, "node_endpoints": []}
+    response = {"responses": responses, "throttle_time": 0,
+                "node_endpoints": _leader_hints(broker, ctx, topics) if failed else []}
     if waiting:
         return _await_replicas(broker, ctx, response, waiting, timeout_ms, now_ms)
     return encode_produce_response(ctx.api_version, response)
+
+
+def _leader_hints(broker: Broker, ctx: RequestContext,
+                  topics: list[tuple[str | None, Any, list[_Entry]]]) -> list[dict[str, Any]]:
+    """Current leaders of the partitions refused NOT_LEADER_OR_FOLLOWER, and their
+    endpoints (KIP-951)."""
+    misdirected = [(name, entry) for name, _, entries in topics for entry in entries
+                   if entry.misdirected]
+    if not misdirected:
+        return []
+    hints, endpoints = broker.leader_hints(ctx.listener_name,
+                                           [(name, e.index) for name, e in misdirected])
+    for name, entry in misdirected:
+        entry.result["current_leader"] = hints[(name, entry.index)]
+    return endpoints
 
 
 def _await_replicas(broker: Broker, ctx: RequestContext, response: dict[str, Any],
@@ -171,9 +189,16 @@ def _await_replicas(broker: Broker, ctx: RequestContext, response: dict[str, Any
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def respond(statuses: dict[tuple[str, int], ProducePartitionStatus]) -> None:
+        moved = []
         for tp, status in statuses.items():
             if status.error != ErrorCode.none:
-                waiting[tp][0].fail(KafkaError(status.error, _ACK_ERRORS.get(status.error)))
+                entry = waiting[tp][0]
+                entry.fail(KafkaError(status.error, _ACK_ERRORS.get(status.error)))
+                if entry.misdirected:
+                    moved.append((tp[0], [entry]))
+        if moved:
+            response["node_endpoints"] = _leader_hints(
+                broker, ctx, [(name, None, entries) for name, entries in moved])
         if not done.done():
             done.set_result(None)
 
