@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -210,6 +212,14 @@ def test_with_two_replicas_down_acks_all_is_refused_not_enough_replicas(
     try:
         wait_until(lambda: partitions(cluster, "fragile")[0][2] == [leader], 30, 0.2,
                    "the ISR down to the leader")
+        for flag in ("--under-replicated-partitions", "--under-min-isr-partitions"):
+            described = subprocess.run(
+                [sys.executable, "-m", "ottla", "topics", "--bootstrap-server",
+                 cluster.nodes[leader].bootstrap, "--describe", "--topic", "fragile", flag],
+                capture_output=True, text=True, timeout=60)
+            assert described.returncode == 0, described.stderr
+            (line,) = described.stdout.splitlines()
+            assert f"Partition: 0\tLeader: {leader}" in line and f"Isr: {leader}\t" in line
         producer = Producer({"bootstrap.servers": cluster.nodes[leader].bootstrap,
                              "acks": "all", "message.timeout.ms": 3000, "retries": 0})
         errors: list[KafkaError] = []

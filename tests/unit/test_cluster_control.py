@@ -57,3 +57,24 @@ def test_heartbeats_unfence_a_caught_up_broker_and_silence_fences_it() -> None:
     assert shutdown.response.should_shut_down and shutdown.response.is_fenced
     apply(c, shutdown.records)
     assert topic.partitions[0].leader == -1
+
+
+def test_brokers_fenced_together_all_leave_every_isr_they_were_in() -> None:
+    """Two followers silent at once: one decision for both (one at a time, each against
+    the same image, the second change would put the first broker back)."""
+    c = QuorumController(1, rng=random.Random(1))
+    for broker in (1, 2, 3):
+        apply(c, c.cluster.register_broker(
+            broker, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + broker, 0)], None, 1,
+            now_ms=0).records)
+        apply(c, c.cluster.broker_heartbeat(broker, c.image.brokers[broker].epoch, 10**6,
+                                            False, False, now_ms=0).records)
+    apply(c, c.replication.create_topics([NewTopic("t", assignments={0: [1, 2, 3],
+                                                                     1: [2, 3, 1]})]).records)
+    fenced = c.cluster.fence_stale_brokers(now_ms=10_000, session_timeout_ms=9000,
+                                           exempt=frozenset({1}))
+    assert sorted(fenced.response) == [2, 3]
+    apply(c, fenced.records)
+    partitions = c.image.topics_by_name["t"].partitions
+    assert (partitions[0].leader, partitions[0].isr) == (1, [1])
+    assert (partitions[1].leader, partitions[1].isr) == (1, [1])

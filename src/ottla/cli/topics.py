@@ -31,6 +31,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--topics-with-overrides", action="store_true")
     p.add_argument("--under-replicated-partitions", action="store_true")
     p.add_argument("--unavailable-partitions", action="store_true")
+    p.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than min.insync.replicas")
+    p.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is exactly min.insync.replicas")
     p.add_argument("--command-config", help="a properties file of client configs")
     p.set_defaults(run=run)
 
@@ -133,9 +137,14 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             continue
         partitions = desc.partitions
         rf = len(partitions[0].replicas) if partitions else 0
+        min_isr_entry = config_by_topic[name].get("min.insync.replicas")
+        min_isr = int(min_isr_entry.value) if min_isr_entry is not None else 1
+        only_partitions = args.under_replicated_partitions or args.unavailable_partitions \
+            or args.under_min_isr_partitions or args.at_min_isr_partitions
         config_text = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
-        print(f"Topic: {name}\tTopicId: {desc.topic_id}\tPartitionCount: {len(partitions)}\t"
-              f"ReplicationFactor: {rf}\tConfigs: {config_text}")
+        if not only_partitions:
+            print(f"Topic: {name}\tTopicId: {desc.topic_id}\tPartitionCount: "
+                  f"{len(partitions)}\tReplicationFactor: {rf}\tConfigs: {config_text}")
         if args.topics_with_overrides:
             continue
         for p in partitions:
@@ -145,6 +154,10 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             if args.under_replicated_partitions and len(isr) >= len(replicas):
                 continue
             if args.unavailable_partitions and leader != -1:
+                continue
+            if args.under_min_isr_partitions and len(isr) >= min_isr:
+                continue
+            if args.at_min_isr_partitions and len(isr) != min_isr:
                 continue
             print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {leader if leader >= 0 else 'none'}"
                   f"\tReplicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}"

@@ -47,7 +47,7 @@ class ClusterControlManager:
         if existing is not None and existing.incarnation_id != incarnation_id \
                 and not existing.fenced and not unfence:
             # A remote broker restarted: it leads nothing until it has caught up.
-            records += self._fence(broker_id, existing.epoch)
+            records += self._fence({broker_id: existing.epoch})
         records.append(r.RegisterBrokerRecord(
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
             end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
@@ -76,7 +76,7 @@ class ClusterControlManager:
         records: list[Any] = []
         fenced = broker.fenced
         if (want_fence or want_shutdown) and not broker.fenced:
-            records = self._fence(broker_id, broker_epoch)
+            records = self._fence({broker_id: broker_epoch})
             fenced = True
         elif not want_fence and not want_shutdown and broker.fenced and caught_up:
             records = self._unfence(broker_id, broker_epoch)
@@ -86,8 +86,7 @@ class ClusterControlManager:
     def fence_stale_brokers(self, now_ms: int, session_timeout_ms: int,
                             exempt: frozenset[int] = frozenset()) -> ControllerResult:
         """Fence every unfenced broker silent for ``broker.session.timeout.ms``."""
-        records: list[Any] = []
-        fenced = []
+        stale: dict[int, int] = {}
         for broker in self.image.live_brokers():
             if broker.broker_id in exempt:
                 continue
@@ -95,14 +94,17 @@ class ClusterControlManager:
             if last is None:
                 self.last_heartbeat_ms[broker.broker_id] = now_ms  # e.g. after failover
             elif now_ms - last > session_timeout_ms:
-                records += self._fence(broker.broker_id, broker.epoch)
-                fenced.append(broker.broker_id)
-        return ControllerResult(records, fenced)
+                stale[broker.broker_id] = broker.epoch
+        if not stale:
+            return ControllerResult([], [])
+        return ControllerResult(self._fence(stale), list(stale))
 
-    def _fence(self, broker_id: int, epoch: int) -> list[Any]:
-        """FenceBrokerRecord, and the partitions it led handed to another live replica."""
-        return [r.FenceBrokerRecord(id=broker_id, epoch=epoch),
-                *self.replication.handle_broker_fenced(broker_id)]
+    def _fence(self, brokers: dict[int, int]) -> list[Any]:
+        """FenceBrokerRecords (broker id -> epoch), and the ISR and leader changes of the
+        partitions they were in, decided for all of them at once: decided one broker at a
+        time against the same image, the last change would undo the others."""
+        return [*(r.FenceBrokerRecord(id=b, epoch=e) for b, e in brokers.items()),
+                *self.replication.handle_brokers_fenced(set(brokers))]
 
     def _unfence(self, broker_id: int, epoch: int) -> list[Any]:
         """UnfenceBrokerRecord, and leaders for partitions that had none it can lead."""

@@ -301,18 +301,19 @@ class ReplicationControlManager:
 
     # --- leaders and ISRs ----------------------------------------------------------------
 
-    def handle_broker_fenced(self, broker_id: int) -> list[Any]:
-        """``broker_id`` leaves the ISR of every partition it is in sync for, unless it is
-        the last member (Kafka's ``handleBrokerFenced``), and the partitions it led go to
-        another live in-sync replica (or none): a dead follower must not hold back the
-        high watermark of ``acks=all`` writes until its leader notices."""
-        live = self._live() - {broker_id}
+    def handle_brokers_fenced(self, broker_ids: set[int]) -> list[Any]:
+        """``broker_ids`` leave the ISR of every partition they are in sync for, unless
+        that would empty it (Kafka's ``handleBrokerFenced``), and the partitions they led
+        go to another live in-sync replica (or none): a dead follower must not hold back
+        the high watermark of ``acks=all`` writes, and an idle partition's leader never
+        notices one (a follower at the log end counts as caught up)."""
+        live = self._live() - broker_ids
         records: list[Any] = []
         for topic in self.image.topics_by_id.values():
             for index, part in topic.partitions.items():
-                if part.leader != broker_id and broker_id not in part.isr:
+                if part.leader not in broker_ids and broker_ids.isdisjoint(part.isr):
                     continue
-                isr = [b for b in part.isr if b != broker_id] or list(part.isr)
+                isr = [b for b in part.isr if b not in broker_ids] or list(part.isr)
                 record = PartitionChangeBuilder(topic.topic_id, index, part, live) \
                     .with_isr(isr).build()
                 if record is not None:
