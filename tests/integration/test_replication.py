@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +28,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ottla.broker.group_coordinator import partition_for
 from ottla.protocol.api import ApiKey
-from tests.helpers import KRaftCluster, WireClient, wait_until
+from tests.helpers import KRaftCluster, WireClient, free_port, wait_until
 from tests.integration.test_quorum import create
 
 pytestmark = pytest.mark.slow
@@ -311,3 +312,44 @@ def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_return
                "the old leader leading again")
     got = consume_all(cluster, "diverged", 15)[0]
     assert got == [b"kept-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(5)]
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_dev_cluster_runs_a_replicated_cluster_and_stops_on_ctrl_c(tmp_path) -> None:
+    """``ottla dev-cluster``: separate processes, topics replicated by default, a clean
+    stop of every node on SIGINT."""
+    base = wait_until(lambda: next((p for p in (free_port() for _ in range(20))
+                                    if p < 65000 and all(_bindable(p + d)
+                                                         for d in (1, 100))), None),
+                      10, 0.1, "free ports for the cluster")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ottla", "dev-cluster", "--brokers", "2", "--data-dir",
+         str(tmp_path / "cluster"), "--base-port", str(base)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert "bootstrap servers: " in lines[1], lines
+        bootstrap = f"127.0.0.1:{base},127.0.0.1:{base + 1}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 60, 0.5,
+                   "both brokers serving")
+        admin.create_topics([NewTopic("walk", 2)])["walk"].result(30)
+        topic = wait_until(lambda: (lambda t: t if t.error is None and len(t.partitions) == 2
+                                    else None)(admin.list_topics("walk", timeout=5)
+                                               .topics["walk"]),
+                           30, 0.2, "the topic's partitions")
+        assert {len(p.replicas) for p in topic.partitions.values()} == {2}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
+    for node in ("node-1", "node-101", "node-102"):
+        assert "Shut down cleanly" in (tmp_path / "cluster" / f"{node}.log").read_text()

@@ -11,6 +11,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ottla.cli import (
         console,
         consumer_groups,
+        dev_cluster,
         dump_log,
         features,
         leader_election,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     leader_election.add_parser(sub)
     metadata_quorum.add_parser(sub)
     pipeline.add_parser(sub)
+    dev_cluster.add_parser(sub)
     return parser
 
 
