@@ -173,6 +173,8 @@ _KEYS: list[ConfigKey] = [
               "The most incremental fetch sessions kept (KIP-227).", at_least(0)),
     ConfigKey("fetch.max.bytes", T.INT, 57671680, "The most bytes a fetch response carries.",
               at_least(1024)),
+    ConfigKey("max.request.partition.size.limit", T.INT, 2000,
+              "The most partitions a DescribeTopicPartitions response carries.", at_least(1)),
     ConfigKey("replica.lag.time.max.ms", T.LONG, 30000,
               "A follower that has not caught up with its leader's log end for this long "
               "leaves the ISR.", at_least(1)),

@@ -184,7 +184,57 @@ def unsupported_endpoint_type(cluster_id: str, asked: int, served: int) -> dict[
             "brokers": [], "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any
+                                     ) -> dict[str, Any]:
+    """DescribeTopicPartitions (KIP-966's paged describe): topics in name order, their
+    partitions in index order, at most ``response_partition_limit`` partitions (bounded by
+    ``max.request.partition.size.limit``) per response, the rest named by
+    ``next_cursor``. Without topics it describes them all; a cursor names where to go on
+    and must be one of the topics asked for."""
+    image = broker.image
+    limit = max(1, min(req.response_partition_limit,
+                       broker.config["max.request.partition.size.limit"]))
+    names = sorted({t.name for t in req.topics} if req.topics else image.topics_by_name)
+    cursor = req.cursor
+    start_partition = 0
+    if cursor is not None:
+        if req.topics and cursor.topic_name not in names:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"The cursor topic {cursor.topic_name} is not among the topics")
+        names = [n for n in names if n >= cursor.topic_name]
+        start_partition = max(0, cursor.partition_index)
+    topics: list[dict[str, Any]] = []
+    next_cursor = None
+    remaining = limit
+    for name in names:
+        first = start_partition if cursor is not None and name == cursor.topic_name else 0
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            topics.append({**_unknown(name, None, ErrorCode.unknown_topic_or_partition),
+                           "topic_authorized_operations": TOPIC_OPERATIONS})
+            continue
+        if remaining == 0:
+            next_cursor = {"topic_name": name, "partition_index": first}
+            break
+        described = topic_metadata(image, topic, ctx.listener_name, True)
+        partitions = [p for p in described["partitions"] if p["partition_index"] >= first]
+        if len(partitions) > remaining:
+            next_cursor = {"topic_name": name,
+                           "partition_index": partitions[remaining]["partition_index"]}
+            partitions = partitions[:remaining]
+        for p in partitions:
+            p["eligible_leader_replicas"] = []
+            p["last_known_elr"] = []
+        described["partitions"] = partitions
+        topics.append(described)
+        remaining -= len(partitions)
+        if next_cursor is not None:
+            break
+    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+
+
 APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.METADATA, 0, 13, handle_metadata),
     ApiSpec(ApiKey.DESCRIBE_CLUSTER, 0, 2, handle_describe_cluster),
+    ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, handle_describe_topic_partitions),
 ]
