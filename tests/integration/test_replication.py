@@ -353,3 +353,40 @@ def test_dev_cluster_runs_a_replicated_cluster_and_stops_on_ctrl_c(tmp_path) -> 
         assert proc.wait(60) == 0
     for node in ("node-1", "node-101", "node-102"):
         assert "Shut down cleanly" in (tmp_path / "cluster" / f"{node}.log").read_text()
+
+
+def test_an_unclean_election_brings_a_partition_back_and_the_isr_grows_again(
+        cluster: KRaftCluster) -> None:
+    """With unclean.leader.election.enable on the topic, a partition whose only in-sync
+    replica died is led again by the first out-of-sync replica to return: it starts
+    RECOVERING, reports itself recovered, and the others rejoin behind it. What only the
+    dead leader had is lost, as unclean election means."""
+    create(cluster, [NewTopic("unclean", 1, 3, config={
+        "unclean.leader.election.enable": "true", "min.insync.replicas": "1"})])
+    wait_until(lambda: full_isr(cluster, "unclean"), 30, 0.2, "three in-sync replicas")
+    leader, replicas, _ = partitions(cluster, "unclean")[0]
+    first, second = [r for r in replicas if r != leader]
+
+    def produce(values: list[bytes]) -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for v in values:
+            producer.produce("unclean", value=v, partition=0)
+        assert producer.flush(30) == 0
+
+    produce([b"everywhere-%d" % i for i in range(5)])
+    cluster.nodes[first].kill9()
+    cluster.nodes[second].kill9()
+    wait_until(lambda: partitions(cluster, "unclean")[0][2] == [leader], 30, 0.2,
+               "the ISR down to the leader")
+    produce([b"leader-only-%d" % i for i in range(5)])
+    cluster.nodes[leader].kill9()  # no broker is left: the partition has no leader
+    cluster.nodes[first].start()
+    wait_until(lambda: partitions(cluster, "unclean")[0][0] == first, 30, 0.2,
+               "the returning replica elected uncleanly")
+    produce([b"after-%d" % i for i in range(3)])
+    cluster.nodes[leader].start()
+    cluster.nodes[second].start()
+    wait_until(lambda: full_isr(cluster, "unclean"), 60, 0.5,
+               lambda: f"everyone back in sync: {partitions(cluster, 'unclean')}")
+    got = consume_all(cluster, "unclean", 8)[0]
+    assert got == [b"everywhere-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(3)]

@@ -211,3 +211,56 @@ def test_create_partitions_over_the_limit_is_refused() -> None:
         c.replication.create_partitions([("t", 10_002, None)])
     assert c.replication.create_partitions([("t", 10_001, None)]).response == \
         [("t", ErrorCode.none, None)]
+
+
+def three_brokers_one_isr(unclean: str | None) -> tuple[QuorumController, uuid.UUID]:
+    """t-0 on brokers 1, 2, 3 whose ISR is down to broker 1; ``unclean`` sets the topic's
+    unclean.leader.election.enable."""
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2, 3):
+        apply(c, c.cluster.register_broker(
+            b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None, b).records)
+    configs = {} if unclean is None else {"unclean.leader.election.enable": unclean}
+    apply(c, c.replication.create_topics(
+        [NewTopic("t", assignments={0: [1, 2, 3]}, configs=configs)]).records)
+    topic = c.image.topics_by_name["t"]
+    apply(c, [r.PartitionChangeRecord(partition_id=0, topic_id=topic.topic_id, isr=(1,))])
+    return c, topic.topic_id
+
+
+def test_losing_the_last_in_sync_replica_leaves_no_leader_without_unclean_election() -> None:
+    c, _ = three_brokers_one_isr(None)
+    apply(c, c.cluster.fence_stale_brokers(10**6, 1000, exempt=frozenset({2, 3})).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr) == (-1, [1])
+
+
+def test_unclean_election_enabled_on_the_topic_elects_a_live_replica_to_recover() -> None:
+    """KIP-704: the unclean leader starts RECOVERING, alone in the ISR."""
+    c, _ = three_brokers_one_isr("true")
+    apply(c, c.cluster.fence_stale_brokers(10**6, 1000, exempt=frozenset({2, 3})).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.leader_recovery_state) == (2, [2], 1)
+    assert part.leader_epoch == 1
+
+
+def test_the_cluster_default_enables_unclean_election_and_the_topic_can_refuse_it() -> None:
+    c, _ = three_brokers_one_isr(None)
+    apply(c, [r.ConfigRecord(resource_type=4, resource_name="",
+                             name="unclean.leader.election.enable", value="true")])
+    assert c.replication.unclean_allowed("t")
+    refusing, _ = three_brokers_one_isr("false")
+    apply(refusing, [r.ConfigRecord(resource_type=4, resource_name="",
+                                    name="unclean.leader.election.enable", value="true")])
+    assert not refusing.replication.unclean_allowed("t")
+
+
+def test_a_replica_returning_to_a_leaderless_partition_leads_it_only_if_unclean_is_allowed(
+        ) -> None:
+    for unclean, expected in (("false", -1), ("true", 2)):
+        c, _ = three_brokers_one_isr(unclean)
+        apply(c, c.cluster.fence_stale_brokers(10**6, 1000).records)  # all: no leader
+        assert c.image.topics_by_name["t"].partitions[0].leader == -1
+        epoch = c.image.brokers[2].epoch
+        apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
+        assert c.image.topics_by_name["t"].partitions[0].leader == expected, unclean

@@ -75,6 +75,9 @@ class LeaderAndIsr:
     partition_epoch: int
     replicas: list[int]
     isr: list[int]
+    leader_recovery_state: int = 0
+    """1 (RECOVERING) after an unclean election until the leader reports it recovered
+    (KIP-704)."""
 
 
 @dataclass(slots=True)
@@ -86,6 +89,9 @@ class ReplicaState:
     last_caught_up_ms: int = 0
     """When its fetch last reached the leader's log end; the ISR shrinks on its age."""
     last_fetch_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+    """The leader's log end at the follower's last fetch: a fetch that reaches it shows
+    the follower was caught up as of that fetch (Kafka's ``lastFetchLeaderLogEndOffset``)."""
     broker_epoch: int = -1
     """The follower's broker epoch from its last fetch (ReplicaState, KIP-903)."""
 
@@ -171,11 +177,19 @@ class PartitionState:
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             return False
+        # Caught up now if it reached the log end; else, if it reached where the log
+        # ended at its previous fetch, as of that fetch (Kafka's
+        # ``updateFetchStateOrThrow``): under steady writes a follower keeping up is
+        # never at the log end when it fetches, and stays in the ISR by the second rule.
+        if fetch_offset >= self.log_end_offset:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, now_ms)
+        elif fetch_offset >= follower.last_fetch_leader_log_end_offset:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms,
+                                             follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now_ms
+        follower.last_fetch_leader_log_end_offset = self.log_end_offset
         follower.broker_epoch = broker_epoch
-        if fetch_offset >= self.log_end_offset:
-            follower.last_caught_up_ms = now_ms
         return self._maybe_increment_high_watermark()
 
     def _maybe_increment_high_watermark(self) -> bool:
@@ -208,11 +222,20 @@ class PartitionState:
         it to the controller; until answered (``isr_answered``) no other change starts."""
         follower = self.followers.get(replica_id)
         if not self.is_leader or self.pending_isr is not None or follower is None or \
-                replica_id in self.assignment.isr:
+                replica_id in self.assignment.isr or self.assignment.leader_recovery_state:
             return None
         if follower.log_end_offset < max(self.high_watermark, self.leader_epoch_start_offset):
             return None
         self.pending_isr = [*self.assignment.isr, replica_id]
+        return self.pending_isr
+
+    def recovery_to_report(self) -> list[int] | None:
+        """An unclean leader (RECOVERING) reports itself recovered, with its ISR, before
+        any follower may join (there are no transactions to recover yet, so at once)."""
+        if not self.is_leader or self.pending_isr is not None or \
+                not self.assignment.leader_recovery_state:
+            return None
+        self.pending_isr = list(self.assignment.isr)
         return self.pending_isr
 
     def isr_to_shrink(self, now_ms: int, replica_lag_time_max_ms: int) -> list[int] | None:
@@ -239,7 +262,7 @@ class PartitionState:
             return False
         self.assignment = LeaderAndIsr(self.assignment.leader, self.assignment.leader_epoch,
                                        partition_epoch, list(self.assignment.replicas),
-                                       list(isr))
+                                       list(isr), leader_recovery_state=0)
         return self.is_leader and self._maybe_increment_high_watermark()
 
     def check_enough_replicas(self, required_offset: int, leader_epoch: int,

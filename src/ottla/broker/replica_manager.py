@@ -125,7 +125,7 @@ class ReplicaManager:
         for tp, replica in replicas.items():
             reg = replica.registration
             state = LeaderAndIsr(reg.leader, reg.leader_epoch, reg.partition_epoch,
-                                 list(reg.replicas), list(reg.isr))
+                                 list(reg.replicas), list(reg.isr), reg.leader_recovery_state)
             partition = self.partitions.get(tp)
             if partition is not None and partition.topic_id != replica.topic_id:
                 self._remove(tp, now_ms)  # deleted and created again under the same name
@@ -162,6 +162,12 @@ class ReplicaManager:
             self.followers.follow(partition, leader)
         else:
             self.followers.unfollow((partition.topic, partition.index))
+        if self.alter_isr is not None:
+            recovered = partition.replication.recovery_to_report()
+            if recovered is not None:
+                log.info("%s-%d: an unclean leader, reporting itself recovered",
+                         partition.topic, partition.index)
+                self.alter_isr(partition, recovered)
 
     def _remove(self, tp: TopicPartition, now_ms: int) -> None:
         if self.followers is not None:

@@ -14,6 +14,8 @@ from ottla.metadata.image import NO_LEADER, PartitionRegistration
 
 NO_CHANGE = -2
 """PartitionChangeRecord's leader when the leader stays."""
+RECOVERED, RECOVERING = 0, 1
+"""Leader recovery states (KIP-704)."""
 
 
 class Election(Enum):
@@ -63,10 +65,18 @@ class PartitionChangeBuilder:
                 return chosen, [chosen]
         return NO_LEADER, isr
 
+    def _unclean(self, leader: int) -> bool:
+        """Whether ``leader`` was chosen from outside the ISR."""
+        isr = list(self.part.isr) if self.target_isr is None else self.target_isr
+        return leader != NO_LEADER and leader not in isr
+
     def build(self) -> r.PartitionChangeRecord | None:
         part = self.part
         leader, isr = self.leader_and_isr()
         recovery = self.recovery_state
+        if self._unclean(leader):
+            # KIP-704: an unclean leader recovers its log before it takes followers.
+            recovery = RECOVERING
         changes_recovery = recovery is not None and recovery != part.leader_recovery_state
         if leader == part.leader and isr == list(part.isr) and not changes_recovery:
             return None

@@ -32,6 +32,7 @@ from ottla.timeline import SnapshotRegistry
 class QuorumController:
     def __init__(self, node_id: int, *, default_num_partitions: int = 1,
                  default_replication_factor: int = 1, delete_topic_enable: bool = True,
+                 unclean_leader_election_enable: bool = False,
                  rng: random.Random | None = None,
                  registry: SnapshotRegistry | None = None) -> None:
         self.node_id = node_id
@@ -41,7 +42,8 @@ class QuorumController:
         self.replication = ReplicationControlManager(
             self.image, rng or random.Random(), default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
-            delete_topic_enable=delete_topic_enable)
+            delete_topic_enable=delete_topic_enable,
+            unclean_leader_election_enable=unclean_leader_election_enable)
         self.cluster = ClusterControlManager(self.image, self.replication)
         self.configuration = ConfigurationControlManager(self.image)
         self.features = FeatureControlManager(self.image)

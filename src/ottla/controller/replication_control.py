@@ -81,9 +81,13 @@ def validate_topic_name(name: str) -> None:
 class ReplicationControlManager:
     def __init__(self, image: MetadataImage, rng: random.Random, *,
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
-                 delete_topic_enable: bool = True) -> None:
+                 delete_topic_enable: bool = True,
+                 unclean_leader_election_enable: bool = False) -> None:
         self.image = image
         self.rng = rng
+        self.unclean_leader_election_enable = unclean_leader_election_enable
+        """The node's static ``unclean.leader.election.enable``; dynamic cluster and
+        topic configs override it."""
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self.delete_topic_enable = delete_topic_enable
@@ -301,6 +305,18 @@ class ReplicationControlManager:
 
     # --- leaders and ISRs ----------------------------------------------------------------
 
+    def unclean_allowed(self, topic: str) -> bool:
+        """``unclean.leader.election.enable`` for ``topic``: its own config, else the
+        cluster's dynamic default, else this controller's static config."""
+        for configs in (self.image.topic_configs(topic), self.image.broker_configs(None)):
+            value = configs.get("unclean.leader.election.enable")
+            if value is not None:
+                return value.strip().lower() == "true"
+        return self.unclean_leader_election_enable
+
+    def _election(self, topic: str) -> Election:
+        return Election.UNCLEAN if self.unclean_allowed(topic) else Election.ONLINE
+
     def handle_brokers_fenced(self, broker_ids: set[int]) -> list[Any]:
         """``broker_ids`` leave the ISR of every partition they are in sync for, unless
         that would empty it (Kafka's ``handleBrokerFenced``), and the partitions they led
@@ -314,20 +330,26 @@ class ReplicationControlManager:
                 if part.leader not in broker_ids and broker_ids.isdisjoint(part.isr):
                     continue
                 isr = [b for b in part.isr if b not in broker_ids] or list(part.isr)
-                record = PartitionChangeBuilder(topic.topic_id, index, part, live) \
+                record = PartitionChangeBuilder(topic.topic_id, index, part, live,
+                                                self._election(topic.name)) \
                     .with_isr(isr).build()
                 if record is not None:
                     records.append(record)
         return records
 
     def handle_broker_unfenced(self, broker_id: int) -> list[Any]:
-        """Partitions without a leader that ``broker_id`` is in sync for get it."""
+        """Partitions without a leader that ``broker_id`` is in sync for get it; where
+        unclean elections are allowed, so do those it is merely a replica of."""
         live = self._live() | {broker_id}
         records: list[Any] = []
         for topic in self.image.topics_by_id.values():
             for index, part in topic.partitions.items():
-                if part.leader == NO_LEADER and broker_id in part.isr:
-                    record = PartitionChangeBuilder(topic.topic_id, index, part, live).build()
+                if part.leader != NO_LEADER or broker_id not in part.replicas:
+                    continue
+                election = self._election(topic.name)
+                if broker_id in part.isr or election is Election.UNCLEAN:
+                    record = PartitionChangeBuilder(topic.topic_id, index, part, live,
+                                                    election).build()
                     if record is not None:
                         records.append(record)
         return records

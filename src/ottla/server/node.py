@@ -113,6 +113,7 @@ class Node:
                 node_id, default_num_partitions=cfg["num.partitions"],
                 default_replication_factor=cfg["default.replication.factor"],
                 delete_topic_enable=cfg["delete.topic.enable"],
+                unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
                 registry=SnapshotRegistry())
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
