@@ -8,10 +8,11 @@ request dispatcher takes (a dict is built into the response schema, an ``Encoded
 from Produce and Fetch is sent as it is) and is decoded back from its bytes, so the
 assertions are on what a client would read.
 
-Covered: Produce, Fetch (including long polling), ListOffsets, OffsetForLeaderEpoch,
-DeleteRecords, DescribeLogDirs, Metadata (with auto topic creation), DescribeCluster,
-DescribeConfigs, InitProducerId, DescribeProducers, the requests forwarded to the
-controller, and the group APIs on a real ``GroupCoordinatorService``.
+Covered: Produce, Fetch (including long polling, and followers' fetches), ListOffsets,
+OffsetForLeaderEpoch, DeleteRecords, DescribeLogDirs, Metadata (with auto topic
+creation), DescribeCluster, DescribeConfigs, InitProducerId, DescribeProducers, the
+requests forwarded to the controller, and the group APIs on a real
+``GroupCoordinatorService``.
 
 The controller is the one fake (``FakeController``): it is another role of the node,
 reached over the network in a real deployment; here it records what the broker asked of
@@ -518,6 +519,166 @@ async def test_a_waiting_fetch_is_woken_by_a_produce(broker) -> None:
         broker.replica_manager.partitions[("orders", 0)], batch(b"late"), -1, NOW_MS))
     body = await asyncio.wait_for(waiting, timeout=5)  # far less than max_wait
     assert values_of(fetched(decoded(ApiKey.FETCH, 12, body))[0].records) == [(0, b"late")]
+
+
+# --- Fetch from followers --------------------------------------------------------------
+# A follower broker fetches as a replica: ``replica_state`` (v15+) or ``replica_id``
+# (before), the leader epoch it follows and the epoch of its last batch. It reads up to
+# the log end, and its fetch offset is its position for the high watermark.
+
+def replica_fetch_body(topic_id: uuid.UUID, *partitions: tuple[int, int, int, int],
+                       replica_id: int = OTHER, replica_epoch: int = 10, max_wait: int = 0
+                       ) -> dict[str, Any]:
+    """A follower's Fetch v15+. ``partitions``: (index, fetch offset, current leader epoch,
+    last fetched epoch)."""
+    return {"replica_state": {"replica_id": replica_id, "replica_epoch": replica_epoch},
+            "max_wait": max_wait, "min_bytes": 1, "max_bytes": 2**31 - 1,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": index, "fetch_offset": offset, "current_leader_epoch": current,
+                 "last_fetched_epoch": last, "log_start_offset": 0,
+                 "partition_max_bytes": 1 << 20}
+                for index, offset, current, last in partitions]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def leader_with_records(broker: Broker, *values: bytes, replicas: tuple[int, ...] = (
+        NODE, OTHER)) -> tuple[uuid.UUID, Any]:
+    """A partition this broker leads with followers, holding ``values`` (appended with
+    acks=1: nothing is committed until the followers fetch)."""
+    topic_id = create_topic(broker, "orders", replicas=replicas)
+    partition = broker.replica_manager.partitions[("orders", 0)]
+    if values:
+        broker.replica_manager.append(partition, batch(*values), 1, NOW_MS)
+    return topic_id, partition
+
+
+@pytest.mark.parametrize("version", [15, 17])
+async def test_a_follower_reads_past_the_high_watermark_up_to_the_log_end(
+        broker, version: int) -> None:
+    topic_id, partition = leader_with_records(broker, b"a", b"b", b"c")
+    assert partition.high_watermark == 0
+    consumer = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1 << 20))))
+    assert values_of(consumer[0].records or b"") == []  # a consumer stops at the HW
+    parts = fetched(await ask(broker, ApiKey.FETCH, version, replica_fetch_body(
+        topic_id, (0, 0, 0, -1))))
+    assert parts[0].error_code == ErrorCode.none
+    assert values_of(parts[0].records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    assert parts[0].high_watermark == 0  # the follower has nothing yet
+    follower = partition.replication.followers[OTHER]
+    assert (follower.log_end_offset, follower.broker_epoch) == (0, 10)
+
+
+async def test_a_follower_fetch_offset_moves_the_high_watermark(broker) -> None:
+    topic_id, partition = leader_with_records(broker, b"a", b"b", b"c")
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 3, 0, 0))))
+    # Fetching from 3, the follower has 0..2: every in-sync replica has them.
+    assert partition.high_watermark == 3 and partition.log.high_watermark == 3
+    assert parts[0].high_watermark == 3 and parts[0].last_stable_offset == 3
+    assert values_of(parts[0].records or b"") == []
+    consumer = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1 << 20))))
+    assert [offset for offset, _ in values_of(consumer[0].records)] == [0, 1, 2]
+
+
+async def test_a_follower_fetch_with_a_replica_id_before_v15_is_a_follower_too(
+        broker) -> None:
+    _, partition = leader_with_records(broker, b"a", b"b")
+    body = fetch_body("orders", (0, 2, 1 << 20))
+    body["replica_id"] = OTHER
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, body))
+    assert parts[0].high_watermark == 2 and partition.high_watermark == 2
+    body = fetch_body("orders", (0, 0, 1 << 20))
+    body["replica_id"] = OTHER
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, body))
+    assert [offset for offset, _ in values_of(parts[0].records)] == [0, 1]
+    assert partition.replication.followers[OTHER].broker_epoch == -1  # not sent before v15
+
+
+async def test_a_fetch_from_a_broker_that_is_no_replica_is_refused(broker) -> None:
+    topic_id, partition = leader_with_records(broker, b"a")
+    stranger = 7
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 0, 0, -1), replica_id=stranger)))
+    # In this leader epoch, but not a replica: maybe a reassignment not seen yet.
+    assert parts[0].error_code == ErrorCode.unknown_leader_epoch
+    assert len(parts[0].records or b"") == 0
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 0, -1, -1), replica_id=stranger)))
+    assert parts[0].error_code == ErrorCode.not_leader_or_follower
+    assert stranger not in partition.replication.followers
+    assert partition.high_watermark == 0
+
+
+async def test_a_follower_fetch_in_a_stale_leader_epoch_is_fenced(broker) -> None:
+    topic_id, partition = leader_with_records(broker, b"a")
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=NODE))
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    assert partition.leader_epoch == 1
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 1, 0, 0))))
+    assert parts[0].error_code == ErrorCode.fenced_leader_epoch
+    assert partition.replication.followers[OTHER].log_end_offset == -1  # not recorded
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 1, 2, 0))))
+    assert parts[0].error_code == ErrorCode.unknown_leader_epoch
+
+
+async def test_a_follower_whose_last_epoch_ends_earlier_here_gets_the_diverging_epoch(
+        broker) -> None:
+    topic_id, partition = leader_with_records(broker, b"a", b"b", b"c")
+    # The same leader re-elected (epoch 1), then more records.
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=NODE))
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    broker.replica_manager.append(partition, batch(b"d", b"e"), 1, NOW_MS)
+    assert partition.log.leader_epoch_cache.entries == [(0, 0), (1, 3)]
+    # The follower has four records of epoch 0 (one a former leader wrote only to it).
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 4, 1, 0))))
+    p = parts[0]
+    assert p.error_code == ErrorCode.none
+    assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 3)
+    assert len(p.records or b"") == 0
+    # Its fetch offset is not a position: what it has there is not the leader's.
+    assert partition.replication.followers[OTHER].log_end_offset == -1
+    # Where its epoch 0 ends in time, it reads on.
+    parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 3, 1, 0))))
+    assert parts[0].diverging_epoch.epoch == -1
+    assert values_of(parts[0].records) == [(3, b"d"), (4, b"e")]
+
+
+async def test_a_parked_follower_fetch_is_woken_by_an_append_and_recorded_once(
+        broker) -> None:
+    topic_id, partition = leader_with_records(broker, b"a")
+    replicas = broker.replica_manager
+    recorded: list[tuple[int, int]] = []
+    record = replicas.update_follower_fetch
+
+    def counting(partition: Any, replica_id: int, fetch_offset: int, now_ms: int,
+                 broker_epoch: int = -1) -> None:
+        recorded.append((replica_id, fetch_offset))
+        record(partition, replica_id, fetch_offset, now_ms, broker_epoch)
+
+    replicas.update_follower_fetch = counting  # type: ignore[method-assign]
+    pending = handle(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 1, 0, 0), max_wait=60_000))
+    assert inspect.iscoroutine(pending)  # at the log end: nothing to read, it waits
+    assert recorded == [(OTHER, 1)] and partition.high_watermark == 1
+    waiting = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)  # it parks in the purgatory
+    assert replicas.fetch_purgatory.watched(("orders", 0)) == 1 and not waiting.done()
+    replicas.append(partition, batch(b"late"), 1, NOW_MS)
+    parts = fetched(decoded(ApiKey.FETCH, 17, await asyncio.wait_for(waiting, timeout=5)))
+    assert values_of(parts[0].records) == [(1, b"late")]
+    # The re-read did not take the (unchanged) fetch offset as a new position.
+    assert recorded == [(OTHER, 1)]
+    assert partition.replication.followers[OTHER].log_end_offset == 1
+    assert partition.high_watermark == 1 and parts[0].high_watermark == 1
 
 
 # --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeLogDirs ---------------

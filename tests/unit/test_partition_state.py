@@ -1,13 +1,25 @@
 """The partition's replication state and its purgatories, without a broker: the high
 watermark follows the ISR, a parked ``acks=all`` write completes exactly once, on the
-progress of its partition, a lost leadership, or its deadline."""
+progress of its partition, a lost leadership, or its deadline; the ISR grows and shrinks
+one pending change at a time; a follower's high watermark follows its leader's; and a
+fetcher's divergence and a follower's truncation are decided over the epoch history."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import pytest
+
 from ottla.broker.delayed_operations import DelayedFetch, DelayedProduce, ProducePartitionStatus
-from ottla.broker.partition_state import LeaderAndIsr, PartitionState
+from ottla.broker.partition_state import (
+    LeaderAndIsr,
+    PartitionState,
+    diverging_epoch,
+    truncation_offset,
+)
 from ottla.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.storage.leader_epoch import epoch_end_offset
 
 LEADER, F1, F2 = 1, 2, 3
 TP = ("orders", 0)
@@ -246,3 +258,329 @@ def test_a_delayed_fetch_answers_with_data_or_with_what_there_is_at_its_deadline
     available[0] = 12
     purgatory.check_and_complete(TP, 150)
     assert answers == [4, 12]
+
+
+# --- ISR expansion ---------------------------------------------------------------------
+# A follower joins the ISR once its log reaches the high watermark and everything before
+# this leader's epoch; one change is in flight at a time, and while it is, the high
+# watermark sees the larger of the two ISRs.
+
+def test_a_follower_joins_the_isr_only_once_it_has_the_high_watermark() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_local_append(10)
+    state.on_follower_fetch(F1, 8, now_ms=1)
+    assert state.high_watermark == 8
+    state.on_follower_fetch(F2, 7, now_ms=1)
+    assert state.isr_to_expand(F2) is None and state.pending_isr is None
+    state.on_follower_fetch(F2, 8, now_ms=2)
+    assert state.isr_to_expand(F2) == [LEADER, F1, F2]
+    assert state.pending_isr == [LEADER, F1, F2]
+    assert state.isr == [LEADER, F1]  # not until the controller answers
+
+
+def test_a_follower_joins_the_isr_only_once_it_has_what_earlier_leaders_wrote() -> None:
+    # Leader of epoch 5 from offset 10: the high watermark (0, not yet advanced in this
+    # epoch) is not enough, the follower needs the leader epoch's start offset.
+    state = leader_state(isr=(LEADER, F1), log_end=10)
+    assert (state.leader_epoch_start_offset, state.high_watermark) == (10, 0)
+    state.on_follower_fetch(F2, 5, now_ms=1)
+    assert state.isr_to_expand(F2) is None
+    state.on_follower_fetch(F2, 10, now_ms=2)
+    assert state.isr_to_expand(F2) == [LEADER, F1, F2]
+
+
+def test_isr_expansion_is_not_decided_for_members_strangers_or_on_a_follower() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_follower_fetch(F1, 0, now_ms=1)
+    assert state.isr_to_expand(F1) is None  # already in
+    assert state.isr_to_expand(9) is None  # not a replica
+    follower = leader_state(isr=(LEADER, F1))
+    follower.update(LeaderAndIsr(F1, 6, 2, [LEADER, F1, F2], [LEADER, F1]), now_ms=0)
+    assert follower.isr_to_expand(F2) is None
+
+
+def test_only_one_isr_change_is_pending_at_a_time() -> None:
+    state = leader_state(isr=(LEADER,))
+    state.on_local_append(4)
+    assert state.high_watermark == 4
+    state.on_follower_fetch(F1, 4, now_ms=1)
+    state.on_follower_fetch(F2, 4, now_ms=1)
+    assert state.isr_to_expand(F1) == [LEADER, F1]
+    assert state.isr_to_expand(F2) is None  # caught up too, but F1's change is in flight
+    assert state.isr_to_shrink(now_ms=10**9, replica_lag_time_max_ms=1) is None
+    assert state.isr_answered([LEADER, F1], 2) is False
+    assert state.isr == [LEADER, F1] and state.pending_isr is None
+    assert state.isr_to_expand(F2) == [LEADER, F1, F2]
+
+
+def test_a_pending_addition_holds_the_high_watermark_back() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_local_append(10)
+    state.on_follower_fetch(F1, 6, now_ms=1)
+    state.on_follower_fetch(F2, 6, now_ms=1)
+    assert state.high_watermark == 6
+    assert state.isr_to_expand(F2) == [LEADER, F1, F2]
+    assert state.maximal_isr == [LEADER, F1, F2]
+    assert state.on_follower_fetch(F1, 10, now_ms=2) is False  # F2 counts already
+    assert state.high_watermark == 6
+    assert state.on_follower_fetch(F2, 8, now_ms=2) is True
+    assert state.high_watermark == 8
+
+
+# --- ISR shrink ------------------------------------------------------------------------
+
+LAG_MS = 30_000
+
+
+def test_a_follower_behind_the_log_end_for_the_lag_time_leaves_the_isr() -> None:
+    state = leader_state()  # every follower caught up as of 0, when it became leader
+    state.on_local_append(10)
+    state.on_follower_fetch(F1, 10, now_ms=LAG_MS)
+    state.on_follower_fetch(F2, 4, now_ms=LAG_MS)
+    assert state.isr_to_shrink(now_ms=LAG_MS, replica_lag_time_max_ms=LAG_MS) is None
+    assert state.isr_to_shrink(now_ms=LAG_MS + 1, replica_lag_time_max_ms=LAG_MS) == \
+        [LEADER, F1]
+    assert state.pending_isr == [LEADER, F1]
+
+
+def test_a_follower_at_the_log_end_stays_in_the_isr_however_long_since_it_caught_up(
+        ) -> None:
+    state = leader_state()
+    state.on_local_append(10)
+    state.on_follower_fetch(F1, 10, now_ms=1)
+    state.on_follower_fetch(F2, 10, now_ms=1)
+    # Nothing was written since: no fetch brings them further, and they need nothing.
+    assert state.isr_to_shrink(now_ms=10 * LAG_MS, replica_lag_time_max_ms=LAG_MS) is None
+    state.on_local_append(12)
+    state.on_follower_fetch(F1, 12, now_ms=10 * LAG_MS)
+    assert state.isr_to_shrink(now_ms=10 * LAG_MS, replica_lag_time_max_ms=LAG_MS) == \
+        [LEADER, F1]
+
+
+def test_a_follower_never_heard_from_leaves_the_isr_after_the_lag_time() -> None:
+    state = leader_state()
+    state.on_local_append(3)
+    state.on_follower_fetch(F1, 3, now_ms=LAG_MS + 1)
+    assert state.isr_to_shrink(now_ms=LAG_MS + 1, replica_lag_time_max_ms=LAG_MS) == \
+        [LEADER, F1]
+
+
+def test_followers_keeping_up_with_steady_writes_stay_in_the_isr() -> None:
+    # Every 100 ms the leader appends, then each follower fetches from where the leader's
+    # log ended at its previous fetch: never at the log end when it fetches, but never
+    # more than one fetch behind (Kafka's lastFetchLeaderLogEndOffset rule).
+    state = leader_state()
+    end_at_last_fetch = 0
+    now = 0
+    for step in range(1, 4 * LAG_MS // 100):
+        now = step * 100
+        state.on_local_append(state.log_end_offset + 10)
+        state.on_follower_fetch(F1, end_at_last_fetch, now_ms=now)
+        state.on_follower_fetch(F2, end_at_last_fetch, now_ms=now)
+        assert state.followers[F1].log_end_offset < state.log_end_offset
+        end_at_last_fetch = state.log_end_offset
+    assert state.isr_to_shrink(now_ms=now, replica_lag_time_max_ms=LAG_MS) is None
+    assert state.followers[F1].last_caught_up_ms == now - 100
+    # F2 stops fetching: it leaves once the lag time has passed since its last catch-up.
+    state.on_local_append(state.log_end_offset + 10)
+    state.on_follower_fetch(F1, end_at_last_fetch, now_ms=now + 100)
+    assert state.followers[F1].last_caught_up_ms == now
+    assert state.isr_to_shrink(now_ms=now - 100 + LAG_MS,
+                               replica_lag_time_max_ms=LAG_MS) is None
+    assert state.isr_to_shrink(now_ms=now - 100 + LAG_MS + 1,
+                               replica_lag_time_max_ms=LAG_MS) == [LEADER, F1]
+
+
+def test_a_follower_that_falls_further_behind_with_each_fetch_leaves_the_isr() -> None:
+    state = leader_state()
+    for step in range(1, 2 * LAG_MS // 100):
+        state.on_local_append(state.log_end_offset + 10)
+        behind = state.log_end_offset - 5 * step  # it gets less than was written
+        state.on_follower_fetch(F1, state.log_end_offset, now_ms=step * 100)
+        state.on_follower_fetch(F2, behind, now_ms=step * 100)
+    now = (2 * LAG_MS // 100 - 1) * 100
+    assert state.isr_to_shrink(now_ms=now, replica_lag_time_max_ms=LAG_MS) == [LEADER, F1]
+
+
+def test_a_pending_removal_keeps_the_removed_replica_counting_until_answered() -> None:
+    state = leader_state()
+    state.on_local_append(10)
+    state.on_follower_fetch(F2, 4, now_ms=1)
+    state.on_follower_fetch(F1, 10, now_ms=LAG_MS + 1)
+    assert state.high_watermark == 4
+    assert state.isr_to_shrink(now_ms=LAG_MS + 1, replica_lag_time_max_ms=LAG_MS) == \
+        [LEADER, F1]
+    assert state.maximal_isr == [LEADER, F1, F2]
+    state.on_local_append(11)
+    assert state.on_follower_fetch(F1, 11, now_ms=LAG_MS + 2) is False
+    assert state.high_watermark == 4  # F2 may still be in the ISR the controller has
+    assert state.isr_answered([LEADER, F1], 2) is True
+    assert (state.isr, state.assignment.partition_epoch, state.high_watermark) == \
+        ([LEADER, F1], 2, 11)
+
+
+# --- the controller's answer -----------------------------------------------------------
+
+def test_an_answered_expansion_applies_the_isr_and_its_partition_epoch() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_local_append(6)
+    state.on_follower_fetch(F1, 6, now_ms=1)
+    state.on_follower_fetch(F2, 6, now_ms=1)
+    state.isr_to_expand(F2)
+    assert state.isr_answered([LEADER, F1, F2], 2) is False  # 6 was already committed
+    assert state.assignment == LeaderAndIsr(LEADER, 5, 2, [LEADER, F1, F2],
+                                            [LEADER, F1, F2])
+    assert state.pending_isr is None
+
+
+def test_an_error_answer_changes_nothing_but_allows_a_new_change() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_follower_fetch(F2, 0, now_ms=1)
+    assert state.isr_to_expand(F2) == [LEADER, F1, F2]
+    before = LeaderAndIsr(LEADER, 5, 1, [LEADER, F1, F2], [LEADER, F1])
+    assert state.isr_answered(None, -1) is False
+    assert state.assignment == before and state.pending_isr is None
+    assert state.isr_to_expand(F2) == [LEADER, F1, F2]  # the next event tries again
+
+
+def test_an_answer_with_a_stale_partition_epoch_changes_nothing_but_clears_pending() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_follower_fetch(F2, 0, now_ms=1)
+    state.isr_to_expand(F2)
+    assert state.isr_answered([LEADER, F1, F2], 1) is False  # the epoch it has already
+    assert state.isr == [LEADER, F1] and state.assignment.partition_epoch == 1
+    assert state.pending_isr is None
+
+
+def test_a_metadata_update_with_a_new_partition_epoch_clears_the_pending_change() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_follower_fetch(F2, 0, now_ms=1)
+    state.isr_to_expand(F2)
+    # The same assignment again (a delta touching something else) leaves it pending.
+    state.update(LeaderAndIsr(LEADER, 5, 1, [LEADER, F1, F2], [LEADER, F1]), now_ms=2)
+    assert state.pending_isr == [LEADER, F1, F2]
+    # The controller committed the change (or another) first: the image overtakes it.
+    state.update(LeaderAndIsr(LEADER, 5, 2, [LEADER, F1, F2], [LEADER, F1, F2]), now_ms=3)
+    assert state.pending_isr is None and state.isr == [LEADER, F1, F2]
+    assert state.followers[F2].log_end_offset == 0  # the same leader epoch: kept
+
+
+# --- a follower's high watermark -------------------------------------------------------
+
+def follower_state(log_end: int) -> PartitionState:
+    state = PartitionState(F1, LeaderAndIsr(-1, -1, 0, [], []), log_end, 0)
+    state.update(LeaderAndIsr(LEADER, 5, 1, [LEADER, F1, F2], [LEADER, F1, F2]), now_ms=0)
+    assert not state.is_leader
+    return state
+
+
+def test_a_follower_high_watermark_is_its_leaders_as_far_as_its_log_reaches() -> None:
+    state = follower_state(log_end=10)
+    assert state.on_leader_high_watermark(7) is True and state.high_watermark == 7
+    assert state.on_leader_high_watermark(15) is True and state.high_watermark == 10
+    assert state.on_leader_high_watermark(15) is False
+    state.on_local_append(12)
+    assert state.high_watermark == 10  # an append alone does not move it on a follower
+    assert state.on_leader_high_watermark(15) is True and state.high_watermark == 12
+
+
+def test_a_follower_high_watermark_may_move_back() -> None:
+    state = follower_state(log_end=10)
+    state.on_leader_high_watermark(10)
+    assert state.on_leader_high_watermark(8) is True  # a new leader that knows less
+    assert state.high_watermark == 8
+    state.on_truncation(6)
+    assert (state.log_end_offset, state.high_watermark) == (6, 6)
+    assert state.on_leader_high_watermark(8) is False and state.high_watermark == 6
+
+
+def test_a_leader_ignores_a_leader_high_watermark() -> None:
+    state = leader_state()
+    state.on_local_append(10)
+    assert state.on_leader_high_watermark(10) is False and state.high_watermark == 0
+
+
+# --- divergence and truncation ----------------------------------------------------------
+
+@dataclass(slots=True)
+class History:
+    """An epoch history as a list of (epoch, start offset), answering as the leader-epoch
+    cache does."""
+
+    entries: list[tuple[int, int]]
+
+    def end_offset_for_leader_epoch(self, epoch: int, log_end_offset: int
+                                    ) -> tuple[int, int]:
+        return epoch_end_offset(self.entries, epoch, log_end_offset)
+
+
+# The leader's log: epoch 0 from 0, epoch 2 from 5, epoch 4 from 8, up to 10.
+LEADER_HISTORY = History([(0, 0), (2, 5), (4, 8)])
+
+
+def test_a_fetcher_whose_last_epoch_ends_at_or_after_its_offset_has_not_diverged() -> None:
+    assert diverging_epoch(LEADER_HISTORY, 4, 10, 0, 10) is None
+    assert diverging_epoch(LEADER_HISTORY, 4, 9, 0, 10) is None
+    assert diverging_epoch(LEADER_HISTORY, 2, 8, 0, 10) is None  # epoch 2 ends at 8
+    assert diverging_epoch(LEADER_HISTORY, 0, 3, 0, 10) is None
+
+
+def test_a_fetcher_past_where_its_last_epoch_ends_on_the_leader_has_diverged() -> None:
+    assert diverging_epoch(LEADER_HISTORY, 2, 9, 0, 10) == (2, 8)
+    assert diverging_epoch(LEADER_HISTORY, 0, 6, 0, 10) == (0, 5)
+
+
+def test_a_fetcher_with_an_epoch_the_leader_never_had_diverged_at_the_one_below() -> None:
+    # Epoch 3 was a leader whose records nobody else got: the leader's epoch 2 ends at 8.
+    assert diverging_epoch(LEADER_HISTORY, 3, 7, 0, 10) == (2, 8)
+    assert diverging_epoch(LEADER_HISTORY, 1, 4, 0, 10) == (0, 5)
+
+
+def test_a_last_epoch_the_leader_cannot_place_is_offset_out_of_range() -> None:
+    with pytest.raises(KafkaError) as raised:
+        diverging_epoch(LEADER_HISTORY, 5, 10, 0, 10)  # above every epoch the leader has
+    assert raised.value.code == ErrorCode.offset_out_of_range
+    with pytest.raises(KafkaError) as raised:
+        diverging_epoch(History([]), 0, 0, 0, 0)  # a leader with no epochs at all
+    assert raised.value.code == ErrorCode.offset_out_of_range
+
+
+def test_a_fetch_before_the_leaders_log_start_is_offset_out_of_range() -> None:
+    with pytest.raises(KafkaError) as raised:
+        diverging_epoch(LEADER_HISTORY, 2, 3, 4, 10)
+    assert raised.value.code == ErrorCode.offset_out_of_range
+
+
+def test_an_epoch_older_than_the_leaders_history_ends_where_its_history_starts() -> None:
+    # The leader deleted epochs 0 and 1: its history starts with epoch 2 at 5.
+    history = History([(2, 5), (4, 8)])
+    assert diverging_epoch(history, 1, 5, 5, 10) is None
+    assert diverging_epoch(history, 1, 7, 5, 10) == (1, 5)
+
+
+def test_a_follower_truncates_to_where_the_leaders_copy_of_the_epoch_ends() -> None:
+    follower = History([(0, 0), (2, 5)])
+    assert truncation_offset(follower, 2, 7, 0, 10) == 7
+    assert truncation_offset(follower, 0, 4, 0, 10) == 4  # its own epoch 0 ends at 5
+
+
+def test_a_follower_truncates_to_its_own_copy_of_the_epoch_if_shorter() -> None:
+    follower = History([(0, 0), (2, 5), (3, 6)])
+    assert truncation_offset(follower, 2, 8, 0, 9) == 6
+    assert truncation_offset(History([(0, 0)]), 0, 8, 0, 5) == 5  # its log ends first
+
+
+def test_a_follower_without_the_leaders_epoch_truncates_to_its_largest_earlier_one() -> None:
+    # The leader's epoch 3 ends at 7; this follower went from epoch 2 (ending at 8) to 4.
+    follower = History([(0, 0), (2, 5), (4, 8)])
+    assert truncation_offset(follower, 3, 7, 0, 10) == 8
+    # Its next fetch names epoch 2, which ends at 6 on the leader: cut again there.
+    assert truncation_offset(History([(0, 0), (2, 5)]), 2, 6, 0, 8) == 6
+
+
+def test_a_follower_without_epochs_up_to_the_leaders_truncates_to_the_leaders_end() -> None:
+    assert truncation_offset(History([(0, 0)]), 3, 4, 0, 9) == 4  # only epochs below
+    assert truncation_offset(History([(5, 0)]), 3, 4, 0, 9) == 0  # 3 is older than all
+    assert truncation_offset(History([]), 3, 4, 0, 9) == 4
+    assert truncation_offset(History([]), -1, 4, 0, 9) == 4
+    assert truncation_offset(History([(0, 0)]), 0, 2, 3, 9) == 3  # never below its start

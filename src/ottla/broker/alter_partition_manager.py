@@ -91,6 +91,12 @@ class AlterPartitionManager:
             log.warning("AlterPartition could not reach the controller: %s", e)
         finally:
             for key, change in changes.items():
+                if key in self._queued:
+                    # The partition decided a newer change while this one was out (the
+                    # metadata overtook it): this answer is out of date, and would clear
+                    # the newer change's pending ISR, which the high watermark counts
+                    # until the controller answers it (Kafka ignores it too).
+                    continue
                 isr, epoch = answered.get(key, (None, -1))
                 self._on_answer(change.partition, isr, epoch)
             self._send_queued()

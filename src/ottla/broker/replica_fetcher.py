@@ -246,10 +246,13 @@ class ReplicaFetcherManager:
         appended = 0
         if data.records:
             appended = partition.append_as_follower(data.records, now)
+        # The high watermark first: the leader's log start may be past the one this
+        # replica had, and a log start never passes the high watermark (as Kafka's
+        # processPartitionData orders them).
+        moved = partition.update_follower_high_watermark(data.high_watermark)
         if 0 <= data.log_start_offset <= log_.log_end_offset and \
                 data.log_start_offset > log_.log_start_offset:
             log_.delete_records_before(data.log_start_offset)
-        moved = partition.update_follower_high_watermark(data.high_watermark)
         if appended or moved:
             self._on_appended(partition, moved)
 

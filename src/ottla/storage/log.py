@@ -29,6 +29,7 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import (
     BatchHeader,
     CorruptRecord,
+    check_batch,
     decode_records,
     scan_batches,
     set_base_offset,
@@ -271,20 +272,26 @@ class Log:
 
     def append_as_follower(self, data: bytes | bytearray | memoryview, now_ms: int) -> int:
         """Append the leader's batches as they are (offsets, epochs, timestamps and
-        producer ids kept), the complete ones of ``data`` that start at the log end;
-        return how many were appended. A batch that does not start at the log end, or
-        fails its CRC, is refused whole: the leader's log and this one must match byte
-        for byte below the high watermark, so nothing is patched over."""
+        producer ids kept), the complete ones of ``data`` (a partial batch at its end is
+        ignored, as a fetch response may end in one); return how many were appended.
+        A batch may start past the log end (the cleaner dropped whole batches from the
+        leader's compacted log, as Kafka's follower accepts), never below it. A batch
+        starting below the log end, or failing its CRC, is refused whole: the leader's
+        log and this one must match byte for byte below the high watermark, so nothing
+        is patched over."""
         if self.offline:
             raise KafkaError(ErrorCode.kafka_storage_error, f"{self.name} is offline")
         view = memoryview(data)
         appended = 0
         try:
-            for position, header in scan_batches(view, verify=True):
-                if header.base_offset != self.log_end_offset:
+            # The leader's read may end inside a batch (its byte limit cut it): that
+            # tail is left for the next fetch; every whole batch is checked.
+            for position, header in scan_batches(view):
+                check_batch(view, position)
+                if header.base_offset < self.log_end_offset:
                     raise KafkaError(ErrorCode.unknown_server_error,
                                      f"{self.name}: the leader's batch at offset "
-                                     f"{header.base_offset} does not follow the log end "
+                                     f"{header.base_offset} starts below the log end "
                                      f"{self.log_end_offset}")
                 self._append(view[position:position + header.size], header.last_offset,
                              header.max_timestamp, now_ms)

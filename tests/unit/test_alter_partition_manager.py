@@ -1,0 +1,208 @@
+"""The AlterPartition sender: the ISR changes a leader's partitions decide go to the
+controller in batches, one request in flight at a time, and each answer (or failure) goes
+back to its partition. The controller is a fake ``send`` that records each request body
+and answers with a real AlterPartition v3 response."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ottla.broker.alter_partition_manager import AlterPartitionManager, IsrChange
+from ottla.broker.partition import Partition
+from ottla.protocol.api import ApiKey, request_schema, response_schema
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.messages import build
+
+LEADER, F1, F2 = 1, 2, 3
+BROKER_EPOCH = 42
+ORDERS, EVENTS = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+@dataclass(frozen=True)
+class StubPartition:
+    """What the manager reads of a partition: its name and topic id."""
+
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+
+
+def partition(topic_id: uuid.UUID, index: int) -> Partition:
+    name = "orders" if topic_id == ORDERS else "events"
+    return cast(Partition, StubPartition(name, index, topic_id))
+
+
+def change(p: Partition, isr: list[int], partition_epoch: int = 4, leader_epoch: int = 7,
+           epochs: dict[int, int] | None = None) -> IsrChange:
+    return IsrChange(p, isr, epochs if epochs is not None else
+                     {LEADER: BROKER_EPOCH, F1: 11, F2: 12}, leader_epoch, partition_epoch)
+
+
+class Controller:
+    """Records each AlterPartition and answers it: every change committed with the next
+    partition epoch, except the partitions in ``refuse`` (with their error); ``fail``
+    makes the call raise; ``gate`` holds the answer until set."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, int, dict[str, Any]]] = []
+        self.refuse: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+        self.top_error = ErrorCode.none
+        self.fail: Exception | None = None
+        self.gate: asyncio.Event | None = None
+
+    async def send(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        self.requests.append((api_key, version, body))
+        build(request_schema(api_key, version), body)  # a well-formed request
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
+        return build(response_schema(ApiKey.ALTER_PARTITION, 3), {
+            "throttle_time": 0, "error_code": self.top_error, "topics": [
+                {"topic_id": t["topic_id"], "partitions": [
+                    self._answer(t["topic_id"], p) for p in t["partitions"]]}
+                for t in body["topics"]]})
+
+    def _answer(self, topic_id: uuid.UUID, p: dict[str, Any]) -> dict[str, Any]:
+        error = self.refuse.get((topic_id, p["partition_index"]), ErrorCode.none)
+        committed = error == ErrorCode.none
+        return {"partition_index": p["partition_index"], "error_code": error,
+                "leader_id": LEADER, "leader_epoch": p["leader_epoch"],
+                "isr": [m["broker_id"] for m in p["new_isr_with_epochs"]] if committed else [],
+                "partition_epoch": p["partition_epoch"] + 1 if committed else -1}
+
+
+Answer = tuple[Partition, list[int] | None, int]
+
+
+def manager_with(controller: Controller) -> tuple[AlterPartitionManager, list[Answer]]:
+    answers: list[Answer] = []
+    manager = AlterPartitionManager(
+        LEADER, lambda: BROKER_EPOCH, controller.send,  # type: ignore[arg-type]
+        lambda p, isr, epoch: answers.append((p, isr, epoch)))
+    return manager, answers
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Let the loop run until ``condition`` holds, failing after ``timeout`` seconds."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.001)
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def test_changes_of_one_loop_turn_go_in_one_request() -> None:
+    controller = Controller()
+    manager, answers = manager_with(controller)
+    a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(EVENTS, 0)
+    manager.submit(change(a, [LEADER, F1, F2], partition_epoch=4))
+    manager.submit(change(b, [LEADER, F1], partition_epoch=9, leader_epoch=8))
+    manager.submit(change(c, [LEADER, F2], epochs={LEADER: BROKER_EPOCH}))
+    await eventually(lambda: len(answers) == 3)
+    assert len(controller.requests) == 1
+    api_key, version, body = controller.requests[0]
+    assert (api_key, version) == (ApiKey.ALTER_PARTITION, 3)
+    assert (body["broker_id"], body["broker_epoch"]) == (LEADER, BROKER_EPOCH)
+    sent = {(t["topic_id"], p["partition_index"]): p
+            for t in body["topics"] for p in t["partitions"]}
+    assert [t["topic_id"] for t in body["topics"]] == [ORDERS, EVENTS]  # grouped by topic
+    assert sent[(ORDERS, 0)] == {
+        "partition_index": 0, "leader_epoch": 7, "partition_epoch": 4,
+        "leader_recovery_state": 0,
+        "new_isr_with_epochs": [{"broker_id": LEADER, "broker_epoch": BROKER_EPOCH},
+                                {"broker_id": F1, "broker_epoch": 11},
+                                {"broker_id": F2, "broker_epoch": 12}]}
+    assert (sent[(ORDERS, 1)]["leader_epoch"], sent[(ORDERS, 1)]["partition_epoch"]) == (8, 9)
+    # A member whose broker epoch the leader does not know is sent with -1.
+    assert sent[(EVENTS, 0)]["new_isr_with_epochs"] == [
+        {"broker_id": LEADER, "broker_epoch": BROKER_EPOCH},
+        {"broker_id": F2, "broker_epoch": -1}]
+
+
+async def test_a_committed_change_is_answered_with_its_isr_and_partition_epoch() -> None:
+    controller = Controller()
+    manager, answers = manager_with(controller)
+    a, b = partition(ORDERS, 0), partition(EVENTS, 3)
+    manager.submit(change(a, [LEADER, F1, F2], partition_epoch=4))
+    manager.submit(change(b, [LEADER], partition_epoch=0))
+    await eventually(lambda: len(answers) == 2)
+    assert sorted(answers, key=lambda x: x[0].topic) == [
+        (b, [LEADER], 1), (a, [LEADER, F1, F2], 5)]
+
+
+async def test_a_refused_change_is_answered_with_no_isr() -> None:
+    controller = Controller()
+    controller.refuse[(ORDERS, 1)] = ErrorCode.invalid_update_version
+    manager, answers = manager_with(controller)
+    a, b = partition(ORDERS, 0), partition(ORDERS, 1)
+    manager.submit(change(a, [LEADER, F1]))
+    manager.submit(change(b, [LEADER, F1]))
+    await eventually(lambda: len(answers) == 2)
+    assert sorted(answers, key=lambda x: x[0].index) == [(a, [LEADER, F1], 5), (b, None, -1)]
+
+
+async def test_a_request_that_fails_answers_every_change_with_no_isr() -> None:
+    controller = Controller()
+    controller.fail = ConnectionError("the controller is unreachable")
+    manager, answers = manager_with(controller)
+    a, b = partition(ORDERS, 0), partition(EVENTS, 0)
+    manager.submit(change(a, [LEADER, F1]))
+    manager.submit(change(b, [LEADER, F2]))
+    await eventually(lambda: len(answers) == 2)
+    assert sorted(answers, key=lambda x: x[0].topic) == [(b, None, -1), (a, None, -1)]
+    # The manager is not stuck: the next change goes out.
+    controller.fail = None
+    manager.submit(change(a, [LEADER, F1]))
+    await eventually(lambda: len(answers) == 3)
+    assert answers[-1] == (a, [LEADER, F1], 5) and len(controller.requests) == 2
+
+
+async def test_a_top_level_error_answers_every_change_with_no_isr() -> None:
+    controller = Controller()
+    controller.top_error = ErrorCode.not_controller
+    manager, answers = manager_with(controller)
+    a = partition(ORDERS, 0)
+    manager.submit(change(a, [LEADER, F1]))
+    await eventually(lambda: len(answers) == 1)
+    assert answers == [(a, None, -1)]
+
+
+async def test_changes_submitted_while_a_request_is_out_go_in_the_next_one() -> None:
+    controller = Controller()
+    controller.gate = asyncio.Event()
+    manager, answers = manager_with(controller)
+    a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(EVENTS, 0)
+    manager.submit(change(a, [LEADER, F1]))
+    await eventually(lambda: len(controller.requests) == 1)
+    manager.submit(change(b, [LEADER, F1, F2]))
+    manager.submit(change(c, [LEADER, F2]))
+    for _ in range(10):  # the loop runs, but nothing more goes while one is out
+        await asyncio.sleep(0)
+    assert len(controller.requests) == 1 and answers == []
+    controller.gate.set()
+    await eventually(lambda: len(answers) == 3)
+    assert answers[0] == (a, [LEADER, F1], 5)
+    assert len(controller.requests) == 2
+    second = controller.requests[1][2]
+    assert {(t["topic_id"], p["partition_index"]) for t in second["topics"]
+            for p in t["partitions"]} == {(ORDERS, 1), (EVENTS, 0)}
+    assert sorted(answers[1:], key=lambda x: x[0].topic) == [
+        (c, [LEADER, F2], 5), (b, [LEADER, F1, F2], 5)]
+
+
+async def test_a_later_change_of_the_same_partition_in_one_turn_replaces_the_first(
+        ) -> None:
+    controller = Controller()
+    manager, answers = manager_with(controller)
+    a = partition(ORDERS, 0)
+    manager.submit(change(a, [LEADER, F1]))
+    manager.submit(change(a, [LEADER, F1, F2], partition_epoch=5))
+    await eventually(lambda: len(answers) == 1)
+    (body,) = [body for _, _, body in controller.requests]
+    (p,) = body["topics"][0]["partitions"]
+    assert [m["broker_id"] for m in p["new_isr_with_epochs"]] == [LEADER, F1, F2]
+    assert answers == [(a, [LEADER, F1, F2], 6)]
