@@ -372,3 +372,16 @@ async def test_an_answer_to_a_fetch_from_an_older_leader_epoch_is_dropped(follow
     current = fetcher.partitions[TP] = follower.state()
     fetcher._process({TP: current}, response)
     assert partition.log.log_end_offset == 1
+
+
+async def test_a_bad_batch_anywhere_in_a_response_appends_none_of_it(follower) -> None:
+    """Kafka validates the whole fetched set before appending: a corrupt second batch
+    leaves the first unappended too."""
+    good = leader_batch(0, 0, b"a")
+    bad = bytearray(leader_batch(1, 0, b"b"))
+    bad[-1] ^= 0xFF
+    with pytest.raises(KafkaError) as refused:
+        follower.manager.apply(follower.state(), answer(records=good + bytes(bad),
+                                                        high_watermark=2))
+    assert refused.value.code == ErrorCode.corrupt_message
+    assert follower.partition.log.log_end_offset == 0 and follower.appended == []

@@ -98,5 +98,9 @@ class AlterPartitionManager:
                     # until the controller answers it (Kafka ignores it too).
                     continue
                 isr, epoch = answered.get(key, (None, -1))
-                self._on_answer(change.partition, isr, epoch)
+                try:
+                    self._on_answer(change.partition, isr, epoch)
+                except Exception:  # one partition's trouble must not stop later rounds
+                    log.exception("Applying the AlterPartition answer of %s-%d failed",
+                                  change.partition.topic, change.partition.index)
             self._send_queued()

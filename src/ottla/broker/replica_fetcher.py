@@ -169,6 +169,12 @@ class ReplicaFetcher:
                     log.warning("Replicating %s-%d from broker %d failed: %s", *tp,
                                 self.leader_id, e)
                     self._back_off([state], self.manager.now_ms())
+                except Exception:
+                    # One partition's failure (a disk error while truncating) must not end
+                    # the task that replicates every partition of this fetcher.
+                    log.exception("Replicating %s-%d from broker %d failed", *tp,
+                                  self.leader_id)
+                    self._back_off([state], self.manager.now_ms())
 
 
 class ReplicaFetcherManager:

@@ -285,14 +285,19 @@ class Log:
         appended = 0
         try:
             # The leader's read may end inside a batch (its byte limit cut it): that
-            # tail is left for the next fetch; every whole batch is checked.
-            for position, header in scan_batches(view):
+            # tail is left for the next fetch. Every whole batch is checked before any
+            # is appended, as Kafka validates the whole set first.
+            batches = list(scan_batches(view))
+            end = self.log_end_offset
+            for position, header in batches:
                 check_batch(view, position)
-                if header.base_offset < self.log_end_offset:
+                if header.base_offset < end:
                     raise KafkaError(ErrorCode.unknown_server_error,
                                      f"{self.name}: the leader's batch at offset "
                                      f"{header.base_offset} starts below the log end "
-                                     f"{self.log_end_offset}")
+                                     f"{end}")
+                end = header.last_offset + 1
+            for position, header in batches:
                 self._append(view[position:position + header.size], header.last_offset,
                              header.max_timestamp, now_ms)
                 self.leader_epoch_cache.assign(header.partition_leader_epoch,
