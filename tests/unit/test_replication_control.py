@@ -264,3 +264,76 @@ def test_a_replica_returning_to_a_leaderless_partition_leads_it_only_if_unclean_
         epoch = c.image.brokers[2].epoch
         apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
         assert c.image.topics_by_name["t"].partitions[0].leader == expected, unclean
+
+
+def four_brokers_and_a_topic() -> tuple[QuorumController, uuid.UUID]:
+    c = QuorumController(1, rng=random.Random(1))
+    for b in (1, 2, 3, 4):
+        apply(c, c.cluster.register_broker(
+            b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None, b * 10).records)
+    apply(c, c.replication.create_topics([NewTopic("t", assignments={0: [1, 2, 3]})]).records)
+    return c, c.image.topics_by_name["t"].topic_id
+
+
+def test_a_reassignment_adds_replicas_then_completes_when_they_are_in_sync() -> None:
+    from ottla.controller.replication_control import IsrChange
+
+    c, topic_id = four_brokers_and_a_topic()
+    started = c.replication.alter_partition_reassignments([("t", 0, [2, 3, 4])])
+    assert started.response == {("t", 0): (ErrorCode.none, None)}
+    apply(c, started.records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.replicas, part.adding_replicas, part.removing_replicas, part.leader) == \
+        ([2, 3, 4, 1], [4], [1], 1)
+    assert c.replication.list_partition_reassignments(None).response == \
+        {("t", 0): ([2, 3, 4, 1], [4], [1])}
+    # The leader reports broker 4 caught up: the move completes in the same change.
+    done = c.replication.alter_partition(1, 10, [IsrChange(
+        topic_id, 0, 0, ((1, 10), (2, 20), (3, 30), (4, 40)), 0, part.partition_epoch)])
+    result = done.response[1][(topic_id, 0)]
+    assert (result.leader, result.isr) == (2, [2, 3, 4])
+    apply(c, done.records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.replicas, part.isr, part.adding_replicas, part.removing_replicas) == \
+        ([2, 3, 4], [2, 3, 4], [], [])
+    assert (part.leader, part.leader_epoch) == (2, 1)
+    assert c.replication.list_partition_reassignments(None).response == {}
+
+
+def test_a_reassignment_can_be_cancelled_back_to_the_original_replicas() -> None:
+    c, _ = four_brokers_and_a_topic()
+    apply(c, c.replication.alter_partition_reassignments([("t", 0, [2, 3, 4])]).records)
+    cancel = c.replication.alter_partition_reassignments([("t", 0, None)])
+    assert cancel.response == {("t", 0): (ErrorCode.none, None)}
+    apply(c, cancel.records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    # The replicas before the move, in the order the move's list has them (Kafka's
+    # PartitionReassignmentRevert: the replicas minus those being added).
+    assert (part.replicas, part.adding_replicas, part.removing_replicas, part.leader) == \
+        ([2, 3, 1], [], [], 1)
+    again = c.replication.alter_partition_reassignments([("t", 0, None)]).response
+    assert again[("t", 0)][0] == ErrorCode.no_reassignment_in_progress
+
+
+def test_a_reassignment_that_only_removes_or_reorders_completes_at_once() -> None:
+    c, _ = four_brokers_and_a_topic()
+    apply(c, c.replication.alter_partition_reassignments([("t", 0, [3, 2])]).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.replicas, part.isr, part.adding_replicas, part.leader) == \
+        ([3, 2], [2, 3], [], 3)
+
+
+def test_bad_reassignments_get_kafka_errors() -> None:
+    c, _ = four_brokers_and_a_topic()
+    result = c.replication.alter_partition_reassignments([
+        ("nope", 0, [1]), ("t", 7, [1]), ("t", 0, [1, 1]), ("t", 0, []),
+        ("t", 0, [1, 2, 9])]).response
+    assert [code for code, _ in result.values()] == [
+        ErrorCode.unknown_topic_or_partition, ErrorCode.unknown_topic_or_partition,
+        ErrorCode.invalid_replica_assignment]
+    codes = [c.replication.alter_partition_reassignments([("t", 0, t)]).response[("t", 0)][0]
+             for t in ([1, 1], [], [1, 2, 9])]
+    assert codes == [ErrorCode.invalid_replica_assignment] * 3
+    fixed_rf = c.replication.alter_partition_reassignments([("t", 0, [1, 2])],
+                                                           allow_replication_factor_change=False)
+    assert fixed_rf.response[("t", 0)][0] == ErrorCode.invalid_replication_factor

@@ -82,8 +82,10 @@ class AlterPartitionManager:
                 for topic in response.topics:  # type: ignore[attr-defined]
                     for p in topic.partitions:
                         key = (topic.topic_id, p.partition_index)
-                        if p.error_code == ErrorCode.none:
+                        if p.error_code == ErrorCode.none and p.leader_id == self.broker_id:
                             answered[key] = (list(p.isr), p.partition_epoch)
+                        elif p.error_code == ErrorCode.none:
+                            pass  # the change moved the leadership: the metadata will say
                         else:
                             log.info("AlterPartition of %s-%d: %s", changes[key].partition.topic,
                                      p.partition_index, ErrorCode(p.error_code).name)

@@ -38,10 +38,27 @@ class PartitionChangeBuilder:
         self.election = election
         self.target_isr: list[int] | None = None
         self.recovery_state: int | None = None
+        self.target_replicas: list[int] | None = None
+        self.target_adding: list[int] = list(part.adding_replicas)
+        self.target_removing: list[int] = list(part.removing_replicas)
 
     def with_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = list(isr)
         return self
+
+    def with_replicas(self, replicas: Sequence[int], adding: Sequence[int] = (),
+                      removing: Sequence[int] = ()) -> PartitionChangeBuilder:
+        """A reassignment's replica set (KIP-455): started (the target and the replicas
+        leaving, with those joining and leaving named), completed or cancelled (the
+        final set, nothing adding or removing). The ISR keeps only replicas of it, and a
+        leader outside it is replaced."""
+        self.target_replicas = list(replicas)
+        self.target_adding = list(adding)
+        self.target_removing = list(removing)
+        return self
+
+    def _replicas(self) -> list[int]:
+        return self.part.replicas if self.target_replicas is None else self.target_replicas
 
     def with_recovery_state(self, state: int) -> PartitionChangeBuilder:
         self.recovery_state = state
@@ -50,9 +67,11 @@ class PartitionChangeBuilder:
     def leader_and_isr(self) -> tuple[int, list[int]]:
         """The leader and ISR the change leads to."""
         part = self.part
+        replicas = self._replicas()
         isr = list(part.isr) if self.target_isr is None else self.target_isr
-        in_sync = [b for b in part.replicas if b in isr and b in self.live]
-        preferred = part.replicas[0] if part.replicas else NO_LEADER
+        isr = [b for b in isr if b in replicas]
+        in_sync = [b for b in replicas if b in isr and b in self.live]
+        preferred = replicas[0] if replicas else NO_LEADER
         if self.election == Election.PREFERRED and preferred in in_sync:
             return preferred, isr
         if part.leader in isr and part.leader in self.live:
@@ -60,7 +79,7 @@ class PartitionChangeBuilder:
         if in_sync:
             return in_sync[0], isr
         if self.election == Election.UNCLEAN:
-            chosen = next((b for b in part.replicas if b in self.live), None)
+            chosen = next((b for b in replicas if b in self.live), None)
             if chosen is not None:
                 return chosen, [chosen]
         return NO_LEADER, isr
@@ -78,10 +97,18 @@ class PartitionChangeBuilder:
             # KIP-704: an unclean leader recovers its log before it takes followers.
             recovery = RECOVERING
         changes_recovery = recovery is not None and recovery != part.leader_recovery_state
-        if leader == part.leader and isr == list(part.isr) and not changes_recovery:
+        replicas = self._replicas()
+        changes_replicas = replicas != list(part.replicas) or \
+            self.target_adding != list(part.adding_replicas) or \
+            self.target_removing != list(part.removing_replicas)
+        if leader == part.leader and isr == list(part.isr) and not changes_recovery and \
+                not changes_replicas:
             return None
         return r.PartitionChangeRecord(
             partition_id=self.index, topic_id=self.topic_id,
             leader=leader if leader != part.leader else NO_CHANGE,
             isr=tuple(isr) if isr != list(part.isr) else None,
+            replicas=tuple(replicas) if changes_replicas else None,
+            adding_replicas=tuple(self.target_adding) if changes_replicas else None,
+            removing_replicas=tuple(self.target_removing) if changes_replicas else None,
             leader_recovery_state=recovery if changes_recovery else -1)

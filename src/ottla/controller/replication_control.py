@@ -380,17 +380,107 @@ class ReplicationControlManager:
                                                     part.partition_epoch)
                 continue
             isr = [b for b, _ in change.new_isr]
-            record = PartitionChangeBuilder(change.topic_id, change.partition, part,
-                                            self._live() | {broker_id}) \
-                .with_isr(isr).with_recovery_state(change.leader_recovery_state).build()
+            builder = PartitionChangeBuilder(change.topic_id, change.partition, part,
+                                             self._live() | {broker_id}) \
+                .with_isr(isr).with_recovery_state(change.leader_recovery_state)
+            self._maybe_complete_reassignment(builder, part, isr)
+            leader, isr = builder.leader_and_isr()
+            record = builder.build()
             epoch = part.partition_epoch
             if record is not None:
                 records.append(record)
                 epoch += 1
             results[key] = AlterPartitionResult(
-                ErrorCode.none, part.leader, part.leader_epoch, isr,
+                ErrorCode.none, leader,
+                part.leader_epoch + (1 if leader != part.leader else 0), isr,
                 change.leader_recovery_state, epoch)
         return ControllerResult(records, (ErrorCode.none, results))
+
+    # --- reassignments (KIP-455) ----------------------------------------------------------
+
+    @staticmethod
+    def _maybe_complete_reassignment(builder: PartitionChangeBuilder,
+                                     part: PartitionRegistration, isr: Sequence[int]) -> None:
+        """A reassignment is complete once every replica it adds is in sync and some of
+        the target set is: the replicas leaving go, with their ISR places."""
+        if not (part.adding_replicas or part.removing_replicas):
+            return
+        target = [b for b in part.replicas if b not in part.removing_replicas]
+        if all(b in isr for b in part.adding_replicas) and any(b in isr for b in target):
+            builder.with_replicas(target)
+
+    def alter_partition_reassignments(
+            self, requests: Sequence[tuple[str, int, Sequence[int] | None]],
+            allow_replication_factor_change: bool = True) -> ControllerResult:
+        """AlterPartitionReassignments: move each partition to its target replicas (or,
+        with None, cancel its reassignment). Response: {(topic, partition): (error,
+        message)}. New replicas join as followers; the move completes when they are all in
+        the ISR (at once when it only removes or reorders replicas)."""
+        live = self._live()
+        records: list[Any] = []
+        results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        for name, index, target in requests:
+            topic = self.image.topics_by_name.get(name)
+            part = topic.partitions.get(index) if topic is not None else None
+            if topic is None or part is None:
+                results[(name, index)] = (ErrorCode.unknown_topic_or_partition,
+                                          f"{name}-{index} does not exist")
+                continue
+            try:
+                record = self._reassign(topic.topic_id, index, part, target, live,
+                                        allow_replication_factor_change)
+            except ControllerError as e:
+                results[(name, index)] = (e.code, e.message)
+                continue
+            if record is not None:
+                records.append(record)
+            results[(name, index)] = (ErrorCode.none, None)
+        return ControllerResult(records, results)
+
+    def _reassign(self, topic_id: uuid.UUID, index: int, part: PartitionRegistration,
+                  target: Sequence[int] | None, live: set[int],
+                  allow_replication_factor_change: bool) -> Any:
+        in_progress = bool(part.adding_replicas or part.removing_replicas)
+        original = [b for b in part.replicas if b not in part.adding_replicas]
+        builder = PartitionChangeBuilder(topic_id, index, part, live)
+        if target is None:
+            if not in_progress:
+                raise ControllerError(ErrorCode.no_reassignment_in_progress,
+                                      f"No reassignment of partition {index} is in progress")
+            return builder.with_replicas(original).build()
+        target = list(target)
+        if not target or len(set(target)) != len(target):
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  "The target replicas must be distinct and not empty")
+        unknown = [b for b in target if b not in self.image.brokers]
+        if unknown:
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                  f"The target replicas include unknown brokers {unknown}")
+        if not allow_replication_factor_change and len(target) != len(original):
+            raise ControllerError(ErrorCode.invalid_replication_factor,
+                                  f"The replication factor would change from "
+                                  f"{len(original)} to {len(target)}")
+        adding = [b for b in target if b not in original]
+        removing = [b for b in original if b not in target]
+        if not adding and any(b in part.isr for b in target):
+            return builder.with_replicas(target).build()  # nothing to wait for
+        return builder.with_replicas(target + removing, adding, removing).build()
+
+    def list_partition_reassignments(self, partitions: Sequence[tuple[str, int]] | None
+                                     ) -> ControllerResult:
+        """ListPartitionReassignments: {(topic, partition): (replicas, adding, removing)}
+        of the reassignments in progress (among ``partitions``, or all)."""
+        found: dict[tuple[str, int], tuple[list[int], list[int], list[int]]] = {}
+        if partitions is None:
+            partitions = [(t.name, p) for t in self.image.topics_by_id.values()
+                          for p in t.partitions]
+        for name, index in partitions:
+            topic = self.image.topics_by_name.get(name)
+            part = topic.partitions.get(index) if topic is not None else None
+            if part is not None and (part.adding_replicas or part.removing_replicas):
+                found[(name, index)] = (list(part.replicas), list(part.adding_replicas),
+                                        list(part.removing_replicas))
+        return ControllerResult([], found)
 
     def _check_isr_change(self, broker_id: int, part: Any, change: IsrChange) -> ErrorCode:
         if change.leader_epoch != part.leader_epoch:

@@ -96,9 +96,44 @@ async def handle_elect_leaders(controller: ControllerServices, ctx: RequestConte
                                          for t, parts in by_topic.items()]}
 
 
+async def handle_alter_partition_reassignments(controller: ControllerServices,
+                                              ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Start or cancel partition reassignments (KIP-455), decided by the controller."""
+    wanted = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
+              for t in req.topics for p in t.partitions]
+    allow = getattr(req, "allow_replication_factor_change", True)
+    results = await controller.channel.submit(
+        lambda c: c.replication.alter_partition_reassignments(wanted, allow))
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (error, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "error_code": error, "error_message": message})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "allow_replication_factor_change": allow,
+            "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+async def handle_list_partition_reassignments(controller: ControllerServices,
+                                             ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """The reassignments in progress (of the partitions named, or all)."""
+    wanted = None if req.topics is None else [
+        (t.name, p) for t in req.topics for p in t.partition_indexes]
+    found = await controller.channel.submit(
+        lambda c: c.replication.list_partition_reassignments(wanted))
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (replicas, adding, removing) in sorted(found.items()):
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "replicas": replicas, "adding_replicas": adding,
+             "removing_replicas": removing})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
 APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.CREATE_TOPICS, 2, 7, handle_create_topics),
     ApiSpec(ApiKey.DELETE_TOPICS, 1, 6, handle_delete_topics),
     ApiSpec(ApiKey.CREATE_PARTITIONS, 0, 3, handle_create_partitions),
     ApiSpec(ApiKey.ELECT_LEADERS, 0, 2, handle_elect_leaders),
+    ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, handle_alter_partition_reassignments),
+    ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, handle_list_partition_reassignments),
 ]
