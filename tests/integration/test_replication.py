@@ -5,6 +5,7 @@ a killed broker catches up and rejoins the ISR."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -390,3 +391,48 @@ def test_an_unclean_election_brings_a_partition_back_and_the_isr_grows_again(
                lambda: f"everyone back in sync: {partitions(cluster, 'unclean')}")
     got = consume_all(cluster, "unclean", 8)[0]
     assert got == [b"everywhere-%d" % i for i in range(5)] + [b"after-%d" % i for i in range(3)]
+
+
+def reassign(cluster: KRaftCluster, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "ottla", "reassign-partitions",
+                           "--bootstrap-server", cluster.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_reassign_partitions_moves_a_partition_with_its_records(cluster: KRaftCluster,
+                                                                tmp_path) -> None:
+    """kafka-reassign-partitions' flow: --generate a plan, --execute it, --verify until
+    completed; the new replicas copy the records, the one leaving is dropped."""
+    create(cluster, [NewTopic("moving", 1, 2)])
+    wait_until(lambda: len(partitions(cluster, "moving")[0][2]) == 2, 30, 0.2, "ISR of 2")
+    _, before, _ = partitions(cluster, "moving")[0]
+    after = sorted(set(BROKERS) - {before[0]})  # the preferred replica leaves
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(50):
+        producer.produce("moving", value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"version": 1, "topics": [{"topic": "moving"}]}))
+    generated = reassign(cluster, "--generate", "--topics-to-move-json-file",
+                         str(topics_file), "--broker-list", ",".join(map(str, after)))
+    assert "Proposed partition reassignment configuration" in generated
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": after}]}))
+    executed = reassign(cluster, "--execute", "--reassignment-json-file", str(plan))
+    assert "Successfully started partition reassignments for moving-0" in executed
+    assert f'"replicas":{json.dumps(before).replace(" ", "")}' in executed  # for rollback
+    wait_until(lambda: "is completed" in reassign(
+        cluster, "--verify", "--reassignment-json-file", str(plan)), 60, 0.5,
+        lambda: f"the move to complete: {partitions(cluster, 'moving')}")
+    leader, replicas, isr = partitions(cluster, "moving")[0]
+    assert replicas == after and sorted(isr) == after and leader in after
+    assert "No partition reassignments found." in reassign(cluster, "--list")
+    assert consume_all(cluster, "moving", 50)[0] == [b"%d" % i for i in range(50)]
+    gone = cluster.nodes[before[0]].data_dir
+    wait_until(lambda: not any(name.startswith("moving-0") and not name.endswith("-delete")
+                               for name in os.listdir(gone)),
+               30, 0.2, "the leaving replica's log removed")

@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
         log_dirs,
         metadata_quorum,
         pipeline,
+        reassign_partitions,
         server,
         storage,
         topics,
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     metadata_quorum.add_parser(sub)
     pipeline.add_parser(sub)
     dev_cluster.add_parser(sub)
+    reassign_partitions.add_parser(sub)
     return parser
 
 
