@@ -46,7 +46,12 @@ def cluster(tmp_path_factory) -> Iterator[KRaftCluster]:
                      broker_props={"broker.heartbeat.interval.ms": "500",
                                    "replica.lag.time.max.ms": "5000",
                                    "replica.fetch.backoff.ms": "200",
-                                   "offsets.topic.replication.factor": "3"})
+                                   "offsets.topic.replication.factor": "3",
+                                   "replica.selector.class": "org.apache.kafka.common."
+                                                             "replica.RackAwareReplicaSelector"})
+    for broker in c.broker_ids:  # each broker in a rack of its own (KIP-392 test)
+        with open(c.nodes[broker].config_file, "a", encoding="utf-8") as f:
+            f.write(f"broker.rack=rack-{broker}\n")
     c.start()
     yield c
     c.stop()
@@ -436,3 +441,35 @@ def test_reassign_partitions_moves_a_partition_with_its_records(cluster: KRaftCl
     wait_until(lambda: not any(name.startswith("moving-0") and not name.endswith("-delete")
                                for name in os.listdir(gone)),
                30, 0.2, "the leaving replica's log removed")
+
+
+def test_a_consumer_reads_from_a_follower_in_its_rack(cluster: KRaftCluster) -> None:
+    """KIP-392: with replica.selector.class=RackAwareReplicaSelector, a consumer whose
+    client.rack is a follower's rack is sent there by the leader and reads everything
+    from it."""
+    create(cluster, [NewTopic("nearby", 1, 3)])
+    wait_until(lambda: full_isr(cluster, "nearby"), 30, 0.2, "three in-sync replicas")
+    leader, replicas, _ = partitions(cluster, "nearby")[0]
+    follower = next(r for r in replicas if r != leader)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("nearby", value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    fetched_from: list[int] = []
+
+    def stats(text: str) -> None:
+        partition = json.loads(text)["topics"].get("nearby", {}).get("partitions", {}) \
+            .get("0", {})
+        if partition.get("broker", -1) >= 0:
+            fetched_from.append(partition["broker"])
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "nearby",
+                         "client.rack": f"rack-{follower}", "statistics.interval.ms": 200,
+                         "stats_cb": stats, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("nearby", 0, 0)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while (len(got) < 100 or follower not in fetched_from) and time.monotonic() < deadline:
+        got += [m.value() for m in consumer.consume(100, 0.5) if m.error() is None]
+    consumer.close()
+    assert got == [b"%d" % i for i in range(100)]
+    assert follower in fetched_from and fetched_from[-1] == follower

@@ -584,3 +584,34 @@ def test_a_follower_without_epochs_up_to_the_leaders_truncates_to_the_leaders_en
     assert truncation_offset(History([]), 3, 4, 0, 9) == 4
     assert truncation_offset(History([]), -1, 4, 0, 9) == 4
     assert truncation_offset(History([(0, 0)]), 0, 2, 3, 9) == 3  # never below its start
+
+
+# --- KIP-392: reading from the nearest replica -------------------------------------------
+
+RACKS = {LEADER: "a", F1: "b", F2: "b"}
+
+
+def test_a_consumer_in_the_leaders_rack_or_without_one_reads_the_leader() -> None:
+    state = leader_state()
+    state.on_local_append(10)
+    state.on_follower_fetch(F1, 10, now_ms=1)
+    assert state.preferred_read_replica(5, "a", RACKS.get) == -1
+    assert state.preferred_read_replica(5, "", RACKS.get) == -1
+    assert state.preferred_read_replica(5, "c", RACKS.get) == -1  # nobody in that rack
+
+
+def test_a_consumer_in_a_followers_rack_is_sent_to_the_follower_furthest_ahead() -> None:
+    state = leader_state()
+    state.on_local_append(10)
+    state.on_follower_fetch(F1, 6, now_ms=1)
+    state.on_follower_fetch(F2, 9, now_ms=1)
+    assert state.preferred_read_replica(5, "b", RACKS.get) == F2
+    # A follower that does not have the fetch offset yet is no candidate.
+    assert state.preferred_read_replica(8, "b", {**RACKS, F2: "z"}.get) == -1
+
+
+def test_a_follower_outside_the_isr_is_never_preferred() -> None:
+    state = leader_state(isr=(LEADER, F1))
+    state.on_local_append(10)
+    state.on_follower_fetch(F2, 10, now_ms=1)
+    assert state.preferred_read_replica(5, "b", {**RACKS, F1: "x"}.get) == -1

@@ -126,6 +126,16 @@ class Broker:
             replica_manager.produce_purgatory.on_deadline_change = timer.deadline_changed
             replica_manager.fetch_purgatory.on_deadline_change = timer.deadline_changed
 
+    @property
+    def rack_aware_reads(self) -> bool:
+        """``replica.selector.class`` names Kafka's RackAwareReplicaSelector (KIP-392)."""
+        selector = self.config["replica.selector.class"] or ""
+        return selector.endswith("RackAwareReplicaSelector")
+
+    def rack_of(self, broker_id: int) -> str | None:
+        registration = self.image.brokers.get(broker_id)
+        return registration.rack if registration is not None else None
+
     def leader_hints(self, listener: str, partitions: list[tuple[str | None, int]]
                      ) -> tuple[dict[tuple[str | None, int], dict[str, int]],
                                 list[dict[str, object]]]:

@@ -129,13 +129,15 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int,
              current_leader_epoch: int, min_one_batch: bool, last_fetched_epoch: int = NO_EPOCH,
-             replica_id: int = -1) -> ReadInfo | DivergingEpoch:
+             replica_id: int = -1, fetch_only_leader: bool = True
+             ) -> ReadInfo | DivergingEpoch:
         """A fetch of this leader's log (Kafka's ``Partition.fetchRecords``). A consumer
         reads up to the high watermark (or the last stable offset), a follower up to the
         log end. A fetcher whose last fetched epoch ends earlier here than its fetch
         offset has diverged (KIP-320, KIP-595's Fetch v12+): it gets where that epoch
-        ends instead of records, and truncates there."""
-        self.check_leader_epoch(current_leader_epoch)
+        ends instead of records, and truncates there. A consumer that says where it is
+        (Fetch v11+, KIP-392) may read a follower, up to the follower's high watermark."""
+        self.check_leader_epoch(current_leader_epoch, require_leader=fetch_only_leader)
         if replica_id >= 0 and replica_id not in self.state.replicas:
             # In KRaft a reassignment may add a replica this leader has not seen yet.
             raise KafkaError(ErrorCode.unknown_leader_epoch if current_leader_epoch != NO_EPOCH
@@ -145,7 +147,8 @@ class Partition:
         log = self.log
         if last_fetched_epoch != NO_EPOCH:
             diverged = diverging_epoch(log.leader_epoch_cache, last_fetched_epoch, fetch_offset,
-                                       log.log_start_offset, log.log_end_offset)
+                                       log.log_start_offset, log.log_end_offset,
+                                       self.leader_epoch if self.is_leader else NO_EPOCH)
             if diverged is not None:
                 return DivergingEpoch(*diverged)
         if replica_id >= 0:

@@ -16,6 +16,7 @@ AlterPartition) extends this state rather than replacing it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,17 +29,31 @@ UNKNOWN_OFFSET = -1
 class EpochHistory(Protocol):
     """Where each leader epoch of a log starts (the leader-epoch cache)."""
 
+    @property
+    def latest_epoch(self) -> int: ...
+
     def end_offset_for_leader_epoch(self, epoch: int, log_end_offset: int
                                     ) -> tuple[int, int]: ...
 
 
 def diverging_epoch(history: EpochHistory, last_fetched_epoch: int, fetch_offset: int,
-                    log_start_offset: int, log_end_offset: int) -> tuple[int, int] | None:
+                    log_start_offset: int, log_end_offset: int,
+                    leader_epoch: int = NO_EPOCH) -> tuple[int, int] | None:
     """On the leader: where a fetcher's log diverged from this one, as (epoch, end
     offset), or None if it has not (Kafka's ``Partition.readRecords``): the epoch of
-    its last batch ends here before its fetch offset, or this log never had it."""
-    epoch, end_offset = history.end_offset_for_leader_epoch(last_fetched_epoch,
-                                                            log_end_offset)
+    its last batch ends here before its fetch offset, or this log never had it.
+
+    ``leader_epoch`` is this leader's own epoch, which starts at the log end until
+    something is appended in it (Kafka's new leader puts it in its cache at once): a
+    fetcher whose last epoch is above every epoch of the log but below that one is told
+    where the log's latest epoch ends, rather than refused, so it truncates what the
+    previous leader gave it and nobody else has even while nothing is produced."""
+    latest = history.latest_epoch if leader_epoch > NO_EPOCH else NO_EPOCH
+    if latest < last_fetched_epoch < leader_epoch:
+        epoch, end_offset = latest if latest > NO_EPOCH else last_fetched_epoch, log_end_offset
+    else:
+        epoch, end_offset = history.end_offset_for_leader_epoch(last_fetched_epoch,
+                                                                log_end_offset)
     if end_offset < 0 or epoch < 0:
         raise KafkaError(ErrorCode.offset_out_of_range,
                          f"The end of epoch {last_fetched_epoch} is not known")
@@ -132,7 +147,15 @@ class PartitionState:
         A replica that becomes leader (or a leader of a new epoch) forgets what it knew of
         its followers' positions: they are known again from their next fetch. Until then a
         follower in the ISR counts as caught up as of now, as Kafka's new leader does, so
-        the ISR does not shrink the moment leadership moves."""
+        the ISR does not shrink the moment leadership moves.
+
+        An assignment older than the partition epoch this replica has is ignored, as
+        Kafka's ``makeLeader`` does: an AlterPartition answer (``isr_answered``) may give
+        the new epoch before the metadata's earlier ones arrive, and going back to an
+        ISR the controller has since grown would advance the high watermark without a
+        member it counts."""
+        if assignment.partition_epoch < self.assignment.partition_epoch:
+            return False
         new_epoch = assignment.leader_epoch != self.assignment.leader_epoch
         if assignment.partition_epoch != self.assignment.partition_epoch or new_epoch:
             self.pending_isr = None  # answered, or overtaken by the controller
@@ -228,6 +251,25 @@ class PartitionState:
             return None
         self.pending_isr = [*self.assignment.isr, replica_id]
         return self.pending_isr
+
+    def preferred_read_replica(self, fetch_offset: int, client_rack: str,
+                               rack_of: Callable[[int], str | None]) -> int:
+        """KIP-392, Kafka's RackAwareReplicaSelector: the replica a consumer in
+        ``client_rack`` should read from, or -1 for this leader. Candidates are the
+        replicas in the ISR that have the fetch offset; the leader wins if it is in the
+        client's rack, else the same-rack follower furthest ahead (most recently caught
+        up on a tie); with none in the rack, the leader."""
+        if not self.is_leader or not client_rack:
+            return -1
+        if rack_of(self.local_id) == client_rack:
+            return -1
+        candidates = [f for r, f in self.followers.items()
+                      if r in self.assignment.isr and f.log_end_offset >= fetch_offset
+                      and rack_of(r) == client_rack]
+        if not candidates:
+            return -1
+        best = max(candidates, key=lambda f: (f.log_end_offset, f.last_caught_up_ms))
+        return best.replica_id
 
     def recovery_to_report(self) -> list[int] | None:
         """An unclean leader (RECOVERING) reports itself recovered, with its ISR, before

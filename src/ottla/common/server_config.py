@@ -178,6 +178,9 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("replica.lag.time.max.ms", T.LONG, 30000,
               "A follower that has not caught up with its leader's log end for this long "
               "leaves the ISR.", at_least(1)),
+    ConfigKey("replica.selector.class", T.STRING, None,
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector lets consumers that "
+              "set client.rack read from a replica in their rack (KIP-392)."),
     ConfigKey("num.replica.fetchers", T.INT, 1,
               "Fetchers per source broker; each partition uses one.", at_least(1)),
     ConfigKey("replica.fetch.max.bytes", T.INT, 1048576,

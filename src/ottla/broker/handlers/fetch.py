@@ -73,8 +73,8 @@ def _error_response(version: int, error: ErrorCode) -> EncodedBody:
 
 
 def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, isolation: int,
-                    min_one: bool, uses_ids: bool, replica: FetchingReplica | None
-                    ) -> dict[str, Any]:
+                    min_one: bool, uses_ids: bool, replica: FetchingReplica | None,
+                    client_rack: str | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "partition_index": cached.partition, "error_code": ErrorCode.none,
         "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
@@ -88,9 +88,20 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
     partition = None
     try:
         partition = broker.replica_manager.require(cached.topic, cached.partition, broker.image)
+        if client_rack and broker.rack_aware_reads:
+            preferred = partition.replication.preferred_read_replica(
+                cached.fetch_offset, client_rack, broker.rack_of)
+            if preferred >= 0:  # KIP-392: read from a replica in the client's rack
+                partition.check_leader_epoch(cached.current_leader_epoch)
+                data["preferred_read_replica"] = preferred
+                data["high_watermark"] = partition.high_watermark
+                data["last_stable_offset"] = partition.last_stable_offset
+                data["log_start_offset"] = partition.log.log_start_offset
+                return data
         read = partition.read(cached.fetch_offset, max_bytes, isolation,
                               cached.current_leader_epoch, min_one, cached.last_fetched_epoch,
-                              replica.replica_id if replica is not None else -1)
+                              replica.replica_id if replica is not None else -1,
+                              fetch_only_leader=replica is not None or client_rack is None)
         if isinstance(read, DivergingEpoch):
             data["diverging_epoch"] = {"epoch": read.epoch, "end_offset": read.end_offset}
         else:
@@ -112,7 +123,7 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
 
 def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartition],
               max_bytes: int, isolation: int, uses_ids: bool,
-              replica: FetchingReplica | None = None
+              replica: FetchingReplica | None = None, client_rack: str | None = None
               ) -> tuple[dict[tuple[Any, int], dict[str, Any]], int, bool]:
     remaining = max_bytes
     min_one = True
@@ -121,13 +132,14 @@ def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartitio
     errors = False
     for key, cached in parts.items():
         data = _read_partition(broker, cached, min(cached.max_bytes, remaining), isolation,
-                               min_one, uses_ids, replica)
+                               min_one, uses_ids, replica, client_rack)
         size = len(data["records"])
         if size:
             min_one = False
             remaining = max(0, remaining - size)
             total += size
-        errors = errors or data["error_code"] != ErrorCode.none or "diverging_epoch" in data
+        errors = errors or data["error_code"] != ErrorCode.none or \
+            "diverging_epoch" in data or data["preferred_read_replica"] >= 0
         results[key] = data
     return results, total, errors
 
@@ -198,9 +210,14 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     max_wait = max(0, ms(req.max_wait))
     keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
     replica = _fetching_replica(req, now_ms)
+    # A consumer's Fetch v11+ says where it is (KIP-392): it may read a follower, and a
+    # leader may send it to a replica in its rack. None: leaders only.
+    client_rack = getattr(req, "rack_id", "") if version >= 11 and replica is None else None
     fetch = _Fetch(broker, parts, session, session_id, create_session, version, max_bytes,
-                   isolation, req.min_bytes, keys, now_ms, replica, ctx.listener_name)
-    results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica)
+                   isolation, req.min_bytes, keys, now_ms, replica, ctx.listener_name,
+                   client_rack)
+    results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica,
+                                       client_rack)
     if max_wait == 0 or fetch.satisfied(results, total, errors):
         # Data (or nothing to wait for): answer in this loop turn, no task.
         return fetch.respond(results)
@@ -216,7 +233,8 @@ class _Fetch:
                  session: FetchSession | None, session_id: int, create_session: bool,
                  version: int, max_bytes: int, isolation: int, min_bytes: int,
                  keys: list[tuple[str, int]], now_ms: int,
-                 replica: FetchingReplica | None = None, listener: str = "") -> None:
+                 replica: FetchingReplica | None = None, listener: str = "",
+                 client_rack: str | None = None) -> None:
         self.broker = broker
         self.parts = parts
         self.session = session
@@ -231,6 +249,7 @@ class _Fetch:
         self.now_ms = now_ms
         self.replica = replica
         self.listener = listener
+        self.client_rack = client_rack
 
     def satisfied(self, results: dict[tuple[Any, int], dict[str, Any]], total: int,
                   errors: bool) -> bool:
@@ -240,11 +259,12 @@ class _Fetch:
 
     def _read(self) -> dict[tuple[Any, int], dict[str, Any]]:
         return _read_all(self.broker, self.parts, self.max_bytes, self.isolation,
-                         self.uses_ids, self.replica)[0]
+                         self.uses_ids, self.replica, self.client_rack)[0]
 
     def _read_if_satisfied(self) -> dict[tuple[Any, int], dict[str, Any]] | None:
         results, total, errors = _read_all(self.broker, self.parts, self.max_bytes,
-                                           self.isolation, self.uses_ids, self.replica)
+                                           self.isolation, self.uses_ids, self.replica,
+                                           self.client_rack)
         return results if self.satisfied(results, total, errors) else None
 
     async def park(self, deadline_ms: int) -> EncodedBody:
