@@ -234,9 +234,14 @@ def test_responses_wait_for_the_high_watermark() -> None:
     replies = h.write(lambda s, now, r: s.commit_offsets(now, "g", 1, a, None,
                                                          [("t", 0, 5, -1, None)], 9))
     assert replies == []
+    # Nobody reads the commit back before it is committed (a failover could undo it).
+    fetched = h.runtime.read(TP, lambda s: s.fetch_offsets("g", [("t", [0])]))
+    assert fetched == [("t", [(0, -1, -1, "")])]
     h.partition.high_watermark_lag = 0
     h.runtime.on_high_watermark(TP)
     assert replies == [{("t", 0): E.none}]
+    fetched = h.runtime.read(TP, lambda s: s.fetch_offsets("g", [("t", [0])]))
+    assert fetched == [("t", [(0, 5, -1, "")])]
 
 
 def test_routing_errors_before_load() -> None:

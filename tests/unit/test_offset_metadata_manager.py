@@ -80,11 +80,22 @@ def manager(**config: int) -> tuple[OffsetMetadataManager, FakeGroups]:
                                  groups), groups
 
 
-def apply(offsets: OffsetMetadataManager, result: CoordinatorResult) -> CoordinatorResult:
+class Log:
+    end = 0
+
+
+def apply(offsets: OffsetMetadataManager, result: CoordinatorResult,
+          committed: bool = True) -> CoordinatorResult:
     """What the runtime does with a write: replay its records (here after a round trip
-    through Kafka's byte layout)."""
+    through Kafka's byte layout), append them, and (on one replica, at once) see the
+    high watermark pass them."""
     for record in result.records:
         offsets.replay(rec.decode(*rec.encode(record)))
+    if result.records:
+        Log.end += len(result.records)
+        offsets.on_written(Log.end)
+    if committed:
+        offsets.on_committed(Log.end)
     return result
 
 
@@ -170,3 +181,46 @@ def test_a_live_groups_offsets_expire_only_for_topics_it_left() -> None:
     assert records == []
     assert offsets.cleanup_expired_offsets(NOW + RETENTION, "g", records) is False
     assert [(r.key.topic, r.key.partition) for r in records] == [("u", 0)]
+
+
+def test_fetches_read_offsets_as_of_the_high_watermark() -> None:
+    """A commit the replicas do not all have yet is not read back by anyone: a
+    coordinator failover could still take it back."""
+    offsets, _ = manager()
+    commit(offsets, "g", -1, "", [("t", 0, 5, None)])
+    first_end = Log.end
+    apply(offsets, offsets.commit_offsets(NOW, "g", -1, "", None,
+                                          [("t", 0, 9, -1, None), ("t", 1, 3, -1, None)], 9),
+          committed=False)
+    assert offsets.fetch_offsets("g", [("t", [0, 1])]) == \
+        [("t", [(0, 5, -1, ""), (1, -1, -1, "")])]
+    assert offsets.fetch_offsets("g", None) == [("t", [(0, 5, -1, "")])]
+    assert offsets.committed("g", "t", 0).offset == 9  # writes see the latest state
+    offsets.on_committed(first_end)  # not far enough yet
+    assert offsets.fetch_offsets("g", [("t", [0])]) == [("t", [(0, 5, -1, "")])]
+    offsets.on_committed(Log.end)
+    assert offsets.fetch_offsets("g", None) == [("t", [(0, 9, -1, ""), (1, 3, -1, "")])]
+
+
+def test_a_deletion_above_the_high_watermark_still_reads_the_committed_offset() -> None:
+    offsets, _ = manager()
+    commit(offsets, "g", -1, "", [("t", 0, 5, None)])
+    apply(offsets, offsets.delete_offsets(NOW, "g", [("t", [0])]), committed=False)
+    assert offsets.fetch_offsets("g", None) == [("t", [(0, 5, -1, "")])]
+    offsets.on_committed(Log.end)
+    assert offsets.fetch_offsets("g", None) == []
+
+
+def test_records_loaded_above_the_high_watermark_stay_unread_until_committed() -> None:
+    """A new coordinator loads its whole log; what its predecessor wrote past the high
+    watermark is read only once committed."""
+    offsets, _ = manager()
+    for offset, value in ((0, 4), (1, 8)):
+        offsets.replay(rec.CoordinatorRecord(
+            rec.OffsetCommitKey(group="g", topic="t", partition=0),
+            rec.OffsetCommitValue(offset=value, leader_epoch=-1, metadata="",
+                                  commit_timestamp=NOW)), offset)
+    offsets.on_committed(1)
+    assert offsets.fetch_offsets("g", None) == [("t", [(0, 4, -1, "")])]
+    offsets.on_committed(2)
+    assert offsets.fetch_offsets("g", None) == [("t", [(0, 8, -1, "")])]

@@ -69,6 +69,12 @@ class PartitionWriter(Protocol):
 class CoordinatorShard(Protocol):
     def replay(self, offset: int, record: Any) -> None: ...
 
+    def on_written(self, end_offset: int) -> None:
+        """What the last replays (offset -1) wrote was appended, ending at ``end_offset``."""
+
+    def on_committed(self, high_watermark: int) -> None:
+        """Everything below ``high_watermark`` is committed: reads may show it."""
+
     def on_loaded(self, now_ms: int) -> None: ...
 
     def on_unloaded(self) -> None: ...
@@ -182,8 +188,9 @@ class CoordinatorRuntime(Generic[S]):
         self._run(context, operation, reply)
 
     def read(self, tp: TopicPartition, operation: Callable[[S], Any]) -> Any:
-        """Run a read against the shard's state. On a single replica every applied record
-        is committed as soon as it is appended, so the live state is the committed one."""
+        """Run a read against the shard's state. Committed offsets are read as of the
+        high watermark (the shard keeps what is above it apart, ``on_committed``); the
+        groups' own state is read live."""
         return operation(self.active(tp).shard)
 
     def _run(self, context: _Context[S], operation: Callable[[S, int], Any],
@@ -205,6 +212,7 @@ class CoordinatorRuntime(Generic[S]):
                     shard.replay(-1, record)
             try:
                 end = self.writer.append(context.tp, result.records, self.now_ms)
+                shard.on_written(end)
             except KafkaError as e:
                 # The in-memory state may now be ahead of the log: rebuild it from the log.
                 log.error("Coordinator write to %s-%d failed (%s); reloading", *context.tp,
@@ -228,6 +236,7 @@ class CoordinatorRuntime(Generic[S]):
 
     def _release(self, context: _Context[S]) -> None:
         hw = self.writer.high_watermark(context.tp)
+        context.shard.on_committed(hw)
         ready = [p for p in context.pending if p[0] <= hw]
         if not ready:
             return

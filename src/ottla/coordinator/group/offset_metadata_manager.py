@@ -32,6 +32,14 @@ class OffsetAndMetadata:
     commit_timestamp_ms: int
 
 
+@dataclass(slots=True)
+class _Write:
+    end_offset: int
+    """The log end after the record's batch (-1 until appended)."""
+    before: OffsetAndMetadata | None
+    """The committed offset before this write."""
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetExpiration:
     """When a group's offsets may expire (Kafka's OffsetExpirationCondition)."""
@@ -89,12 +97,25 @@ class OffsetMetadataManager:
         self._config = config
         self._groups = groups
         self._by_group: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
+        self._uncommitted: dict[tuple[str, str, int], list[_Write]] = {}
+        """Per offset, its writes the partition's high watermark has not passed yet, each
+        with the value before it: OffsetFetch answers from before the first of them, so
+        a client never reads an offset that a coordinator failover could take back."""
+        self._unplaced: list[_Write] = []
+        """Writes replayed before their append, waiting for ``on_written``."""
 
     # --- replay: the one path from records to offsets --------------------------------------
 
-    def replay(self, record: rec.CoordinatorRecord) -> None:
+    def replay(self, record: rec.CoordinatorRecord, offset: int = -1) -> None:
+        """Apply a commit or a tombstone; ``offset`` is the record's (-1 for a write not
+        yet appended: ``on_written`` gives its place)."""
         key: rec.OffsetCommitKey = record.key
         value: rec.OffsetCommitValue | None = record.value
+        write = _Write(offset + 1 if offset >= 0 else -1,
+                       self.committed(key.group, key.topic, key.partition))
+        self._uncommitted.setdefault((key.group, key.topic, key.partition), []).append(write)
+        if offset < 0:
+            self._unplaced.append(write)
         if value is None:
             topics = self._by_group.get(key.group)
             if topics is None:
@@ -112,6 +133,22 @@ class OffsetMetadataManager:
             OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata,
                               value.commit_timestamp)
 
+    def on_written(self, end_offset: int) -> None:
+        """The writes replayed since the last call were appended, ending at
+        ``end_offset``: committed once the high watermark reaches it."""
+        for write in self._unplaced:
+            write.end_offset = end_offset
+        self._unplaced.clear()
+
+    def on_committed(self, high_watermark: int) -> None:
+        """The partition's high watermark moved: the writes below it are committed."""
+        for key in list(self._uncommitted):
+            writes = self._uncommitted[key]
+            while writes and 0 <= writes[0].end_offset <= high_watermark:
+                writes.pop(0)
+            if not writes:
+                del self._uncommitted[key]
+
     def on_loaded(self, now_ms: int) -> None:
         """Nothing to start: expiration runs from the shard, across groups and offsets."""
 
@@ -122,6 +159,20 @@ class OffsetMetadataManager:
 
     def committed(self, group_id: str, topic: str, partition: int) -> OffsetAndMetadata | None:
         return self._by_group.get(group_id, {}).get(topic, {}).get(partition)
+
+    def _committed_view(self, group_id: str) -> dict[str, dict[int, OffsetAndMetadata]]:
+        """The group's offsets as of the high watermark (writes above it undone)."""
+        current = self._by_group.get(group_id, {})
+        pending = [(k, w[0].before) for k, w in self._uncommitted.items() if k[0] == group_id]
+        if not pending:
+            return current
+        view = {topic: dict(partitions) for topic, partitions in current.items()}
+        for (_, topic, partition), before in pending:
+            if before is None:
+                view.get(topic, {}).pop(partition, None)
+            else:
+                view.setdefault(topic, {})[partition] = before
+        return {topic: partitions for topic, partitions in view.items() if partitions}
 
     def _all(self, group_id: str) -> Iterator[tuple[str, int, OffsetAndMetadata]]:
         for topic, partitions in self._by_group.get(group_id, {}).items():
@@ -160,7 +211,7 @@ class OffsetMetadataManager:
         """All topics if ``topics`` is None; a partition without an offset gets -1. A
         KIP-848 member that names itself (OffsetFetch v9) must have the current epoch."""
         self._groups.validate_offset_fetch(group_id, member_id, member_epoch)
-        committed = self._by_group.get(group_id, {})
+        committed = self._committed_view(group_id)
         if topics is None:
             return [(topic, [(p, o.offset, o.leader_epoch, o.metadata)
                              for p, o in sorted(parts.items())])

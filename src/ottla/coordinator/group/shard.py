@@ -77,7 +77,16 @@ class GroupCoordinatorShard:
     # --- replay and loading: the one path from records to state ----------------------------
 
     def replay(self, offset: int, record: rec.CoordinatorRecord) -> None:
-        self._replay[type(record.key)](record)
+        if isinstance(record.key, rec.OffsetCommitKey):
+            self.offset_metadata.replay(record, offset)  # it keeps what is uncommitted
+        else:
+            self._replay[type(record.key)](record)
+
+    def on_written(self, end_offset: int) -> None:
+        self.offset_metadata.on_written(end_offset)
+
+    def on_committed(self, high_watermark: int) -> None:
+        self.offset_metadata.on_committed(high_watermark)
 
     def on_loaded(self, now_ms: int) -> None:
         for manager in self._managers:
