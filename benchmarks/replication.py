@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.helpers import KRaftCluster, wait_until
 
-from benchmarks.throughput import MB, PRODUCER, produce, start_sinks
+from benchmarks.throughput import MB, PRODUCER, paced, percentile_ms, produce, start_sinks
 
 
 def ack_latency(bootstrap: str, topic: str, size: int, rate: float, seconds: float
@@ -40,25 +40,13 @@ def ack_latency(bootstrap: str, topic: str, size: int, rate: float, seconds: flo
             with lock:
                 delays.append(time.perf_counter() - float(msg.value()[:20]))
     pad = b"p" * max(0, size - 20)
-    interval = 1.0 / rate
-    sent = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        due = start + sent * interval
-        now = time.perf_counter()
-        if now < due:
-            time.sleep(min(due - now, 0.001))
-            continue
+    for _ in paced(rate, seconds):
         producer.produce(topic, f"{time.perf_counter():20.6f}".encode() + pad, partition=0,
                          on_delivery=acked)
-        sent += 1
         producer.poll(0)
     producer.flush(60)
-    delays.sort()
-
-    def pct(p: float) -> float:
-        return delays[min(len(delays) - 1, int(p * len(delays)))] * 1000
-    return {"records": len(delays), "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+    return {"records": len(delays), "p50_ms": percentile_ms(delays, 0.5),
+            "p99_ms": percentile_ms(delays, 0.99)}
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -189,16 +190,9 @@ def latency(bootstrap: str, topic: str, size: int, rate: float, seconds: float
     # still lets the client batch (one request per record would measure request overhead).
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 1})
     pad = b"p" * max(0, size - 21)
-    interval = 1.0 / rate
     sent = 0
     with StealMeter() as steal:
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            due = start + sent * interval
-            now = time.perf_counter()
-            if now < due:
-                time.sleep(min(due - now, 0.001))
-                continue
+        for _ in paced(rate, seconds):
             producer.produce(topic, b"t" + f"{time.perf_counter():20.6f}".encode() + pad,
                              partition=0)
             sent += 1
@@ -208,12 +202,30 @@ def latency(bootstrap: str, topic: str, size: int, rate: float, seconds: float
     stop.set()
     reader.join(10)
     consumer.close()
-    delays.sort()
+    return {"rate": rate, "records": sent, "p50_ms": percentile_ms(delays, 0.50),
+            "p99_ms": percentile_ms(delays, 0.99), "p999_ms": percentile_ms(delays, 0.999),
+            **steal.report()}
 
-    def pct(p: float) -> float:
-        return delays[min(len(delays) - 1, int(p * len(delays)))] * 1000
-    return {"rate": rate, "records": sent, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "p999_ms": pct(0.999), **steal.report()}
+
+def paced(rate: float, seconds: float) -> Iterator[int]:
+    """Yield the send number at ``rate`` a second for ``seconds`` (sleeping between)."""
+    interval = 1.0 / rate
+    sent = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        due = start + sent * interval
+        now = time.perf_counter()
+        if now < due:
+            time.sleep(min(due - now, 0.001))
+            continue
+        yield sent
+        sent += 1
+
+
+def percentile_ms(delays: list[float], p: float) -> float:
+    """The ``p`` quantile of delays in seconds, in ms (sorts ``delays``)."""
+    delays.sort()
+    return delays[min(len(delays) - 1, int(p * len(delays)))] * 1000
 
 
 def loopback_mb_per_s(seconds: float = 2.0) -> float:

@@ -28,6 +28,7 @@ from ottla.broker.partition import Partition
 from ottla.broker.partition_state import truncation_offset
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.server_config import KafkaConfig
+from ottla.common.tasks import cancel_and_wait
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -70,12 +71,7 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task)
         if self._client is not None:
             await self._client.close()
 

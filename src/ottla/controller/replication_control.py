@@ -28,6 +28,7 @@ from ottla.metadata.image import (
     ConfigResourceType,
     MetadataImage,
     PartitionRegistration,
+    TopicImage,
 )
 from ottla.protocol.errors import ErrorCode
 
@@ -78,6 +79,10 @@ def validate_topic_name(name: str) -> None:
         raise ControllerError(ErrorCode.invalid_topic_exception, problem)
 
 
+def _no_such_partition(name: str, index: int) -> tuple[ErrorCode, str]:
+    return ErrorCode.unknown_topic_or_partition, f"{name}-{index} does not exist"
+
+
 class ReplicationControlManager:
     def __init__(self, image: MetadataImage, rng: random.Random, *,
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
@@ -100,6 +105,12 @@ class ReplicationControlManager:
 
     def _live(self) -> set[int]:
         return {b.broker_id for b in self.image.live_brokers()}
+
+    def _partition(self, name: str, index: int
+                   ) -> tuple[TopicImage, PartitionRegistration] | None:
+        topic = self.image.topics_by_name.get(name)
+        part = topic.partitions.get(index) if topic is not None else None
+        return None if topic is None or part is None else (topic, part)
 
     # --- topics ----------------------------------------------------------------------
 
@@ -420,12 +431,11 @@ class ReplicationControlManager:
         records: list[Any] = []
         results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         for name, index, target in requests:
-            topic = self.image.topics_by_name.get(name)
-            part = topic.partitions.get(index) if topic is not None else None
-            if topic is None or part is None:
-                results[(name, index)] = (ErrorCode.unknown_topic_or_partition,
-                                          f"{name}-{index} does not exist")
+            found = self._partition(name, index)
+            if found is None:
+                results[(name, index)] = _no_such_partition(name, index)
                 continue
+            topic, part = found
             try:
                 record = self._reassign(topic.topic_id, index, part, target, live,
                                         allow_replication_factor_change)
@@ -516,12 +526,11 @@ class ReplicationControlManager:
         records: list[Any] = []
         results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         for name, index in partitions:
-            topic = self.image.topics_by_name.get(name)
-            part = topic.partitions.get(index) if topic is not None else None
-            if topic is None or part is None:
-                results[(name, index)] = (ErrorCode.unknown_topic_or_partition,
-                                          f"{name}-{index} does not exist")
+            found = self._partition(name, index)
+            if found is None:
+                results[(name, index)] = _no_such_partition(name, index)
                 continue
+            topic, part = found
             if election_type == 0:
                 error = self._preferred_problem(part, live)
                 election = Election.PREFERRED

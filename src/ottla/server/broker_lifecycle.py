@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES
+from ottla.common.tasks import cancel_and_wait
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.server.controller_channel import ControllerUnavailable
@@ -112,12 +113,7 @@ class BrokerLifecycle:
     async def stop(self) -> None:
         """Stop heartbeating after a controlled shutdown (bounded: the controller may be
         gone too)."""
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._task)
         if self.epoch >= 0:
             try:
                 await self._heartbeat(want_shut_down=True, timeout=2.0)
