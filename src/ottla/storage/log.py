@@ -297,14 +297,19 @@ class Log:
                                      f"{header.base_offset} starts below the log end "
                                      f"{end}")
                 end = header.last_offset + 1
-            for position, header in batches:
-                self._append(view[position:position + header.size], header.last_offset,
-                             header.max_timestamp, now_ms)
+            if not batches:
+                return 0
+            # One write for the whole set, indexed at its first batch, as Kafka's
+            # LogSegment.append does: a follower keeps up with one pwrite per fetch.
+            first, last = batches[0], batches[-1]
+            self._append(view[first[0]:last[0] + last[1].size], last[1].last_offset,
+                         max(header.max_timestamp for _, header in batches), now_ms)
+            for _, header in batches:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch,
                                                header.base_offset)
                 if header.producer_id >= 0:
                     self.producer_state.update(header, header.base_offset, header.last_offset)
-                appended += 1
+            appended = len(batches)
         except CorruptRecord as e:
             raise KafkaError(ErrorCode.corrupt_message, f"{self.name}: {e}") from e
         return appended
