@@ -1,7 +1,8 @@
 """The AlterPartition sender: the ISR changes a leader's partitions decide go to the
-controller in batches, one request in flight at a time, and each answer (or failure) goes
-back to its partition. The controller is a fake ``send`` that records each request body
-and answers with a real AlterPartition v3 response."""
+controller in batches, one request in flight at a time, and each answer goes back to its
+partition, unless it leaves unknown whether the change was made (then the change stays
+pending, and a failed request goes again). The controller is a fake ``send`` that
+records each request body and answers with a real AlterPartition v3 response."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import pytest
+
+from ottla.broker import alter_partition_manager
 from ottla.broker.alter_partition_manager import AlterPartitionManager, IsrChange
 from ottla.broker.partition import Partition
 from ottla.protocol.api import ApiKey, request_schema, response_schema
@@ -134,31 +138,44 @@ async def test_a_committed_change_is_answered_with_its_isr_and_partition_epoch()
         (b, [LEADER], 1), (a, [LEADER, F1, F2], 5)]
 
 
-async def test_a_refused_change_is_answered_with_no_isr() -> None:
+async def test_a_refused_change_is_answered_with_no_isr_only_if_it_was_not_made() -> None:
+    """INELIGIBLE_REPLICA says the change was not made: the partition decides again. A
+    refusal because the partition moved on (INVALID_UPDATE_VERSION) may come from this
+    very change, made by an attempt whose answer was lost: it is not answered, and stays
+    pending until the metadata settles it (Kafka's handleAlterPartitionError)."""
     controller = Controller()
-    controller.refuse[(ORDERS, 1)] = ErrorCode.invalid_update_version
+    controller.refuse[(ORDERS, 1)] = ErrorCode.ineligible_replica
+    controller.refuse[(ORDERS, 2)] = ErrorCode.invalid_update_version
     manager, answers = manager_with(controller)
-    a, b = partition(ORDERS, 0), partition(ORDERS, 1)
-    manager.submit(change(a, [LEADER, F1]))
-    manager.submit(change(b, [LEADER, F1]))
+    a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(ORDERS, 2)
+    for p in (a, b, c):
+        manager.submit(change(p, [LEADER, F1]))
     await eventually(lambda: len(answers) == 2)
+    for _ in range(10):
+        await asyncio.sleep(0)
     assert sorted(answers, key=lambda x: x[0].index) == [(a, [LEADER, F1], 5), (b, None, -1)]
+    assert len(controller.requests) == 1  # and not sent again
 
 
-async def test_a_request_that_fails_answers_every_change_with_no_isr() -> None:
+async def test_a_request_that_fails_is_sent_again_and_answered_once_it_gets_through(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the controller made the changes of a request that failed is not known: they
+    stay pending, unanswered, and go again after a backoff; a newer change of the same
+    partition decided meanwhile goes in place of its old one."""
+    monkeypatch.setattr(alter_partition_manager, "RETRY_BACKOFF_S", 0.001)
     controller = Controller()
     controller.fail = ConnectionError("the controller is unreachable")
     manager, answers = manager_with(controller)
     a, b = partition(ORDERS, 0), partition(EVENTS, 0)
     manager.submit(change(a, [LEADER, F1]))
     manager.submit(change(b, [LEADER, F2]))
-    await eventually(lambda: len(answers) == 2)
-    assert sorted(answers, key=lambda x: x[0].topic) == [(b, None, -1), (a, None, -1)]
-    # The manager is not stuck: the next change goes out.
+    await eventually(lambda: len(controller.requests) >= 3)
+    assert answers == []
+    manager.submit(change(a, [LEADER, F1, F2]))
     controller.fail = None
-    manager.submit(change(a, [LEADER, F1]))
-    await eventually(lambda: len(answers) == 3)
-    assert answers[-1] == (a, [LEADER, F1], 5) and len(controller.requests) == 2
+    await eventually(lambda: len(answers) == 2)
+    assert sorted(answers, key=lambda x: x[0].topic) == [
+        (b, [LEADER, F2], 5), (a, [LEADER, F1, F2], 5)]
 
 
 async def test_a_top_level_error_answers_every_change_with_no_isr() -> None:
@@ -206,3 +223,17 @@ async def test_a_later_change_of_the_same_partition_in_one_turn_replaces_the_fir
     (p,) = body["topics"][0]["partitions"]
     assert [m["broker_id"] for m in p["new_isr_with_epochs"]] == [LEADER, F1, F2]
     assert answers == [(a, [LEADER, F1, F2], 6)]
+
+
+async def test_a_closed_manager_sends_nothing_more() -> None:
+    sent: list[dict] = []
+
+    async def send(api_key: int, version: int, body: dict) -> object:
+        sent.append(body)
+        raise ConnectionError("the controller is gone")
+
+    manager = AlterPartitionManager(1, lambda: 5, send, lambda p, isr, epoch: None)
+    await manager.close()
+    manager.submit(change(partition(ORDERS, 0), [LEADER, F1]))
+    await asyncio.sleep(0)
+    assert sent == []

@@ -513,6 +513,10 @@ class History:
                                     ) -> tuple[int, int]:
         return epoch_end_offset(self.entries, epoch, log_end_offset)
 
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
 
 # The leader's log: epoch 0 from 0, epoch 2 from 5, epoch 4 from 8, up to 10.
 LEADER_HISTORY = History([(0, 0), (2, 5), (4, 8)])
@@ -615,3 +619,17 @@ def test_a_follower_outside_the_isr_is_never_preferred() -> None:
     state.on_local_append(10)
     state.on_follower_fetch(F2, 10, now_ms=1)
     assert state.preferred_read_replica(5, "b", {**RACKS, F1: "x"}.get) == -1
+
+
+def test_a_new_leaders_own_epoch_starts_at_its_log_end_before_any_append() -> None:
+    """A follower whose last epoch lies between the leader's latest written epoch and
+    the leader's current one is told where the written one ends (instead of being
+    refused OFFSET_OUT_OF_RANGE), so it cuts what a deposed leader gave it."""
+    entries = [(0, 0), (3, 10)]
+    history = History(entries)
+    # The follower got epoch 4 records (offsets 15..19) from a leader that lost them.
+    assert diverging_epoch(history, 4, 20, 0, 15, leader_epoch=5) == (3, 15)
+    # Without the leader's own epoch (a follower's view), epoch 4 is simply unknown.
+    with pytest.raises(KafkaError) as unknown:
+        diverging_epoch(history, 4, 20, 0, 15)
+    assert unknown.value.code == ErrorCode.offset_out_of_range

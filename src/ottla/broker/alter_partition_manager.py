@@ -7,6 +7,13 @@ carrying the partition epoch the change was decided on, and hands each answer ba
 its partition. The controller refuses a change decided on a stale partition epoch
 (INVALID_UPDATE_VERSION) or leader epoch (FENCED_LEADER_EPOCH); the partition then
 waits for the metadata that overtook it, and decides again on its next event.
+
+Only an answer that says the change was not made (INELIGIBLE_REPLICA, or the whole
+request refused) clears the pending change at once. A refusal because the partition moved
+on may have been caused by this very change, made by an attempt whose answer was lost,
+and a request that fails leaves it unknown: the change stays pending (the high watermark
+keeps counting the members it adds) until the metadata settles it, and a failed request
+is sent again, as Kafka's AlterPartitionManager and ``handleAlterPartitionError`` do.
 """
 
 from __future__ import annotations
@@ -18,12 +25,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ottla.broker.partition import Partition
+from ottla.common.tasks import cancel_and_wait
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
 ALTER_PARTITION_VERSION = 3
+RETRY_BACKOFF_S = 0.5
+NOT_MADE = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_attempted})
+"""Partition errors that say the controller did not make the change and the partition is
+as the leader knows it."""
 
 
 @dataclass(slots=True)
@@ -46,9 +58,19 @@ class AlterPartitionManager:
         self._queued: dict[tuple[uuid.UUID, int], IsrChange] = {}
         self._in_flight = False
         self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def close(self) -> None:
+        """Stop sending (a broker shutting down): what is queued or being retried is
+        left to the next leader, which decides its ISR from the metadata."""
+        self._closed = True
+        self._queued.clear()
+        await cancel_and_wait(self._task)
 
     def submit(self, change: IsrChange) -> None:
         """Queue ``change``; it goes with the next AlterPartition."""
+        if self._closed:
+            return
         self._queued[(change.partition.topic_id, change.partition.index)] = change
         if not self._in_flight:
             self._in_flight = True
@@ -56,7 +78,7 @@ class AlterPartitionManager:
 
     def _send_queued(self) -> None:
         changes, self._queued = self._queued, {}
-        if not changes:
+        if not changes or self._closed:
             self._in_flight = False
             return
         self._task = asyncio.ensure_future(self._round(changes))
@@ -73,11 +95,13 @@ class AlterPartitionManager:
         body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(),
                 "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
         answered: dict[tuple[uuid.UUID, int], tuple[list[int] | None, int]] = {}
+        failed = False
         try:
             response = await self._send(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body)
             top_error = getattr(response, "error_code", ErrorCode.unknown_server_error)
             if top_error != ErrorCode.none:
                 log.warning("AlterPartition failed: %s", ErrorCode(top_error).name)
+                answered = dict.fromkeys(changes, (None, -1))
             else:
                 for topic in response.topics:  # type: ignore[attr-defined]
                     for p in topic.partitions:
@@ -85,12 +109,17 @@ class AlterPartitionManager:
                         if p.error_code == ErrorCode.none and p.leader_id == self.broker_id:
                             answered[key] = (list(p.isr), p.partition_epoch)
                         elif p.error_code == ErrorCode.none:
-                            pass  # the change moved the leadership: the metadata will say
+                            # The change moved the leadership: the metadata will say.
+                            answered[key] = (None, -1)
                         else:
                             log.info("AlterPartition of %s-%d: %s", changes[key].partition.topic,
                                      p.partition_index, ErrorCode(p.error_code).name)
-        except Exception as e:  # the controller unreachable: the partitions decide again
+                            if p.error_code in NOT_MADE:
+                                answered[key] = (None, -1)
+        except Exception as e:  # the controller unreachable: made or not, it is not known
             log.warning("AlterPartition could not reach the controller: %s", e)
+            failed = True
+            await asyncio.sleep(RETRY_BACKOFF_S)
         finally:
             for key, change in changes.items():
                 if key in self._queued:
@@ -99,7 +128,11 @@ class AlterPartitionManager:
                     # the newer change's pending ISR, which the high watermark counts
                     # until the controller answers it (Kafka ignores it too).
                     continue
-                isr, epoch = answered.get(key, (None, -1))
+                if key not in answered:
+                    if failed:  # ask again; meanwhile it stays pending
+                        self._queued[key] = change
+                    continue  # pending until the metadata settles it
+                isr, epoch = answered[key]
                 try:
                     self._on_answer(change.partition, isr, epoch)
                 except Exception:  # one partition's trouble must not stop later rounds

@@ -202,6 +202,9 @@ class Broker:
         fetchers = getattr(self, "replica_fetchers", None)
         if fetchers is not None:
             await fetchers.shutdown()
+        alter_partitions = getattr(self, "alter_partitions", None)
+        if alter_partitions is not None:
+            await alter_partitions.close()
 
     def shutdown(self) -> None:
         """Answer the requests parked in purgatories and stop their timer."""

@@ -1,0 +1,133 @@
+"""One partition's replication over three brokers and a controller under simulated loss,
+delay, reordering, cut links, crashes and fencing, one test per seed (issue 18).
+
+The brokers run the real ``PartitionState`` and leader-epoch functions, the controller is
+a real ``QuorumController``; ``partition_cluster`` says what is real and what is
+modelled, and which invariants are checked as a run goes. Each seed is its own test,
+named by its value: a failure reads
+``test_replication_is_safe_under_faults_and_converges_after_healing[seed 17]``, ends with
+the last steps of the run, and replays alone with ``OTTLA_SIM_SEED=17 .venv/bin/python -m
+pytest tests/simulation/test_partition_replication.py``. ``OTTLA_SIM_SEEDS`` sets how many
+seeds run (500 by default), ``OTTLA_SIM_CHAOS_MS`` how long each is under faults (20 s of
+simulated time by default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from ottla.broker.partition_state import LeaderAndIsr, PartitionState
+from tests.simulation import partition_cluster
+from tests.simulation.partition_cluster import PartitionCluster, Stats
+
+SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "500"))
+ONLY = os.environ.get("OTTLA_SIM_SEED")
+CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", "20000"))
+"""Simulated time under faults (``OTTLA_SIM_CHAOS_MS``); the healed cluster then has
+``HEAL_BOUND_MS``."""
+HEAL_BOUND_MS = 8_000
+COVERAGE_SEEDS = 20
+"""How many seeds the coverage test runs to show the faults reach what they should."""
+
+CASES = [int(ONLY)] if ONLY is not None else list(range(1, SEEDS + 1))
+
+
+def replay(seed: int) -> str:
+    chaos = f"OTTLA_SIM_CHAOS_MS={CHAOS_MS} " if "OTTLA_SIM_CHAOS_MS" in os.environ else ""
+    return (f"replay: {chaos}OTTLA_SIM_SEED={seed} .venv/bin/python -m pytest "
+            "tests/simulation/test_partition_replication.py")
+
+
+def run(seed: int) -> PartitionCluster:
+    """Faults for ``CHAOS_MS``, then heal (no faults, every broker started) and wait, up
+    to ``HEAL_BOUND_MS``, for one leader with a full ISR, every replica's log equal to
+    the leader's below its high watermark, and new writes acknowledged."""
+    sim = PartitionCluster(seed)
+    try:
+        sim.run_until(CHAOS_MS, chaos=True)
+        sim.heal()
+        acked_before = sim.stats.acked
+        deadline = sim.now + HEAL_BOUND_MS
+        while sim.now < deadline and (sim.convergence_problem() is not None
+                                      or sim.stats.acked <= acked_before):
+            sim.run_until(sim.now + 100)
+        problem = sim.convergence_problem()
+        assert problem is None, f"not converged {HEAL_BOUND_MS} ms after healing: {problem}"
+        assert sim.stats.acked > acked_before, "no write acknowledged after healing"
+        sim.check_final()
+    except AssertionError as e:
+        raise AssertionError(f"seed {seed} at {sim.now} ms: {e}; {replay(seed)}\n"
+                             f"The last steps:\n{sim.history()}") from e
+    return sim
+
+
+@pytest.mark.parametrize("seed", CASES, ids=[f"seed {s}" for s in CASES])
+def test_replication_is_safe_under_faults_and_converges_after_healing(seed: int) -> None:
+    run(seed)
+
+
+def test_the_faults_reach_elections_truncations_and_isr_changes() -> None:
+    """A handful of seeds is enough for every fault the checker relies on to happen."""
+    total = Stats()
+    for seed in range(1, COVERAGE_SEEDS + 1):
+        stats = run(seed).stats
+        for name, value in vars(stats).items():
+            setattr(total, name, getattr(total, name) + value)
+    counts = vars(total)
+    for name in ("acked", "leader_changes", "leaderless", "truncations", "diverging",
+                 "isr_shrinks", "isr_expands", "fenced", "crashes", "restarts_with_checkpoint",
+                 "alter_refused", "consumer_reads", "produce_refused"):
+        assert counts[name] > 0, f"no run had {name}: {counts}"
+
+
+# --- the checker has teeth: a broken rule fails some of the first seeds ------------------
+
+
+def first_failure(seeds: int) -> str | None:
+    for seed in range(1, seeds + 1):
+        try:
+            run(seed)
+        except AssertionError as e:
+            return str(e)
+    return None
+
+
+def test_a_high_watermark_that_ignores_the_isr_is_caught(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """A leader's high watermark at its log end, whatever its followers have."""
+
+    def at_the_log_end(self: PartitionState) -> bool:
+        if self.log_end_offset > self.high_watermark:
+            self.high_watermark = self.log_end_offset
+            return True
+        return False
+
+    monkeypatch.setattr(PartitionState, "_maybe_increment_high_watermark", at_the_log_end)
+    assert first_failure(50) is not None, "none of the first 50 seeds caught it"
+
+
+def test_a_leader_going_back_to_an_older_partition_epoch_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metadata older than the partition epoch an AlterPartition answer gave taken as it
+    comes (the ISR the controller has since grown goes back to the smaller one)."""
+    update = PartitionState.update
+
+    def takes_older(self: PartitionState, assignment: LeaderAndIsr, now_ms: int) -> bool:
+        if assignment.partition_epoch < self.assignment.partition_epoch:
+            self.assignment = dataclasses.replace(
+                self.assignment, partition_epoch=assignment.partition_epoch - 1)
+        return update(self, assignment, now_ms)
+
+    monkeypatch.setattr(PartitionState, "update", takes_older)
+    assert first_failure(150) is not None, "none of the first 150 seeds caught it"
+
+
+def test_clearing_an_isr_change_whose_outcome_is_unknown_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The AlterPartitionManager answering every failure as "not made": the leader stops
+    counting a member the controller may have added."""
+    monkeypatch.setattr(partition_cluster, "KEEP_PENDING_ON_UNKNOWN_OUTCOME", False)
+    assert first_failure(200) is not None, "none of the first 200 seeds caught it"
