@@ -95,6 +95,21 @@ def test_bad_frames_close_only_that_connection(node, payload: bytes) -> None:
         assert bystander.api_versions().error_code == 0
 
 
+def test_produce_is_advertised_from_v0_but_v0_to_v2_close_the_connection(node) -> None:
+    """KAFKA-18659: older librdkafka compresses only if Produce is listed from v0; the
+    versions Kafka 4 removed are still refused."""
+    with WireClient(node.bootstrap) as client:
+        keys = {k.api_key: (k.min_version, k.max_version)
+                for k in client.api_versions().api_keys}
+        assert keys[ApiKey.PRODUCE][0] == 0
+        frame = bytearray(encode_request(ApiKey.PRODUCE, 3, 5, "old", build(
+            request_schema(ApiKey.PRODUCE, 3),
+            {"transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": []})))
+        struct.pack_into(">h", frame, 6, 2)  # claim version 2
+        client.send_raw(bytes(frame))
+        assert connection_closed(client)
+
+
 def test_too_new_api_versions_gets_the_v0_error_response(node) -> None:
     with WireClient(node.bootstrap) as client:
         frame = bytearray(encode_request(ApiKey.API_VERSIONS, 3, 77, "new-client", build(

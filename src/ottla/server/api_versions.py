@@ -25,8 +25,17 @@ class HasImage(Protocol):
     def image(self) -> MetadataImage: ...
 
 
+ADVERTISED_MIN_VERSIONS = {ApiKey.PRODUCE: 0}
+"""Versions advertised below what is served (KAFKA-18659): librdkafka before the fix of
+its issue 4956 sends gzip, snappy and lz4 batches uncompressed unless a broker lists
+Produce from version 0. Clients pick the highest version both sides know, so nobody
+sends 0-2; a request that does is an unsupported version, and its connection closes,
+as Kafka 4 does."""
+
+
 def api_keys(table: ApiTable[Any]) -> list[dict[str, int]]:
-    return [{"api_key": key, "min_version": low, "max_version": high}
+    return [{"api_key": key, "min_version": ADVERTISED_MIN_VERSIONS.get(key, low),
+             "max_version": high}
             for key, low, high in table.versions()]
 
 
