@@ -55,9 +55,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=float, default=5000.0,
                         help="records/s for the latency measurement")
+    parser.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for all three brokers (repeatable)")
     args = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="ottla-replication-bench-")
-    cluster = KRaftCluster(workdir, controllers=1, brokers=3)
+    cluster = KRaftCluster(workdir, controllers=1, brokers=3, broker_props=dict(
+        item.split("=", 1) for item in args.broker_config))
     sinks: list[Any] = []
     try:
         sinks, sink, _ = start_sinks(args.size, os.path.join(workdir, "sink-store"))
@@ -85,7 +88,8 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     sink_mb = results["sink"]["mb_per_s"]
     print(f"{args.size} B records, acks=all, batch.size {PRODUCER['batch.size'] // MB} MiB, "
-          f"{args.seconds:g} s each; 1 controller + 3 brokers on {os.cpu_count()} cores")
+          f"{args.seconds:g} s each; 1 controller + 3 brokers on {os.cpu_count()} cores; "
+          f"broker settings: {', '.join(args.broker_config) or 'defaults'}")
     print("| topic | records/s | MB/s | ratio to the sink | ratio to RF 1 |")
     print("|---|---|---|---|---|")
     for name in ("sink", "rf1", "rf3"):
