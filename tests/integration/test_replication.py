@@ -15,6 +15,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -483,3 +484,71 @@ def test_a_consumer_reads_from_a_follower_in_its_rack(cluster: KRaftCluster) -> 
     consumer.close()
     assert got == [b"%d" % i for i in range(100)]
     assert follower in fetched_from and fetched_from[-1] == follower
+
+
+def describe_partition(cluster: KRaftCluster, topic: str) -> Any:
+    """DescribeTopicPartitions of partition 0 through a live broker (with its ELR)."""
+    for broker in cluster.broker_ids:
+        node = cluster.nodes[broker]
+        if node.proc is None:
+            continue
+        with WireClient(node.bootstrap, timeout=5) as client:
+            response = client.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+                "topics": [{"name": topic}], "response_partition_limit": 10,
+                "cursor": None})
+        (t,) = response.topics
+        if t.partitions:
+            return t.partitions[0]
+    return None
+
+
+def test_with_eligible_leader_replicas_a_replica_that_left_the_isr_leads_cleanly(
+        tmp_path) -> None:
+    """KIP-966 (eligible.leader.replicas.version=1): followers leaving an ISR already
+    below min.insync.replicas stay eligible, the high watermark stops there (an acks=1
+    write to the lone leader stays unread), and when everyone is gone the first eligible
+    replica back leads without an unclean election; the old leader cuts its unread tail."""
+    cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=3,
+                           controller_props={"broker.session.timeout.ms": "3000"},
+                           broker_props={"broker.heartbeat.interval.ms": "500",
+                                         "replica.fetch.backoff.ms": "200"}).start()
+    try:
+        upgraded = subprocess.run(
+            [sys.executable, "-m", "ottla", "features", "--bootstrap-server",
+             cluster.bootstrap, "upgrade", "--feature", "eligible.leader.replicas.version=1"],
+            capture_output=True, text=True, timeout=60)
+        assert upgraded.returncode == 0, upgraded.stderr
+        create(cluster, [NewTopic("eligible", 1, 3, config={"min.insync.replicas": "2"})])
+        wait_until(lambda: full_isr(cluster, "eligible"), 30, 0.2, "three in-sync replicas")
+        leader, replicas, _ = partitions(cluster, "eligible")[0]
+        first, second = [r for r in replicas if r != leader]
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(10):
+            producer.produce("eligible", value=b"%d" % i, partition=0)
+        assert producer.flush(30) == 0
+        cluster.nodes[second].kill9()
+        wait_until(lambda: len(partitions(cluster, "eligible")[0][2]) == 2, 30, 0.2, "ISR 2")
+        cluster.nodes[first].kill9()
+        described = wait_until(lambda: (lambda p: p if list(p.isr_nodes) == [leader] else None)(
+            describe_partition(cluster, "eligible")), 30, 0.2, "ISR down to the leader")
+        assert list(described.eligible_leader_replicas) == [first]
+        lone = Producer({"bootstrap.servers": cluster.nodes[leader].bootstrap, "acks": "1"})
+        lone.produce("eligible", value=b"unreplicated", partition=0)
+        assert lone.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": cluster.nodes[leader].bootstrap,
+                             "group.id": "elr-check"})
+        assert consumer.get_watermark_offsets(TopicPartition("eligible", 0), timeout=10)[1] \
+            == 10  # the high watermark stopped below min.insync.replicas
+        consumer.close()
+        cluster.nodes[leader].kill9()
+        cluster.nodes[first].start()
+        wait_until(lambda: partitions(cluster, "eligible")[0][0] == first, 30, 0.2,
+                   "the eligible replica leading")
+        assert describe_partition(cluster, "eligible").leader_id == first
+        cluster.nodes[leader].start()
+        cluster.nodes[second].start()
+        wait_until(lambda: full_isr(cluster, "eligible"), 60, 0.5, "everyone back in sync")
+        assert list(describe_partition(cluster, "eligible").eligible_leader_replicas) == []
+        assert consume_all(cluster, "eligible", 10)[0] == [b"%d" % i for i in range(10)]
+    finally:
+        cluster.stop()

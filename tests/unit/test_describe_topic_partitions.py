@@ -70,3 +70,14 @@ async def test_a_leader_without_an_endpoint_is_reported_unavailable(broker) -> N
     response = await ask(broker, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body("elsewhere"))
     (p,) = response.topics[0].partitions
     assert (p.error_code, p.leader_id) == (ErrorCode.leader_not_available, -1)
+
+
+async def test_eligible_leader_replicas_are_reported(broker) -> None:  # noqa: F811
+    from ottla.metadata import records as r
+
+    topic_id = create_topic(broker, "shrunk", replicas=(1, OTHER))
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id, isr=(1,),
+                                                eligible_leader_replicas=(OTHER,)))
+    response = await ask(broker, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, body("shrunk"))
+    (p,) = response.topics[0].partitions
+    assert (list(p.isr_nodes), list(p.eligible_leader_replicas)) == ([1], [OTHER])

@@ -633,3 +633,18 @@ def test_a_new_leaders_own_epoch_starts_at_its_log_end_before_any_append() -> No
     with pytest.raises(KafkaError) as unknown:
         diverging_epoch(history, 4, 20, 0, 15)
     assert unknown.value.code == ErrorCode.offset_out_of_range
+
+
+def test_with_elr_the_high_watermark_waits_for_min_isr_in_sync_replicas() -> None:
+    """KIP-966: below min.insync.replicas the high watermark stops, so the replicas that
+    left the ISR still have everything committed (and stay eligible to lead)."""
+    state = leader_state(isr=(LEADER, F1))
+    state.hw_min_isr = 2
+    state.on_local_append(5)
+    state.on_follower_fetch(F1, 5, now_ms=1)
+    assert state.high_watermark == 5
+    state.update(LeaderAndIsr(LEADER, 5, 2, [LEADER, F1, F2], [LEADER]), now_ms=2)
+    assert state.on_local_append(9) is False
+    assert state.high_watermark == 5
+    state.hw_min_isr = 0  # without ELR a lone leader commits alone
+    assert state.on_local_append(10) is True and state.high_watermark == 10

@@ -337,3 +337,73 @@ def test_bad_reassignments_get_kafka_errors() -> None:
     fixed_rf = c.replication.alter_partition_reassignments([("t", 0, [1, 2])],
                                                            allow_replication_factor_change=False)
     assert fixed_rf.response[("t", 0)][0] == ErrorCode.invalid_replication_factor
+
+
+def elr_cluster(enabled: bool) -> QuorumController:
+    """Brokers 1, 2, 3; t-0 on all three with min.insync.replicas=2; ELR on or off."""
+    c = QuorumController(1, rng=random.Random(1))
+    if enabled:
+        apply(c, [r.FeatureLevelRecord(name="eligible.leader.replicas.version",
+                                       feature_level=1)])
+    for b in (1, 2, 3):
+        apply(c, c.cluster.register_broker(
+            b, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + b, 0)], None, b).records)
+    apply(c, c.replication.create_topics([NewTopic(
+        "t", assignments={0: [1, 2, 3]}, configs={"min.insync.replicas": "2"})]).records)
+    return c
+
+
+def fence(c: QuorumController, *brokers: int) -> None:
+    for b in brokers:
+        apply(c, c.cluster.fence_stale_brokers(
+            10**6, 1000, exempt=frozenset({1, 2, 3} - {b})).records)
+
+
+def test_replicas_leaving_an_isr_below_min_isr_stay_eligible_and_one_leads_again() -> None:
+    """KIP-966: the ISR may empty; those that left it below min.insync.replicas are the
+    ELR, and the first of them back leads (no unclean election needed)."""
+    c = elr_cluster(True)
+    fence(c, 3)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.isr, part.elr) == ([1, 2], [])  # still at min.insync.replicas
+    fence(c, 2)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr) == (1, [1], [2])
+    fence(c, 1)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, sorted(part.elr)) == (-1, [], [1, 2])
+    epoch = c.image.brokers[2].epoch
+    apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr, part.leader_recovery_state) == (2, [2], [1], 0)
+
+
+def test_without_elr_the_last_isr_member_stays_and_nobody_else_may_lead() -> None:
+    c = elr_cluster(False)
+    fence(c, 3)
+    fence(c, 2)
+    fence(c, 1)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr) == (-1, [1], [])
+    epoch = c.image.brokers[2].epoch
+    apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
+    assert c.image.topics_by_name["t"].partitions[0].leader == -1
+
+
+def test_an_isr_back_at_min_isr_clears_the_elr() -> None:
+    from ottla.controller.replication_control import IsrChange
+
+    c = elr_cluster(True)
+    fence(c, 3)
+    fence(c, 2)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert part.elr == [2]
+    for b in (2, 3):
+        epoch = c.image.brokers[b].epoch
+        apply(c, c.cluster.broker_heartbeat(b, epoch, 10**9, False, False, 10**6).records)
+    grown = c.replication.alter_partition(1, c.image.brokers[1].epoch, [IsrChange(
+        c.image.topics_by_name["t"].topic_id, 0, part.leader_epoch, ((1, -1), (2, -1)), 0,
+        part.partition_epoch)])
+    apply(c, grown.records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.isr, part.elr, part.last_known_elr) == ([1, 2], [], [])

@@ -39,7 +39,8 @@ __all__ = ["NO_EPOCH", "READ_COMMITTED", "READ_UNCOMMITTED", "DivergingEpoch", "
 
 class Partition:
     def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log,
-                 local_broker_id: int, assignment: LeaderAndIsr, now_ms: int = 0) -> None:
+                 local_broker_id: int, assignment: LeaderAndIsr, now_ms: int = 0,
+                 hw_min_isr: int = 0) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -48,7 +49,8 @@ class Partition:
         # From no assignment, so that taking this one is a new leader epoch: in-sync
         # followers count as caught up from now, as on any change of leadership.
         self.replication = PartitionState(local_broker_id, LeaderAndIsr(-1, NO_EPOCH, -1, [], []),
-                                          log.log_end_offset, log.high_watermark)
+                                          log.log_end_offset, log.high_watermark,
+                                          hw_min_isr=hw_min_isr)
         self.update_state(assignment, now_ms)
 
     @property

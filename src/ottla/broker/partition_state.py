@@ -121,6 +121,10 @@ class PartitionState:
     pending_isr: list[int] | None = None
     """An ISR change sent to the controller (AlterPartition) and not yet answered."""
     leader_epoch_start_offset: int = 0
+    hw_min_isr: int = 0
+    """With Eligible Leader Replicas (KIP-966), ``min.insync.replicas``: the high
+    watermark does not advance while the ISR is smaller, so a replica that left it keeps
+    everything committed and stays eligible. 0 when ELR is off."""
     """The log end when this replica became leader in its epoch: a follower joins the ISR
     only once it has everything the previous leaders wrote."""
 
@@ -218,6 +222,8 @@ class PartitionState:
     def _maybe_increment_high_watermark(self) -> bool:
         """The leader's high watermark is the smallest log end offset in the ISR; it never
         moves back on a leader (a follower not yet heard from holds it where it is)."""
+        if self.hw_min_isr and len(self.assignment.isr) < self.hw_min_isr:
+            return False
         new = self.log_end_offset
         for replica_id in self.maximal_isr:
             if replica_id != self.local_id:

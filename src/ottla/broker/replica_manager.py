@@ -24,6 +24,7 @@ from ottla.broker.log_validator import (
 from ottla.broker.partition import Partition
 from ottla.broker.partition_state import LeaderAndIsr
 from ottla.broker.purgatory import DelayedOperationPurgatory
+from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
 from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -119,6 +120,7 @@ class ReplicaManager:
     def _host(self, image: MetadataImage, replicas: dict[TopicPartition, LocalReplica],
               now_ms: int, budget_s: float | None, update_configs: bool) -> bool:
         """Open or update the partitions of ``replicas`` (as leader or follower)."""
+        elr = image.features.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
         deadline = None if budget_s is None else time.perf_counter() + budget_s
         pending = False
         configs: dict[str, LogConfig] = {}
@@ -131,6 +133,7 @@ class ReplicaManager:
                 self._remove(tp, now_ms)  # deleted and created again under the same name
                 partition = None
             if partition is not None and not update_configs:
+                self._set_hw_min_isr(partition, elr)
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
                 self._follow_or_lead(partition)
                 continue
@@ -142,15 +145,22 @@ class ReplicaManager:
                     continue
                 log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
                 partition = self.partitions[tp] = Partition(
-                    tp[0], tp[1], replica.topic_id, log_, self.broker_id, state, now_ms)
+                    tp[0], tp[1], replica.topic_id, log_, self.broker_id, state, now_ms,
+                    config["min.insync.replicas"] if elr else 0)
                 self._moved(tp, False, True, now_ms)
                 self._follow_or_lead(partition)
                 pending = deadline is not None and time.perf_counter() >= deadline
             else:
                 partition.log.config = config
+                self._set_hw_min_isr(partition, elr)
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
                 self._follow_or_lead(partition)
         return pending and any(tp not in self.partitions for tp in replicas)
+
+    @staticmethod
+    def _set_hw_min_isr(partition: Partition, elr: bool) -> None:
+        partition.replication.hw_min_isr = \
+            partition.log.config["min.insync.replicas"] if elr else 0
 
     def _follow_or_lead(self, partition: Partition) -> None:
         """A follower fetches from the leader the image names; a leader, or a replica

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ottla.client.blocking import BlockingClient
 
 
 def parse_properties(items: list[str] | None, flag: str) -> dict[str, str]:
@@ -26,3 +29,17 @@ def client_config(bootstrap: str, extra: dict[str, Any] | None = None) -> dict[s
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
     conf.update(extra or {})
     return conf
+
+
+def connect(bootstrap: str, client_id: str) -> BlockingClient:
+    """A protocol client to the first broker of a comma-separated bootstrap list that
+    answers (Kafka's tools take a list)."""
+    from ottla.client.blocking import BlockingClient
+
+    last: OSError | None = None
+    for address in bootstrap.split(","):
+        try:
+            return BlockingClient(address.strip(), client_id=client_id)
+        except OSError as e:
+            last = e
+    raise ConnectionError(f"no broker of {bootstrap} answered: {last}")

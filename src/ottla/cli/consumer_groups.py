@@ -11,7 +11,7 @@ import argparse
 import datetime
 from typing import Any
 
-from ottla.cli.common import client_config, fail, parse_properties
+from ottla.cli.common import client_config, connect, fail, parse_properties
 from ottla.protocol.errors import ErrorCode
 
 RESET_SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by",
@@ -240,7 +240,7 @@ def _delete_offsets(args: argparse.Namespace, groups: list[str]) -> int:
 
     topics = AdminClient(_conf(args)).list_topics(timeout=30).topics
     partitions = _topic_partitions(args, {n: len(t.partitions) for n, t in topics.items()})
-    with BlockingClient(args.bootstrap_server, client_id="ottla-consumer-groups") as client:
+    with connect(args.bootstrap_server, "ottla-consumer-groups") as client:
         found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
         if found.error_code != ErrorCode.none:
             return fail(f"Could not find the coordinator of group '{group}': "

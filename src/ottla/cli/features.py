@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ottla.cli.common import fail
+from ottla.cli.common import connect, fail
 from ottla.metadata.bootstrap import METADATA_VERSIONS, metadata_version
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -41,10 +41,9 @@ def _level_name(feature: str, level: int) -> str:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    from ottla.client.blocking import BlockingClient
 
     address = args.bootstrap_server or args.bootstrap_controller
-    with BlockingClient(address, client_id="ottla-features") as client:
+    with connect(address, "ottla-features") as client:
         versions = client.api_versions()
     finalized = {f.name: f.max_version_level for f in versions.finalized_features}
     for f in versions.supported_features:
@@ -58,7 +57,6 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_update(args: argparse.Namespace) -> int:
-    from ottla.client.blocking import BlockingClient
     from ottla.protocol.api import ApiKey
 
     updates: dict[str, int] = {}
@@ -77,7 +75,7 @@ def run_update(args: argparse.Namespace) -> int:
     kind = UPGRADE if args.action == "upgrade" else \
         (UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else SAFE_DOWNGRADE)
     address = args.bootstrap_server or args.bootstrap_controller
-    with BlockingClient(address, client_id="ottla-features") as client:
+    with connect(address, "ottla-features") as client:
         response = client.request(ApiKey.UPDATE_FEATURES, 1, {
             "timeout": 60000, "validate_only": args.dry_run, "feature_updates": [
                 {"feature": n, "max_version_level": lvl, "upgrade_type": kind}

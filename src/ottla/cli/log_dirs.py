@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ottla.cli.common import fail
+from ottla.cli.common import connect, fail
 
 
 def add_parser(sub: Any) -> None:
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.describe and args.action != "describe":
         return fail("Exactly one of [--describe] must be given.")
-    with BlockingClient(args.bootstrap_server, client_id="ottla-log-dirs") as client:
+    with connect(args.bootstrap_server, "ottla-log-dirs") as client:
         cluster = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
             "include_cluster_authorized_operations": False})
         topics = None

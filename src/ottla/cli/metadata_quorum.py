@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from ottla.cli.common import fail
+from ottla.cli.common import connect, fail
 from ottla.common.topics import METADATA_TOPIC
 from ottla.common.uuids import kafka_uuid_text
 
@@ -40,12 +40,11 @@ def _directory_id(value: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ottla.client.blocking import BlockingClient
     from ottla.protocol.api import ApiKey
 
     address = args.bootstrap_server or args.bootstrap_controller
     try:
-        with BlockingClient(address, client_id="ottla-metadata-quorum") as client:
+        with connect(address, "ottla-metadata-quorum") as client:
             response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
                 "topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
             cluster = client.request(ApiKey.DESCRIBE_CLUSTER, 1, {

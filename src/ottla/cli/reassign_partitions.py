@@ -18,7 +18,7 @@ import argparse
 import json
 from typing import Any
 
-from ottla.cli.common import fail
+from ottla.cli.common import connect, fail
 from ottla.protocol.api import ApiKey
 
 Assignment = dict[tuple[str, int], list[int]]
@@ -39,18 +39,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="accepted; placement ignores racks here")
     p.set_defaults(run=run)
-
-
-def _client(bootstrap: str) -> Any:
-    from ottla.client.blocking import BlockingClient
-
-    last: Exception | None = None
-    for address in bootstrap.split(","):
-        try:
-            return BlockingClient(address.strip(), client_id="ottla-reassign-partitions")
-        except OSError as e:
-            last = e
-    raise ConnectionError(f"no broker of {bootstrap} answered: {last}")
 
 
 def _current(client: Any, topics: list[str] | None) -> Assignment:
@@ -89,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.throttle >= 0:
         return fail("--throttle is not supported yet: replication is not rate-limited")
     try:
-        with _client(args.bootstrap_server) as client:
+        with connect(args.bootstrap_server, "ottla-reassign-partitions") as client:
             if args.generate:
                 return _generate(client, args)
             if args.list:

@@ -41,6 +41,16 @@ class PartitionChangeBuilder:
         self.target_replicas: list[int] | None = None
         self.target_adding: list[int] = list(part.adding_replicas)
         self.target_removing: list[int] = list(part.removing_replicas)
+        self.elr_min_isr: int | None = None
+        """``min.insync.replicas`` when Eligible Leader Replicas are kept (KIP-966)."""
+
+    def with_elr(self, min_insync_replicas: int) -> PartitionChangeBuilder:
+        """Keep Eligible Leader Replicas (KIP-966): a replica that leaves an ISR smaller
+        than ``min_insync_replicas`` has every record the high watermark (which then
+        stops) covers, so it stays eligible; the ISR may become empty, and a leaderless
+        partition is led by a live eligible replica before any unclean choice."""
+        self.elr_min_isr = min_insync_replicas
+        return self
 
     def with_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
         self.target_isr = list(isr)
@@ -66,32 +76,58 @@ class PartitionChangeBuilder:
 
     def leader_and_isr(self) -> tuple[int, list[int]]:
         """The leader and ISR the change leads to."""
+        leader, isr, _, _ = self._decide()
+        return leader, isr
+
+    def _target_elr(self, isr: list[int], replicas: list[int]) -> tuple[list[int], list[int]]:
+        """Kafka's maybePopulateTargetElr: with the ISR at least min.insync.replicas, no
+        ELR; below it, every replica that was in the ISR or ELR and is not in the new
+        ISR (the last known ELR keeps the rest of what it knew)."""
+        part = self.part
+        if self.elr_min_isr is None or len(isr) >= self.elr_min_isr:
+            return [], []
+        candidates = set(part.elr) | set(part.isr)
+        elr = [b for b in replicas if b in candidates and b not in isr]
+        known = candidates | set(part.last_known_elr)
+        last_known = [b for b in replicas if b in known and b not in isr and b not in elr]
+        return elr, last_known
+
+    def _decide(self) -> tuple[int, list[int], list[int], list[int]]:
+        """Leader, ISR, ELR and last known ELR after the change."""
         part = self.part
         replicas = self._replicas()
         isr = list(part.isr) if self.target_isr is None else self.target_isr
         isr = [b for b in isr if b in replicas]
+        elr, last_known = self._target_elr(isr, replicas)
         in_sync = [b for b in replicas if b in isr and b in self.live]
         preferred = replicas[0] if replicas else NO_LEADER
         if self.election == Election.PREFERRED and preferred in in_sync:
-            return preferred, isr
+            return preferred, isr, elr, last_known
         if part.leader in isr and part.leader in self.live:
-            return part.leader, isr
+            return part.leader, isr, elr, last_known
         if in_sync:
-            return in_sync[0], isr
+            return in_sync[0], isr, elr, last_known
+        if not isr:
+            eligible = [b for b in replicas if b in elr and b in self.live]
+            if eligible:  # KIP-966: it has everything committed
+                chosen = eligible[0]
+                return chosen, [chosen], [b for b in elr if b != chosen], last_known
         if self.election == Election.UNCLEAN:
             chosen = next((b for b in replicas if b in self.live), None)
             if chosen is not None:
-                return chosen, [chosen]
-        return NO_LEADER, isr
+                return chosen, [chosen], [], []  # an unclean leader forgets the ELR
+        return NO_LEADER, isr, elr, last_known
 
     def _unclean(self, leader: int) -> bool:
-        """Whether ``leader`` was chosen from outside the ISR."""
+        """Whether ``leader`` was chosen from outside the ISR and the ELR."""
         isr = list(self.part.isr) if self.target_isr is None else self.target_isr
-        return leader != NO_LEADER and leader not in isr
+        return leader != NO_LEADER and leader not in isr and leader not in self.part.elr
 
     def build(self) -> r.PartitionChangeRecord | None:
         part = self.part
-        leader, isr = self.leader_and_isr()
+        leader, isr, elr, last_known = self._decide()
+        changes_elr = elr != list(part.elr)
+        changes_last_known = last_known != list(part.last_known_elr)
         recovery = self.recovery_state
         if self._unclean(leader):
             # KIP-704: an unclean leader recovers its log before it takes followers.
@@ -102,7 +138,7 @@ class PartitionChangeBuilder:
             self.target_adding != list(part.adding_replicas) or \
             self.target_removing != list(part.removing_replicas)
         if leader == part.leader and isr == list(part.isr) and not changes_recovery and \
-                not changes_replicas:
+                not changes_replicas and not changes_elr and not changes_last_known:
             return None
         return r.PartitionChangeRecord(
             partition_id=self.index, topic_id=self.topic_id,
@@ -111,4 +147,6 @@ class PartitionChangeBuilder:
             replicas=tuple(replicas) if changes_replicas else None,
             adding_replicas=tuple(self.target_adding) if changes_replicas else None,
             removing_replicas=tuple(self.target_removing) if changes_replicas else None,
-            leader_recovery_state=recovery if changes_recovery else -1)
+            leader_recovery_state=recovery if changes_recovery else -1,
+            eligible_leader_replicas=tuple(elr) if changes_elr else None,
+            last_known_elr=tuple(last_known) if changes_last_known else None)

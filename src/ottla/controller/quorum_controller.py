@@ -33,6 +33,7 @@ class QuorumController:
     def __init__(self, node_id: int, *, default_num_partitions: int = 1,
                  default_replication_factor: int = 1, delete_topic_enable: bool = True,
                  unclean_leader_election_enable: bool = False,
+                 default_min_insync_replicas: int = 1,
                  rng: random.Random | None = None,
                  registry: SnapshotRegistry | None = None) -> None:
         self.node_id = node_id
@@ -43,7 +44,8 @@ class QuorumController:
             self.image, rng or random.Random(), default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
             delete_topic_enable=delete_topic_enable,
-            unclean_leader_election_enable=unclean_leader_election_enable)
+            unclean_leader_election_enable=unclean_leader_election_enable,
+            default_min_insync_replicas=default_min_insync_replicas)
         self.cluster = ClusterControlManager(self.image, self.replication)
         self.configuration = ConfigurationControlManager(self.image)
         self.features = FeatureControlManager(self.image)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.common.config import ConfigError
+from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
 from ottla.common.topic_configs import validate_topic_configs
 from ottla.common.topics import NewTopic, topic_name_problem
 from ottla.controller.partition_change import Election, PartitionChangeBuilder
@@ -87,9 +88,11 @@ class ReplicationControlManager:
     def __init__(self, image: MetadataImage, rng: random.Random, *,
                  default_num_partitions: int = 1, default_replication_factor: int = 1,
                  delete_topic_enable: bool = True,
-                 unclean_leader_election_enable: bool = False) -> None:
+                 unclean_leader_election_enable: bool = False,
+                 default_min_insync_replicas: int = 1) -> None:
         self.image = image
         self.rng = rng
+        self.default_min_insync_replicas = default_min_insync_replicas
         self.unclean_leader_election_enable = unclean_leader_election_enable
         """The node's static ``unclean.leader.election.enable``; dynamic cluster and
         topic configs override it."""
@@ -328,6 +331,33 @@ class ReplicationControlManager:
     def _election(self, topic: str) -> Election:
         return Election.UNCLEAN if self.unclean_allowed(topic) else Election.ONLINE
 
+    @property
+    def elr_enabled(self) -> bool:
+        """KIP-966's Eligible Leader Replicas, on at ``eligible.leader.replicas.version``
+        1."""
+        return self.image.features.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
+
+    def min_insync_replicas(self, topic: str) -> int:
+        """``min.insync.replicas`` of ``topic``: its config, the cluster's dynamic
+        default, or this controller's."""
+        for configs in (self.image.topic_configs(topic), self.image.broker_configs(None)):
+            value = configs.get("min.insync.replicas")
+            if value is not None:
+                try:
+                    return int(value)
+                except ValueError:
+                    break
+        return self.default_min_insync_replicas
+
+    def _builder(self, topic: TopicImage, index: int, part: PartitionRegistration,
+                 live: Collection[int], election: Election = Election.ONLINE
+                 ) -> PartitionChangeBuilder:
+        """The change builder of a partition, keeping ELR when the feature is on."""
+        builder = PartitionChangeBuilder(topic.topic_id, index, part, live, election)
+        if self.elr_enabled:
+            builder.with_elr(self.min_insync_replicas(topic.name))
+        return builder
+
     def handle_brokers_fenced(self, broker_ids: set[int]) -> list[Any]:
         """``broker_ids`` leave the ISR of every partition they are in sync for, unless
         that would empty it (Kafka's ``handleBrokerFenced``), and the partitions they led
@@ -340,9 +370,10 @@ class ReplicationControlManager:
             for index, part in topic.partitions.items():
                 if part.leader not in broker_ids and broker_ids.isdisjoint(part.isr):
                     continue
-                isr = [b for b in part.isr if b not in broker_ids] or list(part.isr)
-                record = PartitionChangeBuilder(topic.topic_id, index, part, live,
-                                                self._election(topic.name)) \
+                isr = [b for b in part.isr if b not in broker_ids]
+                if not isr and not self.elr_enabled:
+                    isr = list(part.isr)  # the last member stays, to be elected again
+                record = self._builder(topic, index, part, live, self._election(topic.name)) \
                     .with_isr(isr).build()
                 if record is not None:
                     records.append(record)
@@ -358,9 +389,9 @@ class ReplicationControlManager:
                 if part.leader != NO_LEADER or broker_id not in part.replicas:
                     continue
                 election = self._election(topic.name)
-                if broker_id in part.isr or election is Election.UNCLEAN:
-                    record = PartitionChangeBuilder(topic.topic_id, index, part, live,
-                                                    election).build()
+                if broker_id in part.isr or broker_id in part.elr or \
+                        election is Election.UNCLEAN:
+                    record = self._builder(topic, index, part, live, election).build()
                     if record is not None:
                         records.append(record)
         return records
@@ -391,8 +422,7 @@ class ReplicationControlManager:
                                                     part.partition_epoch)
                 continue
             isr = [b for b, _ in change.new_isr]
-            builder = PartitionChangeBuilder(change.topic_id, change.partition, part,
-                                             self._live() | {broker_id}) \
+            builder = self._builder(topic, change.partition, part, self._live() | {broker_id}) \
                 .with_isr(isr).with_recovery_state(change.leader_recovery_state)
             self._maybe_complete_reassignment(builder, part, isr)
             leader, isr = builder.leader_and_isr()
@@ -437,7 +467,7 @@ class ReplicationControlManager:
                 continue
             topic, part = found
             try:
-                record = self._reassign(topic.topic_id, index, part, target, live,
+                record = self._reassign(topic, index, part, target, live,
                                         allow_replication_factor_change)
             except ControllerError as e:
                 results[(name, index)] = (e.code, e.message)
@@ -447,12 +477,12 @@ class ReplicationControlManager:
             results[(name, index)] = (ErrorCode.none, None)
         return ControllerResult(records, results)
 
-    def _reassign(self, topic_id: uuid.UUID, index: int, part: PartitionRegistration,
+    def _reassign(self, topic: TopicImage, index: int, part: PartitionRegistration,
                   target: Sequence[int] | None, live: set[int],
                   allow_replication_factor_change: bool) -> Any:
         in_progress = bool(part.adding_replicas or part.removing_replicas)
         original = [b for b in part.replicas if b not in part.adding_replicas]
-        builder = PartitionChangeBuilder(topic_id, index, part, live)
+        builder = self._builder(topic, index, part, live)
         if target is None:
             if not in_progress:
                 raise ControllerError(ErrorCode.no_reassignment_in_progress,
@@ -538,8 +568,7 @@ class ReplicationControlManager:
                 error = self._unclean_problem(part, live)
                 election = Election.UNCLEAN
             if error == ErrorCode.none:
-                record = PartitionChangeBuilder(topic.topic_id, index, part, live,
-                                                election).build()
+                record = self._builder(topic, index, part, live, election).build()
                 if record is not None:
                     records.append(record)
             if not (everything and error != ErrorCode.none):
@@ -561,8 +590,7 @@ class ReplicationControlManager:
                     break
                 if self._preferred_problem(part, live) != ErrorCode.none:
                     continue
-                record = PartitionChangeBuilder(topic.topic_id, index, part, live,
-                                                Election.PREFERRED).build()
+                record = self._builder(topic, index, part, live, Election.PREFERRED).build()
                 if record is not None:
                     records.append(record)
                     moved.append((topic.name, index))

@@ -49,6 +49,9 @@ class PartitionRegistration:
     removing_replicas: list[int] = field(default_factory=list)
     adding_replicas: list[int] = field(default_factory=list)
     leader_recovery_state: int = 0
+    elr: list[int] = field(default_factory=list)
+    """Eligible leader replicas (KIP-966)."""
+    last_known_elr: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -126,16 +129,21 @@ class MetadataImage:
         topic.partitions[rec.partition_id] = PartitionRegistration(
             list(rec.replicas), list(rec.isr), rec.leader, rec.leader_epoch,
             rec.partition_epoch, list(rec.removing_replicas), list(rec.adding_replicas),
-            rec.leader_recovery_state)
+            rec.leader_recovery_state, list(rec.eligible_leader_replicas or ()),
+            list(rec.last_known_elr or ()))
 
     def _replay_PartitionChangeRecord(self, rec: r.PartitionChangeRecord) -> None:
         partitions = self.topics_by_id[rec.topic_id].partitions
         part = partitions[rec.partition_id]
         changes: dict[str, Any] = {"partition_epoch": part.partition_epoch + 1}
-        for name in ("isr", "replicas", "removing_replicas", "adding_replicas"):
+        for name, field_name in (("isr", "isr"), ("replicas", "replicas"),
+                                 ("removing_replicas", "removing_replicas"),
+                                 ("adding_replicas", "adding_replicas"),
+                                 ("eligible_leader_replicas", "elr"),
+                                 ("last_known_elr", "last_known_elr")):
             value = getattr(rec, name)
             if value is not None:
-                changes[name] = list(value)
+                changes[field_name] = list(value)
         if rec.leader_recovery_state != -1:
             changes["leader_recovery_state"] = rec.leader_recovery_state
         if rec.leader != -2:
@@ -213,7 +221,9 @@ class MetadataImage:
                     isr=tuple(part.isr), removing_replicas=tuple(part.removing_replicas),
                     adding_replicas=tuple(part.adding_replicas), leader=part.leader,
                     leader_recovery_state=part.leader_recovery_state,
-                    leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch))
+                    leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch,
+                    eligible_leader_replicas=tuple(part.elr) or None,
+                    last_known_elr=tuple(part.last_known_elr) or None))
         for (resource_type, resource_name), entries in sorted(self.configs.items()):
             records.extend(r.ConfigRecord(resource_type=resource_type,
                                           resource_name=resource_name, name=name, value=value)

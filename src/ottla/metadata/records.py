@@ -96,6 +96,11 @@ class PartitionRecord(_Record):
     leader_recovery_state: int = field(metadata=_meta("int8", tag=0), default=0)
     leader_epoch: int = field(metadata=_meta("int32"), default=-1)
     partition_epoch: int = field(metadata=_meta("int32"), default=-1)
+    eligible_leader_replicas: tuple[int, ...] | None = field(
+        metadata=_meta("int32", tag=1), default=None)
+    """KIP-966: replicas that left the ISR while it was below min.insync.replicas."""
+    last_known_elr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=2),
+                                                   default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +124,10 @@ class PartitionChangeRecord(_Record):
                                                       default=None)
     adding_replicas: tuple[int, ...] | None = field(metadata=_meta("int32", tag=4), default=None)
     leader_recovery_state: int = field(metadata=_meta("int8", tag=5), default=-1)
+    eligible_leader_replicas: tuple[int, ...] | None = field(
+        metadata=_meta("int32", tag=6), default=None)
+    last_known_elr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=7),
+                                                   default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

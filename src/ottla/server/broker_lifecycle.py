@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES
+from ottla.common.features import SUPPORTED_FEATURES
 from ottla.common.tasks import cancel_and_wait
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -70,14 +70,14 @@ class BrokerLifecycle:
                                 else FENCED_HEARTBEAT_S)
 
     async def _register(self) -> None:
-        low, high = SUPPORTED_FEATURES[METADATA_VERSION]
         response = await self.channel.call(ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, {
             "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
             "incarnation_id": self.incarnation_id,
             "listeners": [{"name": n, "host": h, "port": p, "security_protocol": s}
                           for n, h, p, s in self.endpoints],
-            "features": [{"name": METADATA_VERSION, "min_supported_version": low,
-                          "max_supported_version": high}],
+            "features": [{"name": name, "min_supported_version": low,
+                          "max_supported_version": high}
+                         for name, (low, high) in SUPPORTED_FEATURES.items()],
             "rack": self.rack, "is_migrating_zk_broker": False,
             "log_dirs": self.directory_ids, "previous_broker_epoch": -1},
             timeout=self.session_timeout)

@@ -114,6 +114,7 @@ class Node:
                 default_replication_factor=cfg["default.replication.factor"],
                 delete_topic_enable=cfg["delete.topic.enable"],
                 unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
+                default_min_insync_replicas=cfg["min.insync.replicas"],
                 registry=SnapshotRegistry())
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(

@@ -223,8 +223,9 @@ def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: A
                            "partition_index": partitions[remaining]["partition_index"]}
             partitions = partitions[:remaining]
         for p in partitions:
-            p["eligible_leader_replicas"] = []
-            p["last_known_elr"] = []
+            registration = topic.partitions[p["partition_index"]]
+            p["eligible_leader_replicas"] = registration.elr
+            p["last_known_elr"] = registration.last_known_elr
         described["partitions"] = partitions
         topics.append(described)
         remaining -= len(partitions)
