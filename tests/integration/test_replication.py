@@ -506,8 +506,10 @@ def test_with_eligible_leader_replicas_a_replica_that_left_the_isr_leads_cleanly
         tmp_path) -> None:
     """KIP-966 (eligible.leader.replicas.version=1): followers leaving an ISR already
     below min.insync.replicas stay eligible, the high watermark stops there (an acks=1
-    write to the lone leader stays unread), and when everyone is gone the first eligible
-    replica back leads without an unclean election; the old leader cuts its unread tail."""
+    write to the lone leader stays unread), and when everyone is gone an eligible replica
+    that shut down cleanly leads without an unclean election, while one killed -9 comes
+    back ineligible (it may have lost what it acknowledged); the old leader cuts its
+    unread tail."""
     cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=3,
                            controller_props={"broker.session.timeout.ms": "3000"},
                            broker_props={"broker.heartbeat.interval.ms": "500",
@@ -528,7 +530,7 @@ def test_with_eligible_leader_replicas_a_replica_that_left_the_isr_leads_cleanly
         assert producer.flush(30) == 0
         cluster.nodes[second].kill9()
         wait_until(lambda: len(partitions(cluster, "eligible")[0][2]) == 2, 30, 0.2, "ISR 2")
-        cluster.nodes[first].kill9()
+        assert cluster.nodes[first].stop() == 0  # clean: its marker names its epoch
         described = wait_until(lambda: (lambda p: p if list(p.isr_nodes) == [leader] else None)(
             describe_partition(cluster, "eligible")), 30, 0.2, "ISR down to the leader")
         assert list(described.eligible_leader_replicas) == [first]
@@ -541,12 +543,21 @@ def test_with_eligible_leader_replicas_a_replica_that_left_the_isr_leads_cleanly
             == 10  # the high watermark stopped below min.insync.replicas
         consumer.close()
         cluster.nodes[leader].kill9()
+        cluster.nodes[second].start()  # out of the ISR before min.insync.replicas broke
+        gone = wait_until(lambda: (lambda p: p if list(p.isr_nodes) == [] else None)(
+            describe_partition(cluster, "eligible")), 30, 0.2, "the ISR empty")
+        assert sorted(gone.eligible_leader_replicas) == sorted([first, leader])
+        cluster.nodes[leader].start()  # crashed: no clean-shutdown marker
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        wait_until(lambda: leader in admin.list_topics(timeout=10).brokers, 30, 0.2,
+                   "the crashed leader registered and unfenced")
+        back = describe_partition(cluster, "eligible")
+        assert (back.leader_id, list(back.eligible_leader_replicas)) == (-1, [first])
+        assert leader in back.last_known_elr
         cluster.nodes[first].start()
         wait_until(lambda: partitions(cluster, "eligible")[0][0] == first, 30, 0.2,
                    "the eligible replica leading")
         assert describe_partition(cluster, "eligible").leader_id == first
-        cluster.nodes[leader].start()
-        cluster.nodes[second].start()
         wait_until(lambda: full_isr(cluster, "eligible"), 60, 0.5, "everyone back in sync")
         assert list(describe_partition(cluster, "eligible").eligible_leader_replicas) == []
         assert consume_all(cluster, "eligible", 10)[0] == [b"%d" % i for i in range(10)]

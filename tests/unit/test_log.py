@@ -269,6 +269,27 @@ def test_log_manager_marks_clean_shutdown_and_checkpoints(tmp_path) -> None:
     assert set(again.discover()) == {("t", 0)}
 
 
+def test_the_clean_shutdown_marker_carries_the_broker_epoch_to_the_next_start(
+        tmp_path) -> None:
+    """As Kafka's CleanShutdownFileHandler: the epoch written at shutdown is read at the
+    next start if every log dir agrees; a crash (marker removed at start) reads -1."""
+    dirs = [str(tmp_path / "a"), str(tmp_path / "b")]
+    manager = LogManager(dirs, now_ms=0)
+    assert manager.previous_broker_epoch == -1
+    manager.started()
+    manager.shutdown(broker_epoch=42)
+    with open(os.path.join(dirs[0], ".kafka_cleanshutdown")) as f:
+        assert f.read() == '{"version":0,"brokerEpoch":42}'
+    again = LogManager(dirs, now_ms=0)
+    assert again.previous_broker_epoch == 42
+    again.started()  # a kill -9 from here leaves no marker
+    assert LogManager(dirs, now_ms=0).previous_broker_epoch == -1
+    LogManager(dirs, now_ms=0).shutdown(broker_epoch=7)
+    with open(os.path.join(dirs[1], ".kafka_cleanshutdown"), "w") as f:
+        f.write('{"version":0,"brokerEpoch":8}')
+    assert LogManager(dirs, now_ms=0).previous_broker_epoch == -1  # dirs disagree
+
+
 def test_a_log_found_on_disk_resumes_its_checkpoints_and_a_new_namesake_starts_at_zero(
         tmp_path) -> None:
     """Checkpointed offsets belong to the logs that were on disk: a partition created

@@ -407,3 +407,47 @@ def test_an_isr_back_at_min_isr_clears_the_elr() -> None:
     apply(c, grown.records)
     part = c.image.topics_by_name["t"].partitions[0]
     assert (part.isr, part.elr, part.last_known_elr) == ([1, 2], [], [])
+
+
+def restart(c: QuorumController, broker: int, previous_broker_epoch: int) -> None:
+    """A new incarnation of ``broker`` registers, naming the epoch of its clean-shutdown
+    marker (-1 when it crashed)."""
+    apply(c, c.cluster.register_broker(
+        broker, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + broker, 0)], None,
+        c.image.brokers[broker].epoch + 100, unfence=False,
+        previous_broker_epoch=previous_broker_epoch).records)
+
+
+def test_a_replica_back_from_an_unclean_shutdown_leaves_the_elr() -> None:
+    """KIP-966: a broker killed -9 may have lost records it acknowledged, so its new
+    incarnation is no longer eligible (it moves to the last known ELR) and cannot be
+    elected cleanly; one that shut down cleanly stays eligible."""
+    c = elr_cluster(True)
+    fence(c, 3)
+    fence(c, 2)
+    fence(c, 1)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert sorted(part.elr) == [1, 2]
+    restart(c, 2, previous_broker_epoch=-1)  # crashed: no marker
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr) == (-1, [], [1])
+    assert 2 in part.last_known_elr
+    epoch = c.image.brokers[2].epoch
+    apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
+    assert c.image.topics_by_name["t"].partitions[0].leader == -1  # not eligible
+    restart(c, 1, previous_broker_epoch=c.image.brokers[1].epoch)  # clean shutdown
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert part.elr == [1]
+    epoch = c.image.brokers[1].epoch
+    apply(c, c.cluster.broker_heartbeat(1, epoch, 10**9, False, False, 10**6 + 2).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr) == (1, [1])
+
+
+def test_without_elr_an_unclean_restart_changes_no_partition() -> None:
+    c = elr_cluster(False)
+    fence(c, 3)
+    before = c.image.topics_by_name["t"].partitions[0]
+    restart(c, 3, previous_broker_epoch=-1)
+    after = c.image.topics_by_name["t"].partitions[0]
+    assert (after.isr, after.partition_epoch) == (before.isr, before.partition_epoch)

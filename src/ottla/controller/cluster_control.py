@@ -33,21 +33,31 @@ class ClusterControlManager:
 
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
                         endpoints: Sequence[tuple[str, str, int, int]], rack: str | None,
-                        broker_epoch: int, *, now_ms: int = 0, unfence: bool = True
-                        ) -> ControllerResult:
+                        broker_epoch: int, *, now_ms: int = 0, unfence: bool = True,
+                        previous_broker_epoch: int = -1) -> ControllerResult:
         """Register (or re-register after a restart) a broker.
 
         ``broker_epoch`` is the offset the registration record will get, as in KRaft. A
         remote broker registers fenced and is unfenced by its heartbeats once caught up
         (``unfence=False``), and a new incarnation of it first gives up its leaderships;
         the broker in the controller's own process is unfenced at once.
+
+        ``previous_broker_epoch`` is the epoch the broker wrote in its clean-shutdown
+        marker (-1 without one). A new incarnation whose previous epoch is not the one
+        registered here stopped uncleanly (kill -9, power loss): with ELR on, it leaves
+        every ISR and ELR before it registers (KIP-966).
         """
         records: list[Any] = []
         existing = self.image.brokers.get(broker_id)
-        if existing is not None and existing.incarnation_id != incarnation_id \
-                and not existing.fenced and not unfence:
+        restarted = existing is None or existing.incarnation_id != incarnation_id
+        unclean = restarted and (existing is None or previous_broker_epoch != existing.epoch)
+        fence = restarted and existing is not None and not existing.fenced and not unfence
+        if fence:
             # A remote broker restarted: it leads nothing until it has caught up.
-            records += self._fence({broker_id: existing.epoch})
+            records.append(r.FenceBrokerRecord(id=broker_id, epoch=existing.epoch))
+        if fence or unclean:
+            records += self.replication.handle_brokers_fenced(
+                {broker_id} if fence else set(), unclean_shutdown={broker_id} if unclean else ())
         records.append(r.RegisterBrokerRecord(
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
             end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)

@@ -43,6 +43,8 @@ class PartitionChangeBuilder:
         self.target_removing: list[int] = list(part.removing_replicas)
         self.elr_min_isr: int | None = None
         """``min.insync.replicas`` when Eligible Leader Replicas are kept (KIP-966)."""
+        self.unclean_shutdown: Collection[int] = ()
+        """Replicas whose broker came back from an unclean shutdown: never eligible."""
 
     def with_elr(self, min_insync_replicas: int) -> PartitionChangeBuilder:
         """Keep Eligible Leader Replicas (KIP-966): a replica that leaves an ISR smaller
@@ -50,6 +52,13 @@ class PartitionChangeBuilder:
         stops) covers, so it stays eligible; the ISR may become empty, and a leaderless
         partition is led by a live eligible replica before any unclean choice."""
         self.elr_min_isr = min_insync_replicas
+        return self
+
+    def with_unclean_shutdown(self, brokers: Collection[int]) -> PartitionChangeBuilder:
+        """Brokers that restarted without a clean shutdown (KIP-966): their logs may
+        have lost records they acknowledged, so they leave the ISR and the ELR (the last
+        known ELR still remembers them)."""
+        self.unclean_shutdown = brokers
         return self
 
     def with_isr(self, isr: Sequence[int]) -> PartitionChangeBuilder:
@@ -87,7 +96,8 @@ class PartitionChangeBuilder:
         if self.elr_min_isr is None or len(isr) >= self.elr_min_isr:
             return [], []
         candidates = set(part.elr) | set(part.isr)
-        elr = [b for b in replicas if b in candidates and b not in isr]
+        elr = [b for b in replicas if b in candidates and b not in isr
+               and b not in self.unclean_shutdown]
         known = candidates | set(part.last_known_elr)
         last_known = [b for b in replicas if b in known and b not in isr and b not in elr]
         return elr, last_known

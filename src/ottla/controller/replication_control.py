@@ -358,23 +358,32 @@ class ReplicationControlManager:
             builder.with_elr(self.min_insync_replicas(topic.name))
         return builder
 
-    def handle_brokers_fenced(self, broker_ids: set[int]) -> list[Any]:
+    def handle_brokers_fenced(self, broker_ids: set[int],
+                              unclean_shutdown: Collection[int] = ()) -> list[Any]:
         """``broker_ids`` leave the ISR of every partition they are in sync for, unless
         that would empty it (Kafka's ``handleBrokerFenced``), and the partitions they led
         go to another live in-sync replica (or none): a dead follower must not hold back
         the high watermark of ``acks=all`` writes, and an idle partition's leader never
-        notices one (a follower at the log end counts as caught up)."""
-        live = self._live() - broker_ids
+        notices one (a follower at the log end counts as caught up).
+
+        With Eligible Leader Replicas on, brokers in ``unclean_shutdown`` (a new
+        incarnation whose last shutdown was not clean, Kafka's
+        ``handleBrokerUncleanShutdown``) also leave every ELR: their logs may have lost
+        what they acknowledged, so electing them would lose committed records."""
+        unclean = set(unclean_shutdown) if self.elr_enabled else set()
+        gone = broker_ids | unclean
+        live = self._live() - gone
         records: list[Any] = []
         for topic in self.image.topics_by_id.values():
             for index, part in topic.partitions.items():
-                if part.leader not in broker_ids and broker_ids.isdisjoint(part.isr):
+                if part.leader not in gone and gone.isdisjoint(part.isr) and \
+                        unclean.isdisjoint(part.elr):
                     continue
-                isr = [b for b in part.isr if b not in broker_ids]
+                isr = [b for b in part.isr if b not in gone]
                 if not isr and not self.elr_enabled:
                     isr = list(part.isr)  # the last member stays, to be elected again
                 record = self._builder(topic, index, part, live, self._election(topic.name)) \
-                    .with_isr(isr).build()
+                    .with_isr(isr).with_unclean_shutdown(unclean).build()
                 if record is not None:
                     records.append(record)
         return records

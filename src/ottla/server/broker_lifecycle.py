@@ -35,7 +35,7 @@ class BrokerLifecycle:
     def __init__(self, *, broker: Any, channel: Any, applied_offset: Callable[[], int],
                  endpoints: list[tuple[str, str, int, int]], rack: str | None,
                  heartbeat_interval_ms: int, session_timeout_ms: int,
-                 directory_ids: list[uuid.UUID]) -> None:
+                 directory_ids: list[uuid.UUID], previous_broker_epoch: int = -1) -> None:
         self.broker = broker
         self.channel = channel
         self.applied_offset = applied_offset
@@ -44,6 +44,9 @@ class BrokerLifecycle:
         self.heartbeat_interval = heartbeat_interval_ms / 1000
         self.session_timeout = session_timeout_ms / 1000
         self.directory_ids = directory_ids
+        self.previous_broker_epoch = previous_broker_epoch
+        """The epoch of the last clean shutdown (-1 after a crash): the controller keeps
+        a broker that crashed out of every ELR (KIP-966)."""
         self.incarnation_id = uuid.uuid4()
         self.epoch = -1
         self.fenced = True
@@ -79,7 +82,7 @@ class BrokerLifecycle:
                           "max_supported_version": high}
                          for name, (low, high) in SUPPORTED_FEATURES.items()],
             "rack": self.rack, "is_migrating_zk_broker": False,
-            "log_dirs": self.directory_ids, "previous_broker_epoch": -1},
+            "log_dirs": self.directory_ids, "previous_broker_epoch": self.previous_broker_epoch},
             timeout=self.session_timeout)
         if response.error_code != ErrorCode.none:
             raise RuntimeError(f"registration refused: {ErrorCode(response.error_code)!r}")

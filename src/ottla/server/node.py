@@ -220,7 +220,8 @@ class Node:
             broker=self.broker, channel=self.channel,
             applied_offset=lambda: self.publisher.applied_offset, endpoints=endpoints,
             rack=cfg["broker.rack"], heartbeat_interval_ms=cfg["broker.heartbeat.interval.ms"],
-            session_timeout_ms=cfg["broker.session.timeout.ms"], directory_ids=directory_ids)
+            session_timeout_ms=cfg["broker.session.timeout.ms"], directory_ids=directory_ids,
+            previous_broker_epoch=self.log_manager.previous_broker_epoch)
         self.lifecycle.start()
         unfenced = asyncio.ensure_future(self.lifecycle.unfenced.wait())
         stopped = asyncio.ensure_future(self._stopped.wait())
@@ -391,7 +392,8 @@ class Node:
         if self._validation is not None:
             self._validation.shutdown(wait=True, cancel_futures=True)
         if self.log_manager is not None:
-            self.log_manager.shutdown()
+            self.log_manager.shutdown(
+                broker_epoch=self.broker.broker_epoch if hasattr(self, "broker") else -1)
         if self.channel is not None:
             await self.channel.close()
         if self.raft is not None:

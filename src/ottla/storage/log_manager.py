@@ -9,6 +9,7 @@ checkpoints and then the marker.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -67,12 +68,28 @@ class LogManager:
             os.makedirs(d, exist_ok=True)
         self.clean_shutdown = {d: os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
                                for d in self.log_dirs}
+        self.previous_broker_epoch = self._read_shutdown_epoch()
+        """The broker epoch of the last clean shutdown, the same in every log dir, or
+        -1 (Kafka's readBrokerEpochFromCleanShutdownFiles)."""
         for d, clean in self.clean_shutdown.items():
             if not clean and any(parse_log_dir_name(n) and n not in skip_dirs
                                  for n in os.listdir(d)):
                 log.info("No clean shutdown marker in %s: logs are checked above their "
                          "recovery points", d)
         self._now_ms = now_ms
+
+    def _read_shutdown_epoch(self) -> int:
+        epoch = None
+        for d in self.log_dirs:
+            try:
+                with open(os.path.join(d, CLEAN_SHUTDOWN_FILE), "rb") as f:
+                    found = json.loads(f.read() or b"{}").get("brokerEpoch", -1)
+            except (OSError, ValueError, AttributeError):
+                return -1
+            if not isinstance(found, int) or (epoch is not None and found != epoch):
+                return -1
+            epoch = found
+        return -1 if epoch is None else epoch
 
     def discover(self) -> dict[TopicPartition, str]:
         """The partition directories on disk, per log dir (removing leftovers of deletes)."""
@@ -313,7 +330,10 @@ class LogManager:
             if d not in self.offline_dirs:
                 self.mark_offline(d)
 
-    def shutdown(self) -> None:
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush and close every log; the clean-shutdown marker written last holds
+        ``broker_epoch`` as Kafka's does (``{"version":0,"brokerEpoch":N}``), telling
+        the controller next time that nothing acknowledged was lost."""
         self.in_background = lambda job: job()  # the worker threads may be gone
         self.delete_doomed(0, force=True)
         for log_ in self.logs.values():
@@ -325,10 +345,12 @@ class LogManager:
                 log_.close()
             except OSError:
                 pass
+        marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                            separators=(",", ":")).encode()
         for d in self.log_dirs:
             # An offline dir gets no clean-shutdown marker: its logs are checked next time.
             self._online(d, lambda d=d: write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE),
-                                                         b""))
+                                                         marker))
         self.logs.clear()
         self._partitions_per_dir = dict.fromkeys(self.log_dirs, 0)
 

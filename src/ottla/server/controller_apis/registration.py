@@ -30,7 +30,8 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
     try:
         epoch = await channel.submit(lambda c: c.cluster.register_broker(
             req.broker_id, req.incarnation_id, endpoints, req.rack, channel.next_offset(),
-            now_ms=ctx.now_ms(), unfence=False))
+            now_ms=ctx.now_ms(), unfence=False,
+            previous_broker_epoch=req.previous_broker_epoch))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "broker_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
