@@ -76,6 +76,11 @@ def _payload(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", "replace")
 
 
+def _optional_long(value: int | None) -> str:
+    """As Java prints an ``OptionalLong`` (Kafka's dump shows the delete horizon so)."""
+    return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
+
+
 def dump_segment(path: str, args: argparse.Namespace) -> None:
     with open(path, "rb") as f:
         data = f.read(args.max_bytes)
@@ -112,7 +117,8 @@ def dump_segment(path: str, args: argparse.Namespace) -> None:
               f"producerEpoch: {header.producer_epoch} "
               f"partitionLeaderEpoch: {header.partition_leader_epoch} "
               f"isTransactional: {str(header.is_transactional).lower()} "
-              f"isControl: {str(header.is_control).lower()} position: {pos} "
+              f"isControl: {str(header.is_control).lower()} "
+              f"deleteHorizonMs: {_optional_long(header.delete_horizon_ms)} position: {pos} "
               f"{ts_type}: {header.max_timestamp} size: {header.size} magic: {header.magic} "
               f"compresscodec: {CompressionType(header.compression).name.lower()} "
               f"crc: {header.crc} isvalid: {str(valid).lower()}")

@@ -106,6 +106,13 @@ class BatchHeader(NamedTuple):
         return bool(self.attributes & CONTROL_FLAG)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones and transaction markers
+        (KIP-534): with the flag set the base timestamp holds it, and record timestamps
+        stay base timestamp + delta."""
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+    @property
     def last_sequence(self) -> int:
         if self.base_sequence == NO_SEQUENCE:
             return NO_SEQUENCE
@@ -312,12 +319,17 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]]
                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                 transactional: bool = False, control: bool = False,
                 timestamp_type: int = CREATE_TIME, offset_deltas: Sequence[int] | None = None,
-                compression_level: int | None = None) -> bytes:
-    """Encode records (key, value[, headers]) as one v2 batch."""
+                compression_level: int | None = None,
+                delete_horizon_ms: int | None = None) -> bytes:
+    """Encode records (key, value[, headers]) as one v2 batch.
+
+    With ``delete_horizon_ms`` the batch carries the delete-horizon flag and the base
+    timestamp is the horizon, record deltas counted from it, as Kafka's cleaner writes it.
+    """
     if not records:
         raise ValueError("a batch needs at least one record")
     timestamps = [timestamp] * len(records) if isinstance(timestamp, int) else list(timestamp)
-    base_ts = timestamps[0]
+    base_ts = timestamps[0] if delete_horizon_ms is None else delete_horizon_ms
     deltas = list(range(len(records))) if offset_deltas is None else list(offset_deltas)
     body = bytearray()
     for i, rec in enumerate(records):
@@ -332,6 +344,8 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]]
         attributes |= TRANSACTIONAL_FLAG
     if control:
         attributes |= CONTROL_FLAG
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_FLAG
     batch = bytearray(HEADER.pack(base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body),
                                   partition_leader_epoch, 2, 0, attributes, deltas[-1], base_ts,
                                   max(timestamps), producer_id, producer_epoch, base_sequence,

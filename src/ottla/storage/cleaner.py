@@ -4,8 +4,16 @@ LogCleaner).
 A pass builds a map key -> latest offset over the dirty part of a log (from the cleaner
 checkpoint to the first segment it may not touch: the active segment, or one younger
 than ``min.compaction.lag.ms``) and rewrites every segment below that point keeping only
-each key's latest record. Offsets are preserved (the log gets gaps); tombstones are kept
-until ``delete.retention.ms`` after their timestamp; control batches are kept whole.
+each key's latest record. Offsets are preserved (the log gets gaps).
+
+Tombstones and transaction markers go as Kafka (KIP-534) lets them go: the first pass
+that keeps a tombstone, or a marker whose transaction has no data batch left, rewrites
+its batch with the delete-horizon flag (attribute bit 6) and the base timestamp set to
+now + ``delete.retention.ms`` (record deltas shifted so each record's timestamp is
+unchanged); a pass at or after that horizon removes them. A horizon already in a batch,
+written by Kafka or by an earlier pass, is honoured as it stands. As in Kafka, nothing
+schedules a pass for a horizon: the tombstones go with the first pass after it that the
+dirty ratio or ``max.compaction.lag.ms`` brings.
 
 Each rewritten segment is swapped in so that a crash after any file operation leaves a
 readable log with no acknowledged live record lost:
@@ -28,7 +36,12 @@ from typing import Any
 
 from ottla.common.files import fsync_path
 from ottla.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    BatchHeader,
+    Record,
     build_batch,
+    control_record_type,
     decode_records,
     scan_batches,
 )
@@ -39,6 +52,7 @@ from ottla.storage.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 log = logging.getLogger(__name__)
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -51,6 +65,8 @@ class CleanStats:
     bytes_written: int = 0
     records_kept: int = 0
     records_dropped: int = 0
+    horizons_set: int = 0
+    """Batches given a delete horizon in this pass."""
     first_dirty: int = 0
     end: int = 0
 
@@ -163,10 +179,11 @@ class LogCleaner:
         segments = [s for s in lg.segments if s.base_offset < end]
         contents = {s.base_offset: _read_file(s.path, s.size) for s in segments}
         latest = self._offset_map(segments, contents, first_dirty, end, plan.stats)
-        horizon = now_ms - lg.config["delete.retention.ms"]
+        horizon = min(now_ms + lg.config["delete.retention.ms"], _INT64_MAX)
+        txns = _TransactionTracker()
         for segment in segments:
             data = contents[segment.base_offset]
-            rewritten = self._rewrite(data, latest, horizon, plan.stats)
+            rewritten = self._rewrite(lg, data, latest, now_ms, horizon, txns, plan.stats)
             if rewritten is None:
                 plan.stats.bytes_written += len(data)
                 continue
@@ -195,8 +212,9 @@ class LogCleaner:
             self._write_checkpoint(lg)
             stats = plan.stats
             log.info("Cleaned %s up to offset %d: %d segments rewritten, %d records kept, "
-                     "%d dropped", lg.name, stats.end, stats.segments_rewritten,
-                     stats.records_kept, stats.records_dropped)
+                     "%d dropped, %d batches given a delete horizon", lg.name, stats.end,
+                     stats.segments_rewritten, stats.records_kept, stats.records_dropped,
+                     stats.horizons_set)
         return plan.stats
 
     def _offset_map(self, segments: list[LogSegment], contents: dict[int, bytes],
@@ -215,27 +233,47 @@ class LogCleaner:
                         latest[record.key] = record.offset
         return latest
 
-    def _rewrite(self, data: bytes, latest: dict[bytes, int], horizon: int,
+    def _rewrite(self, lg: Log, data: bytes, latest: dict[bytes, int], now_ms: int,
+                 new_horizon: int, txns: _TransactionTracker,
                  stats: CleanStats) -> bytes | None:
-        """The segment's batches with superseded records (and expired tombstones) removed;
-        None if nothing would change."""
+        """The segment's batches with superseded records, and tombstones and markers past
+        their batch's delete horizon, removed, and a horizon (``new_horizon``) set on each
+        batch that keeps a tombstone or an empty transaction's marker without one yet;
+        None if nothing would change. This is Kafka's ``MemoryRecords.filterTo`` with the
+        cleaner's filter."""
         out = bytearray()
         changed = False
         for pos, header in scan_batches(data):
             raw = data[pos:pos + header.size]
-            if header.is_control:
-                out += raw
-                continue
+            horizon = header.delete_horizon_ms
             records = decode_records(data, pos, header)
-            kept = [r for r in records if self._keep(r, latest, horizon)]
+            if header.is_control:
+                # A marker is kept until no batch of its transaction is left, and then
+                # until its horizon has passed (Kafka piggy-backs on tombstone retention).
+                empty_txn = txns.on_marker(header, records)
+                if empty_txn and horizon is not None and horizon <= now_ms \
+                        and not _last_of_active_producer(lg, header):
+                    stats.records_dropped += len(records)
+                    changed = True
+                    continue
+                kept = records
+                needs_horizon = empty_txn and bool(records)  # an empty header has no room
+            else:
+                txns.on_data(header)
+                kept = [r for r in records if _keep(r, latest, horizon, now_ms)]
+                needs_horizon = any(r.value is None for r in kept)
             stats.records_kept += len(kept)
             stats.records_dropped += len(records) - len(kept)
-            if len(kept) == len(records):
+            set_horizon = needs_horizon and horizon is None
+            if len(kept) == len(records) and not set_horizon:
                 out += raw
                 continue
             changed = True
             if not kept:
                 continue
+            if set_horizon:
+                horizon = new_horizon
+                stats.horizons_set += 1
             out += build_batch(
                 [(r.key, r.value, r.headers) for r in kept],
                 base_offset=header.base_offset, timestamp=[r.timestamp for r in kept],
@@ -243,17 +281,9 @@ class LogCleaner:
                 compression=header.compression, producer_id=header.producer_id,
                 producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
                 partition_leader_epoch=header.partition_leader_epoch,
-                transactional=header.is_transactional, timestamp_type=header.timestamp_type)
+                transactional=header.is_transactional, control=header.is_control,
+                timestamp_type=header.timestamp_type, delete_horizon_ms=horizon)
         return bytes(out) if changed else None
-
-    @staticmethod
-    def _keep(record: Any, latest: dict[bytes, int], horizon: int) -> bool:
-        if record.key is None:
-            return True
-        if latest.get(record.key, -1) > record.offset:
-            return False  # a later record has the same key
-        # A tombstone is kept until delete.retention.ms after its timestamp.
-        return record.value is not None or record.timestamp >= horizon
 
     def _write_swap(self, lg: Log, old: LogSegment, data: bytes) -> str:
         cleaned = old.path + CLEANED_SUFFIX
@@ -269,6 +299,48 @@ class LogCleaner:
         fsync_path(lg.dir)
         self.crash_hook("swap-renamed")
         return swap
+
+
+def _keep(record: Record, latest: dict[bytes, int], horizon: int | None, now_ms: int) -> bool:
+    """Kafka's ``shouldRetainRecord``: the latest record of its key, and if a tombstone,
+    its batch has no delete horizon yet or the horizon is still ahead."""
+    if record.key is None:
+        return True
+    if latest.get(record.key, -1) > record.offset:
+        return False  # a later record has the same key
+    return record.value is not None or horizon is None or now_ms < horizon
+
+
+def _last_of_active_producer(lg: Log, marker: BatchHeader) -> bool:
+    """A marker that is all the log still says of a live producer (no data batch of its
+    epoch remembered) is kept: it carries the epoch that fences the producer's zombies.
+    Kafka keeps an empty batch header there; this keeps the marker whole."""
+    entry = lg.producer_state.producers.get(marker.producer_id)
+    return entry is not None and not entry.batches and \
+        entry.producer_epoch == marker.producer_epoch
+
+
+class _TransactionTracker:
+    """Kafka's ``CleanedTransactionMetadata``, for a log without an aborted-transaction
+    index: the producer ids with a transactional data batch since their last marker,
+    followed from the start of the log through one cleaning pass."""
+
+    def __init__(self) -> None:
+        self.open: set[int] = set()
+
+    def on_data(self, header: BatchHeader) -> None:
+        if header.is_transactional:
+            self.open.add(header.producer_id)
+
+    def on_marker(self, header: BatchHeader, records: list[Record]) -> bool:
+        """Whether no data batch of the marker's transaction is left (it may go)."""
+        if not records:
+            return True
+        if control_record_type(records[0].key) not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return False
+        had_data = header.producer_id in self.open
+        self.open.discard(header.producer_id)
+        return not had_data
 
 
 def _read_file(path: str, size: int) -> bytes:
