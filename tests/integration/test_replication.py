@@ -26,7 +26,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ottla.broker.group_coordinator import partition_for
 from ottla.protocol.api import ApiKey
@@ -452,6 +452,72 @@ def test_reassign_partitions_moves_a_partition_with_its_records(cluster: KRaftCl
     wait_until(lambda: not any(name.startswith("moving-0") and not name.endswith("-delete")
                                for name in os.listdir(gone)),
                30, 0.2, "the leaving replica's log removed")
+
+
+def replica_bytes(cluster: KRaftCluster, broker: int, topic: str) -> int:
+    """Bytes of ``topic``-0's segments on ``broker``'s disk."""
+    path = os.path.join(cluster.nodes[broker].data_dir, f"{topic}-0")
+    if not os.path.isdir(path):
+        return 0
+    return sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)
+               if n.endswith(".log"))
+
+
+def topic_config(cluster: KRaftCluster, topic: str, name: str) -> str | None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource("topic", topic)
+    entry = admin.describe_configs([resource])[resource].result(30)[name]
+    return None if entry.is_default else entry.value
+
+
+def test_a_throttled_reassignment_copies_at_the_throttled_rate(cluster: KRaftCluster,
+                                                               tmp_path) -> None:
+    """kafka-reassign-partitions --throttle (KIP-73): the moving replicas are listed in the
+    topic's *.replication.throttled.replicas and the brokers get the rate, so a new
+    replica copies no faster than the throttle allows; lifting the throttle lets the move
+    finish, and --verify then clears every throttle."""
+    create(cluster, [NewTopic("throttled", 1, 1)])
+    wait_until(lambda: partitions(cluster, "throttled").get(0, (-1,))[0] >= 0, 30, 0.2,
+               "a leader")
+    source = partitions(cluster, "throttled")[0][0]
+    target = next(b for b in BROKERS if b != source)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "batch.size": 65536, "linger.ms": 5})
+    for i in range(200):  # 2 MB in batches of at most 64 KiB
+        producer.produce("throttled", value=b"%06d" % i + b"x" * 10_000, partition=0)
+    assert producer.flush(30) == 0
+    total = replica_bytes(cluster, source, "throttled")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "throttled", "partition": 0, "replicas": [source, target]}]}))
+    executed = reassign(cluster, "--execute", "--reassignment-json-file", str(plan),
+                        "--throttle", "50000")
+    assert "The inter-broker throttle limit was set to 50000 B/s" in executed
+    assert topic_config(cluster, "throttled", "leader.replication.throttled.replicas") \
+        == f"0:{source}"
+    assert topic_config(cluster, "throttled", "follower.replication.throttled.replicas") \
+        == f"0:{target}"
+    # At 50 kB/s over ten-second windows, the first fetch (at most replica.fetch.max.bytes,
+    # 1 MiB) puts the rate over the bound for the next ten seconds.
+    wait_until(lambda: replica_bytes(cluster, target, "throttled") > 0, 30, 0.1,
+               "the new replica's first fetch")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        copied = replica_bytes(cluster, target, "throttled")
+        assert copied <= 1_048_576 + 70_000, f"{copied} of {total} bytes copied"
+        time.sleep(0.2)
+    assert "is still in progress" in reassign(cluster, "--verify", "--reassignment-json-file",
+                                              str(plan), "--preserve-throttles")
+    reassign(cluster, "--execute", "--additional", "--reassignment-json-file", str(plan),
+             "--throttle", str(10**10))
+    verified = wait_until(lambda: (lambda out: out if "is completed" in out else None)(
+        reassign(cluster, "--verify", "--reassignment-json-file", str(plan))), 60, 0.5,
+        "the move to complete without the throttle")
+    assert f"Clearing broker-level throttles on brokers {','.join(map(str, BROKERS))}" \
+        in verified
+    assert "Clearing topic-level throttles on topic throttled" in verified
+    assert topic_config(cluster, "throttled", "leader.replication.throttled.replicas") is None
+    assert replica_bytes(cluster, target, "throttled") == total
 
 
 def test_a_consumer_reads_from_a_follower_in_its_rack(cluster: KRaftCluster) -> None:

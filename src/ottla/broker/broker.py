@@ -13,6 +13,7 @@ from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.partition import Partition
 from ottla.broker.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.replication_quota import ReplicationQuota
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import NewTopic
 from ottla.metadata.image import MetadataImage
@@ -119,6 +120,18 @@ class Broker:
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
         """Runs CPU-heavy request work off the event loop (a node's validation thread):
         a large compressed batch's decompression and record walk."""
+        samples = config["replication.quota.window.num"]
+        window_ms = config["replication.quota.window.size.seconds"] * 1000
+        self.leader_quota = ReplicationQuota(
+            node_id, "leader.replication.throttled.replicas",
+            lambda: self.dynamic_config("leader.replication.throttled.rate"),
+            lambda topic: self.image.topic_configs(topic), samples, window_ms)
+        """What this broker sends to out-of-sync followers of throttled partitions."""
+        self.follower_quota = ReplicationQuota(
+            node_id, "follower.replication.throttled.replicas",
+            lambda: self.dynamic_config("follower.replication.throttled.rate"),
+            lambda topic: self.image.topic_configs(topic), samples, window_ms)
+        """What this broker fetches for throttled partitions it is out of sync for."""
         self.purgatory_timer: DeadlineTimer | None = None
         if replica_manager is not None:
             timer = self.purgatory_timer = DeadlineTimer(
@@ -167,7 +180,8 @@ class Broker:
         replicas = self.replica_manager
         self.replica_fetchers = ReplicaFetcherManager(
             self.node_id, self.config, self._endpoint_of, lambda: self.broker_epoch,
-            self.now_ms, lambda p, moved: replicas.followed(p, moved, self.now_ms()))
+            self.now_ms, lambda p, moved: replicas.followed(p, moved, self.now_ms()),
+            quota=self.follower_quota)
         self.alter_partitions = AlterPartitionManager(
             self.node_id, lambda: self.broker_epoch, self.controller.call,
             lambda p, isr, epoch: replicas.isr_answered(p, isr, epoch, self.now_ms()))

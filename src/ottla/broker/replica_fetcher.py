@@ -26,6 +26,7 @@ from typing import Any
 
 from ottla.broker.partition import Partition
 from ottla.broker.partition_state import truncation_offset
+from ottla.broker.replication_quota import ReplicationQuota
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import cancel_and_wait
@@ -45,6 +46,9 @@ class FollowerState:
     leader_id: int
     leader_epoch: int
     backoff_until_ms: int = 0
+    in_sync: bool = False
+    """Caught up with the leader's high watermark at the last answer: a replica in sync
+    is never throttled (Kafka's ``isReplicaInSync``)."""
 
 
 class ReplicaFetcher:
@@ -80,6 +84,11 @@ class ReplicaFetcher:
         while self.partitions:
             now = manager.now_ms()
             ready = {tp: s for tp, s in self.partitions.items() if s.backoff_until_ms <= now}
+            throttled = [s for tp, s in ready.items() if manager.throttled(tp, s, now)]
+            if throttled:
+                # Over follower.replication.throttled.rate: leave them out for a while.
+                self._back_off(throttled, now)
+                ready = {tp: s for tp, s in ready.items() if s.backoff_until_ms <= now}
             if not ready:
                 wait = min(s.backoff_until_ms for s in self.partitions.values()) - now
                 self._wake.clear()
@@ -177,13 +186,17 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig,
                  endpoint_of: Callable[[int], Endpoint | None],
                  broker_epoch: Callable[[], int], now_ms: Callable[[], int],
-                 on_appended: Callable[[Partition, bool], None]) -> None:
+                 on_appended: Callable[[Partition, bool], None],
+                 quota: ReplicationQuota | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.endpoint_of = endpoint_of
         self.broker_epoch = broker_epoch
         self.now_ms = now_ms
         self._on_appended = on_appended
+        self.quota = quota
+        """follower.replication.throttled.rate over the partitions listed for this broker
+        in follower.replication.throttled.replicas (KIP-73)."""
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
 
@@ -206,6 +219,11 @@ class ReplicaFetcherManager:
         self._assigned[tp] = fetcher
         log.info("Following %s-%d from broker %d in leader epoch %d", *tp, leader_id,
                  partition.leader_epoch)
+
+    def throttled(self, tp: TopicPartition, state: FollowerState, now_ms: int) -> bool:
+        """Kafka's ``shouldFollowerThrottle``."""
+        return self.quota is not None and \
+            self.quota.should_throttle(tp[0], tp[1], state.in_sync, now_ms)
 
     def unfollow(self, tp: TopicPartition) -> None:
         fetcher = self._assigned.pop(tp, None)
@@ -248,6 +266,9 @@ class ReplicaFetcherManager:
         appended = 0
         if data.records:
             appended = partition.append_as_follower(data.records, now)
+            if self.quota is not None and self.quota.is_throttled(partition.topic,
+                                                                  partition.index):
+                self.quota.record(len(data.records), now)
         # The high watermark first: the leader's log start may be past the one this
         # replica had, and a log start never passes the high watermark (as Kafka's
         # processPartitionData orders them).
@@ -255,6 +276,7 @@ class ReplicaFetcherManager:
         if 0 <= data.log_start_offset <= log_.log_end_offset and \
                 data.log_start_offset > log_.log_start_offset:
             log_.delete_records_before(data.log_start_offset)
+        state.in_sync = log_.log_end_offset >= data.high_watermark
         if appended or moved:
             self._on_appended(partition, moved)
 

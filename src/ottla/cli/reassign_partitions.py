@@ -5,7 +5,11 @@
   assignment and a proposed one spreading the topics' replicas over the brokers.
 - ``--execute --reassignment-json-file F``: print the current assignment (for a
   rollback), then start the moves (AlterPartitionReassignments).
-- ``--verify --reassignment-json-file F``: whether each move is completed or in progress.
+- ``--execute ... --throttle B``: the same, with replication throttled to B bytes/s on the
+  brokers involved (``*.replication.throttled.rate``) for the moving replicas
+  (``*.replication.throttled.replicas`` of their topics), as Kafka's tool sets them.
+- ``--verify --reassignment-json-file F``: whether each move is completed or in progress;
+  once all are completed it clears the throttles (unless ``--preserve-throttles``).
 - ``--list``: the moves in progress; ``--cancel --reassignment-json-file F``: cancel them.
 
 Files: ``{"version": 1, "topics": [{"topic": "t"}]}`` to move, and
@@ -35,7 +39,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--broker-list", help="with --generate: the brokers to spread over")
     p.add_argument("--reassignment-json-file", help="with --execute, --verify, --cancel")
     p.add_argument("--throttle", type=int, default=-1,
-                   help="replication throttle in bytes/s (not enforced yet: refused)")
+                   help="with --execute: throttle the moves' replication to this many "
+                        "bytes/s per broker")
+    p.add_argument("--additional", action="store_true",
+                   help="with --execute: accepted (moves may be added to those in progress)")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="with --verify: keep the throttles after the moves complete")
     p.add_argument("--disable-rack-aware", action="store_true",
                    help="accepted; placement ignores racks here")
     p.set_defaults(run=run)
@@ -74,8 +83,6 @@ def propose(current: Assignment, brokers: list[int]) -> Assignment:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.throttle >= 0:
-        return fail("--throttle is not supported yet: replication is not rate-limited")
     try:
         with connect(args.bootstrap_server, "ottla-reassign-partitions") as client:
             if args.generate:
@@ -86,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
                 return fail("--reassignment-json-file is required")
             wanted = _read_reassignment(args.reassignment_json_file)
             if args.execute:
-                return _execute(client, wanted)
+                return _execute(client, wanted, args.throttle)
             if args.verify:
-                return _verify(client, wanted)
+                return _verify(client, wanted, args.preserve_throttles)
             return _cancel(client, wanted)
     except (OSError, ConnectionError) as e:
         return fail(str(e))
@@ -128,11 +135,13 @@ def _alter(client: Any, wanted: dict[tuple[str, int], list[int] | None]) -> list
             for t in response.responses for p in t.partitions if p.error_code != 0]
 
 
-def _execute(client: Any, wanted: Assignment) -> int:
+def _execute(client: Any, wanted: Assignment, throttle: int) -> int:
     current = _current(client, sorted({t for t, _ in wanted}))
     print("Current partition replica assignment\n")
     print(_as_json({tp: r for tp, r in current.items() if tp in wanted}))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        _set_throttles(client, current, wanted, throttle)
     errors = _alter(client, dict(wanted))
     if errors:
         return fail("Error reassigning partition(s):\n" + "\n".join(errors))
@@ -147,20 +156,91 @@ def _in_progress(client: Any) -> dict[tuple[str, int], Any]:
     return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
 
 
-def _verify(client: Any, wanted: Assignment) -> int:
+def _verify(client: Any, wanted: Assignment, preserve_throttles: bool) -> int:
     moving = _in_progress(client)
     current = _current(client, sorted({t for t, _ in wanted}))
     print("Status of partition reassignment:")
+    done = True
     for (topic, partition), target in sorted(wanted.items()):
         name = f"{topic}-{partition}"
         if (topic, partition) in moving:
+            done = False
             print(f"Reassignment of partition {name} is still in progress.")
         elif current.get((topic, partition)) == target:
             print(f"Reassignment of partition {name} is completed.")
         else:
             print(f"There is no active reassignment of partition {name}, but replica set is "
                   f"{current.get((topic, partition))} rather than {target}.")
+    if done and not preserve_throttles:
+        _clear_throttles(client, sorted({t for t, _ in wanted}))
     return 0
+
+
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+BROKER_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+SET, DELETE = 0, 1
+
+
+def throttled_replicas(current: Assignment, wanted: Assignment
+                       ) -> dict[str, tuple[str, str]]:
+    """Per topic, Kafka's leader and follower throttle lists for the partitions that
+    move: every current replica may send (``p:b`` as a leader), every new one fetches."""
+    leaders: dict[str, set[tuple[int, int]]] = {}
+    followers: dict[str, set[tuple[int, int]]] = {}
+    for (topic, partition), target in wanted.items():
+        sources = current.get((topic, partition), [])
+        if sources == target:
+            continue
+        leaders.setdefault(topic, set()).update((partition, b) for b in sources)
+        followers.setdefault(topic, set()).update(
+            (partition, b) for b in target if b not in sources)
+    return {topic: (",".join(f"{p}:{b}" for p, b in sorted(leaders[topic])),
+                    ",".join(f"{p}:{b}" for p, b in sorted(followers.get(topic, ()))))
+            for topic in leaders}
+
+
+def _alter_configs(client: Any, resources: list[dict[str, Any]]) -> None:
+    response = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+                              {"resources": resources, "validate_only": False})
+    errors = [f"{r.resource_name}: {r.error_message or r.error_code}"
+              for r in response.responses if r.error_code != 0]
+    if errors:
+        raise ConnectionError("setting throttles failed: " + "; ".join(errors))
+
+
+def _set_throttles(client: Any, current: Assignment, wanted: Assignment, rate: int) -> None:
+    lists = throttled_replicas(current, wanted)
+    brokers = sorted({b for tp, target in wanted.items() if current.get(tp) != target
+                      for b in (*current.get(tp, []), *target)})
+    _alter_configs(client, [
+        {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [
+            {"name": LEADER_REPLICAS, "config_operation": SET, "value": leaders},
+            {"name": FOLLOWER_REPLICAS, "config_operation": SET, "value": followers}]}
+        for topic, (leaders, followers) in sorted(lists.items())] + [
+        {"resource_type": BROKER_RESOURCE, "resource_name": str(b), "configs": [
+            {"name": name, "config_operation": SET, "value": str(rate)}
+            for name in BROKER_RATES]} for b in brokers])
+    print("Warning: You must run --verify periodically, until the reassignment completes, "
+          "to ensure the throttle is removed.")
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _clear_throttles(client: Any, topics: list[str]) -> None:
+    cluster = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
+        "include_cluster_authorized_operations": False})
+    brokers = sorted(b.broker_id for b in cluster.brokers)
+    _alter_configs(client, [
+        {"resource_type": BROKER_RESOURCE, "resource_name": str(b), "configs": [
+            {"name": name, "config_operation": DELETE, "value": None}
+            for name in BROKER_RATES]} for b in brokers] + [
+        {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [
+            {"name": name, "config_operation": DELETE, "value": None}
+            for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS)]} for topic in topics])
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    for topic in topics:
+        print(f"Clearing topic-level throttles on topic {topic}")
 
 
 def _list(client: Any) -> int:

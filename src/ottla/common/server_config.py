@@ -271,7 +271,8 @@ DYNAMIC_BROKER_KEYS = frozenset(
     synonym for key in TOPIC_CONFIGS.keys.values() for synonym in key.synonyms
 ) | {"num.partitions", "default.replication.factor", "log.retention.check.interval.ms",
      "max.incremental.fetch.session.cache.slots", "fetch.max.bytes",
-     "producer.id.expiration.ms"}
+     "producer.id.expiration.ms", "leader.replication.throttled.rate",
+     "follower.replication.throttled.rate"}
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)$")
 

@@ -27,6 +27,42 @@ def _compression_levels(name: str, value: Any) -> None:
                           "Value must be between 1 and 9, or -1 (the default level)")
 
 
+ALL_REPLICAS = "*"
+
+
+def _replica_entries(value: Any) -> list[str]:
+    entries = value if isinstance(value, list) else str(value or "").split(",")
+    return [str(e).strip() for e in entries if str(e).strip()]
+
+
+def throttled_partitions(value: Any, broker_id: int) -> frozenset[int] | None:
+    """The partitions a ``*.replication.throttled.replicas`` value names for
+    ``broker_id`` (entries ``partition:broker``); None for ``*`` (every partition)."""
+    entries = _replica_entries(value)
+    if entries == [ALL_REPLICAS]:
+        return None
+    found = set()
+    for entry in entries:
+        partition, _, broker = entry.partition(":")
+        if broker.strip().isdigit() and int(broker) == broker_id and partition.strip().isdigit():
+            found.add(int(partition))
+    return frozenset(found)
+
+
+def throttled_replicas(name: str, value: Any) -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` entries."""
+    entries = _replica_entries(value)
+    if entries == [ALL_REPLICAS]:
+        return
+    for entry in entries:
+        partition, colon, broker = entry.partition(":")
+        if not (colon and partition.strip().isdigit() and broker.strip().isdigit()):
+            raise ConfigError(
+                f"Invalid value {','.join(entries)} for configuration {name}: {name} must "
+                "be the literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 TOPIC_CONFIGS = ConfigDef([
     ConfigKey("cleanup.policy", T.LIST, ["delete"],
               "The retention policy to use on log segments: delete, compact or both.",
@@ -54,12 +90,14 @@ TOPIC_CONFIGS = ConfigDef([
               "Milliseconds between two fsyncs of the log.", at_least(0),
               synonyms=("log.flush.interval.ms",)),
     ConfigKey("follower.replication.throttled.replicas", T.LIST, [],
-              "Replicas whose follower fetches are throttled."),
+              "Replicas (partition:broker, or *) whose follower fetches are throttled.",
+              throttled_replicas),
     ConfigKey("index.interval.bytes", T.INT, 4096,
               "Bytes appended between two entries of the offset index.", at_least(0),
               synonyms=("log.index.interval.bytes",)),
     ConfigKey("leader.replication.throttled.replicas", T.LIST, [],
-              "Replicas whose leader-side replication is throttled."),
+              "Replicas (partition:broker, or *) whose leader-side replication is "
+              "throttled.", throttled_replicas),
     ConfigKey("local.retention.bytes", T.LONG, -2,
               "Local retention with tiered storage (-2: use retention.bytes).", at_least(-2),
               synonyms=("log.local.retention.bytes",)),

@@ -105,8 +105,13 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
         if isinstance(read, DivergingEpoch):
             data["diverging_epoch"] = {"epoch": read.epoch, "end_offset": read.end_offset}
         else:
-            if read.records is not None:
-                data["records"] = read.records  # a FileSlice: sent from the page cache
+            if read.records is not None and not (
+                    replica is not None and broker.leader_quota.should_throttle(
+                        partition.topic, partition.index,
+                        replica.replica_id in partition.replication.isr, replica.now_ms)):
+                # A FileSlice: sent from the page cache. A throttled follower over its
+                # rate gets nothing this time and asks again (KIP-73).
+                data["records"] = read.records
             if replica is not None and replica.update_fetch_state:
                 # Its fetch offset says what it has: the high watermark may move.
                 broker.replica_manager.update_follower_fetch(
@@ -141,6 +146,9 @@ def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartitio
         errors = errors or data["error_code"] != ErrorCode.none or \
             "diverging_epoch" in data or data["preferred_read_replica"] >= 0
         results[key] = data
+        if replica is not None and size and \
+                broker.leader_quota.is_throttled(cached.topic, cached.partition):
+            broker.leader_quota.record(size, replica.now_ms)
     return results, total, errors
 
 
