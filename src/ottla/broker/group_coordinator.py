@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,12 +20,20 @@ from ottla.common.topics import OFFSETS_TOPIC, NewTopic
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
-from ottla.coordinator.runtime import CoordinatorResult, CoordinatorRuntime
+from ottla.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorRuntime,
+    CoordinatorState,
+    Loading,
+)
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
 
 log = logging.getLogger(__name__)
 
+LOAD_SLICE_RECORDS = 5000
+"""Records a loading coordinator partition replays per turn of the event loop (a few
+milliseconds): other partitions and clients are served in between."""
 
 
 def java_string_hash(s: str) -> int:
@@ -97,6 +106,8 @@ class GroupCoordinatorService:
         self.runtime.on_timer_change = self._timer.deadline_changed
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
         self._creating: asyncio.Future[Any] | None = None
+        self._loading: dict[tuple[str, int], asyncio.Future[None]] = {}
+        """Partitions whose records are being replayed in slices."""
 
     def _topics(self) -> dict[str, tuple[Any, int]]:
         """User topics of the metadata image: name -> (topic id, partition count)."""
@@ -166,7 +177,26 @@ class GroupCoordinatorService:
                 self.runtime.unload(tp)
         for tp in sorted(led):
             if tp not in self.runtime.contexts:
-                self.runtime.load(tp, now_ms)
+                job = self.runtime.begin_load(tp, now_ms)
+                if not job.step(LOAD_SLICE_RECORDS, now_ms):
+                    # A large partition: the rest loads over later turns of the loop,
+                    # its groups answering COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+                    self._loading[tp] = asyncio.ensure_future(self._load(job))
+
+    async def _load(self, job: Loading) -> None:
+        tp = job.context.tp
+        started = time.monotonic()
+        try:
+            while True:
+                await asyncio.sleep(0)
+                if job.step(LOAD_SLICE_RECORDS, self.broker.now_ms()):
+                    break
+        finally:
+            if self._loading.get(tp) is asyncio.current_task():
+                del self._loading[tp]
+        if job.context.state is CoordinatorState.ACTIVE:
+            log.info("Loaded coordinator partition %s-%d (%d records) in %.0f ms", *tp,
+                     job.count, (time.monotonic() - started) * 1000)
 
     def _on_high_watermark(self, tp: tuple[str, int]) -> None:
         """An offsets partition's high watermark moved: release the responses it covers."""
@@ -174,6 +204,9 @@ class GroupCoordinatorService:
             self.runtime.on_high_watermark(tp)
 
     def shutdown(self) -> None:
+        for task in self._loading.values():
+            task.cancel()
+        self._loading.clear()
         for tp in list(self.runtime.contexts):
             self.runtime.unload(tp)
         self._timer.cancel()

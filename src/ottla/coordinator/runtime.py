@@ -116,6 +116,43 @@ class _Context(Generic[S]):
     """The log end after this shard's last write; a response waits for it."""
 
 
+class Loading:
+    """One partition's load in progress: ``step`` replays up to ``max_records`` records
+    and says whether the load is over (done, failed, or overtaken by an unload or a new
+    load), so a driver can spread a large partition over many turns of its loop."""
+
+    def __init__(self, runtime: CoordinatorRuntime[Any], context: _Context[Any]) -> None:
+        self.runtime = runtime
+        self.context = context
+        self.records = iter(runtime.writer.read(context.tp))
+        self.count = 0
+
+    @property
+    def current(self) -> bool:
+        return self.runtime.contexts.get(self.context.tp) is self.context and \
+            self.context.state is CoordinatorState.LOADING
+
+    def step(self, max_records: int, now_ms: int) -> bool:
+        if not self.current:
+            return True
+        context = self.context
+        replayed = 0
+        try:
+            for offset, record in itertools.islice(self.records, max_records):
+                context.shard.replay(offset, record)
+                context.last_written = offset + 1
+                replayed += 1
+        except Exception:
+            log.exception("Loading coordinator partition %s-%d failed", *context.tp)
+            context.state = CoordinatorState.FAILED
+            return True
+        self.count += replayed
+        if replayed == max_records:
+            return False  # perhaps more
+        self.runtime._loaded(context, now_ms, self.count)
+        return True
+
+
 class CoordinatorRuntime(Generic[S]):
     def __init__(self, writer: PartitionWriter, shard_factory: Callable[[ShardContext], S]
                  ) -> None:
@@ -132,26 +169,29 @@ class CoordinatorRuntime(Generic[S]):
     # --- partitions coming and going ------------------------------------------------
 
     def load(self, tp: TopicPartition, now_ms: int) -> None:
-        """Become the coordinator of ``tp``: build a fresh shard and replay the partition."""
-        self.now_ms = now_ms
+        """Become the coordinator of ``tp``: build a fresh shard and replay the partition,
+        all at once."""
+        job = self.begin_load(tp, now_ms)
+        while not job.step(1 << 62, now_ms):
+            pass
+
+    def begin_load(self, tp: TopicPartition, now_ms: int) -> Loading:
+        """Become the coordinator of ``tp`` with a fresh shard in LOADING state (requests
+        get COORDINATOR_LOAD_IN_PROGRESS) that the returned job replays the partition
+        into, a slice at a time (Kafka's CoordinatorLoader)."""
+        self.now_ms = max(self.now_ms, now_ms)
         self.unload(tp)
         ctx = ShardContext(self, tp)
         context = _Context(tp, CoordinatorState.LOADING, self.shard_factory(ctx), ctx)
         self.contexts[tp] = context
-        count = 0
-        try:
-            for offset, record in self.writer.read(tp):
-                context.shard.replay(offset, record)
-                context.last_written = offset + 1
-                count += 1
-        except Exception:
-            log.exception("Loading coordinator partition %s-%d failed", *tp)
-            context.state = CoordinatorState.FAILED
-            return
+        return Loading(self, context)
+
+    def _loaded(self, context: _Context[S], now_ms: int, count: int) -> None:
+        self.now_ms = max(self.now_ms, now_ms)
         context.state = CoordinatorState.ACTIVE
-        context.shard.on_loaded(now_ms)
+        context.shard.on_loaded(self.now_ms)
         self._release(context)
-        log.debug("Loaded coordinator partition %s-%d (%d records)", tp[0], tp[1], count)
+        log.debug("Loaded coordinator partition %s-%d (%d records)", *context.tp, count)
 
     def unload(self, tp: TopicPartition) -> None:
         context = self.contexts.pop(tp, None)

@@ -1,0 +1,103 @@
+"""The coordinator runtime's loading (Kafka's CoordinatorLoader): a partition replayed a
+slice at a time answers COORDINATOR_LOAD_IN_PROGRESS until its last record is in, and a
+load overtaken by an unload or a new load stops."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ottla.coordinator.runtime import (
+    CoordinatorResult,
+    CoordinatorRuntime,
+    CoordinatorState,
+    ShardContext,
+)
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+TP = ("__consumer_offsets", 3)
+
+
+class Log:
+    """A partition whose every write is committed at once."""
+
+    def __init__(self, records: list[Any]) -> None:
+        self.records = list(records)
+
+    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+        self.records += records
+        return len(self.records)
+
+    def high_watermark(self, tp: tuple[str, int]) -> int:
+        return len(self.records)
+
+    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+        yield from enumerate(self.records)
+
+
+class Counter:
+    """A shard that sums what it replays."""
+
+    def __init__(self, ctx: ShardContext) -> None:
+        self.total = 0
+        self.loaded_at: int | None = None
+
+    def replay(self, offset: int, record: Any) -> None:
+        self.total += record
+
+    def on_written(self, end_offset: int) -> None: ...
+
+    def on_committed(self, high_watermark: int) -> None: ...
+
+    def on_loaded(self, now_ms: int) -> None:
+        self.loaded_at = now_ms
+
+    def on_unloaded(self) -> None: ...
+
+
+def runtime(records: list[int]) -> CoordinatorRuntime[Counter]:
+    return CoordinatorRuntime(Log(records), Counter)
+
+
+def test_a_partition_loads_in_slices_and_answers_load_in_progress_meanwhile() -> None:
+    rt = runtime([1] * 10)
+    job = rt.begin_load(TP, 100)
+    assert not job.step(4, 101)
+    with pytest.raises(KafkaError) as e:
+        rt.read(TP, lambda shard: shard.total)
+    assert e.value.code == ErrorCode.coordinator_load_in_progress
+    replies: list[Any] = []
+    with pytest.raises(KafkaError) as e:
+        rt.write(TP, lambda shard, now: CoordinatorResult([1], "ok"), replies.append, 102)
+    assert e.value.code == ErrorCode.coordinator_load_in_progress
+    assert not job.step(4, 103)
+    assert job.step(4, 104)  # the last two records
+    assert rt.read(TP, lambda shard: (shard.total, shard.loaded_at)) == (10, 104)
+    rt.write(TP, lambda shard, now: CoordinatorResult([5], "ok"), replies.append, 105)
+    assert replies == ["ok"] and rt.read(TP, lambda shard: shard.total) == 15
+
+
+def test_a_load_overtaken_by_an_unload_or_a_new_load_stops() -> None:
+    rt = runtime([1] * 10)
+    first = rt.begin_load(TP, 0)
+    assert not first.step(3, 0)
+    rt.unload(TP)
+    assert first.step(3, 0)  # over: nothing more replayed
+    with pytest.raises(KafkaError) as e:
+        rt.read(TP, lambda shard: shard.total)
+    assert e.value.code == ErrorCode.not_coordinator
+    second = rt.begin_load(TP, 0)
+    third = rt.begin_load(TP, 0)
+    assert second.step(100, 0) and second.context.state is not CoordinatorState.ACTIVE
+    assert third.step(100, 0)
+    assert rt.read(TP, lambda shard: shard.total) == 10
+
+
+def test_a_failing_replay_leaves_the_partition_failed() -> None:
+    rt = runtime([1, "not a number", 1])
+    assert rt.begin_load(TP, 0).step(100, 0)
+    with pytest.raises(KafkaError) as e:
+        rt.read(TP, lambda shard: shard.total)
+    assert e.value.code == ErrorCode.coordinator_not_available
