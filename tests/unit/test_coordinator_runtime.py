@@ -101,3 +101,38 @@ def test_a_failing_replay_leaves_the_partition_failed() -> None:
     with pytest.raises(KafkaError) as e:
         rt.read(TP, lambda shard: shard.total)
     assert e.value.code == ErrorCode.coordinator_not_available
+
+
+class Replicated(Log):
+    """A partition whose high watermark moves only when followers catch up."""
+
+    def __init__(self, records: list[Any]) -> None:
+        super().__init__(records)
+        self.hw = len(records)
+
+    def high_watermark(self, tp: tuple[str, int]) -> int:
+        return self.hw
+
+
+def test_a_committed_read_is_answered_once_what_it_saw_is_replicated() -> None:
+    """A description that shows an uncommitted write waits for the high watermark, so a
+    client is never told of state a failover would take back; a failover before that
+    answers NOT_COORDINATOR."""
+    log = Replicated([1, 1])
+    rt: CoordinatorRuntime[Counter] = CoordinatorRuntime(log, Counter)
+    rt.load(TP, 0)
+    answers: list[Any] = []
+    rt.read_committed(TP, lambda shard: shard.total, answers.append)
+    assert answers == [2]  # nothing pending: at once
+    writes: list[Any] = []
+    rt.write(TP, lambda shard, now: CoordinatorResult([5], "joined"), writes.append, 1)
+    rt.read_committed(TP, lambda shard: shard.total, answers.append)
+    assert (writes, answers) == ([], [2])  # both wait for offset 3
+    log.hw = 3
+    rt.on_high_watermark(TP)
+    assert (writes, answers) == (["joined"], [2, 7])
+    rt.write(TP, lambda shard, now: CoordinatorResult([1], "again"), writes.append, 2)
+    rt.read_committed(TP, lambda shard: shard.total, answers.append)
+    rt.unload(TP)
+    assert [type(a) for a in answers[2:]] == [KafkaError]
+    assert answers[2].code == ErrorCode.not_coordinator

@@ -242,15 +242,45 @@ class GroupCoordinatorService:
         self.coordinator_for(group_id)
         return self.runtime.read(self.partition_for(group_id), operation)
 
-    def shards(self) -> list[GroupCoordinatorShard]:
-        """Every active shard (for ListGroups)."""
-        result = []
-        for tp in self.runtime.contexts:
-            try:
-                result.append(self.runtime.active(tp).shard)
-            except KafkaError:
+    def read_committed(self, group_id: str, operation: Callable[[GroupCoordinatorShard], Any]
+                       ) -> asyncio.Future[Any]:
+        """Read the group's shard; the future resolves once the high watermark covers
+        what the read saw (or raises the KafkaError of a shard that is not active)."""
+        self.coordinator_for(group_id)
+        return self._read_committed(self.partition_for(group_id), operation)
+
+    def _read_committed(self, tp: tuple[str, int],
+                        operation: Callable[[GroupCoordinatorShard], Any]
+                        ) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def reply(response: Any) -> None:
+            if future.done():
+                return
+            if isinstance(response, KafkaError):
+                future.set_exception(response)
+            else:
+                future.set_result(response)
+
+        try:
+            self.runtime.read_committed(tp, operation, reply)
+        except KafkaError as e:
+            reply(e)
+        return future
+
+    async def read_every_shard(self, operation: Callable[[GroupCoordinatorShard], list[Any]]
+                               ) -> list[Any]:
+        """``operation`` on every active shard, each answer released at its shard's
+        high watermark; shards that are loading or moved away are left out."""
+        futures = [self._read_committed(tp, operation) for tp in list(self.runtime.contexts)]
+        found: list[Any] = []
+        for outcome in await asyncio.gather(*futures, return_exceptions=True):
+            if isinstance(outcome, KafkaError):
                 continue
-        return result
+            if isinstance(outcome, BaseException):
+                raise outcome
+            found.extend(outcome)
+        return found
 
     # --- timers ---------------------------------------------------------------------------
 

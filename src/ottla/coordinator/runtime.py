@@ -228,10 +228,21 @@ class CoordinatorRuntime(Generic[S]):
         self._run(context, operation, reply)
 
     def read(self, tp: TopicPartition, operation: Callable[[S], Any]) -> Any:
-        """Run a read against the shard's state. Committed offsets are read as of the
-        high watermark (the shard keeps what is above it apart, ``on_committed``); the
-        groups' own state is read live."""
+        """Run a read against the shard's state at once. Committed offsets are read as
+        of the high watermark (the shard keeps what is above it apart,
+        ``on_committed``); other state is live: use ``read_committed`` for it."""
         return operation(self.active(tp).shard)
+
+    def read_committed(self, tp: TopicPartition, operation: Callable[[S], Any],
+                       reply: Reply) -> None:
+        """Run a read (a group's description, the list of groups) and release its answer
+        only once the high watermark covers every write the shard had made when it ran:
+        what a client is told then survives a failover of the coordinator, as Kafka's
+        reads at the last committed offset do. Raises KafkaError if ``tp`` is not an
+        active shard; an unload before the answer is released replies NOT_COORDINATOR."""
+        context = self.active(tp)
+        context.pending.append((context.last_written, reply, operation(context.shard)))
+        self._release(context)
 
     def _run(self, context: _Context[S], operation: Callable[[S, int], Any],
              reply: Reply | None) -> None:

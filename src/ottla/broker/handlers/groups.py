@@ -200,21 +200,22 @@ async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) ->
 
 # --- administration ---------------------------------------------------------------------
 
-def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any
+                             ) -> dict[str, Any]:
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
-    groups = []
-    for shard in broker.group_coordinator.shards():
-        groups.extend(shard.list_groups(states, types))
+    groups = await broker.group_coordinator.read_every_shard(
+        lambda shard: shard.list_groups(states, types))
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
-def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any
+                                 ) -> dict[str, Any]:
     version = ctx.api_version
     groups = []
     for group_id in req.groups:
         try:
-            described = broker.group_coordinator.read(
+            described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_group(g))
             if described is None:
                 described = {"error_code": ErrorCode.group_id_not_found if version >= 6
@@ -269,11 +270,12 @@ async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, r
                 "assignment": None}
 
 
-def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any
+                                         ) -> dict[str, Any]:
     groups = []
     for group_id in req.group_ids:
         try:
-            described = broker.group_coordinator.read(
+            described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_consumer_group(g))
             if described is None:
                 raise KafkaError(ErrorCode.group_id_not_found,
