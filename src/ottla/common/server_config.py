@@ -195,6 +195,18 @@ _KEYS: list[ConfigKey] = [
               "Pause of a follower after a failed fetch.", at_least(0)),
     ConfigKey("replica.socket.timeout.ms", T.INT, 30000,
               "Timeout of a follower's fetch request.", at_least(1)),
+    ConfigKey("leader.replication.throttled.rate", T.LONG, LONG_MAX,
+              "Bytes/s this broker sends to followers of the partitions its topics list in "
+              "leader.replication.throttled.replicas, while they are out of sync.",
+              at_least(0)),
+    ConfigKey("follower.replication.throttled.rate", T.LONG, LONG_MAX,
+              "Bytes/s this broker fetches for the partitions its topics list in "
+              "follower.replication.throttled.replicas, while it is out of sync.",
+              at_least(0)),
+    ConfigKey("replication.quota.window.num", T.INT, 11,
+              "Samples kept to measure a replication throttle's rate.", at_least(1)),
+    ConfigKey("replication.quota.window.size.seconds", T.INT, 1,
+              "Length of each replication throttle sample.", at_least(1)),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000,
               "How often the high watermarks are written to replication-offset-checkpoint.",
               at_least(1)),
