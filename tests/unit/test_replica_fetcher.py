@@ -385,3 +385,26 @@ async def test_a_bad_batch_anywhere_in_a_response_appends_none_of_it(follower) -
                                                         high_watermark=2))
     assert refused.value.code == ErrorCode.corrupt_message
     assert follower.partition.log.log_end_offset == 0 and follower.appended == []
+
+
+def test_a_follower_fetch_session_names_only_what_changed_and_starts_over_on_errors() -> None:
+    """KIP-227 from the follower's side: a full fetch opens the session; later fetches
+    carry the session's next epoch and only partitions whose position changed, and
+    forget those left out; a session error or a failed request starts over in full."""
+    from ottla.broker.fetch_session import FetchSessionHandler
+
+    a, b, c = ("t", 0), ("t", 1), ("t", 2)
+    handler = FetchSessionHandler()
+    entries = {a: {"fetch_offset": 5}, b: {"fetch_offset": 7}}
+    assert handler.build(entries) == (0, 0, entries, [])
+    handler.handle_response(0, 1234)
+    assert handler.build({a: {"fetch_offset": 9}, b: {"fetch_offset": 7}}) == \
+        (1234, 1, {a: {"fetch_offset": 9}}, [])
+    handler.handle_response(0, 1234)
+    assert handler.build({a: {"fetch_offset": 9}, c: {"fetch_offset": 0}}) == \
+        (1234, 2, {c: {"fetch_offset": 0}}, [b])
+    handler.handle_response(ErrorCode.invalid_fetch_session_epoch, 0)
+    again = {a: {"fetch_offset": 9}}
+    assert handler.build(again) == (0, 0, again, [])
+    handler.handle_response(0, 0)  # no room for a session at the leader: stay full
+    assert handler.build(again) == (0, 0, again, [])

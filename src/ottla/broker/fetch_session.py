@@ -92,3 +92,52 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> None:
         self.sessions.pop(session_id, None)
+
+
+PartitionKey = tuple[Any, int]
+FetchEntry = dict[str, Any]
+
+
+class FetchSessionHandler:
+    """The fetching side of a session (Kafka's ``FetchSessionHandler``), as followers use
+    it: the first fetch is full and opens a session; later ones name only partitions whose
+    fetch position changed, and those left out since the last one are forgotten. Any
+    session error, a failed request or a broker without room for a session starts over
+    with a full fetch."""
+
+    def __init__(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.sent: dict[PartitionKey, FetchEntry] = {}
+        """What the broker's session holds for each partition."""
+        self._next: dict[PartitionKey, FetchEntry] = {}
+        self._full = True
+
+    def build(self, entries: dict[PartitionKey, FetchEntry]
+              ) -> tuple[int, int, dict[PartitionKey, FetchEntry], list[PartitionKey]]:
+        """(session id, epoch, partitions to send, partitions to forget) for a fetch of
+        ``entries``."""
+        self._next = dict(entries)
+        self._full = self.session_id == INVALID_SESSION_ID
+        if self._full:
+            return INVALID_SESSION_ID, INITIAL_EPOCH, dict(entries), []
+        changed = {key: entry for key, entry in entries.items() if self.sent.get(key) != entry}
+        forgotten = [key for key in self.sent if key not in entries]
+        return self.session_id, self.epoch, changed, forgotten
+
+    def handle_response(self, error_code: int, session_id: int) -> None:
+        """After the response to the last ``build``: follow the session, or drop it."""
+        if error_code != 0 or session_id == INVALID_SESSION_ID:
+            self.reset()
+            return
+        if self._full:
+            self.session_id = session_id
+            self.epoch = 1
+        else:
+            self.epoch = 1 if self.epoch == 2**31 - 1 else self.epoch + 1
+        self.sent = self._next
+
+    def reset(self) -> None:
+        self.session_id = INVALID_SESSION_ID
+        self.epoch = INITIAL_EPOCH
+        self.sent = {}

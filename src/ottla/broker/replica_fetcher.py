@@ -6,7 +6,9 @@ image names, with the leader epoch the image gave (never a local guess). Partiti
 spread over ``num.replica.fetchers`` fetchers per source broker; each fetcher is one task
 that sends one Fetch (v17: topic ids, ``ReplicaState`` with this broker's id and epoch)
 for all its partitions at a time, long-polling at the leader
-(``replica.fetch.wait.max.ms``), and appends the leader's batches as they are.
+(``replica.fetch.wait.max.ms``), in an incremental fetch session (KIP-227: after the
+first, a fetch names only the partitions whose position moved), and appends the leader's
+batches as they are.
 
 Truncation follows the leader-epoch protocol (KIP-101, KIP-279, Fetch v12+): each fetch
 names the epoch of this replica's last batch; a leader on which that epoch ends earlier
@@ -24,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ottla.broker.fetch_session import FetchSessionHandler
 from ottla.broker.partition import Partition
 from ottla.broker.partition_state import truncation_offset
 from ottla.broker.replication_quota import ReplicationQuota
@@ -64,6 +67,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing: asyncio.Future[None] | None = None
+        self.session = FetchSessionHandler()
 
     def add(self, state: FollowerState) -> None:
         self.partitions[(state.partition.topic, state.partition.index)] = state
@@ -108,7 +112,14 @@ class ReplicaFetcher:
                              + manager.config["replica.fetch.wait.max.ms"]) / 1000)
             except (NodeUnavailable, TimeoutError, OSError) as e:
                 log.debug("Fetch from broker %d failed: %s", self.leader_id, e)
+                self.session.reset()
                 self._back_off(ready.values(), manager.now_ms())
+                continue
+            self.session.handle_response(response.error_code, response.session_id)
+            if response.error_code in (ErrorCode.fetch_session_id_not_found,
+                                       ErrorCode.invalid_fetch_session_epoch):
+                log.info("Fetch session with broker %d: %s; starting a new one",
+                         self.leader_id, ErrorCode(response.error_code).name)
                 continue
             if response.error_code != ErrorCode.none:
                 log.info("Fetch from broker %d: %s", self.leader_id,
@@ -124,6 +135,7 @@ class ReplicaFetcher:
         if endpoint != self._endpoint or self._client is None:
             if self._client is not None:
                 self._closing = asyncio.ensure_future(self._client.close())
+            self.session.reset()  # a session lives on one broker
             self._client = AsyncClient(endpoint[0], endpoint[1],
                                        client_id=f"broker-{self.manager.broker_id}-fetcher-"
                                                  f"{self.index}")
@@ -135,27 +147,39 @@ class ReplicaFetcher:
             state.backoff_until_ms = now_ms + self.manager.config["replica.fetch.backoff.ms"]
 
     def _request(self, ready: dict[TopicPartition, FollowerState]) -> dict[str, Any]:
+        """A Fetch of ``ready`` in this fetcher's session (KIP-227): after the first, only
+        partitions whose position changed are named, so an idle partition costs the
+        leader nothing to parse."""
         config = self.manager.config
-        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        entries: dict[tuple[Any, int], dict[str, Any]] = {}
         for state in ready.values():
             partition = state.partition
             log_ = partition.log
-            topics.setdefault(partition.topic_id, []).append({
+            entries[(partition.topic_id, partition.index)] = {
                 "partition": partition.index, "current_leader_epoch": state.leader_epoch,
                 "fetch_offset": log_.log_end_offset,
                 "last_fetched_epoch": log_.leader_epoch_cache.latest_epoch,
                 "log_start_offset": log_.log_start_offset,
                 "partition_max_bytes": config["replica.fetch.max.bytes"],
-                "replica_directory_id": uuid.UUID(int=0)})
+                "replica_directory_id": uuid.UUID(int=0)}
+        session_id, epoch, send, forget = self.session.build(entries)
+        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        for (topic_id, _), entry in send.items():
+            topics.setdefault(topic_id, []).append(entry)
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for topic_id, index in forget:
+            forgotten.setdefault(topic_id, []).append(index)
         return {"cluster_id": None,
                 "replica_state": {"replica_id": self.manager.broker_id,
                                   "replica_epoch": self.manager.broker_epoch()},
                 "max_wait": config["replica.fetch.wait.max.ms"],
                 "min_bytes": config["replica.fetch.min.bytes"],
                 "max_bytes": config["replica.fetch.response.max.bytes"],
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
                 "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [{"topic_id": t, "partitions": ps}
+                                          for t, ps in forgotten.items()],
+                "rack_id": ""}
 
     def _process(self, ready: dict[TopicPartition, FollowerState], response: Any) -> None:
         by_id = {(s.partition.topic_id, s.partition.index): (tp, s) for tp, s in ready.items()}

@@ -263,7 +263,11 @@ class _Fetch:
                   errors: bool) -> bool:
         if total >= self.min_bytes or errors or not self.keys:
             return True
-        return self.session is not None and _has_news(self.parts, results)
+        # A consumer's session fetch also answers when a watermark moved. A follower's
+        # does not (as in Kafka): its own fetches move the high watermark, and answering
+        # each move at once would cost every record a second round trip.
+        return self.session is not None and self.replica is None and \
+            _has_news(self.parts, results)
 
     def _read(self) -> dict[tuple[Any, int], dict[str, Any]]:
         return _read_all(self.broker, self.parts, self.max_bytes, self.isolation,
