@@ -8,9 +8,11 @@ use ``-2`` for earliest and ``-1`` for latest, exactly as Spark does.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from ottla.common.topics import is_internal_topic
+from ottla.spark.java_regex import JavaRegexError, compile_java_regex, finds
 
 EARLIEST = -2
 LATEST = -1
@@ -71,7 +73,8 @@ class SourceOptions:
         if self.subscribe:
             return topic in self.subscribe
         assert self.subscribe_pattern is not None
-        return re.fullmatch(self.subscribe_pattern, topic) is not None
+        # As Spark's Kafka source: Java's Pattern found in the name, internal topics left out.
+        return not is_internal_topic(topic) and finds(self.subscribe_pattern, topic)
 
 
 @dataclass(frozen=True)
@@ -191,9 +194,10 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     elif "subscribepattern" in opts:
         pattern = opts["subscribepattern"]
         try:
-            re.compile(pattern)
-        except re.error as e:
-            raise OptionError(f"option 'subscribePattern' is not a regex: {e}") from None
+            compile_java_regex(pattern)
+        except JavaRegexError as e:
+            raise OptionError(f"option 'subscribePattern' {pattern!r} cannot be matched as "
+                              f"Java's Pattern matches it: {e}") from None
     else:
         assign = _parse_assign(opts["assign"])
 
