@@ -3,6 +3,7 @@ the shard, including replay equivalence."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import Counter
 
@@ -17,6 +18,7 @@ from ottla.coordinator.group.consumer_group import (
 )
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig, HeartbeatRequest
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from ottla.coordinator.group.topic_regex import topics_matching
 from ottla.coordinator.runtime import CoordinatorRuntime
 from ottla.protocol.errors import ErrorCode as E
 from ottla.protocol.errors import KafkaError
@@ -192,3 +194,73 @@ def test_offset_commit_and_fetch_check_the_member_epoch() -> None:
     with pytest.raises(KafkaError) as stale:
         shard.fetch_offsets("g", [("orders", [0])], "a", 0)
     assert stale.value.code == E.stale_member_epoch
+
+
+# SubscribedTopicRegex, as Kafka reads it: RE2/J syntax, the whole topic name.
+
+ORDERS, ORDERS_EU, OLD_ORDERS, UPPER = (uuid.UUID(int=n) for n in (11, 12, 13, 14))
+
+
+def regex_heartbeat(s: Shard, member_id: str, regex: str):
+    request = HeartbeatRequest("g", member_id, 0, None, None, 30_000, None, regex, None,
+                               None, "client", "/127.0.0.1")
+    replies = []
+    s.runtime.write(TP, lambda sh, now: sh.consumer_group_heartbeat(now, request),
+                    replies.append, s.now)
+    return replies[0]
+
+
+def regex_shard() -> Shard:
+    s = Shard()
+    s.topics = {"orders": (ORDERS, 1), "orders-eu": (ORDERS_EU, 1),
+                "old-orders": (OLD_ORDERS, 1), "ORDERS": (UPPER, 1)}
+    return s
+
+
+def assigned_topics(response) -> set[uuid.UUID]:
+    return {tp["topic_id"] for tp in response["assignment"]["topic_partitions"]}
+
+
+@pytest.mark.parametrize(("regex", "topics"), [
+    (r"orders.*", {ORDERS, ORDERS_EU}),  # the whole name: not old-orders
+    (r"orders", {ORDERS}),
+    (r"(?i)orders", {ORDERS, UPPER}),
+    (r"[[:lower:]]+", {ORDERS}),  # a POSIX class; Python's re reads "[[:lower:]" + "]"
+    (r"\pL+", {ORDERS, UPPER}),  # Unicode classes; Python's re has none
+    (r"\Qorders-eu\E", {ORDERS_EU}),  # quoting; Python's re has none
+    (r"old-(?i)ORDERS", {OLD_ORDERS}),  # flags mid-pattern; Python's re refuses them
+    (r"orders\z", {ORDERS}),
+    (r"(?P<name>orders)|(?<other>ORDERS)", {ORDERS, UPPER}),
+])
+def test_subscribed_topic_regex_matches_as_re2j(regex: str, topics: set) -> None:
+    r = regex_heartbeat(regex_shard(), "a", regex)
+    assert r["error_code"] == E.none, r["error_message"]
+    assert assigned_topics(r) == topics
+
+
+@pytest.mark.parametrize("regex", [
+    r"(o)\1rders",  # a backreference
+    r"orders(?=-eu)",  # lookahead
+    r"(?<=old-)orders",  # lookbehind
+    r"orders++",  # possessive
+    r"(?>orders)",  # atomic group
+    r"orders\Z",
+    r"(?x) orders",  # verbose
+    r"orders{1001}",
+    r"orders\C*",  # RE2 has \C (any byte), RE2/J does not (nor Python's re)
+])
+def test_regexes_re2j_refuses_are_invalid_regular_expression(regex: str) -> None:
+    if "\\C" not in regex:
+        re.compile(regex)  # the point: Python's re takes them, and matched them before
+    s = regex_shard()
+    r = regex_heartbeat(s, "a", regex)
+    assert r["error_code"] == E.invalid_regular_expression == 128
+    assert r["error_message"].startswith(
+        f"SubscribedTopicRegex `{regex}` is not a valid regular expression: ")
+    assert "g" not in s.runtime.active(TP).shard.groups  # nothing was written
+
+
+def test_a_stored_regex_that_no_longer_compiles_selects_nothing() -> None:
+    assert topics_matching(r"(o)\1rders", ["orders", "oorders"]) == []
+    assert topics_matching(r"o.*", ["orders", "old-orders", "eu-orders"]) == \
+        ["orders", "old-orders"]

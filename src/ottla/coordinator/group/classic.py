@@ -170,7 +170,7 @@ class ClassicGroup:
         self.generation_id += 1
         if self.members:
             self.protocol_name = self.select_protocol()
-            self.subscribed_topics = self._compute_subscribed_topics()
+            self.subscribed_topics = self.compute_subscribed_topics()
             self.transition(ClassicState.COMPLETING_REBALANCE, now_ms)
         else:
             self.protocol_name = None
@@ -178,7 +178,7 @@ class ClassicGroup:
             self.transition(ClassicState.EMPTY, now_ms)
         self.new_member_added = False
 
-    def _compute_subscribed_topics(self) -> set[str] | None:
+    def compute_subscribed_topics(self) -> set[str] | None:
         if self.protocol_type != "consumer" or self.protocol_name is None:
             return None
         topics: set[str] = set()
@@ -223,7 +223,7 @@ class ClassicGroup:
                                     value.protocol_type, [(value.protocol or "", m.subscription)],
                                     m.assignment))
         group.leader_id = value.leader
-        group.subscribed_topics = group._compute_subscribed_topics()
+        group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
 

@@ -45,13 +45,13 @@ class JoinRequest:
     version: int
 
 
-def _join_error(member_id: str, error: ErrorCode) -> dict[str, Any]:
+def join_error(member_id: str, error: ErrorCode) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": error, "generation_id": -1,
             "protocol_type": None, "protocol_name": None, "leader": "",
             "skip_assignment": False, "member_id": member_id, "members": []}
 
 
-def _sync_response(error: ErrorCode, group: ClassicGroup | None = None,
+def sync_response(error: ErrorCode, group: ClassicGroup | None = None,
                    assignment: bytes = b"") -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": error,
             "protocol_type": group.protocol_type if group else None,
@@ -123,29 +123,33 @@ class ClassicGroupManager:
 
     # --- JoinGroup -----------------------------------------------------------------------
 
-    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
+    def validate_join(self, req: JoinRequest) -> ErrorCode | None:
+        """What Kafka checks before a JoinGroup reaches a group of either kind."""
         if not req.group_id:
-            return CoordinatorResult(response=_join_error(req.member_id, E.invalid_group_id))
+            return E.invalid_group_id
         if not (self._config.min_session_timeout_ms <= req.session_timeout_ms
                 <= self._config.max_session_timeout_ms):
-            return CoordinatorResult(response=_join_error(req.member_id,
-                                                          E.invalid_session_timeout))
+            return E.invalid_session_timeout
+        return None
+
+    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
+        """A JoinGroup to a classic group, or to no group (the GroupMetadataManager sends
+        the ones for consumer groups elsewhere)."""
+        error = self.validate_join(req)
+        if error is not None:
+            return CoordinatorResult(response=join_error(req.member_id, error))
         group = self._groups.classic(req.group_id)
-        if group is None and req.group_id in self._groups:
-            # Classic members inside a consumer group (migration) are not served yet.
-            return CoordinatorResult(response=_join_error(req.member_id,
-                                                          E.inconsistent_group_protocol))
         if group is None:
             if req.member_id:
-                return CoordinatorResult(response=_join_error(req.member_id,
+                return CoordinatorResult(response=join_error(req.member_id,
                                                               E.unknown_member_id))
             group = ClassicGroup(req.group_id, current_state_timestamp=now_ms)
             self._groups.put(group)
         if group.is_in(S.DEAD):
-            return CoordinatorResult(response=_join_error(req.member_id,
+            return CoordinatorResult(response=join_error(req.member_id,
                                                           E.coordinator_not_available))
         if not group.supports_protocols(req.protocol_type, req.protocols):
-            return CoordinatorResult(response=_join_error(req.member_id,
+            return CoordinatorResult(response=join_error(req.member_id,
                                                           E.inconsistent_group_protocol))
         if not req.member_id:
             return self._join_new_member(now_ms, group, req, reply)
@@ -158,7 +162,7 @@ class ClassicGroupManager:
             if existing is not None:
                 return self._replace_static_member(now_ms, group, existing, req, reply)
         if len(group.members) + len(group.pending_members) >= self._config.max_size:
-            return CoordinatorResult(response=_join_error("", E.group_max_size_reached))
+            return CoordinatorResult(response=join_error("", E.group_max_size_reached))
         member_id = self._new_member_id(req.client_id)
         if req.group_instance_id is None and req.version >= 4:
             # KIP-394: the member must come back with the id, so that a join whose response
@@ -166,7 +170,7 @@ class ClassicGroupManager:
             group.pending_members.add(member_id)
             self._schedule(_pending_key(group.group_id, member_id), req.session_timeout_ms,
                            lambda now: self._expire_pending(now, group.group_id, member_id))
-            return CoordinatorResult(response=_join_error(member_id, E.member_id_required))
+            return CoordinatorResult(response=join_error(member_id, E.member_id_required))
         return self._add_member_and_rebalance(now_ms, group, member_id, req, reply)
 
     def _join_existing_member(self, now_ms: int, group: ClassicGroup, req: JoinRequest,
@@ -178,7 +182,7 @@ class ClassicGroupManager:
             return self._add_member_and_rebalance(now_ms, group, member_id, req, reply)
         error = self._validate_member(group, member_id, req.group_instance_id)
         if error is not None:
-            return CoordinatorResult(response=_join_error(member_id, error))
+            return CoordinatorResult(response=join_error(member_id, error))
         member = group.members[member_id]
         if group.is_in(S.PREPARING_REBALANCE):
             self._update_member(member, req, reply)
@@ -198,7 +202,7 @@ class ClassicGroupManager:
                                          replay=False)
             return CoordinatorResult(response=self._join_response(group, member,
                                                                   with_members=False))
-        return CoordinatorResult(response=_join_error(member_id, E.unknown_member_id))
+        return CoordinatorResult(response=join_error(member_id, E.unknown_member_id))
 
     def _replace_static_member(self, now_ms: int, group: ClassicGroup, old_id: str,
                                req: JoinRequest, reply: Reply) -> CoordinatorResult:
@@ -246,7 +250,7 @@ class ClassicGroupManager:
 
     def _update_member(self, member: ClassicMember, req: JoinRequest, reply: Reply) -> None:
         if member.join_reply is not None and member.join_reply is not reply:
-            self._ctx.respond(member.join_reply, _join_error(member.member_id,
+            self._ctx.respond(member.join_reply, join_error(member.member_id,
                                                              E.rebalance_in_progress))
         member.protocols = list(req.protocols)
         member.session_timeout_ms = req.session_timeout_ms
@@ -288,7 +292,7 @@ class ClassicGroupManager:
             for member in group.members.values():
                 member.assignment = b""
                 if member.sync_reply is not None:
-                    self._ctx.respond(member.sync_reply, _sync_response(E.rebalance_in_progress))
+                    self._ctx.respond(member.sync_reply, sync_response(E.rebalance_in_progress))
                     member.sync_reply = None
             self._ctx.cancel(_sync_key(group.group_id))
         was_empty = group.is_in(S.EMPTY)
@@ -372,23 +376,23 @@ class ClassicGroupManager:
                    reply: Reply) -> CoordinatorResult:
         group = self._groups.classic(group_id)
         if group is None or group.is_in(S.DEAD):
-            return CoordinatorResult(response=_sync_response(E.unknown_member_id))
+            return CoordinatorResult(response=sync_response(E.unknown_member_id))
         error = self._validate_member(group, member_id, instance_id)
         if error is not None:
-            return CoordinatorResult(response=_sync_response(error))
+            return CoordinatorResult(response=sync_response(error))
         if generation_id != group.generation_id:
-            return CoordinatorResult(response=_sync_response(E.illegal_generation))
+            return CoordinatorResult(response=sync_response(E.illegal_generation))
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
-            return CoordinatorResult(response=_sync_response(E.inconsistent_group_protocol))
+            return CoordinatorResult(response=sync_response(E.inconsistent_group_protocol))
         if group.is_in(S.EMPTY):
-            return CoordinatorResult(response=_sync_response(E.unknown_member_id))
+            return CoordinatorResult(response=sync_response(E.unknown_member_id))
         if group.is_in(S.PREPARING_REBALANCE):
-            return CoordinatorResult(response=_sync_response(E.rebalance_in_progress))
+            return CoordinatorResult(response=sync_response(E.rebalance_in_progress))
         member = group.members[member_id]
         self._schedule_heartbeat(group, member, member.session_timeout_ms)
         if group.is_in(S.STABLE):
-            return CoordinatorResult(response=_sync_response(E.none, group, member.assignment))
+            return CoordinatorResult(response=sync_response(E.none, group, member.assignment))
         member.sync_reply = reply
         if member_id != group.leader_id:
             return CoordinatorResult(response=DEFERRED)
@@ -399,7 +403,7 @@ class ClassicGroupManager:
         self._ctx.cancel(_sync_key(group_id))
         for m in group.members.values():
             if m.sync_reply is not None:
-                self._ctx.respond(m.sync_reply, _sync_response(E.none, group, m.assignment))
+                self._ctx.respond(m.sync_reply, sync_response(E.none, group, m.assignment))
                 m.sync_reply = None
         return CoordinatorResult([record], DEFERRED, replay=False)
 
@@ -446,10 +450,10 @@ class ClassicGroupManager:
 
     def _fence(self, member: ClassicMember, error: ErrorCode) -> None:
         if member.join_reply is not None:
-            self._ctx.respond(member.join_reply, _join_error(member.member_id, error))
+            self._ctx.respond(member.join_reply, join_error(member.member_id, error))
             member.join_reply = None
         if member.sync_reply is not None:
-            self._ctx.respond(member.sync_reply, _sync_response(error))
+            self._ctx.respond(member.sync_reply, sync_response(error))
             member.sync_reply = None
 
     def _remove_member(self, group: ClassicGroup, member_id: str, error: ErrorCode) -> None:
@@ -497,6 +501,33 @@ class ClassicGroupManager:
             results.append((member_id, instance_id, error))
         records = self._after_removal(now_ms, group) if removed else []
         return CoordinatorResult(records, (E.none, results), replay=False)
+
+    # --- online migration between the group protocols --------------------------------------
+
+    def release_upgraded(self, group: ClassicGroup) -> None:
+        """The group became a consumer group: members waiting in a join or a sync are told
+        to rejoin (as Kafka does), and the classic timers go."""
+        for member in group.members.values():
+            if member.join_reply is not None:
+                self._ctx.respond(member.join_reply,
+                                  join_error(member.member_id, E.rebalance_in_progress))
+                member.join_reply = None
+            if member.sync_reply is not None:
+                self._ctx.respond(member.sync_reply, sync_response(E.rebalance_in_progress))
+                member.sync_reply = None
+            self._ctx.cancel(_heartbeat_key(group.group_id, member.member_id))
+        for member_id in group.pending_members:
+            self._ctx.cancel(_pending_key(group.group_id, member_id))
+        self._ctx.cancel(_join_key(group.group_id))
+        self._ctx.cancel(_sync_key(group.group_id))
+
+    def adopt_downgraded(self, group: ClassicGroup, now_ms: int) -> list[rec.CoordinatorRecord]:
+        """A consumer group became this classic group: its members get classic sessions and
+        a rebalance starts, which they learn of from their next heartbeat."""
+        self._groups.put(group)
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        return self._prepare_rebalance(now_ms, group)
 
     # --- DescribeGroups ---------------------------------------------------------------------
 

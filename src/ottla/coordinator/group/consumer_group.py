@@ -38,6 +38,36 @@ def copy_assignment(assignment: Assignment) -> Assignment:
     return {t: set(ps) for t, ps in assignment.items() if ps}
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group: its session timeout and the protocols it joined with, in its order of
+    preference (the first is the one it is told to use)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+    def metadata(self, protocol: str) -> bytes:
+        return next(data for name, data in self.protocols if name == protocol)
+
+    def to_record(self) -> rec.ClassicMemberMetadata:
+        return rec.ClassicMemberMetadata(
+            session_timeout_ms=self.session_timeout_ms,
+            supported_protocols=tuple(rec.ClassicProtocol(name=name, metadata=data)
+                                      for name, data in self.protocols))
+
+    @classmethod
+    def from_record(cls, value: rec.ClassicMemberMetadata | None) -> ClassicMetadata | None:
+        if value is None:
+            return None
+        return cls(value.session_timeout_ms,
+                   tuple((p.name, bytes(p.metadata)) for p in value.supported_protocols))
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -54,6 +84,12 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMetadata | None = None
+    """Set for a member that uses the classic protocol."""
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_record(self, group_id: str) -> rec.CoordinatorRecord:
         return rec.CoordinatorRecord(
@@ -64,7 +100,8 @@ class ConsumerMember:
                 subscribed_topic_names=tuple(self.subscribed_topic_names),
                 subscribed_topic_regex=self.subscribed_topic_regex,
                 rebalance_timeout_ms=self.rebalance_timeout_ms,
-                server_assignor=self.server_assignor))
+                server_assignor=self.server_assignor,
+                classic_member_metadata=self.classic.to_record() if self.classic else None))
 
     def assignment_record(self, group_id: str) -> rec.CoordinatorRecord:
         return rec.CoordinatorRecord(
@@ -78,10 +115,10 @@ class ConsumerMember:
     def same_metadata(self, other: ConsumerMember) -> bool:
         return (self.instance_id, self.rack_id, self.client_id, self.client_host,
                 tuple(self.subscribed_topic_names), self.subscribed_topic_regex,
-                self.rebalance_timeout_ms, self.server_assignor) == \
+                self.rebalance_timeout_ms, self.server_assignor, self.classic) == \
             (other.instance_id, other.rack_id, other.client_id, other.client_host,
              tuple(other.subscribed_topic_names), other.subscribed_topic_regex,
-             other.rebalance_timeout_ms, other.server_assignor)
+             other.rebalance_timeout_ms, other.server_assignor, other.classic)
 
     def same_assignment(self, other: ConsumerMember) -> bool:
         return (self.member_epoch, self.previous_member_epoch, self.state, self.assigned,
@@ -157,6 +194,39 @@ class ConsumerGroup:
                     partition in member.pending_revocation.get(topic_id, ()):
                 return member.member_epoch
         return -1
+
+    # --- members of both protocols (online migration) ----------------------------------------
+
+    def classic_member_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
+
+    def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        """Whether a classic member with these protocols may join: the embedded consumer
+        protocol, sharing a protocol with every classic member already here."""
+        if protocol_type != "consumer":
+            return False
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        if not self.members:
+            return bool(names)
+        return any(all(name in {p for p, _ in c.protocols} for c in classic)
+                   for name in names)
+
+    def all_members_use_classic_except(self, member_id: str) -> bool:
+        """True if ``member_id`` is the one member on the consumer protocol left."""
+        member = self.members.get(member_id)
+        return member is not None and not member.uses_classic_protocol and \
+            self.classic_member_count() == len(self.members) - 1
+
+    def waiting_on_unreleased_partition(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still held by another member."""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic, partitions in self.target.get(member.member_id, {}).items():
+            have = member.assigned.get(topic, set())
+            for partition in partitions - have:
+                if self.owner_epoch(topic, partition, member.member_id) != -1:
+                    return True
+        return False
 
     def subscribed_topic_names(self) -> set[str]:
         names: set[str] = set()

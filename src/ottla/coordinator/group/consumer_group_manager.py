@@ -1,6 +1,9 @@
 """The consumer group protocol (KIP-848) on one shard: ConsumerGroupHeartbeat and
 ConsumerGroupDescribe, session and rebalance timers, and the replay of the consumer-group
-records (Kafka's GroupMetadataManager, its consumer-group half).
+records (Kafka's GroupMetadataManager, its consumer-group half). Members that still speak
+the classic protocol live in consumer groups too (online migration, seed 000): their
+JoinGroup, SyncGroup, Heartbeat and LeaveGroup are served here, against the same target
+assignment, with the conversions between group kinds in ``migration.py``.
 
 Unlike classic groups, every change here is a record that is replayed first (``_apply``),
 and the handler reads the replayed state back; the runtime is told not to replay again.
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -18,9 +20,12 @@ from typing import Any, ClassVar
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.assignors import ASSIGNORS, Assignment, MemberSpec
+from ottla.coordinator.group.classic import ClassicState
+from ottla.coordinator.group.classic_group_manager import JoinRequest, join_error, sync_response
 from ottla.coordinator.group.consumer_group import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
+    ClassicMetadata,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -30,12 +35,25 @@ from ottla.coordinator.group.consumer_group import (
     to_topic_partitions,
 )
 from ottla.coordinator.group.consumer_protocol import (
+    PROTOCOL_TYPE,
     ConsumerGroupConfig,
     HeartbeatRequest,
+    MalformedProtocol,
     TopicsView,
+    by_id,
+    by_name,
+    decode_subscription,
+    encode_assignment,
+    protocol_version,
 )
 from ottla.coordinator.group.group_store import GroupStore
+from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.topic_regex import (
+    InvalidTopicRegex,
+    compile_topic_regex,
+    topics_matching,
+)
 from ottla.coordinator.runtime import CoordinatorResult, ShardContext
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -51,6 +69,16 @@ def _session_key(group_id: str, member_id: str) -> str:
 
 def _rebalance_key(group_id: str, member_id: str) -> str:
     return f"consumer-rebalance/{group_id}/{member_id}"
+
+
+def _join_key(group_id: str, member_id: str) -> str:
+    """A classic member told to rejoin must do so within its rebalance timeout."""
+    return f"consumer-join/{group_id}/{member_id}"
+
+
+def _sync_key(group_id: str, member_id: str) -> str:
+    """A classic member that joined must sync within its rebalance timeout."""
+    return f"consumer-sync/{group_id}/{member_id}"
 
 
 def _metadata_hash(topics: Topics, names: set[str]) -> int:
@@ -75,11 +103,12 @@ class ConsumerGroupManager:
         rec.ConsumerGroupCurrentMemberAssignmentKey)
 
     def __init__(self, ctx: ShardContext, config: ConsumerGroupConfig, groups: GroupStore,
-                 topics: TopicsView) -> None:
+                 topics: TopicsView, migration: GroupMigration) -> None:
         self._ctx = ctx
         self._config = config
         self._groups = groups
         self._topics = topics
+        self._migration = migration
 
     def _schedule(self, key: str, delay_ms: int,
                   operation: Callable[[int], CoordinatorResult]) -> None:
@@ -144,7 +173,8 @@ class ConsumerGroupManager:
             subscribed_topic_names=tuple(value.subscribed_topic_names),
             subscribed_topic_regex=value.subscribed_topic_regex,
             rebalance_timeout_ms=value.rebalance_timeout_ms,
-            server_assignor=value.server_assignor))
+            server_assignor=value.server_assignor,
+            classic=ClassicMetadata.from_record(value.classic_member_metadata)))
 
     def _replay_target_metadata(
             self, group: ConsumerGroup,
@@ -190,7 +220,8 @@ class ConsumerGroupManager:
         for group in self._groups.values():
             if isinstance(group, ConsumerGroup):
                 for member in group.members.values():
-                    self._schedule_session(group.group_id, member.member_id)
+                    self._schedule_session(group.group_id, member.member_id,
+                                           self._session_timeout(member))
 
     def on_unloaded(self) -> None:
         """Nothing parked: a consumer-group heartbeat is answered at once."""
@@ -230,19 +261,18 @@ class ConsumerGroupManager:
                              f"Supported assignors: {', '.join(self._config.assignors)}.")
         if req.subscribed_topic_regex is not None:
             try:
-                re.compile(req.subscribed_topic_regex)
-            except re.error as e:
-                raise KafkaError(E.invalid_regular_expression,
-                                 f"SubscribedTopicRegex is invalid: {e}") from None
+                compile_topic_regex(req.subscribed_topic_regex)  # RE2/J, as Kafka
+            except InvalidTopicRegex as e:
+                raise KafkaError(E.invalid_regular_expression, str(e)) from None
 
     def _consumer_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
         """A join or heartbeat, in Kafka's steps: find the group and the member, record
         what changed in the member, bump the group epoch if the subscriptions or their
         topics changed, maybe compute a new target assignment, then move the member one
         step toward its target and answer with where it now stands."""
-        group = self._group_to_join(req)
-        member_id = req.member_id or str(uuid.uuid4())
         records: list[rec.CoordinatorRecord] = []
+        group = self._group_to_join(req, records)
+        member_id = req.member_id or str(uuid.uuid4())
         previous = self._member_to_update(group, member_id, req, records)
         subscription_changed = self._update_member_metadata(group, previous, req, records)
         group = self._stored_group(req.group_id)  # a new group exists once its member does
@@ -254,19 +284,37 @@ class ConsumerGroupManager:
         return CoordinatorResult(records, self._heartbeat_response(req, member, previous),
                                  replay=False)
 
-    def _group_to_join(self, req: HeartbeatRequest) -> ConsumerGroup:
+    def _group_to_join(self, req: HeartbeatRequest, records: list[rec.CoordinatorRecord]
+                       ) -> ConsumerGroup:
         """The member's group; a new one (not stored until its first record is applied)
-        for a member joining a group that does not exist yet."""
+        for a member joining a group that does not exist yet or an empty classic group
+        (whose tombstone goes first; its offsets stay). A member joining a non-empty
+        classic group upgrades it (online migration) if the policy allows."""
         classic = self._groups.classic(req.group_id)
-        if classic is not None and (classic.members or classic.pending_members):
-            raise KafkaError(E.group_id_not_found if req.member_epoch else
-                             E.inconsistent_group_protocol,
-                             f"Group {req.group_id} is a non-empty classic group.")
+        if classic is not None and not classic.is_in(ClassicState.EMPTY, ClassicState.DEAD):
+            if req.member_epoch != 0:
+                raise KafkaError(E.group_id_not_found,
+                                 f"Group {req.group_id} is not a consumer group.")
+            group = self._migration.upgrade(classic, records)
+            if len(group.members) >= self._config.max_size and \
+                    group.static_members.get(req.instance_id or "") is None:
+                raise KafkaError(E.group_max_size_reached,
+                                 f"The consumer group has reached its maximum capacity of "
+                                 f"{self._config.max_size} members.")
+            # Nothing below may fail now: the converted group is state from here on.
+            self._groups.put(group)
+            self._migration.upgraded(classic)
+            for member in group.members.values():
+                self._schedule_session(group.group_id, member.member_id,
+                                       self._session_timeout(member))
+            return group
         group = self._group(req.group_id)
         if group is None and req.member_epoch != 0:
             raise KafkaError(E.unknown_member_id, f"Group {req.group_id} does not exist.")
         if group is None:
-            # Also converts an empty classic group; its offsets stay.
+            if classic is not None:
+                records.append(rec.CoordinatorRecord(rec.GroupMetadataKey(group=req.group_id),
+                                                     None))
             group = ConsumerGroup(req.group_id)
         return group
 
@@ -291,7 +339,8 @@ class ConsumerGroupManager:
             previous_id = group.static_members.get(req.instance_id)
             if previous_id is not None and previous_id != member_id:
                 previous = group.members[previous_id]
-                if previous.member_epoch != LEAVE_STATIC_EPOCH:
+                if previous.member_epoch != LEAVE_STATIC_EPOCH and \
+                        not previous.uses_classic_protocol:
                     raise KafkaError(E.unreleased_instance_id,
                                      f"Static member {req.instance_id} with instance id "
                                      "is still in use.")
@@ -316,8 +365,15 @@ class ConsumerGroupManager:
             subscribed_topic_regex=req.subscribed_topic_regex
             if req.subscribed_topic_regex is not None else base.subscribed_topic_regex,
             server_assignor=req.server_assignor
-            if req.server_assignor is not None else base.server_assignor)
-        known = group.members.get(base.member_id)
+            if req.server_assignor is not None else base.server_assignor,
+            classic=None)
+        return self._record_member(group, updated, records)
+
+    def _record_member(self, group: ConsumerGroup, updated: ConsumerMember,
+                       records: list[rec.CoordinatorRecord]) -> bool:
+        """Write and apply the member's metadata if it changed; True if it is new or
+        changed what it subscribes to (which bumps the group epoch)."""
+        known = group.members.get(updated.member_id)
         changed = known is None
         if known is None or not updated.same_metadata(known):
             if known is not None:
@@ -325,7 +381,7 @@ class ConsumerGroupManager:
                            updated.server_assignor) != (known.subscribed_topic_names,
                                                         known.subscribed_topic_regex,
                                                         known.server_assignor)
-            metadata = [updated.metadata_record(req.group_id)]
+            metadata = [updated.metadata_record(group.group_id)]
             self._apply(metadata)
             records += metadata
         return changed
@@ -418,15 +474,14 @@ class ConsumerGroupManager:
         names = set(group.subscribed_topic_names())
         for member in group.members.values():
             if member.subscribed_topic_regex:
-                pattern = re.compile(member.subscribed_topic_regex)
-                names.update(t for t in topics if pattern.fullmatch(t))
+                names.update(topics_matching(member.subscribed_topic_regex, topics))
         return names
 
     def _member_topics(self, member: ConsumerMember, topics: Topics) -> frozenset[uuid.UUID]:
         ids = {topics[n][0] for n in member.subscribed_topic_names if n in topics}
         if member.subscribed_topic_regex:
-            pattern = re.compile(member.subscribed_topic_regex)
-            ids.update(topics[t][0] for t in topics if pattern.fullmatch(t))
+            ids.update(topics[t][0]
+                       for t in topics_matching(member.subscribed_topic_regex, topics))
         return frozenset(ids)
 
     def _target_assignment_records(self, group: ConsumerGroup, topics: Topics,
@@ -456,8 +511,7 @@ class ConsumerGroupManager:
                                  new_id: str) -> list[rec.CoordinatorRecord]:
         """KIP-345 under KIP-848: the returning instance takes over the old member's
         assignment and epoch under its new member id."""
-        self._ctx.cancel(_session_key(group.group_id, previous.member_id))
-        self._ctx.cancel(_rebalance_key(group.group_id, previous.member_id))
+        self._cancel_timers(group.group_id, previous.member_id)
         successor = replace(previous, member_id=new_id,
                             member_epoch=previous.previous_member_epoch
                             if previous.member_epoch == LEAVE_STATIC_EPOCH
@@ -487,12 +541,29 @@ class ConsumerGroupManager:
                 group_id=group_id, member_id=member_id), None),
         ]
 
+    def _cancel_timers(self, group_id: str, member_id: str) -> None:
+        for key in (_session_key, _rebalance_key, _join_key, _sync_key):
+            self._ctx.cancel(key(group_id, member_id))
+
     def _fence_records(self, group: ConsumerGroup, member_id: str, now_ms: int
                        ) -> list[rec.CoordinatorRecord]:
-        self._ctx.cancel(_session_key(group.group_id, member_id))
-        self._ctx.cancel(_rebalance_key(group.group_id, member_id))
+        """Remove a member; the last consumer-protocol member of a group of classic ones
+        takes the group back to a classic group (online downgrade) if the policy allows."""
+        self._cancel_timers(group.group_id, member_id)
+        if self._migration.can_downgrade(group, member_id):
+            remaining = [m for m in group.members if m != member_id]
+            downgraded = self._migration.downgrade(group, member_id, now_ms)
+            if downgraded is not None:
+                for other in remaining:
+                    self._cancel_timers(group.group_id, other)
+                return downgraded
         records = self._member_tombstones(group.group_id, member_id)
         self._apply(records)
+        return records + self._bump_after_removal(group, now_ms)
+
+    def _bump_after_removal(self, group: ConsumerGroup, now_ms: int
+                            ) -> list[rec.CoordinatorRecord]:
+        """A new group epoch once members are gone (their partitions go to the others)."""
         topics = self._topics()
         bump = [rec.CoordinatorRecord(
             rec.ConsumerGroupMetadataKey(group_id=group.group_id),
@@ -507,7 +578,7 @@ class ConsumerGroupManager:
                     assignment_epoch=group.group_epoch + 1, assignment_timestamp=0)))
             group.state_timestamp_ms = now_ms
         self._apply(bump)
-        return records + bump
+        return bump
 
     def _consumer_leave(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
         group = self._group(req.group_id)
@@ -538,8 +609,15 @@ class ConsumerGroupManager:
         return CoordinatorResult(self._fence_records(group, member_id, now_ms), response,
                                  replay=False)
 
-    def _schedule_session(self, group_id: str, member_id: str) -> None:
-        self._schedule(_session_key(group_id, member_id), self._config.session_timeout_ms,
+    def _session_timeout(self, member: ConsumerMember) -> int:
+        """A classic member keeps the session timeout it joined with."""
+        return member.classic.session_timeout_ms if member.classic is not None \
+            else self._config.session_timeout_ms
+
+    def _schedule_session(self, group_id: str, member_id: str,
+                          timeout_ms: int | None = None) -> None:
+        self._schedule(_session_key(group_id, member_id),
+                       self._config.session_timeout_ms if timeout_ms is None else timeout_ms,
                        lambda now: self._session_expired(now, group_id, member_id))
 
     def _schedule_rebalance(self, group_id: str, member_id: str, epoch: int,
@@ -570,6 +648,235 @@ class ConsumerGroupManager:
                  "timeout)", member_id, group_id)
         return CoordinatorResult(self._fence_records(group, member_id, now_ms), replay=False)
 
+    # --- classic members in a consumer group (online migration) ---------------------------
+
+    def classic_group_join(self, now_ms: int, req: JoinRequest) -> CoordinatorResult:
+        """Kafka's classicGroupJoinToConsumerGroup: the member's embedded subscription
+        makes it a member like any other, reconciled toward the server-side target in one
+        step per JoinGroup (its owned partitions come in the subscription). The response
+        is final at once: there is no barrier and no leader, the generation is the member
+        epoch, and SyncGroup hands out the assignment."""
+        try:
+            group = self._stored_group(req.group_id)
+            unknown = not req.member_id
+            member_id = str(uuid.uuid4()) if unknown else req.member_id
+            if not self._migration.classic_joins_allowed():
+                raise KafkaError(E.inconsistent_group_protocol,
+                                 f"Group {req.group_id} is a consumer group and "
+                                 "group.consumer.migration.policy is disabled.")
+            if len(group.members) >= self._config.max_size and member_id not in group.members:
+                raise KafkaError(E.group_max_size_reached,
+                                 f"The consumer group has reached its maximum capacity of "
+                                 f"{self._config.max_size} members.")
+            if not group.supports_classic_protocols(req.protocol_type,
+                                                    {name for name, _ in req.protocols}):
+                raise KafkaError(E.inconsistent_group_protocol,
+                                 f"Member {member_id}'s protocols are not supported.")
+            if unknown and req.group_instance_id is None and req.version >= 4:
+                # KIP-394: nothing is stored until the member comes back with its id.
+                return CoordinatorResult(response=join_error(member_id, E.member_id_required))
+            try:
+                subscription = decode_subscription(req.protocols[0][1])
+            except MalformedProtocol as e:
+                raise KafkaError(E.unknown_server_error, str(e)) from None
+            records: list[rec.CoordinatorRecord] = []
+            base = self._classic_member_to_update(group, member_id, req, unknown, records)
+            updated = replace(
+                base,
+                instance_id=req.group_instance_id if req.group_instance_id is not None
+                else base.instance_id,
+                rack_id=subscription.rack_id if subscription.rack_id is not None
+                else base.rack_id,
+                rebalance_timeout_ms=req.rebalance_timeout_ms
+                if req.rebalance_timeout_ms != -1 else base.rebalance_timeout_ms,
+                subscribed_topic_names=subscription.topics,
+                client_id=req.client_id, client_host=req.client_host,
+                classic=ClassicMetadata(req.session_timeout_ms, tuple(req.protocols)))
+            changed = self._record_member(group, updated, records)
+            group = self._stored_group(req.group_id)
+            topics = self._topics()
+            self._maybe_bump_group_epoch(group, topics, changed, records)
+            self._maybe_update_target_assignment(group, topics, now_ms, records)
+            member = self._reconcile_member(group, member_id, by_id(subscription.owned, topics),
+                                            records)
+        except KafkaError as e:
+            return CoordinatorResult(response=join_error(req.member_id, e.code))
+        self._ctx.cancel(_join_key(req.group_id, member_id))
+        self._schedule_session(req.group_id, member_id, req.session_timeout_ms)
+        self._schedule_classic_timeout(_sync_key(req.group_id, member_id), req.group_id,
+                                       member_id, req.rebalance_timeout_ms, "sync")
+        assert member.classic is not None
+        return CoordinatorResult(records, {
+            "throttle_time": 0, "error_code": E.none, "generation_id": member.member_epoch,
+            "protocol_type": PROTOCOL_TYPE, "protocol_name": member.classic.protocol_name,
+            "leader": "", "skip_assignment": False, "member_id": member_id, "members": []},
+            replay=False)
+
+    def _classic_member_to_update(self, group: ConsumerGroup, member_id: str,
+                                  req: JoinRequest, unknown: bool,
+                                  records: list[rec.CoordinatorRecord]) -> ConsumerMember:
+        """The joining member as the group knows it, or a blank one. A static member with
+        a new member id takes over its instance's place whatever protocol that used."""
+        if req.group_instance_id is None:
+            return group.members.get(member_id) or ConsumerMember(member_id)
+        previous_id = group.static_members.get(req.group_instance_id)
+        if unknown:
+            if previous_id is None:
+                return ConsumerMember(member_id)
+            records += self._replace_static_consumer(group, group.members[previous_id],
+                                                     member_id)
+            return group.members[member_id]
+        if previous_id is None:
+            raise KafkaError(E.unknown_member_id,
+                             f"Instance id {req.group_instance_id} is unknown.")
+        if previous_id != member_id:
+            raise KafkaError(E.fenced_instance_id,
+                             f"Static member {member_id} with instance id "
+                             f"{req.group_instance_id} was fenced by member {previous_id}.")
+        return group.members[member_id]
+
+    def _classic_member(self, group: ConsumerGroup, member_id: str,
+                        instance_id: str | None) -> ConsumerMember:
+        """Kafka's validateConsumerGroupMember, for a request of the classic protocol."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise KafkaError(E.unknown_member_id, f"Member {member_id} is not a member "
+                                 f"of group {group.group_id}.")
+        else:
+            known = group.static_members.get(instance_id)
+            if known is None:
+                raise KafkaError(E.unknown_member_id, f"Member with instance id "
+                                 f"{instance_id} is not a member of group {group.group_id}.")
+            if known != member_id:
+                raise KafkaError(E.fenced_instance_id, f"Static member {member_id} with "
+                                 f"instance id {instance_id} was fenced by member {known}.")
+            member = group.members[known]
+        if not member.uses_classic_protocol:
+            raise KafkaError(E.unknown_member_id,
+                             f"Member {member.member_id} does not use the classic protocol.")
+        return member
+
+    @staticmethod
+    def _check_generation(member: ConsumerMember, generation_id: int) -> None:
+        if generation_id != member.member_epoch:
+            raise KafkaError(E.illegal_generation,
+                             f"The request generation id {generation_id} is not equal to "
+                             f"the member epoch {member.member_epoch} of member "
+                             f"{member.member_id}.")
+
+    def classic_group_sync(self, now_ms: int, group_id: str, generation_id: int,
+                           member_id: str, instance_id: str | None,
+                           protocol_type: str | None, protocol_name: str | None
+                           ) -> CoordinatorResult:
+        """Kafka's classicGroupSyncToConsumerGroup: the member's current assignment,
+        encoded in the version of its subscription, unless it must rejoin first."""
+        try:
+            group = self._stored_group(group_id)
+            member = self._classic_member(group, member_id, instance_id)
+            self._check_generation(member, generation_id)
+            assert member.classic is not None
+            if (protocol_type is not None and protocol_type != PROTOCOL_TYPE) or \
+                    (protocol_name is not None and
+                     protocol_name != member.classic.protocol_name):
+                raise KafkaError(E.inconsistent_group_protocol,
+                                 f"The protocol {protocol_type}/{protocol_name} from member "
+                                 f"{member_id} is not the one of its join response.")
+            if group.group_epoch > member.member_epoch and \
+                    member.state is not MemberState.UNREVOKED_PARTITIONS:
+                # A newer epoch: rejoin to catch up (a member still revoking finishes first).
+                self._schedule_join_timeout(group_id, member)
+                raise KafkaError(E.rebalance_in_progress,
+                                 f"A new rebalance is triggered in group {group_id} and "
+                                 f"member {member_id} should rejoin to catch up.")
+            try:
+                version = protocol_version(member.classic.protocols[0][1])
+            except MalformedProtocol as e:
+                raise KafkaError(E.unknown_server_error, str(e)) from None
+            assignment = encode_assignment(by_name(member.assigned, self._topics()), version)
+        except KafkaError as e:
+            return CoordinatorResult(response=sync_response(e.code))
+        self._ctx.cancel(_sync_key(group_id, member.member_id))
+        self._schedule_session(group_id, member.member_id, member.classic.session_timeout_ms)
+        return CoordinatorResult(response={
+            "throttle_time": 0, "error_code": E.none, "protocol_type": protocol_type,
+            "protocol_name": protocol_name, "assignment": assignment})
+
+    def classic_group_heartbeat(self, now_ms: int, group_id: str, generation_id: int,
+                                member_id: str, instance_id: str | None) -> CoordinatorResult:
+        """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS whenever a
+        JoinGroup would move the member on (a newer group epoch, partitions to revoke, or
+        partitions it waits for that are now free)."""
+        try:
+            group = self._stored_group(group_id)
+            member = self._classic_member(group, member_id, instance_id)
+            self._check_generation(member, generation_id)
+        except KafkaError as e:
+            return CoordinatorResult(response=e.code)
+        self._schedule_session(group_id, member.member_id, self._session_timeout(member))
+        if member.member_epoch < group.group_epoch or \
+                member.state is MemberState.UNREVOKED_PARTITIONS or \
+                (member.state is MemberState.UNRELEASED_PARTITIONS and
+                 not group.waiting_on_unreleased_partition(member)):
+            self._schedule_join_timeout(group_id, member)
+            return CoordinatorResult(response=E.rebalance_in_progress)
+        return CoordinatorResult(response=E.none)
+
+    def classic_group_leave(self, now_ms: int, group_id: str,
+                            members: list[tuple[str, str | None]]) -> CoordinatorResult:
+        """Kafka's classicGroupLeaveToConsumerGroup: classic members leave (by member id,
+        or by instance id as an admin does); one epoch bump for all of them."""
+        group = self._stored_group(group_id)
+        results: list[tuple[str, str | None, ErrorCode]] = []
+        leaving: list[str] = []
+        for member_id, instance_id in members:
+            try:
+                if instance_id is None:
+                    member = self._classic_member(group, member_id, None)
+                else:
+                    known = group.static_members.get(instance_id)
+                    if known is None:
+                        raise KafkaError(E.unknown_member_id,
+                                         f"Instance id {instance_id} is unknown.")
+                    # An admin removes a static member by its instance id alone.
+                    member = self._classic_member(group, member_id or known, instance_id)
+                if member.member_id not in leaving:
+                    leaving.append(member.member_id)
+                log.info("Member %s has left consumer group %s through an explicit "
+                         "LeaveGroup request", member.member_id, group_id)
+                results.append((member.member_id, instance_id, E.none))
+            except KafkaError as e:
+                results.append((member_id, instance_id, e.code))
+        records: list[rec.CoordinatorRecord] = []
+        for member_id in leaving:
+            self._cancel_timers(group_id, member_id)
+            tombstones = self._member_tombstones(group_id, member_id)
+            self._apply(tombstones)
+            records += tombstones
+        if leaving:
+            records += self._bump_after_removal(group, now_ms)
+        return CoordinatorResult(records, (E.none, results), replay=False)
+
+    def _schedule_join_timeout(self, group_id: str, member: ConsumerMember) -> None:
+        """Told to rejoin, the member has its rebalance timeout to do so (if not already
+        counting)."""
+        key = _join_key(group_id, member.member_id)
+        if not self._ctx.is_scheduled(key):
+            self._schedule_classic_timeout(key, group_id, member.member_id,
+                                           member.rebalance_timeout_ms, "join")
+
+    def _schedule_classic_timeout(self, key: str, group_id: str, member_id: str,
+                                  timeout_ms: int, what: str) -> None:
+        def expired(now_ms: int) -> CoordinatorResult:
+            group = self._group(group_id)
+            if group is None or member_id not in group.members:
+                return CoordinatorResult()
+            log.info("Member %s of consumer group %s fenced (the classic member failed to "
+                     "%s within its rebalance timeout)", member_id, group_id, what)
+            return CoordinatorResult(self._fence_records(group, member_id, now_ms),
+                                     replay=False)
+        self._schedule(key, max(timeout_ms, 0), expired)
+
     # --- ConsumerGroupDescribe ---------------------------------------------------------------
 
     def describe_consumer_group(self, group_id: str) -> dict[str, Any] | None:
@@ -596,7 +903,8 @@ class ConsumerGroupManager:
                 "subscribed_topic_regex": m.subscribed_topic_regex,
                 "assignment": assignment(m.assigned),
                 "target_assignment": assignment(group.target.get(m.member_id, {})),
-                "member_type": 1} for m in group.members.values()],
+                "member_type": 0 if m.uses_classic_protocol else 1}
+                for m in group.members.values()],
             "authorized_operations": -2147483648}
 
     def consumer_target(self, group_id: str, member_id: str) -> Assignment:
@@ -614,7 +922,9 @@ class ConsumerGroupManager:
         if consumer is None:
             return E.unknown_member_id
         if generation_id != consumer.member_epoch:
-            return E.stale_member_epoch if version >= 9 else E.illegal_generation
+            if consumer.uses_classic_protocol or version < 9:
+                return E.illegal_generation
+            return E.stale_member_epoch
         return None
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None,
@@ -626,6 +936,10 @@ class ConsumerGroupManager:
         if member is None:
             raise KafkaError(E.unknown_member_id, f"Member {member_id} is unknown.")
         if member.member_epoch != member_epoch:
+            if member.uses_classic_protocol:
+                raise KafkaError(E.illegal_generation, f"The received generation id "
+                                 f"{member_epoch} does not match the expected member epoch "
+                                 f"{member.member_epoch}.")
             raise KafkaError(E.stale_member_epoch,
                              f"The member epoch {member_epoch} is stale.")
 

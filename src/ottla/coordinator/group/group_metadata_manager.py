@@ -5,7 +5,8 @@ deleting, and the ``GroupOffsetsView`` the offsets are checked against).
 A group kind's protocol lives in its own manager (ClassicGroupManager,
 ConsumerGroupManager), each given the shard context, its configs and the shared store; a
 further kind (share groups) is one more manager here and one more branch where a question
-depends on the kind.
+depends on the kind. The classic protocol's requests are routed by the kind of their group:
+a consumer group serves classic members too (online migration, ``migration.py``).
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ from typing import Any, ClassVar
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import ClassicGroup, ClassicState
-from ottla.coordinator.group.classic_group_manager import ClassicGroupManager
+from ottla.coordinator.group.classic_group_manager import (
+    ClassicGroupManager,
+    JoinRequest,
+    join_error,
+    sync_response,
+)
 from ottla.coordinator.group.config import GroupConfig
 from ottla.coordinator.group.consumer_group_manager import ConsumerGroupManager
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig, TopicsView
 from ottla.coordinator.group.group_store import Group, GroupStore
+from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
-from ottla.coordinator.runtime import ShardContext
+from ottla.coordinator.runtime import CoordinatorResult, Reply, ShardContext
 from ottla.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -36,7 +43,9 @@ class GroupMetadataManager:
                  new_member_id: Callable[[str], str] | None = None) -> None:
         self.groups = GroupStore()
         self.classic = ClassicGroupManager(ctx, config, self.groups, new_member_id)
-        self.consumer = ConsumerGroupManager(ctx, consumer_config, self.groups, topics)
+        self.consumer = ConsumerGroupManager(
+            ctx, consumer_config, self.groups, topics,
+            GroupMigration(config, consumer_config, self.classic, topics))
         self._replay: dict[type, Callable[[rec.CoordinatorRecord], None]] = {
             **dict.fromkeys(ClassicGroupManager.RECORD_KEYS, self.classic.replay),
             **dict.fromkeys(ConsumerGroupManager.RECORD_KEYS, self.consumer.replay)}
@@ -67,6 +76,53 @@ class GroupMetadataManager:
     def on_unloaded(self) -> None:
         self.classic.on_unloaded()
         self.consumer.on_unloaded()
+
+    # --- the classic protocol, routed by the kind of group -----------------------------------
+
+    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
+        """A non-empty consumer group takes the member in; an empty one is deleted and a
+        classic group takes its place (whatever the migration policy, as in Kafka)."""
+        group = self.groups.consumer(req.group_id)
+        if group is None:
+            return self.classic.join_group(now_ms, req, reply)
+        error = self.classic.validate_join(req)
+        if error is not None:
+            return CoordinatorResult(response=join_error(req.member_id, error))
+        if group.members:
+            return self.consumer.classic_group_join(now_ms, req)
+        tombstones = self.consumer.tombstones(group)
+        self.groups.remove(req.group_id)
+        result = self.classic.join_group(now_ms, req, reply)
+        result.records[:0] = tombstones
+        return result
+
+    def sync_group(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
+                   instance_id: str | None, protocol_type: str | None,
+                   protocol_name: str | None, assignments: dict[str, bytes],
+                   reply: Reply) -> CoordinatorResult:
+        group = self.groups.consumer(group_id)
+        if group is None:
+            return self.classic.sync_group(now_ms, group_id, generation_id, member_id,
+                                           instance_id, protocol_type, protocol_name,
+                                           assignments, reply)
+        if not group.members:
+            return CoordinatorResult(response=sync_response(E.unknown_member_id))
+        return self.consumer.classic_group_sync(now_ms, group_id, generation_id, member_id,
+                                                instance_id, protocol_type, protocol_name)
+
+    def heartbeat(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
+                  instance_id: str | None) -> CoordinatorResult:
+        if self.groups.consumer(group_id) is None:
+            return self.classic.heartbeat(now_ms, group_id, generation_id, member_id,
+                                          instance_id)
+        return self.consumer.classic_group_heartbeat(now_ms, group_id, generation_id,
+                                                     member_id, instance_id)
+
+    def leave_group(self, now_ms: int, group_id: str,
+                    members: list[tuple[str, str | None]]) -> CoordinatorResult:
+        if self.groups.consumer(group_id) is None:
+            return self.classic.leave_group(now_ms, group_id, members)
+        return self.consumer.classic_group_leave(now_ms, group_id, members)
 
     # --- ListGroups, DeleteGroups ---------------------------------------------------------
 

@@ -9,6 +9,7 @@ KIP-848 consumer-group records. Layouts follow Kafka's
 
 # No ``from __future__ import annotations``: kio introspects the real field types.
 
+import dataclasses
 import io
 import struct
 import uuid
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from kio.serial import entity_reader, entity_writer
+from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 
 _INT16 = struct.Struct(">h")
@@ -114,6 +116,26 @@ class ConsumerGroupMemberMetadataKey(_Key):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicProtocol:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    name: str = field(metadata=_meta("string"))
+    metadata: bytes = field(metadata=_meta("bytes"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicMemberMetadata:
+    """What a classic-protocol member of a consumer group joined with (migration)."""
+
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    session_timeout_ms: int = field(metadata=_meta("int32"))
+    supported_protocols: tuple[ClassicProtocol, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupMemberMetadataValue(_Value):
     instance_id: str | None = field(metadata=_meta("string"), default=None)
     rack_id: str | None = field(metadata=_meta("string"), default=None)
@@ -123,6 +145,9 @@ class ConsumerGroupMemberMetadataValue(_Value):
     subscribed_topic_regex: str | None = field(metadata=_meta("string"), default=None)
     rebalance_timeout_ms: int = field(metadata=_meta("int32"), default=-1)
     server_assignor: str | None = field(metadata=_meta("string"), default=None)
+    classic_member_metadata: ClassicMemberMetadata | None = field(
+        metadata={"tag": 0}, default=None)
+    """Tagged and nullable; set only for a member that uses the classic protocol."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +214,7 @@ VALUE_TYPES: dict[type, type] = {
     ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
 }
-_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values())
+_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values()) | {ClassicMemberMetadata}
 _writers = {cls: entity_writer(cls) for cls in _ALL}
 _readers = {cls: entity_reader(cls) for cls in _ALL}
 
@@ -209,8 +234,32 @@ class CoordinatorRecord:
 def _encode(entity: Any, version: int) -> bytes:
     buf = io.BytesIO()
     buf.write(_INT16.pack(version))
-    _writers[type(entity)](buf, entity)
+    if isinstance(entity, ConsumerGroupMemberMetadataValue) and \
+            entity.classic_member_metadata is not None:
+        _write_member_metadata(buf, entity)
+    else:
+        _writers[type(entity)](buf, entity)
     return buf.getvalue()
+
+
+def _write_member_metadata(buf: io.BytesIO, value: ConsumerGroupMemberMetadataValue) -> None:
+    """kio leaves out the presence byte Kafka writes before a nullable struct in a tagged
+    field (KIP-893), so the one tagged field of this value is written here."""
+    classic = value.classic_member_metadata
+    assert classic is not None
+    body = io.BytesIO()
+    _writers[ConsumerGroupMemberMetadataValue](
+        body, dataclasses.replace(value, classic_member_metadata=None))
+    untagged = body.getvalue()
+    assert untagged[-1] == 0  # no tagged fields
+    struct_bytes = io.BytesIO()
+    _writers[ClassicMemberMetadata](struct_bytes, classic)
+    buf.write(untagged[:-1])
+    write_unsigned_varint(buf, 1)  # one tagged field
+    write_unsigned_varint(buf, 0)  # tag 0: ClassicMemberMetadata
+    write_unsigned_varint(buf, len(struct_bytes.getvalue()) + 1)
+    buf.write(b"\x01")  # present
+    buf.write(struct_bytes.getvalue())
 
 
 def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:

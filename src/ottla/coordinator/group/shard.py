@@ -100,24 +100,24 @@ class GroupCoordinatorShard:
     # --- classic groups ----------------------------------------------------------------------
 
     def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
-        return self.group_metadata.classic.join_group(now_ms, req, reply)
+        return self.group_metadata.join_group(now_ms, req, reply)
 
     def sync_group(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                    instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: dict[str, bytes],
                    reply: Reply) -> CoordinatorResult:
-        return self.group_metadata.classic.sync_group(
+        return self.group_metadata.sync_group(
             now_ms, group_id, generation_id, member_id, instance_id, protocol_type,
             protocol_name, assignments, reply)
 
     def heartbeat(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                   instance_id: str | None) -> CoordinatorResult:
-        return self.group_metadata.classic.heartbeat(now_ms, group_id, generation_id,
-                                                     member_id, instance_id)
+        return self.group_metadata.heartbeat(now_ms, group_id, generation_id, member_id,
+                                             instance_id)
 
     def leave_group(self, now_ms: int, group_id: str,
                     members: list[tuple[str, str | None]]) -> CoordinatorResult:
-        return self.group_metadata.classic.leave_group(now_ms, group_id, members)
+        return self.group_metadata.leave_group(now_ms, group_id, members)
 
     def describe_group(self, group_id: str) -> dict[str, Any] | None:
         return self.group_metadata.classic.describe_group(group_id)
