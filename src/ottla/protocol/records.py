@@ -366,6 +366,27 @@ def control_record_type(key: bytes | None) -> int | None:
     return struct.unpack_from(">hh", key)[1]
 
 
+def marker_coordinator_epoch(value: bytes | None) -> int:
+    """The coordinator epoch of an end-transaction marker's value (version int16,
+    coordinator epoch int32); -1 if it has none."""
+    if value is None or len(value) < 6:
+        return -1
+    return struct.unpack_from(">hi", value)[1]
+
+
+def build_marker(*, producer_id: int, producer_epoch: int, commit: bool,
+                 coordinator_epoch: int, timestamp: int, base_offset: int = 0,
+                 partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
+    """A COMMIT or ABORT marker as Kafka writes it: a transactional control batch of one
+    record, key (version 0, type), value (version 0, coordinator epoch)."""
+    key = struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return build_batch([(key, value)], base_offset=base_offset, timestamp=timestamp,
+                       producer_id=producer_id, producer_epoch=producer_epoch,
+                       partition_leader_epoch=partition_leader_epoch, transactional=True,
+                       control=True)
+
+
 # --- legacy message sets (magic 0 and 1), readable for tools and old segment files ------
 
 _LEGACY_ENTRY = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes

@@ -5,6 +5,11 @@ its last five batches (``max.in.flight.requests.per.connection`` is at most 5 wi
 idempotence). That is enough to answer a retried batch with its original offsets instead
 of writing it twice, and to reject a gap with OUT_OF_ORDER_SEQUENCE_NUMBER. The state is
 rebuilt from the batch headers of the log on load (headers only, no record decoding).
+
+Transactions (KIP-98): a producer's first transactional batch opens its transaction at
+that batch's offset, and its COMMIT or ABORT marker closes it (``end_transaction``). The
+first offset of the oldest open transaction bounds the last stable offset, below which
+``read_committed`` consumers may read.
 """
 
 from __future__ import annotations
@@ -54,6 +59,16 @@ class ProducerStateEntry:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker closed: from its first batch to the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -61,6 +76,8 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}
+        """Producer id -> the first offset of its open transaction."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch from a client before it is appended.
@@ -104,9 +121,54 @@ class ProducerStateManager:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                                first_offset, last_offset, header.max_timestamp))
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        if header.is_transactional and not header.is_control and \
+                entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[header.producer_id] = first_offset
+
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> None:
+        """A COMMIT or ABORT marker from the transaction coordinator (WriteTxnMarkers):
+        refused if the producer has moved to a newer epoch, or another coordinator with a
+        newer epoch has written for it (Kafka's ``appendEndTxnMarker`` checks)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch,
+                             f"Marker epoch {producer_epoch} of producer {producer_id} is "
+                             f"older than the last seen epoch {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(ErrorCode.transaction_coordinator_fenced,
+                             f"Marker coordinator epoch {coordinator_epoch} for producer "
+                             f"{producer_id} is older than {entry.coordinator_epoch}")
+
+    def end_transaction(self, header: BatchHeader, offset: int, aborted: bool,
+                        coordinator_epoch: int) -> CompletedTxn:
+        """A marker at ``offset`` was appended: the producer's transaction is closed (one
+        with no batch here closes at the marker itself)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None:
+            entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
+        if header.producer_epoch != entry.producer_epoch:
+            entry.producer_epoch = header.producer_epoch
+            entry.batches.clear()
+        first = entry.current_txn_first_offset
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
+        self.ongoing.pop(header.producer_id, None)
+        return CompletedTxn(header.producer_id, offset if first is None else first, offset,
+                            aborted)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction: the last stable offset cannot
+        pass it."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     def truncate(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         """Forget producers idle longer than ``producer.id.expiration.ms``."""

@@ -1,0 +1,98 @@
+"""The log side of transactions without a broker: producer state following open
+transactions and their markers (the last stable offset's bound), marker checks, and the
+aborted-transaction index in Kafka's ``.txnindex`` format."""
+
+from __future__ import annotations
+
+import pytest
+
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.records import (
+    CONTROL_ABORT,
+    build_batch,
+    build_marker,
+    control_record_type,
+    decode_records,
+    marker_coordinator_epoch,
+    read_header,
+)
+from ottla.storage.producer_state import CompletedTxn, ProducerStateManager
+from ottla.storage.transaction_index import AbortedTxn, TransactionIndex
+
+
+def txn_batch(pid: int, epoch: int, seq: int, offset: int, n: int = 1) -> bytes:
+    return build_batch([(b"k", b"v")] * n, base_offset=offset, producer_id=pid,
+                       producer_epoch=epoch, base_sequence=seq, transactional=True)
+
+
+def test_a_marker_is_a_control_batch_as_kafka_writes_it() -> None:
+    marker = build_marker(producer_id=7, producer_epoch=3, commit=False, coordinator_epoch=12,
+                          timestamp=1000, base_offset=40)
+    header = read_header(marker)
+    assert header.is_control and header.is_transactional
+    assert (header.producer_id, header.producer_epoch, header.base_offset) == (7, 3, 40)
+    (record,) = decode_records(marker, 0, header)
+    assert control_record_type(record.key) == CONTROL_ABORT
+    assert record.key == b"\x00\x00\x00\x00" and record.value == b"\x00\x00\x00\x00\x00\x0c"
+    assert marker_coordinator_epoch(record.value) == 12
+
+
+def test_open_transactions_bound_the_last_stable_offset_until_their_markers() -> None:
+    state = ProducerStateManager()
+    state.update(read_header(txn_batch(1, 0, 0, 10, 3)), 10, 12)
+    state.update(read_header(txn_batch(2, 0, 0, 13)), 13, 13)
+    state.update(read_header(txn_batch(1, 0, 3, 14)), 14, 14)
+    assert state.first_unstable_offset() == 10
+    commit = read_header(build_marker(producer_id=1, producer_epoch=0, commit=True,
+                                      coordinator_epoch=0, timestamp=0, base_offset=15))
+    assert state.end_transaction(commit, 15, False, 0) == CompletedTxn(1, 10, 15, False)
+    assert state.first_unstable_offset() == 13
+    abort = read_header(build_marker(producer_id=2, producer_epoch=0, commit=False,
+                                     coordinator_epoch=0, timestamp=0, base_offset=16))
+    assert state.end_transaction(abort, 16, True, 0) == CompletedTxn(2, 13, 16, True)
+    assert state.first_unstable_offset() is None
+    state.update(read_header(txn_batch(1, 0, 4, 17)), 17, 17)  # its next transaction
+    assert state.first_unstable_offset() == 17
+    state.truncate()
+    assert state.first_unstable_offset() is None
+
+
+def test_a_marker_from_an_older_epoch_or_coordinator_is_refused() -> None:
+    state = ProducerStateManager()
+    state.update(read_header(txn_batch(1, 5, 0, 0)), 0, 0)
+    with pytest.raises(KafkaError) as e:
+        state.check_marker(1, 4, 0)
+    assert e.value.code == ErrorCode.invalid_producer_epoch
+    marker = read_header(build_marker(producer_id=1, producer_epoch=5, commit=True,
+                                      coordinator_epoch=3, timestamp=0, base_offset=1))
+    state.end_transaction(marker, 1, False, 3)
+    with pytest.raises(KafkaError) as e:
+        state.check_marker(1, 5, 2)
+    assert e.value.code == ErrorCode.transaction_coordinator_fenced
+    state.check_marker(1, 6, 3)  # a bumped epoch from the same coordinator
+    state.check_marker(99, 0, 0)  # a producer this partition never saw
+
+
+def test_the_aborted_transaction_index_is_kafkas_file(tmp_path) -> None:
+    path = str(tmp_path / "00000000000000000100.txnindex")
+    index = TransactionIndex(path, 100)
+    index.append(AbortedTxn(7, 100, 110, 100))
+    index.append(AbortedTxn(8, 105, 120, 111))
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) == 68 and data[:34] == bytes.fromhex(
+        "0000" "0000000000000007" "0000000000000064" "000000000000006e" "0000000000000064")
+    with pytest.raises(ValueError):
+        index.append(AbortedTxn(9, 90, 115, 111))  # markers come in offset order
+    again = TransactionIndex(path, 100)
+    assert again.entries == index.entries
+    assert again.collect(111, 130) == ([AbortedTxn(8, 105, 120, 111)], False)
+    assert again.collect(0, 105) == ([AbortedTxn(7, 100, 110, 100)], True)
+    assert again.collect(0, 100) == ([], True)  # an entry's stable offset reached it
+    again.truncate_to(120)
+    assert again.entries == [AbortedTxn(7, 100, 110, 100)]
+    assert TransactionIndex(path, 100).entries == again.entries
+    with open(path, "ab") as f:
+        f.write(b"\x00\x00\x01")  # a torn entry after a crash
+    assert TransactionIndex(path, 100).entries == again.entries
+
