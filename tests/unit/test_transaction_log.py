@@ -4,6 +4,9 @@ aborted-transaction index in Kafka's ``.txnindex`` format."""
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -96,3 +99,96 @@ def test_the_aborted_transaction_index_is_kafkas_file(tmp_path) -> None:
         f.write(b"\x00\x00\x01")  # a torn entry after a crash
     assert TransactionIndex(path, 100).entries == again.entries
 
+
+
+# --- the log ------------------------------------------------------------------------------
+
+def make_log(path: str, clean: bool = False, **configs: str) -> Any:
+    from ottla.storage.log import Log
+    from ottla.storage.log_config import LogConfig
+
+    return Log(path, "t", 0, LogConfig.resolve(configs), now_ms=1000, clean_shutdown=clean)
+
+
+def lead(log: Any, data: bytes) -> int:
+    batch = bytearray(data)
+    return log.append_as_leader(batch, read_header(batch), 0, now_ms=1000).first_offset
+
+
+def marker(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> bytes:
+    return build_marker(producer_id=pid, producer_epoch=epoch, commit=commit,
+                        coordinator_epoch=coordinator_epoch, timestamp=1000)
+
+
+def transactions(log: Any) -> list[AbortedTxn]:
+    return [t for s in log.segments for t in s.txn_index.entries]
+
+
+def test_a_log_tracks_open_transactions_and_indexes_the_aborted(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "300"})
+    lead(log, build_batch([(b"k", b"plain")]))  # 0: not transactional
+    lead(log, txn_batch(1, 0, 0, 0, 2))  # 1-2: producer 1 opens
+    lead(log, txn_batch(2, 0, 0, 0))  # 3: producer 2 opens
+    assert log.first_unstable_offset() == 1
+    assert lead(log, marker(1, 0, commit=False)) == 4
+    assert log.first_unstable_offset() == 3
+    assert transactions(log) == [AbortedTxn(1, 1, 4, 3)]
+    lead(log, marker(2, 0, commit=True))  # 5
+    assert log.first_unstable_offset() is None and len(transactions(log)) == 1
+    lead(log, txn_batch(2, 0, 1, 0))  # 6
+    lead(log, marker(2, 0, commit=False))  # 7
+    assert transactions(log)[-1] == AbortedTxn(2, 6, 7, 8)
+    assert log.collect_aborted(0, 8) == [AbortedTxn(1, 1, 4, 3), AbortedTxn(2, 6, 7, 8)]
+    assert log.collect_aborted(5, 8) == [AbortedTxn(2, 6, 7, 8)]
+    assert log.collect_aborted(0, 3) == [AbortedTxn(1, 1, 4, 3)]
+
+
+def test_a_marker_from_a_fenced_producer_epoch_is_refused(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    lead(log, txn_batch(1, 3, 0, 0))
+    with pytest.raises(KafkaError) as e:
+        lead(log, marker(1, 2, commit=True))
+    assert e.value.code == ErrorCode.invalid_producer_epoch
+    assert log.log_end_offset == 1 and log.first_unstable_offset() == 0
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_reloaded_log_has_the_same_transactions(tmp_path, clean: bool) -> None:
+    """After a clean shutdown the .txnindex files are read; after a crash the recovered
+    segments' indexes are rebuilt from their markers."""
+    path = str(tmp_path / "t-0")
+    log = make_log(path, **{"segment.bytes": "250"})
+    lead(log, txn_batch(1, 0, 0, 0))
+    lead(log, txn_batch(2, 0, 0, 0))
+    lead(log, marker(1, 0, commit=False))
+    lead(log, txn_batch(3, 0, 0, 0))
+    lead(log, marker(2, 0, commit=False))
+    expected = transactions(log)
+    log.flush()
+    log.close()
+    if not clean:
+        for name in os.listdir(path):
+            if name.endswith(".txnindex"):
+                os.unlink(os.path.join(path, name))
+    again = make_log(path, clean=clean)
+    assert transactions(again) == expected == [AbortedTxn(1, 0, 2, 1), AbortedTxn(2, 1, 4, 3)]
+    assert again.first_unstable_offset() == 3  # producer 3 is still open
+
+
+def test_truncation_drops_the_aborts_above_and_reopens_the_transactions(tmp_path) -> None:
+    log = make_log(str(tmp_path / "t-0"))
+    lead(log, txn_batch(1, 0, 0, 0))
+    lead(log, marker(1, 0, commit=False))
+    assert log.first_unstable_offset() is None
+    log.truncate_to(1)
+    assert transactions(log) == [] and log.first_unstable_offset() == 0
+
+
+def test_a_follower_appends_markers_as_they_come(tmp_path) -> None:
+    leader = make_log(str(tmp_path / "leader"))
+    lead(leader, txn_batch(1, 0, 0, 0))
+    lead(leader, marker(1, 0, commit=False))
+    data = leader.read(0, 1 << 20).records.read()
+    follower = make_log(str(tmp_path / "follower"))
+    follower.append_as_follower(data, 1000)
+    assert transactions(follower) == transactions(leader) == [AbortedTxn(1, 0, 1, 2)]

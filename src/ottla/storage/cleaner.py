@@ -199,7 +199,7 @@ class LogCleaner:
             if old not in lg.segments:
                 os.unlink(swap)
                 continue
-            old.rename_to_deleted()
+            old.rename_to_deleted(with_txn_index=False)
             self.crash_hook("old-deleted")
             os.rename(swap, old.path)
             fsync_path(lg.dir)

@@ -27,10 +27,15 @@ from dataclasses import dataclass
 from ottla.common.files import fsync_path
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
     BatchHeader,
     CorruptRecord,
     check_batch,
+    control_record_type,
     decode_records,
+    marker_coordinator_epoch,
+    read_header,
     scan_batches,
     set_base_offset,
     set_log_append_time,
@@ -39,17 +44,19 @@ from ottla.protocol.records import (
 from ottla.storage.leader_epoch import LeaderEpochCache
 from ottla.storage.log_config import LogConfig
 from ottla.storage.page_cache import PageCacheWindow
-from ottla.storage.producer_state import ProducerStateManager
+from ottla.storage.producer_state import CompletedTxn, ProducerStateManager
 from ottla.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     FileSlice,
     LogSegment,
     complete_swaps,
     segment_file,
 )
+from ottla.storage.transaction_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +146,7 @@ class Log:
                 bases.append(int(name[: -len(LOG_SUFFIX)]))
         for name in os.listdir(self.dir):  # indexes without a log are leftovers
             stem, ext = os.path.splitext(name)
-            if ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit() \
+            if ext in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem.isdigit() \
                     and int(stem) not in bases:
                 os.unlink(os.path.join(self.dir, name))
         bases.sort()
@@ -183,11 +190,59 @@ class Log:
                                                header.base_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        for segment in self.segments:
-            for _, header in segment.iter_headers():
-                if header.producer_id >= 0:
-                    self.producer_state.update(header, header.base_offset, header.last_offset)
+        reindexed = set(recovered) | {s for s in self.segments if s.base_offset in rebuild}
+        for segment in reindexed:
+            segment.txn_index.reset()  # rebuilt from the markers below
+        self._rebuild_producer_state(reindexed)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def _rebuild_producer_state(self, reindex: set[LogSegment]) -> None:
+        """Producer state (and the aborted-transaction index of the segments in
+        ``reindex``) from the batch headers, reading only markers' records."""
+        self.producer_state.truncate()
+        for segment in self.segments:
+            for position, header in segment.iter_headers():
+                if header.producer_id < 0:
+                    continue
+                if header.is_control and header.is_transactional:
+                    aborted, epoch = _marker(segment.read_at(position, header.size), 0, header)
+                    self._end_transaction(header, aborted, epoch,
+                                          segment if segment in reindex else None)
+                else:
+                    self.producer_state.update(header, header.base_offset, header.last_offset)
+
+    def _end_transaction(self, header: BatchHeader, aborted: bool, coordinator_epoch: int,
+                         segment: LogSegment | None) -> CompletedTxn:
+        """A marker at ``header.base_offset`` closed its producer's transaction; an
+        aborted one goes to ``segment``'s index with the last stable offset after it
+        (Kafka's ``updateTxnIndex``)."""
+        completed = self.producer_state.end_transaction(header, header.base_offset, aborted,
+                                                        coordinator_epoch)
+        if aborted and segment is not None:
+            unstable = self.producer_state.first_unstable_offset()
+            segment.txn_index.append(AbortedTxn(
+                completed.producer_id, completed.first_offset, completed.last_offset,
+                completed.last_offset + 1 if unstable is None else unstable))
+        return completed
+
+    def _segment_of(self, offset: int) -> LogSegment:
+        return self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1)]
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None if none is open)."""
+        return self.producer_state.first_unstable_offset()
+
+    def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound), for a
+        read_committed fetch (Kafka's ``collectAbortedTransactions``)."""
+        found: list[AbortedTxn] = []
+        index = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        for segment in self.segments[index:]:
+            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found += txns
+            if complete:
+                break
+        return found
 
     def _new_segment_object(self, base_offset: int, now_ms: int) -> LogSegment:
         jitter = self.config["segment.jitter.ms"]
@@ -250,7 +305,13 @@ class Log:
         """Append one validated client batch: assign its offsets and stamp its epoch."""
         if self.offline:
             raise KafkaError(ErrorCode.kafka_storage_error, f"{self.name} is offline")
-        if header.producer_id >= 0:
+        marker = None
+        if header.is_control and header.is_transactional:
+            # A COMMIT or ABORT marker from the transaction coordinator (WriteTxnMarkers).
+            marker = _marker(batch, 0, header)
+            self.producer_state.check_marker(header.producer_id, header.producer_epoch,
+                                             marker[1])
+        elif header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:
                 return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1,
@@ -266,7 +327,10 @@ class Log:
             append_time = max_timestamp = now_ms
         self._append(batch, last, max_timestamp, now_ms)
         self.leader_epoch_cache.assign(leader_epoch, first)
-        if header.producer_id >= 0:
+        if marker is not None:
+            self._end_transaction(read_header(batch), marker[0], marker[1],
+                                  self.active_segment)
+        elif header.producer_id >= 0:
             self.producer_state.update(header, first, last)
         return AppendInfo(first, last, append_time, self.log_start_offset)
 
@@ -304,10 +368,16 @@ class Log:
             first, last = batches[0], batches[-1]
             self._append(view[first[0]:last[0] + last[1].size], last[1].last_offset,
                          max(header.max_timestamp for _, header in batches), now_ms)
-            for _, header in batches:
+            for position, header in batches:
                 self.leader_epoch_cache.assign(header.partition_leader_epoch,
                                                header.base_offset)
-                if header.producer_id >= 0:
+                if header.producer_id < 0:
+                    continue
+                if header.is_control and header.is_transactional:
+                    aborted, epoch = _marker(view, position, header)
+                    self._end_transaction(header, aborted, epoch,
+                                          self._segment_of(header.base_offset))
+                else:
                     self.producer_state.update(header, header.base_offset, header.last_offset)
             appended = len(batches)
         except CorruptRecord as e:
@@ -530,11 +600,7 @@ class Log:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.producer_state.truncate()
-        for segment in self.segments:
-            for _, header in segment.iter_headers():
-                if header.producer_id >= 0:
-                    self.producer_state.update(header, header.base_offset, header.last_offset)
+        self._rebuild_producer_state(set())
 
     def truncate_fully_and_start_at(self, offset: int, now_ms: int) -> None:
         """Drop every segment and start empty at ``offset`` (a replica that installed
@@ -566,6 +632,18 @@ class Log:
         except OSError:
             doomed = self.dir
         return doomed
+
+
+def _marker(data: bytes | bytearray | memoryview, position: int, header: BatchHeader
+            ) -> tuple[bool, int]:
+    """(aborted, coordinator epoch) of the end-transaction marker batch at ``position``."""
+    records = decode_records(data, position, header)
+    kind = control_record_type(records[0].key) if records else None
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise KafkaError(ErrorCode.invalid_record,
+                         f"a transactional control batch without a marker at offset "
+                         f"{header.base_offset}")
+    return kind == CONTROL_ABORT, marker_coordinator_epoch(records[0].value)
 
 
 def delete_segments(segments: list[LogSegment]) -> None:

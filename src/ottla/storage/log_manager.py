@@ -260,7 +260,7 @@ class LogManager:
         for due, segment in self._doomed:
             if force or due <= now_ms:
                 segment.close()
-                due_now.extend(path + DELETED_SUFFIX for path in segment.files())
+                due_now.extend(path + DELETED_SUFFIX for path in segment.all_files())
             else:
                 keep.append((due, segment))
         self._doomed = keep
@@ -273,7 +273,7 @@ class LogManager:
         paths = []
         for segment in segments:
             segment.close()
-            paths.extend(segment.files())
+            paths.extend(segment.all_files())
         self.in_background(lambda: unlink_all(paths))
 
     def checkpoint(self) -> None:

@@ -24,6 +24,7 @@ from ottla.protocol.records import (
     read_header,
 )
 from ottla.storage.index import CorruptIndex, OffsetIndex, TimeIndex
+from ottla.storage.transaction_index import TransactionIndex
 
 if TYPE_CHECKING:
     from ottla.storage.page_cache import PageCacheWindow
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -112,6 +114,10 @@ class LogSegment:
                                  base_offset, index_max_bytes)
         self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX),
                                     base_offset, index_max_bytes)
+        self.txn_index = TransactionIndex(segment_file(directory, base_offset, TXN_INDEX_SUFFIX),
+                                          base_offset)
+        """The transactions aborted by markers in this segment (its file made on the
+        first)."""
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = -1
@@ -166,6 +172,7 @@ class LogSegment:
         self.cold_below = min(self.cold_below, position)
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._bytes_since_index_entry = 0
         self._reload_tail()
         return removed
@@ -366,11 +373,17 @@ class LogSegment:
     def files(self) -> tuple[str, str, str]:
         return self.path, self.index.path, self.time_index.path
 
-    def rename_to_deleted(self) -> list[str]:
+    def all_files(self) -> tuple[str, ...]:
+        """Every file of the segment, the aborted-transaction index included (which a
+        cleaned copy keeps: offsets do not move)."""
+        return (*self.files(), self.txn_index.path)
+
+    def rename_to_deleted(self, with_txn_index: bool = True) -> list[str]:
         """Step one of deleting a segment: its files get the ``.deleted`` suffix (a start
-        removes such leftovers); the descriptor stays open for reads in progress."""
+        removes such leftovers); the descriptor stays open for reads in progress. The
+        cleaner's swap keeps the aborted-transaction index (``with_txn_index=False``)."""
         renamed = []
-        for path in self.files():
+        for path in self.all_files() if with_txn_index else self.files():
             try:
                 os.rename(path, path + DELETED_SUFFIX)
                 renamed.append(path + DELETED_SUFFIX)
@@ -380,7 +393,7 @@ class LogSegment:
 
     def delete(self) -> None:
         self.close()
-        for path in (self.path, self.index.path, self.time_index.path):
+        for path in self.all_files():
             try:
                 os.unlink(path)
             except FileNotFoundError:
