@@ -1363,3 +1363,30 @@ async def test_a_consumer_group_member_gets_an_assignment_and_commits(
     assert deleted.error_code == ErrorCode.none
     assert [(t.name, p.error_code) for t in deleted.topics for p in t.partitions] == [
         ("orders", ErrorCode.group_subscribed_to_topic), ("other", ErrorCode.none)]
+
+
+async def test_read_committed_stops_at_the_last_stable_offset_and_names_the_aborted(
+        broker) -> None:
+    """A read_committed fetch stops before the oldest open transaction and lists the
+    aborted transactions of what it returns; read_uncommitted reads to the high
+    watermark; ListOffsets read_committed answers the last stable offset."""
+    create_topic(broker, "orders")
+    partition = broker.replica_manager.partitions[("orders", 0)]
+    append = broker.replica_manager.append
+    append(partition, batch(b"t1", producer_id=7, producer_epoch=0, base_sequence=0,
+                            transactional=True), 1, NOW_MS)  # 0, open
+    append(partition, batch(b"plain"), 1, NOW_MS)  # 1
+    committed = {**fetch_body("orders", (0, 0, 1 << 20)), "isolation_level": 1}
+    p = fetched(await ask(broker, ApiKey.FETCH, 12, committed))[0]
+    assert (p.high_watermark, p.last_stable_offset, values_of(p.records or b"")) == (2, 0, [])
+    p = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 0, 1 << 20))))[0]
+    assert [v for _, v in values_of(p.records)] == [b"t1", b"plain"]
+    offsets = await ask(broker, ApiKey.LIST_OFFSETS, 5, {
+        "replica_id": -1, "isolation_level": 1, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    assert offsets.topics[0].partitions[0].offset == 0
+    broker.replica_manager.append_marker(partition, 7, 0, False, 0, NOW_MS)  # 2
+    p = fetched(await ask(broker, ApiKey.FETCH, 12, committed))[0]
+    assert (p.last_stable_offset, p.high_watermark) == (3, 3)
+    assert [v for _, v in values_of(p.records)][:2] == [b"t1", b"plain"]
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(7, 0)]

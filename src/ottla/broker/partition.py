@@ -71,7 +71,11 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.replication.last_stable_offset
+        """Below it every transaction is decided (Kafka: the first unstable offset, at
+        most the high watermark): where ``read_committed`` readers stop."""
+        unstable = self.log.first_unstable_offset()
+        high_watermark = self.high_watermark
+        return high_watermark if unstable is None else min(unstable, high_watermark)
 
     def update_state(self, assignment: LeaderAndIsr, now_ms: int = 0) -> bool:
         """Follow the metadata image; True if the high watermark moved."""

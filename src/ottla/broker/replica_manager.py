@@ -28,7 +28,7 @@ from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
 from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.protocol.records import BatchHeader
+from ottla.protocol.records import BatchHeader, build_marker, read_header
 from ottla.storage.log import AppendInfo
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
@@ -219,6 +219,16 @@ class ReplicaManager:
                         now_ms: int) -> AppendInfo:
         """Append a batch the broker built itself (a coordinator's records)."""
         return self._append(partition, batch, header, -1, 1, now_ms)
+
+    def append_marker(self, partition: Partition, producer_id: int, producer_epoch: int,
+                      commit: bool, coordinator_epoch: int, now_ms: int) -> AppendInfo:
+        """WriteTxnMarkers: the transaction coordinator's COMMIT or ABORT marker for a
+        producer (Kafka's append with origin COORDINATOR, ``acks=all``: the coordinator
+        completes the transaction only once every marker is replicated)."""
+        marker = bytearray(build_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                        commit=commit, coordinator_epoch=coordinator_epoch,
+                                        timestamp=now_ms))
+        return self._append(partition, marker, read_header(marker), -1, 1, now_ms)
 
     def _append(self, partition: Partition, batch: bytearray, header: BatchHeader,
                 required_acks: int, min_insync_replicas: int, now_ms: int) -> AppendInfo:

@@ -112,6 +112,13 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
                 # A FileSlice: sent from the page cache. A throttled follower over its
                 # rate gets nothing this time and asks again (KIP-73).
                 data["records"] = read.records
+                if isolation == READ_COMMITTED:
+                    # What of it was aborted: the consumer drops those producers'
+                    # batches between each first offset and its ABORT marker.
+                    data["aborted_transactions"] = [
+                        {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                        for txn in partition.log.collect_aborted(
+                            cached.fetch_offset, partition.last_stable_offset)]
             if replica is not None and replica.update_fetch_state:
                 # Its fetch offset says what it has: the high watermark may move.
                 broker.replica_manager.update_follower_fetch(
