@@ -1187,6 +1187,7 @@ async def test_group_requests_for_a_partition_led_elsewhere_answer_not_coordinat
     # another broker, so this one loads no shard for it.
     register_broker(broker.image, OTHER, 9094)
     create_topic(broker, OFFSETS_TOPIC, leader=OTHER)
+    create_topic(broker, "orders", partitions=2)
     service = GroupCoordinatorService(broker, broker.config)
     broker.group_coordinator = service
     service.on_metadata(NOW_MS)
@@ -1363,6 +1364,74 @@ async def test_a_consumer_group_member_gets_an_assignment_and_commits(
     assert deleted.error_code == ErrorCode.none
     assert [(t.name, p.error_code) for t in deleted.topics for p in t.partitions] == [
         ("orders", ErrorCode.group_subscribed_to_topic), ("other", ErrorCode.none)]
+
+
+def commit_body(group_id: str, targets: dict[str, list[int]], epoch: int = -1,
+                member_id: str = "", offset: int = 5) -> dict[str, Any]:
+    return {"group_id": group_id, "generation_id_or_member_epoch": epoch,
+            "member_id": member_id, "topics": [
+                {"name": name, "partitions": [
+                    {"partition_index": p, "committed_offset": offset,
+                     "committed_metadata": None} for p in parts]}
+                for name, parts in targets.items()]}
+
+
+async def committed_offsets(broker: Broker, group_id: str) -> list[tuple[str, int, int]]:
+    fetched = await ask(broker, ApiKey.OFFSET_FETCH, 7, {
+        "group_id": group_id, "topics": None, "require_stable": False})
+    return sorted((t.name, p.partition_index, p.committed_offset)
+                  for t in fetched.topics for p in t.partitions)
+
+
+async def test_a_simple_commit_to_a_missing_topic_or_partition_stores_nothing_for_it(
+        broker, coordinator) -> None:
+    """As Kafka's KafkaApis: unknown topics and partitions are answered
+    UNKNOWN_TOPIC_OR_PARTITION, the partitions that exist are committed."""
+    create_topic(broker, "orders", partitions=2)
+    response = await ask(broker, ApiKey.OFFSET_COMMIT, 9, commit_body(
+        "g", {"orders": [0, 7], "missing": [0, 1]}))
+    assert [(t.name, p.partition_index, p.error_code)
+            for t in response.topics for p in t.partitions] == [
+        ("orders", 0, ErrorCode.none), ("orders", 7, ErrorCode.unknown_topic_or_partition),
+        ("missing", 0, ErrorCode.unknown_topic_or_partition),
+        ("missing", 1, ErrorCode.unknown_topic_or_partition)]
+    assert await committed_offsets(broker, "g") == [("orders", 0, 5)]
+    # Nothing that exists: the group is not even created.
+    response = await ask(broker, ApiKey.OFFSET_COMMIT, 2, commit_body(
+        "ghost", {"missing": [0]}))
+    assert [p.error_code for p in response.topics[0].partitions] == \
+        [ErrorCode.unknown_topic_or_partition]
+    described = await ask(broker, ApiKey.DESCRIBE_GROUPS, 6, {
+        "groups": ["ghost"], "include_authorized_operations": False})
+    assert described.groups[0].error_code == ErrorCode.group_id_not_found
+
+
+async def test_members_of_classic_and_consumer_groups_cannot_commit_to_missing_topics(
+        broker, coordinator) -> None:
+    create_topic(broker, "orders")
+    join_body = {"group_id": "classic", "session_timeout": 10000,
+                 "rebalance_timeout": 10000, "member_id": "", "group_instance_id": None,
+                 "protocol_type": "consumer", "protocols": [{"name": "range",
+                                                             "metadata": b""}],
+                 "reason": None}
+    member = (await ask(broker, ApiKey.JOIN_GROUP, 9, join_body)).member_id
+    joined_ = await ask(broker, ApiKey.JOIN_GROUP, 9, {**join_body, "member_id": member})
+    await ask(broker, ApiKey.SYNC_GROUP, 5, {
+        "group_id": "classic", "generation_id": joined_.generation_id, "member_id": member,
+        "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": member, "assignment": b""}]})
+    heartbeat = await ask(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": "kip848", "member_id": "", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": ["orders"],
+        "server_assignor": None, "topic_partitions": []})
+    for group_id, epoch, member_id in (
+            ("classic", joined_.generation_id, member),
+            ("kip848", heartbeat.member_epoch, heartbeat.member_id)):
+        response = await ask(broker, ApiKey.OFFSET_COMMIT, 9, commit_body(
+            group_id, {"orders": [0], "missing": [0]}, epoch, member_id))
+        assert [(t.name, p.error_code) for t in response.topics for p in t.partitions] == [
+            ("orders", ErrorCode.none), ("missing", ErrorCode.unknown_topic_or_partition)]
+        assert await committed_offsets(broker, group_id) == [("orders", 0, 5)]
 
 
 async def test_read_committed_stops_at_the_last_stable_offset_and_names_the_aborted(

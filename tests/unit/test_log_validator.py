@@ -113,10 +113,12 @@ def test_per_record_errors_carry_their_index() -> None:
     assert error.code == ErrorCode.invalid_record
     assert isinstance(error, RecordValidationError)
     assert [i for i, _ in error.record_errors] == [1, 2]
-    assert "Compacted topic cannot accept message without key in topic partition t-0" in \
-        error.record_errors[0][1]
-    assert error.message.startswith("One or more records have been rejected due to 2 "
-                                    "record errors")  # type: ignore[union-attr]
+    message = "Compacted topic cannot accept message without key in topic partition t-0"
+    assert error.record_errors == [(1, message), (2, message)]  # Kafka's words exactly
+    assert error.message == (
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        f"showing the first three errors at most: [RecordError(batchIndex=1, message="
+        f"'{message}'), RecordError(batchIndex=2, message='{message}')]")
     body = record(delta=0) + record(delta=1, ts_delta=86_400_000) + record(delta=2)
     error = refused(raw_batch(body, 3), config(**{"message.timestamp.after.max.ms": 3600000}))
     assert error.code == ErrorCode.invalid_timestamp

@@ -207,7 +207,7 @@ def _raise_record_errors(faults: list[tuple[int, int, int]], header: BatchHeader
     for index, kind, timestamp in faults:
         if kind == 2:
             errors.append((index, "Compacted topic cannot accept message without key in "
-                                  f"topic partition {topic_partition}."))
+                                  f"topic partition {topic_partition}"))
         else:
             timestamps = True
             errors.append((index, f"Timestamp {timestamp} of message with offset "

@@ -13,6 +13,7 @@ from ottla.broker.broker import Broker
 from ottla.broker.handlers.metadata import leader_endpoint
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.shard import JoinRequest
+from ottla.metadata.image import MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
@@ -137,18 +138,36 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> d
 
 # --- offsets --------------------------------------------------------------------------------
 
+def _unknown_partitions(image: MetadataImage, topics: Any) -> set[tuple[str, int]]:
+    """The partitions of an OffsetCommit that the metadata image does not know. Kafka's
+    KafkaApis answers them UNKNOWN_TOPIC_OR_PARTITION before the group coordinator sees
+    the request, so no offset is stored for a topic that does not exist (a typo in an
+    admin's AlterConsumerGroupOffsets, a topic deleted under a consumer)."""
+    unknown = set()
+    for t in topics:
+        topic = image.topics_by_name.get(t.name)
+        for p in t.partitions:
+            if topic is None or p.partition_index not in topic.partitions:
+                unknown.add((t.name, p.partition_index))
+    return unknown
+
+
 async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
+    unknown = _unknown_partitions(broker.image, req.topics)
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-               for t in req.topics for p in t.partitions]
-    try:
-        results = await broker.group_coordinator.write(
-            req.group_id, lambda shard, now: shard.commit_offsets(
-                now, req.group_id, req.generation_id_or_member_epoch, req.member_id,
-                getattr(req, "group_instance_id", None), offsets, version))
-    except KafkaError as e:
-        results = {(t, p): e.code for t, p, *_ in offsets}
+               for t in req.topics for p in t.partitions
+               if (t.name, p.partition_index) not in unknown]
+    results = {tp: ErrorCode.unknown_topic_or_partition for tp in unknown}
+    if offsets:  # with none left, Kafka answers without asking the coordinator
+        try:
+            results.update(await broker.group_coordinator.write(
+                req.group_id, lambda shard, now: shard.commit_offsets(
+                    now, req.group_id, req.generation_id_or_member_epoch, req.member_id,
+                    getattr(req, "group_instance_id", None), offsets, version)))
+        except KafkaError as e:
+            results.update({(t, p): e.code for t, p, *_ in offsets})
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
