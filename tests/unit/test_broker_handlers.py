@@ -41,6 +41,7 @@ from ottla.broker.handlers import (
     metadata,
     produce,
     producer,
+    transactions,
 )
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig, dev_defaults
@@ -77,7 +78,7 @@ def clock() -> float:
 
 SPECS = {spec.api_key: spec
          for module in (produce, fetch, list_offsets, metadata, configs, producer, groups,
-                        forwarding)
+                        transactions, forwarding)
          for spec in module.APIS}
 
 
@@ -1043,11 +1044,37 @@ def init_producer_id_body(transactional_id: str | None = None) -> dict[str, Any]
             "producer_id": -1, "producer_epoch": -1}
 
 
-async def test_init_producer_id_with_a_transactional_id_is_refused(broker) -> None:
-    response = await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body("txn-1"))
-    assert response.error_code == ErrorCode.transactional_id_authorization_failed
-    assert (response.producer_id, response.producer_epoch) == (-1, -1)
-    assert controller_of(broker).calls == []
+async def test_a_transactional_producer_is_initialized_by_its_transaction_coordinator(
+        broker) -> None:
+    """FindCoordinator (key type 1) names the leader of the transactional id's
+    ``__transaction_state`` partition; InitProducerId gives a producer id from the
+    controller's block at epoch 0, then bumps the epoch for the next instance; EndTxn
+    without a transaction is INVALID_TXN_STATE."""
+    from ottla.broker.transaction_coordinator import TransactionCoordinatorService
+    from ottla.common.topics import TRANSACTION_STATE_TOPIC
+
+    config = KafkaConfig({**dev_defaults(), "log.dirs": broker.config["log.dirs"][0],
+                          "transaction.state.log.num.partitions": "1"})
+    create_topic(broker, TRANSACTION_STATE_TOPIC, configs={"cleanup.policy": "compact"})
+    service = TransactionCoordinatorService(broker, config)
+    broker.transaction_coordinator = service
+    service.on_metadata(NOW_MS)
+    controller_of(broker).answers[ApiKey.ALLOCATE_PRODUCER_IDS] = allocation(7000)
+    found = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
+        "key_type": 1, "coordinator_keys": ["txn-1"]})
+    assert (found.coordinators[0].error_code, found.coordinators[0].node_id) == \
+        (ErrorCode.none, NODE)
+    first = await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body("txn-1"))
+    assert (first.error_code, first.producer_id, first.producer_epoch) == \
+        (ErrorCode.none, 7000, 0)
+    again = await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body("txn-1"))
+    assert (again.producer_id, again.producer_epoch) == (7000, 1)
+    end = await ask(broker, ApiKey.END_TXN, 3, {"transactional_id": "txn-1",
+                                                 "producer_id": 7000, "producer_epoch": 1,
+                                                 "committed": True})
+    assert end.error_code == ErrorCode.invalid_txn_state
+    await service.close()
+    service.shutdown()
 
 
 async def test_init_producer_id_hands_out_ids_from_the_controllers_block(broker) -> None:
@@ -1210,10 +1237,10 @@ async def test_group_requests_for_a_partition_led_elsewhere_answer_not_coordinat
         [ErrorCode.not_coordinator] * 2
 
 
-async def test_find_coordinator_for_transactions_is_not_available(broker, coordinator
-                                                                  ) -> None:
-    response = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
-        "key_type": 1, "coordinator_keys": ["txn"]})
+async def test_find_coordinator_for_share_groups_is_not_available(broker, coordinator
+                                                                   ) -> None:
+    response = await ask(broker, ApiKey.FIND_COORDINATOR, 6, {
+        "key_type": 2, "coordinator_keys": ["share-group:orders:0"]})
     assert response.coordinators[0].error_code == ErrorCode.coordinator_not_available
 
 

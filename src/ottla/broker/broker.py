@@ -117,6 +117,8 @@ class Broker:
         self.broker_epoch = -1
         self.group_coordinator: Any = None
         """The GroupCoordinatorService, set by the node."""
+        self.transaction_coordinator: Any = None
+        """The TransactionCoordinatorService, set by the node."""
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
         """Runs CPU-heavy request work off the event loop (a node's validation thread):
         a large compressed batch's decompression and record walk."""

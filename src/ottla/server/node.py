@@ -20,6 +20,7 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.transaction_coordinator import TransactionCoordinatorService
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
@@ -67,6 +68,7 @@ class Node:
         self.lifecycle: BrokerLifecycle | None = None
         self.log_manager: LogManager | None = None
         self.group_coordinator: GroupCoordinatorService | None = None
+        self.transaction_coordinator: TransactionCoordinatorService | None = None
         self.channel: ControllerChannel | None = None
 
     def now_ms(self) -> int:
@@ -155,6 +157,8 @@ class Node:
             self.broker.start_replication()
             self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
             self.broker.group_coordinator = self.group_coordinator
+            self.transaction_coordinator = TransactionCoordinatorService(self.broker, cfg)
+            self.broker.transaction_coordinator = self.transaction_coordinator
 
         await self._bind()
         self.raft.start()
@@ -256,6 +260,8 @@ class Node:
         more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)
         if self.group_coordinator is not None:
             self.group_coordinator.on_metadata(now)
+        if self.transaction_coordinator is not None:
+            self.transaction_coordinator.on_metadata(now)
         if more and not self._opening_logs:
             self._opening_logs = True
             asyncio.get_running_loop().call_soon(self._open_more_logs)
@@ -386,6 +392,9 @@ class Node:
                 pass
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
+        if self.transaction_coordinator is not None:
+            await self.transaction_coordinator.close()
+            self.transaction_coordinator.shutdown()
         if hasattr(self, "broker"):  # set by start
             await self.broker.stop_replication()
             self.broker.shutdown()

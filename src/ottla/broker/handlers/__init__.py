@@ -15,6 +15,7 @@ from ottla.broker.handlers import (
     metadata,
     produce,
     producer,
+    transactions,
 )
 from ottla.protocol.requests import ApiSpec
 
@@ -22,4 +23,4 @@ from ottla.protocol.requests import ApiSpec
 def broker_apis() -> list[ApiSpec[Broker]]:
     """Every API a broker listener serves, but ApiVersions (``server.apis``)."""
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
-            *producer.APIS, *configs.APIS, *forwarding.APIS]
+            *producer.APIS, *transactions.APIS, *configs.APIS, *forwarding.APIS]

@@ -30,14 +30,21 @@ def _find(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> dict[
     result = {"key": key, "node_id": -1, "host": "", "port": -1,
               "error_code": ErrorCode.none, "error_message": None}
     try:
-        if key_type != GROUP_KEY:
-            if key_type in (TRANSACTION_KEY, SHARE_KEY):
-                raise KafkaError(ErrorCode.coordinator_not_available,
-                                 "Transactions and share groups are not served yet")
+        if key_type == SHARE_KEY:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "Share groups are not served yet")
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
             raise KafkaError(ErrorCode.invalid_request, f"Unknown key type {key_type}")
         if not key:
-            raise KafkaError(ErrorCode.invalid_request, "The group id is empty")
-        leader = broker.group_coordinator.coordinator_for(key)
+            raise KafkaError(ErrorCode.invalid_request,
+                             "The group id is empty" if key_type == GROUP_KEY
+                             else "The transactional id is empty")
+        service = broker.group_coordinator if key_type == GROUP_KEY \
+            else broker.transaction_coordinator
+        if service is None:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "The coordinator is not available")
+        leader = service.coordinator_for(key)
         endpoint = leader_endpoint(broker.image, leader, ctx.listener_name)
         if endpoint is None:
             raise KafkaError(ErrorCode.coordinator_not_available,

@@ -98,9 +98,6 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     # Only the broker's coordinators write their own topics.
                     raise KafkaError(ErrorCode.invalid_topic_exception,
                                      f"Cannot append to internal topic {name}")
-                if req.transactional_id is not None:
-                    raise KafkaError(ErrorCode.transactional_id_authorization_failed,
-                                     "Transactions are not supported yet")
                 partition = replica_manager.require(name, pdata.index, image)
                 entry.batch = replica_manager.validate(partition, pdata.records, now_ms)
                 pending = pending or isinstance(entry.batch, PendingBatch)

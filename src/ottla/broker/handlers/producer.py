@@ -1,4 +1,5 @@
-"""InitProducerId (idempotent producers) and DescribeProducers."""
+"""InitProducerId (idempotent producers, and transactional ones through their transaction
+coordinator) and DescribeProducers."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, CloseConnection, RequestContext
 
 log = logging.getLogger(__name__)
@@ -15,9 +17,17 @@ log = logging.getLogger(__name__)
 
 async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.transactional_id is not None:
-        # Transactions (the transaction coordinator) are a later subsystem.
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
-                "producer_id": -1, "producer_epoch": -1}
+        expected = None
+        if getattr(req, "producer_id", -1) >= 0:
+            expected = (req.producer_id, req.producer_epoch)  # KIP-360: a producer recovers
+        try:
+            answer = await broker.transaction_coordinator.init_producer_id(
+                req.transactional_id, ms(req.transaction_timeout), expected)
+        except KafkaError as e:
+            return {"throttle_time": 0, "error_code": e.code, "producer_id": -1,
+                    "producer_epoch": -1}
+        return {"throttle_time": 0, "error_code": answer.error,
+                "producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch}
     try:
         producer_id = await broker.producer_ids.generate(broker.broker_epoch)
     except (KafkaError, ConnectionError, CloseConnection) as e:

@@ -1,0 +1,158 @@
+"""Transactions (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, answered by the
+transaction coordinator of the transactional id, and WriteTxnMarkers, the coordinator's
+request to the partition leaders to write COMMIT or ABORT markers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+from ottla.broker.broker import Broker
+from ottla.broker.coordinator_service import partition_for
+from ottla.broker.delayed_operations import DelayedProduce, ProducePartitionStatus
+from ottla.common.topics import OFFSETS_TOPIC
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.requests import ApiSpec, RequestContext
+
+TopicPartition = tuple[str, int]
+MARKER_TIMEOUT_MS = 30_000
+
+
+# --- AddPartitionsToTxn -------------------------------------------------------------------
+
+async def _add(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
+               topics: Any, verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's answer: unknown partitions fail and the rest are not attempted,
+    as Kafka answers; otherwise the coordinator's one answer for all."""
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    unknown = {tp for tp in wanted if tp[0] not in broker.image.topics_by_name or
+               tp[1] not in broker.image.topics_by_name[tp[0]].partitions}
+    if unknown:
+        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+                else ErrorCode.operation_not_attempted for tp in wanted}
+    coordinator = broker.transaction_coordinator
+    try:
+        if verify_only:
+            return coordinator.verify_partitions(transactional_id, producer_id,
+                                                 producer_epoch, frozenset(wanted))
+        error = await coordinator.add_partitions(transactional_id, producer_id,
+                                                 producer_epoch, frozenset(wanted))
+    except KafkaError as e:
+        error = e.code
+    return dict.fromkeys(wanted, error)
+
+
+def _topic_results(results: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (topic, index), error in results.items():
+        by_topic[topic].append({"partition_index": index, "partition_error_code": error})
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
+
+
+async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any
+                                       ) -> dict[str, Any]:
+    if ctx.api_version <= 3:
+        results = await _add(broker, req.v3_and_below_transactional_id,
+                             req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
+                             req.v3_and_below_topics, verify_only=False)
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(results)}
+    transactions = []
+    for txn in req.transactions:
+        results = await _add(broker, txn.transactional_id, txn.producer_id,
+                             txn.producer_epoch, txn.topics, txn.verify_only)
+        transactions.append({"transactional_id": txn.transactional_id,
+                             "topic_results": _topic_results(results)})
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "results_by_transaction": transactions}
+
+
+async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any
+                                    ) -> dict[str, Any]:
+    """The group's ``__consumer_offsets`` partition joins the transaction, so its
+    transactional offset commits are decided with it."""
+    group = broker.group_coordinator
+    offsets_partition = (OFFSETS_TOPIC, partition_for(req.group_id, group.num_partitions))
+    try:
+        error = await broker.transaction_coordinator.add_partitions(
+            req.transactional_id, req.producer_id, req.producer_epoch,
+            frozenset({offsets_partition}))
+    except KafkaError as e:
+        error = e.code
+    return {"throttle_time": 0, "error_code": error}
+
+
+async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    try:
+        answer = await broker.transaction_coordinator.end_transaction(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+        error = answer.error
+    except KafkaError as e:
+        error = e.code
+    return {"throttle_time": 0, "error_code": error}
+
+
+# --- WriteTxnMarkers --------------------------------------------------------------------
+
+async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
+                                   ) -> dict[str, Any]:
+    """Append each marker to each partition this broker leads and answer once the
+    in-sync replicas have them (the coordinator completes the transaction only then)."""
+    replica_manager = broker.replica_manager
+    now_ms = broker.now_ms()
+    results: list[tuple[int, dict[TopicPartition, ErrorCode]]] = []
+    waiting: dict[TopicPartition, ProducePartitionStatus] = {}
+    parked: list[tuple[dict[TopicPartition, ErrorCode], TopicPartition]] = []
+    for marker in req.markers:
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for topic in marker.topics:
+            for index in topic.partition_indexes:
+                tp = (topic.name, index)
+                try:
+                    partition = replica_manager.require(topic.name, index, broker.image)
+                    info = replica_manager.append_marker(
+                        partition, marker.producer_id, marker.producer_epoch,
+                        marker.transaction_result, marker.coordinator_epoch, now_ms)
+                    errors[tp] = ErrorCode.none
+                    if partition.high_watermark <= info.last_offset:
+                        waiting[tp] = ProducePartitionStatus(
+                            info.last_offset + 1, partition.leader_epoch, 1)
+                        parked.append((errors, tp))
+                    if topic.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
+                        on_marker = getattr(broker.group_coordinator, "on_transaction_marker",
+                                            None)
+                        if on_marker is not None:
+                            on_marker(tp, marker.producer_id, marker.transaction_result)
+                except KafkaError as e:
+                    errors[tp] = e.code
+        results.append((marker.producer_id, errors))
+    if waiting:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def respond(statuses: dict[TopicPartition, ProducePartitionStatus]) -> None:
+            for errors, tp in parked:
+                if statuses[tp].error != ErrorCode.none:
+                    errors[tp] = statuses[tp].error
+            if not done.done():
+                done.set_result(None)
+
+        replica_manager.produce_purgatory.try_complete_else_watch(
+            DelayedProduce(now_ms + MARKER_TIMEOUT_MS, waiting, replica_manager.partitions.get,
+                           respond), waiting, now_ms)
+        await done
+    return {"markers": [
+        {"producer_id": producer_id, "topics": [
+            {"name": topic, "partitions": [{"partition_index": index, "error_code": error}
+                                           for (t, index), error in errors.items()
+                                           if t == topic]}
+            for topic in dict.fromkeys(t for t, _ in errors)]}
+        for producer_id, errors in results]}
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_add_partitions_to_txn),
+    ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn),
+    ApiSpec(ApiKey.END_TXN, 0, 4, handle_end_txn),
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
+]

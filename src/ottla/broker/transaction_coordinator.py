@@ -1,0 +1,233 @@
+"""The transaction coordinator service on a broker (Kafka's TransactionCoordinator with its
+TransactionMarkerChannelManager): the coordinator service over ``__transaction_state``
+with transaction shards, producer ids for them, and the sending of transaction markers.
+
+Markers: once a PrepareCommit or PrepareAbort record is committed, the service writes
+the COMMIT or ABORT marker to every partition of the transaction with WriteTxnMarkers to
+each partition's leader (this broker included, over the same path), retrying partitions
+whose leader moved, and then completes the transaction in the log. A partition deleted
+meanwhile needs no marker. A coordinator taking over a partition finds the transactions
+left in a Prepare state and sends their markers again (markers are idempotent: a second
+one for a closed transaction changes nothing a reader sees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+from ottla.broker.coordinator_service import CoordinatorService
+from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.common.tasks import cancel_and_wait
+from ottla.common.topics import TRANSACTION_STATE_TOPIC
+from ottla.coordinator.transaction.shard import (
+    MarkerJob,
+    ProducerIdAndEpoch,
+    TransactionConfig,
+    TransactionCoordinatorShard,
+    decode_record,
+    encode_record,
+)
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+WRITE_TXN_MARKERS_VERSION = 1
+MARKER_RETRY_S = 0.1
+MARKER_SCAN_S = 1.0
+"""How often leftover markers are looked for (after timers abort, say)."""
+
+TopicPartition = tuple[str, int]
+
+# What a partition's marker answer means for the job.
+_DONE = {ErrorCode.none, ErrorCode.unknown_topic_or_partition}
+_GIVE_UP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
+
+
+class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorShard]):
+    topic_name = TRANSACTION_STATE_TOPIC
+    kind = "transaction coordinator"
+
+    def __init__(self, broker: Any, config: Any) -> None:
+        self.txn_config = TransactionConfig(
+            max_timeout_ms=config["transaction.max.timeout.ms"],
+            id_expiration_ms=config["transactional.id.expiration.ms"],
+            abort_interval_ms=config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+            expire_interval_ms=config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+        super().__init__(
+            broker, config["transaction.state.log.num.partitions"],
+            config["transaction.state.log.replication.factor"],
+            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+             "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+             "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+             "unclean.leader.election.enable": "false"},
+            lambda ctx: TransactionCoordinatorShard(ctx, self.txn_config),
+            lambda record: encode_record(record, 0), decode_record)
+        self._spare_producer_id: int | None = None
+        self._sending: dict[tuple[str, int, int], asyncio.Task[None]] = {}
+        self._clients: dict[tuple[str, int], AsyncClient] = {}
+        self._scanner: asyncio.Task[None] | None = None
+
+    # --- producer ids ---------------------------------------------------------------------
+
+    async def _reserve_producer_id(self) -> None:
+        """Have a producer id at hand (from the controller's blocks) for the operation about
+        to run, as Kafka's coordinator takes one synchronously."""
+        if self._spare_producer_id is None:
+            try:
+                self._spare_producer_id = await self.broker.producer_ids.generate(
+                    self.broker.broker_epoch)
+            except (KafkaError, ConnectionError) as e:
+                raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                                 f"No producer id available yet: {e}") from e
+
+    def _take_producer_id(self) -> int:
+        if self._spare_producer_id is None:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress, "No producer id at hand")
+        producer_id, self._spare_producer_id = self._spare_producer_id, None
+        return producer_id
+
+    # --- the APIs ---------------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None) -> ProducerIdAndEpoch:
+        await self._reserve_producer_id()
+        answer: ProducerIdAndEpoch = await self.write(
+            transactional_id, lambda shard, now: shard.init_producer_id(
+                now, transactional_id, timeout_ms, expected, self._take_producer_id))
+        self.kick()
+        return answer
+
+    async def add_partitions(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: frozenset[TopicPartition]
+                             ) -> ErrorCode:
+        error: ErrorCode = await self.write(
+            transactional_id, lambda shard, now: shard.add_partitions(
+                now, transactional_id, producer_id, producer_epoch, partitions))
+        return error
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: frozenset[TopicPartition]
+                          ) -> dict[TopicPartition, ErrorCode]:
+        found: dict[TopicPartition, ErrorCode] = self.read(
+            transactional_id, lambda shard: shard.verify_partitions(
+                transactional_id, producer_id, producer_epoch, partitions))
+        return found
+
+    async def end_transaction(self, transactional_id: str, producer_id: int,
+                              producer_epoch: int, commit: bool) -> ProducerIdAndEpoch:
+        answer: ProducerIdAndEpoch = await self.write(
+            transactional_id, lambda shard, now: shard.end_transaction(
+                now, transactional_id, producer_id, producer_epoch, commit, 0,
+                self._take_producer_id))
+        self.kick()
+        return answer
+
+    # --- markers ----------------------------------------------------------------------------
+
+    def on_loaded(self, tp: tuple[str, int]) -> None:
+        self.kick()
+
+    def kick(self) -> None:
+        """Look for markers to send (after a write, a load, or a timer's abort)."""
+        if self._scanner is None or self._scanner.done():
+            self._scanner = asyncio.ensure_future(self._scan_forever())
+
+    async def _scan_forever(self) -> None:
+        while self.runtime.contexts:
+            try:
+                jobs = await self.read_every_shard(
+                    lambda shard: [(shard.ctx.tp, job) for job in shard.pending_markers()])
+            except Exception:
+                log.exception("Looking for transaction markers to send failed")
+                jobs = []
+            for tp, job in jobs:
+                key = (job.transactional_id, job.producer_id, job.producer_epoch)
+                if key not in self._sending:
+                    self._sending[key] = asyncio.ensure_future(self._send(tp, job, key))
+            await asyncio.sleep(MARKER_SCAN_S)
+
+    async def _send(self, tp: tuple[str, int], job: MarkerJob, key: tuple[str, int, int]
+                    ) -> None:
+        try:
+            remaining = set(job.partitions)
+            while remaining:
+                context = self.runtime.contexts.get(tp)
+                if context is None:
+                    return  # the partition moved: its new coordinator sends them
+                coordinator_epoch = self.broker.replica_manager.partitions[tp].leader_epoch
+                remaining -= await self._write_markers(job, remaining, coordinator_epoch)
+                if remaining:
+                    await asyncio.sleep(MARKER_RETRY_S)
+            future, reply = self._future()
+            self.runtime.write(tp, lambda shard, now: shard.complete_transaction(
+                now, job.transactional_id, job.producer_id, job.producer_epoch), reply,
+                self.broker.now_ms())
+            await future
+            log.debug("Transaction of %s (producer %d, epoch %d) %s", job.transactional_id,
+                      job.producer_id, job.producer_epoch,
+                      "committed" if job.commit else "aborted")
+        except KafkaError as e:
+            log.info("Markers of %s not completed here: %s", job.transactional_id, e)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Sending the markers of %s failed", job.transactional_id)
+        finally:
+            self._sending.pop(key, None)
+
+    async def _write_markers(self, job: MarkerJob, partitions: set[TopicPartition],
+                             coordinator_epoch: int) -> set[TopicPartition]:
+        """One WriteTxnMarkers per leader of ``partitions``; the partitions done."""
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        done: set[TopicPartition] = set()
+        for topic, index in partitions:
+            registration = self.broker.image.topics_by_name.get(topic)
+            part = registration.partitions.get(index) if registration is not None else None
+            if part is None:
+                done.add((topic, index))  # deleted: nothing to mark
+            elif part.leader >= 0:
+                by_leader[part.leader].append((topic, index))
+        for leader, tps in by_leader.items():
+            endpoint = self.broker._endpoint_of(leader)
+            if endpoint is None:
+                continue
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = self._clients[endpoint] = AsyncClient(
+                    *endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers")
+            topics: dict[str, list[int]] = defaultdict(list)
+            for topic, index in tps:
+                topics[topic].append(index)
+            try:
+                response = await client.request(ApiKey.WRITE_TXN_MARKERS,
+                                                WRITE_TXN_MARKERS_VERSION, {"markers": [{
+                    "producer_id": job.producer_id, "producer_epoch": job.producer_epoch,
+                    "transaction_result": job.commit, "coordinator_epoch": coordinator_epoch,
+                    "topics": [{"name": t, "partition_indexes": ps}
+                               for t, ps in topics.items()]}]}, timeout=30)
+            except (NodeUnavailable, TimeoutError, OSError) as e:
+                log.debug("WriteTxnMarkers to broker %d failed: %s", leader, e)
+                continue
+            for marker in response.markers:
+                for topic in marker.topics:
+                    for p in topic.partitions:
+                        error = ErrorCode(p.error_code)
+                        if error in _DONE or error in _GIVE_UP:
+                            if error in _GIVE_UP:
+                                log.warning("Marker for %s-%d of %s refused: %s", topic.name,
+                                            p.partition_index, job.transactional_id,
+                                            error.name)
+                            done.add((topic.name, p.partition_index))
+        return done
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._scanner)
+        for task in list(self._sending.values()):
+            await cancel_and_wait(task)
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
