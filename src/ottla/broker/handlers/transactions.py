@@ -154,5 +154,5 @@ APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_add_partitions_to_txn),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn),
     ApiSpec(ApiKey.END_TXN, 0, 4, handle_end_txn),
-    ApiSpec(ApiKey.WRITE_TXN_MARKERS, 0, 1, handle_write_txn_markers),
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1, handle_write_txn_markers),  # v0 gone (KIP-896)
 ]
