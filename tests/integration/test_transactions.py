@@ -1,0 +1,140 @@
+"""Transactions with librdkafka's transactional producer against a real node: commits are
+seen by read_committed consumers and aborts are not, an open transaction holds them back
+(the last stable offset), a new producer instance fences the old one, the coordinator
+aborts a transaction past its timeout, and a transaction left open by a kill -9 is
+aborted after the restart while everything committed before stays readable."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.helpers import OttlaProcess, running_ottla, wait_until
+
+PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory) -> Iterator[OttlaProcess]:
+    with running_ottla(str(tmp_path_factory.mktemp("transactions")), **{
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "300"}) as n:
+        yield n
+
+
+def create(node: OttlaProcess, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(30)
+
+
+def producer(node: OttlaProcess, transactional_id: str, **config: str | int) -> Producer:
+    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": transactional_id,
+                  **config})
+    p.init_transactions(30)
+    return p
+
+
+def read(node: OttlaProcess, topic: str, isolation: str, expected: int,
+         timeout: float = 10.0, settle: float = 1.0) -> list[bytes]:
+    """Every value of ``topic`` from the start: until ``expected`` arrived, then
+    ``settle`` seconds more to catch anything that should not be there."""
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"read-{topic}",
+                         "isolation.level": isolation, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    settled: float | None = None
+    while time.monotonic() < (settled or deadline):
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            got.append(message.value())
+        if settled is None and len(got) >= expected:
+            settled = time.monotonic() + settle
+    consumer.close()
+    return sorted(got)
+
+
+def values(prefix: str, n: int) -> list[bytes]:
+    return sorted(b"%s-%d" % (prefix.encode(), i) for i in range(n))
+
+
+def send(p: Producer, topic: str, prefix: str, n: int) -> None:
+    for i in range(n):
+        p.produce(topic, value=b"%s-%d" % (prefix.encode(), i), partition=i % PARTITIONS)
+    p.flush(30)
+
+
+def test_committed_records_are_read_aborted_and_open_ones_are_not(node) -> None:
+    create(node, "payments")
+    p = producer(node, "payments-writer")
+    p.begin_transaction()
+    send(p, "payments", "committed", 20)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    send(p, "payments", "aborted", 10)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    send(p, "payments", "open", 5)
+    assert read(node, "payments", "read_committed", 20) == values("committed", 20)
+    everything = read(node, "payments", "read_uncommitted", 35)
+    assert everything == sorted(values("committed", 20) + values("aborted", 10)
+                                + values("open", 5))
+    p.commit_transaction(30)
+    assert read(node, "payments", "read_committed", 25) == \
+        sorted(values("committed", 20) + values("open", 5))
+
+
+def test_a_new_instance_fences_the_old_producer_and_aborts_its_transaction(node) -> None:
+    create(node, "fenced")
+    old = producer(node, "fenced-writer")
+    old.begin_transaction()
+    send(old, "fenced", "zombie", 6)
+    new = producer(node, "fenced-writer")  # aborts the zombie's transaction
+    new.begin_transaction()
+    send(new, "fenced", "current", 4)
+    new.commit_transaction(30)
+    with pytest.raises(KafkaException) as e:
+        old.commit_transaction(10)
+    assert e.value.args[0].fatal() or "fenced" in str(e.value).lower()
+    assert read(node, "fenced", "read_committed", 4) == values("current", 4)
+
+
+def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(node) -> None:
+    create(node, "slow")
+    p = producer(node, "slow-writer", **{"transaction.timeout.ms": 2000})
+    p.begin_transaction()
+    send(p, "slow", "late", 4)
+    other = producer(node, "slow-other")
+    other.begin_transaction()
+    send(other, "slow", "ok", 2)
+    other.commit_transaction(30)
+    # Until the coordinator aborts the slow one, its records hold the committed ones back.
+    wait_until(lambda: read(node, "slow", "read_committed", 2, timeout=1, settle=0)
+               == values("ok", 2), 20, 0.2, "the timed-out transaction aborted")
+    with pytest.raises(KafkaException):
+        p.commit_transaction(10)
+
+
+def test_an_open_transaction_survives_kill_9_only_to_be_aborted(tmp_path) -> None:
+    data_dir = str(tmp_path / "node")
+    with running_ottla(data_dir) as n:
+        create(n, "crash")
+        p = producer(n, "crash-writer")
+        p.begin_transaction()
+        send(p, "crash", "before", 8)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        send(p, "crash", "lost", 5)
+        n.kill9()
+        n.start()
+        assert read(n, "crash", "read_committed", 8) == values("before", 8)
+        again = producer(n, "crash-writer")  # fences and aborts what was left open
+        again.begin_transaction()
+        send(again, "crash", "after", 3)
+        again.commit_transaction(30)
+        assert read(n, "crash", "read_committed", 11) == \
+            sorted(values("before", 8) + values("after", 3))
