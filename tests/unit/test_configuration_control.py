@@ -33,3 +33,88 @@ def test_legacy_alter_configs_replaces_the_whole_set() -> None:
         [(ConfigResourceType.TOPIC, "a", {"segment.ms": "99999"})])
           .records)
     assert c.image.topic_configs("a") == {"segment.ms": "99999"}
+
+
+B, G = ConfigResourceType.BROKER, ConfigResourceType.GROUP
+
+
+def _codes(result) -> list[tuple[int, str | None]]:
+    return [(code, message) for _, _, code, message in result.response]
+
+
+def test_kafka_broker_keys_ottla_does_not_act_on_are_stored() -> None:
+    c = controller()
+    ops = [("sasl.kerberos.min.time.before.relogin", OP_SET, "30000"),
+           ("listener.name.plaintext.ssl.keystore.location", OP_SET, "/k.jks"),
+           ("my.plugin.setting", OP_SET, "x")]  # custom keys pass, as in Kafka
+    result = c.configuration.incremental_alter_configs([(B, "1", ops)])
+    assert _codes(result) == [(ErrorCode.none, None)]
+    apply(c, result.records)
+    assert c.image.broker_configs(1) == {"sasl.kerberos.min.time.before.relogin": "30000",
+                                         "listener.name.plaintext.ssl.keystore.location":
+                                         "/k.jks", "my.plugin.setting": "x"}
+
+
+def test_broker_keys_kafka_refuses_get_its_errors() -> None:
+    c = controller()
+
+    def alter(name: str, key: str, value: str) -> tuple[int, str | None]:
+        return _codes(c.configuration.alter_configs([(B, name, {key: value})]))[0]
+
+    assert alter("1", "log.dirs", "/x") == (
+        ErrorCode.invalid_request, "Cannot update these configs dynamically: Set(log.dirs)")
+    assert alter("1", "log.retention.hours", "1")[0] == ErrorCode.invalid_request
+    assert alter("1", "ssl.keystore.location", "/k") == (
+        ErrorCode.invalid_request, "These security configs can be dynamically updated only "
+        "per-listener using the listener prefix: Set(ssl.keystore.location)")
+    assert alter("", "sasl.kerberos.min.time.before.relogin", "1") == (
+        ErrorCode.invalid_request, "Cannot update these configs at default cluster level, "
+        "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)")
+    assert alter("", "listener.name.plaintext.ssl.keystore.location", "/k")[0] == \
+        ErrorCode.invalid_request
+    assert alter("1", "log.cleaner.threads", "x")[0] == ErrorCode.invalid_request
+    assert alter("", "log.cleaner.threads", "2") == (ErrorCode.none, None)
+
+
+def test_append_and_subtract_on_broker_and_topic_lists() -> None:
+    c = controller()
+    apply(c, c.replication.create_topics([NewTopic("a")]).records)
+    t = ConfigResourceType.TOPIC
+    result = c.configuration.incremental_alter_configs(
+        [(B, "", [("log.cleanup.policy", OP_APPEND, "compact")])])
+    apply(c, result.records)
+    assert c.image.broker_configs(None) == {"log.cleanup.policy": "delete,compact"}
+    assert _codes(c.configuration.incremental_alter_configs(
+        [(t, "a", [("retention.ms", OP_APPEND, "1")])])) == [
+        (ErrorCode.invalid_config, "Can't APPEND to key retention.ms because its type is "
+         "not LIST.")]
+    assert _codes(c.configuration.incremental_alter_configs(
+        [(B, "1", [("log.cleaner.threads", OP_SUBTRACT, "1")])])) == [
+        (ErrorCode.invalid_config,
+         "Config value subtract is not allowed for config key: log.cleaner.threads")]
+
+
+def test_group_configs_are_checked_against_the_broker_bounds() -> None:
+    c = controller()
+
+    def alter(**configs: str) -> tuple[int, str | None]:
+        ops = [(k.replace("_", "."), OP_SET, v) for k, v in configs.items()]
+        result = c.configuration.incremental_alter_configs([(G, "g", ops)])
+        if result.response[0][2] == ErrorCode.none:
+            apply(c, result.records)
+        return _codes(result)[0]
+
+    assert alter(consumer_session_timeout_ms="1000") == (
+        ErrorCode.invalid_config, "consumer.session.timeout.ms must be greater than or equal "
+        "to group.consumer.min.session.timeout.ms")
+    assert alter(consumer_heartbeat_interval_ms="20000") == (
+        ErrorCode.invalid_config, "consumer.heartbeat.interval.ms must be less than or equal "
+        "to group.consumer.max.heartbeat.interval.ms")
+    assert alter(nope="1") == (ErrorCode.invalid_config, "Unknown group config name: nope")
+    assert alter(share_record_lock_duration_ms="20000",
+                 consumer_heartbeat_interval_ms="6000") == (ErrorCode.none, None)
+    assert c.image.configs[(G, "g")] == {"share.record.lock.duration.ms": "20000",
+                                         "consumer.heartbeat.interval.ms": "6000"}
+    assert _codes(c.configuration.incremental_alter_configs(
+        [(G, "", [("consumer.heartbeat.interval.ms", OP_SET, "6000")])]))[0][0] == \
+        ErrorCode.invalid_request

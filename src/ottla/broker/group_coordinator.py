@@ -16,6 +16,7 @@ from ottla.common.topics import OFFSETS_TOPIC
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from ottla.metadata.image import ConfigResourceType
 
 __all__ = ["LOAD_SLICE_RECORDS", "GroupCoordinatorService", "LogPartitionWriter",
            "java_string_hash", "partition_for"]
@@ -27,7 +28,9 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
 
     def __init__(self, broker: Any, config: Any) -> None:
         self.group_config = GroupConfig.from_config(config)
-        self.consumer_config = ConsumerGroupConfig.from_config(config)
+        self.consumer_config = ConsumerGroupConfig.from_config(
+            config, lambda group_id: broker.image.configs.get(
+                (ConfigResourceType.GROUP, group_id), {}))
         super().__init__(
             broker, config["offsets.topic.num.partitions"],
             config["offsets.topic.replication.factor"],

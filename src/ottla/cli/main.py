@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from ottla.cli import (
+        configs,
         console,
         consumer_groups,
         dev_cluster,
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_parser(sub)
     storage.add_parser(sub)
     topics.add_parser(sub)
+    configs.add_parser(sub)
     console.add_producer_parser(sub)
     console.add_consumer_parser(sub)
     dump_log.add_parser(sub)

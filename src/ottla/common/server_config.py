@@ -22,7 +22,14 @@ from ottla.common.config import (
     between,
     off_or_at_least,
     one_of,
+    parse_value,
 )
+from ottla.common.kafka_broker_configs import (
+    KAFKA_BROKER_CONFIGS,
+    PER_BROKER,
+    READ_ONLY,
+)
+from ottla.common.kafka_broker_configs import mode as kafka_mode
 from ottla.common.topic_configs import TOPIC_CONFIGS
 
 log = logging.getLogger(__name__)
@@ -289,15 +296,32 @@ _KEYS: list[ConfigKey] = [
               "How often the controller moves leaderships back to preferred replicas."),
     ConfigKey("queued.max.requests", T.INT, 500, "Requests queued per connection.", at_least(1)),
 ]
-BROKER_CONFIGS = ConfigDef(_KEYS)
+def _kafka_keys() -> list[ConfigKey]:
+    """The keys Kafka defines that Ottla does not define above, from Kafka's table: accepted
+    in server.properties and (where Kafka allows) by AlterConfigs, not acted on."""
+    own = {key.name for key in _KEYS}
+    keys = []
+    for name, type_, default, flags in KAFKA_BROKER_CONFIGS:
+        if name in own:
+            continue
+        keys.append(ConfigKey(
+            name, type_, parse_value(name, type_, default),
+            "Kafka config; accepted and stored, not acted on by Ottla.",
+            sensitive=type_ == ConfigType.PASSWORD,
+            read_only=kafka_mode(flags) == READ_ONLY))
+    return keys
 
-# Keys a dynamic (AlterConfigs) broker config may change at run time: the topic defaults.
+
+BROKER_CONFIGS = ConfigDef([*_KEYS, *_kafka_keys()])
+
+# Keys AlterConfigs may change on a broker (Kafka's DynamicBrokerConfig.AllDynamicConfigs and
+# the broker quota configs), and those only per broker id, never as the cluster default.
 DYNAMIC_BROKER_KEYS = frozenset(
-    synonym for key in TOPIC_CONFIGS.keys.values() for synonym in key.synonyms
-) | {"num.partitions", "default.replication.factor", "log.retention.check.interval.ms",
-     "max.incremental.fetch.session.cache.slots", "fetch.max.bytes",
-     "producer.id.expiration.ms", "leader.replication.throttled.rate",
-     "follower.replication.throttled.rate"}
+    name for name, _, _, flags in KAFKA_BROKER_CONFIGS if kafka_mode(flags) != READ_ONLY)
+PER_BROKER_KEYS = frozenset(
+    name for name, _, _, flags in KAFKA_BROKER_CONFIGS if kafka_mode(flags) == PER_BROKER)
+INTERNAL_BROKER_KEYS = frozenset(
+    name for name, _, _, flags in KAFKA_BROKER_CONFIGS if "internal" in flags.split(","))
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)$")
 

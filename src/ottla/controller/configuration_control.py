@@ -1,14 +1,21 @@
-"""Dynamic configs of topics and brokers (Kafka's ConfigurationControlManager):
-AlterConfigs replaces a resource's set, IncrementalAlterConfigs sets, deletes, appends to
-and subtracts from it; both validate every value before writing a ConfigRecord."""
+"""Dynamic configs of topics, brokers and groups (Kafka's ConfigurationControlManager, with
+the broker-side checks of its ConfigAdminManager and DynamicBrokerConfig): AlterConfigs
+replaces a resource's set, IncrementalAlterConfigs sets, deletes, appends to and subtracts
+from it; both validate every value before writing a ConfigRecord."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ottla.common.config import ConfigError
-from ottla.common.server_config import BROKER_CONFIGS, DYNAMIC_BROKER_KEYS
+from ottla.common.config import ConfigError, ConfigType
+from ottla.common.group_configs import validate_group_configs
+from ottla.common.kafka_broker_configs import (
+    CLUSTER_LEVEL_LISTENER_CONFIGS,
+    LISTENER_ONLY_SECURITY_CONFIGS,
+)
+from ottla.common.server_config import BROKER_CONFIGS, DYNAMIC_BROKER_KEYS, PER_BROKER_KEYS
 from ottla.common.topic_configs import TOPIC_CONFIGS
 from ottla.controller.results import ControllerError, ControllerResult, check_user_op
 from ottla.metadata import records as r
@@ -17,22 +24,73 @@ from ottla.protocol.errors import ErrorCode
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+_LISTENER_CONFIG = re.compile(r"^listener\.name\.[^.]*\.(.*)$")
 
 
-def _validate_dynamic_broker_config(name: str, value: str | None) -> None:
-    """Whether AlterConfigs may set broker key ``name`` to ``value`` at run time."""
-    if name not in BROKER_CONFIGS:
-        raise ControllerError(ErrorCode.invalid_config, f"Unknown broker config name: {name}")
-    if name not in DYNAMIC_BROKER_KEYS:
+def _scala_set(names: Sequence[str]) -> str:
+    return "Set(" + ", ".join(names) + ")"
+
+
+def _listener_base(name: str) -> str | None:
+    match = _LISTENER_CONFIG.match(name)
+    return match.group(1) if match else None
+
+
+def validate_dynamic_broker_configs(props: Mapping[str, str | None], per_broker: bool) -> None:
+    """Kafka's DynamicBrokerConfig.validateConfigs: whether a broker's (``per_broker``) or the
+    cluster default's dynamic configs may become ``props``. Keys Kafka does not know are
+    custom configs (for plugins) and pass, as in Kafka; a known key that is not dynamic, a
+    security key without its listener prefix, a bad value or a per-broker key at cluster
+    level fail with INVALID_REQUEST and Kafka's message."""
+    names = [n for n in props]
+    non_dynamic = [n for n in names if n in BROKER_CONFIGS and n not in DYNAMIC_BROKER_KEYS]
+    if non_dynamic:
         raise ControllerError(ErrorCode.invalid_request,
-                              f"Cannot update these configs dynamically: {{{name}}}")
-    if value is not None:
-        BROKER_CONFIGS[name].parse(value)
+                              f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
+    security = [n for n in names if n in LISTENER_ONLY_SECURITY_CONFIGS]
+    if security:
+        raise ControllerError(
+            ErrorCode.invalid_request, "These security configs can be dynamically updated only "
+            f"per-listener using the listener prefix: {_scala_set(security)}")
+    for name, value in props.items():
+        base = _listener_base(name) or name
+        if value is not None and base in DYNAMIC_BROKER_KEYS:
+            try:
+                BROKER_CONFIGS[base].parse(value)
+            except ConfigError as e:
+                raise ControllerError(ErrorCode.invalid_request, str(e)) from None
+    if not per_broker:
+        per_broker_names = [n for n in names if n in PER_BROKER_KEYS or (
+            _listener_base(n) is not None and
+            _listener_base(n) not in CLUSTER_LEVEL_LISTENER_CONFIGS)]
+        if per_broker_names:
+            raise ControllerError(
+                ErrorCode.invalid_request, "Cannot update these configs at default cluster "
+                f"level, broker id must be specified: {_scala_set(per_broker_names)}")
+
+
+def list_default(resource_type: int, key: str) -> str | None:
+    """The default of a LIST-typed config as Kafka renders it, for APPEND and SUBTRACT on a
+    key without a value yet; raises if the key is unknown or not a list."""
+    if resource_type == ConfigResourceType.TOPIC:
+        definition = TOPIC_CONFIGS.keys.get(key)
+    elif resource_type == ConfigResourceType.BROKER:
+        definition = BROKER_CONFIGS.keys.get(_listener_base(key) or key)
+    else:
+        definition = None
+    if definition is None or definition.type != ConfigType.LIST:
+        raise KeyError(key)
+    return definition.render(definition.default)
 
 
 class ConfigurationControlManager:
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage,
+                 broker_config: Callable[[str], Any] | None = None) -> None:
         self.image = image
+        self.broker_config = broker_config or (lambda name: BROKER_CONFIGS[name].default)
+        """The controller's static broker configs: the group bounds come from them."""
 
     def _check_resource(self, resource_type: int, name: str) -> None:
         if resource_type == ConfigResourceType.TOPIC:
@@ -43,20 +101,34 @@ class ConfigurationControlManager:
             if name and (not name.isdigit() or int(name) not in self.image.brokers):
                 raise ControllerError(ErrorCode.invalid_request,
                                       f"Unexpected broker id {name}")
+        elif resource_type == ConfigResourceType.GROUP:
+            if not name:
+                raise ControllerError(ErrorCode.invalid_request,
+                                      "Default group resources are not allowed.")
         else:
             raise ControllerError(ErrorCode.invalid_request,
                                   f"Unsupported resource type {resource_type}")
 
-    def _validate_config(self, resource_type: int, name: str, value: str | None) -> None:
+    def _validate_resource(self, resource_type: int, name: str,
+                           configs: Mapping[str, str | None]) -> None:
+        """The whole new set of a resource's dynamic configs, as Kafka validates it."""
         try:
             if resource_type == ConfigResourceType.TOPIC:
-                if name not in TOPIC_CONFIGS:
-                    raise ControllerError(ErrorCode.invalid_config,
-                                          f"Unknown topic config name: {name}")
-                if value is not None:
-                    TOPIC_CONFIGS[name].parse(value)
-            else:
-                _validate_dynamic_broker_config(name, value)
+                for key, value in configs.items():
+                    if key not in TOPIC_CONFIGS:
+                        raise ControllerError(ErrorCode.invalid_config,
+                                              f"Unknown topic config name: {key}")
+                    if value is not None:
+                        TOPIC_CONFIGS[key].parse(value)
+            elif resource_type == ConfigResourceType.BROKER:
+                validate_dynamic_broker_configs(configs, per_broker=bool(name))
+            elif resource_type == ConfigResourceType.GROUP:
+                nulls = [k for k, v in configs.items() if v is None]
+                if nulls:
+                    raise ConfigError("Null value not supported for group configs: " +
+                                      ",".join(nulls))
+                validate_group_configs({k: v for k, v in configs.items() if v is not None},
+                                       self.broker_config)
         except ConfigError as e:
             raise ControllerError(ErrorCode.invalid_config, str(e)) from None
 
@@ -67,8 +139,7 @@ class ConfigurationControlManager:
         def target(resource_type: int, name: str, current: dict[str, str]
                    ) -> Mapping[str, str | None]:
             configs = dict(resources_by_key[(resource_type, name)])
-            for key, value in configs.items():
-                self._validate_config(resource_type, key, value)
+            self._validate_resource(resource_type, name, configs)
             return configs
         resources_by_key = {(t, n): c for t, n, c in resources}
         return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
@@ -92,11 +163,11 @@ class ConfigurationControlManager:
                 elif op == OP_DELETE:
                     new.pop(key, None)
                 elif op in (OP_APPEND, OP_SUBTRACT):
-                    new[key] = self._list_op(resource_type, name, key, op, value, current)
+                    new[key] = self._list_op(resource_type, key, op, value, new)
                 else:
                     raise ControllerError(ErrorCode.invalid_request,
                                           f"Unknown alter config operation {op}")
-                self._validate_config(resource_type, key, new.get(key))
+            self._validate_resource(resource_type, name, new)
             return new
         ops_by_key = {(t, n): ops for t, n, ops in resources}
         return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
@@ -124,18 +195,34 @@ class ConfigurationControlManager:
         check_user_op(len(records))
         return ControllerResult(records, results)
 
-    def _list_op(self, resource_type: int, name: str, key: str, op: int, value: str | None,
-                 current: Mapping[str, str]) -> str:
-        if resource_type != ConfigResourceType.TOPIC or key not in TOPIC_CONFIGS or \
-                TOPIC_CONFIGS[key].type.name != "LIST":
+    def _list_op(self, resource_type: int, key: str, op: int, value: str | None,
+                 current: Mapping[str, str | None]) -> str:
+        """APPEND or SUBTRACT on a LIST-typed key, as Kafka does: the current value (else the
+        default) split on commas; APPEND adds the values not there yet, SUBTRACT removes one
+        occurrence of each."""
+        try:
+            default = list_default(resource_type, key)
+        except KeyError:
+            if resource_type == ConfigResourceType.BROKER:
+                # ConfigAdminManager.prepareIncrementalConfigs on the receiving broker.
+                if (_listener_base(key) or key) not in BROKER_CONFIGS:
+                    raise ControllerError(ErrorCode.invalid_config,
+                                          f"Unknown config name: {key}") from None
+                verb = "append" if op == OP_APPEND else "subtract"
+                raise ControllerError(
+                    ErrorCode.invalid_config,
+                    f"Config value {verb} is not allowed for config key: {key}") from None
             raise ControllerError(ErrorCode.invalid_config,
-                                  f"Config value append is not allowed for config key: {key}")
+                                  f"Can't {_OP_NAMES[op]} to key {key} because its type is "
+                                  "not LIST.") from None
         existing = current.get(key)
-        items = ([v.strip() for v in existing.split(",") if v.strip()] if existing is not None
-                 else list(TOPIC_CONFIGS[key].default))
-        values = [v.strip() for v in (value or "").split(",") if v.strip()]
-        if op == OP_APPEND:
-            items += [v for v in values if v not in items]
-        else:
-            items = [v for v in items if v not in values]
+        if existing is None:
+            existing = default
+        items = [v for v in (existing or "").split(",") if v]
+        for item in (value or "").split(","):
+            if op == OP_APPEND:
+                if item not in items:
+                    items.append(item)
+            elif item in items:
+                items.remove(item)
         return ",".join(items)

@@ -18,6 +18,7 @@ their own in the log, only the cluster's soft broker sessions.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from ottla.controller.cluster_control import ClusterControlManager
@@ -35,7 +36,8 @@ class QuorumController:
                  unclean_leader_election_enable: bool = False,
                  default_min_insync_replicas: int = 1,
                  rng: random.Random | None = None,
-                 registry: SnapshotRegistry | None = None) -> None:
+                 registry: SnapshotRegistry | None = None,
+                 broker_config: Callable[[str], Any] | None = None) -> None:
         self.node_id = node_id
         self.registry = registry
         """The timeline the image's maps keep their history on (None: plain dicts)."""
@@ -47,7 +49,7 @@ class QuorumController:
             unclean_leader_election_enable=unclean_leader_election_enable,
             default_min_insync_replicas=default_min_insync_replicas)
         self.cluster = ClusterControlManager(self.image, self.replication)
-        self.configuration = ConfigurationControlManager(self.image)
+        self.configuration = ConfigurationControlManager(self.image, broker_config)
         self.features = FeatureControlManager(self.image)
         self.producer_ids = ProducerIdControlManager(self.image)
 

@@ -117,7 +117,7 @@ class Node:
                 delete_topic_enable=cfg["delete.topic.enable"],
                 unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
                 default_min_insync_replicas=cfg["min.insync.replicas"],
-                registry=SnapshotRegistry())
+                registry=SnapshotRegistry(), broker_config=cfg.get)
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
                 controller, self.raft,

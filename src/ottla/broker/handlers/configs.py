@@ -1,4 +1,4 @@
-"""DescribeConfigs for topics and brokers (AlterConfigs and IncrementalAlterConfigs run on
+"""DescribeConfigs for topics, brokers and groups (AlterConfigs and IncrementalAlterConfigs run on
 the controller: ``server.controller_apis.configs``).
 
 Describing a config reports where its value comes from, with Kafka's precedence: a topic
@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 from ottla.broker.broker import Broker
 from ottla.common.config import ConfigKey
-from ottla.common.server_config import KafkaConfig
+from ottla.common.group_configs import GROUP_CONFIGS
+from ottla.common.server_config import INTERNAL_BROKER_KEYS, KafkaConfig
 from ottla.common.topic_configs import TOPIC_CONFIGS
 from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import ApiKey
@@ -37,6 +38,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
 
 
 def _broker_sources(node: ConfigView, name: str) -> list[tuple[str, str | None, int]]:
@@ -98,7 +100,16 @@ def describe_topic_configs(node: ConfigView, topic: str, keys: Sequence[str] | N
                     value = _synonym_to_topic_value(synonym, syn_key.render(syn_key.default),
                                                     key)
                     break
-        synonyms.append((name, default, DEFAULT_CONFIG))
+        # Kafka lists the broker default that decides it (e.g. log.retention.hours=168),
+        # under the broker key's name and in its unit; the topic's own only without one.
+        broker_default = next(
+            ((syn, syn_key.render(syn_key.default)) for syn in key.synonyms
+             if (syn_key := node.config.definitions.keys.get(syn)) is not None
+             and syn_key.default is not None), None)
+        if broker_default is not None:
+            synonyms.append((*broker_default, DEFAULT_CONFIG))
+        else:
+            synonyms.append((name, default, DEFAULT_CONFIG))
         result.append({
             "name": name, "value": value, "read_only": False, "config_source": source,
             "is_sensitive": key.sensitive,
@@ -110,12 +121,31 @@ def describe_topic_configs(node: ConfigView, topic: str, keys: Sequence[str] | N
     return result
 
 
+def _base_key(node: ConfigView, name: str) -> ConfigKey | None:
+    """The definition of a broker key, or of the base of a listener-prefixed one
+    (``listener.name.<listener>.<key>``); None for custom keys."""
+    keys = node.config.definitions.keys
+    if name in keys:
+        return keys[name]
+    if name.startswith("listener.name."):
+        base = name.split(".", 3)[3] if name.count(".") >= 3 else ""
+        return keys.get(base) or next(
+            (keys[k] for k in keys if base.endswith("." + k)), None)  # <mechanism>.<key>
+    return None
+
+
 def describe_broker_configs(node: ConfigView, keys: Sequence[str] | None, include_synonyms: bool,
                             include_docs: bool) -> list[dict[str, Any]]:
+    """Every broker key Kafka defines (internal ones only when set), then the dynamic keys
+    it does not name itself (listener-prefixed and custom configs), with their source."""
     from_dynamic_keys = node.config.dynamic_keys
+    dynamic = {**node.image.broker_configs(None), **node.image.broker_configs(node.node_id)}
     result = []
     for name, key in node.config.definitions.keys.items():
         if keys is not None and name not in keys:
+            continue
+        if name in INTERNAL_BROKER_KEYS and name not in dynamic and \
+                name not in node.config.explicit:
             continue
         sources = _broker_sources(node, name)
         value, source = (sources[0][1], sources[0][2]) if sources else (None, DEFAULT_CONFIG)
@@ -127,6 +157,44 @@ def describe_broker_configs(node: ConfigView, keys: Sequence[str] | None, includ
             if include_synonyms else [],
             "config_type": int(key.type),
             "documentation": key.doc if include_docs else None,
+        })
+    for name in sorted(set(dynamic) - set(node.config.definitions.keys)):
+        if keys is not None and name not in keys:
+            continue
+        base = _base_key(node, name)
+        sensitive = base is not None and base.sensitive
+        sources = _broker_sources(node, name)
+        result.append({
+            "name": name, "value": None if sensitive else sources[0][1], "read_only": False,
+            "config_source": sources[0][2], "is_sensitive": sensitive,
+            "synonyms": [{"name": n, "value": None if sensitive else v, "source": s}
+                         for n, v, s in sources] if include_synonyms else [],
+            "config_type": int(base.type) if base is not None else 0,
+            "documentation": None,
+        })
+    return result
+
+
+def describe_group_configs(node: ConfigView, group: str, keys: Sequence[str] | None,
+                           include_synonyms: bool, include_docs: bool) -> list[dict[str, Any]]:
+    """A group's configs: its override (GROUP_CONFIG) or the broker's default for it
+    (DEFAULT_CONFIG), as Kafka's ConfigHelper describes a GROUP resource."""
+    overrides = node.image.configs.get((ConfigResourceType.GROUP, group), {})
+    result = []
+    for name, group_key in GROUP_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        if name in overrides:
+            value, source = overrides[name], GROUP_CONFIG
+        else:
+            value, source = str(node.config.get(group_key.default_from)), DEFAULT_CONFIG
+        result.append({
+            "name": name, "value": value, "read_only": False, "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [{"name": name, "value": value, "source": source}]
+            if include_synonyms else [],
+            "config_type": int(group_key.key.type),
+            "documentation": group_key.key.doc if include_docs else None,
         })
     return result
 
@@ -183,6 +251,13 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> di
                                                            include_docs)
         elif res.resource_type == ConfigResourceType.BROKER_LOGGER:
             entry["configs"] = []
+        elif res.resource_type == ConfigResourceType.GROUP:
+            if not res.resource_name:
+                entry["error_code"] = ErrorCode.invalid_request
+                entry["error_message"] = "Group name must not be empty"
+            else:
+                entry["configs"] = describe_group_configs(broker, res.resource_name, keys,
+                                                          include_synonyms, include_docs)
         else:
             entry["error_code"] = ErrorCode.invalid_request
             entry["error_message"] = f"Unsupported resource type {res.resource_type}"

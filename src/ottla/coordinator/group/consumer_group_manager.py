@@ -221,7 +221,7 @@ class ConsumerGroupManager:
             if isinstance(group, ConsumerGroup):
                 for member in group.members.values():
                     self._schedule_session(group.group_id, member.member_id,
-                                           self._session_timeout(member))
+                                           self._session_timeout(group.group_id, member))
 
     def on_unloaded(self) -> None:
         """Nothing parked: a consumer-group heartbeat is answered at once."""
@@ -306,7 +306,7 @@ class ConsumerGroupManager:
             self._migration.upgraded(classic)
             for member in group.members.values():
                 self._schedule_session(group.group_id, member.member_id,
-                                       self._session_timeout(member))
+                                       self._session_timeout(group.group_id, member))
             return group
         group = self._group(req.group_id)
         if group is None and req.member_epoch != 0:
@@ -442,7 +442,8 @@ class ConsumerGroupManager:
         response: dict[str, Any] = {
             "throttle_time": 0, "error_code": E.none, "error_message": None,
             "member_id": member.member_id, "member_epoch": member.member_epoch,
-            "heartbeat_interval": self._config.heartbeat_interval_ms, "assignment": None}
+            "heartbeat_interval": self._config.heartbeat_interval(req.group_id),
+            "assignment": None}
         if full or member.assigned != previous.assigned or \
                 (req.owned is not None and req.owned != member.assigned):
             response["assignment"] = {"topic_partitions": [
@@ -609,15 +610,16 @@ class ConsumerGroupManager:
         return CoordinatorResult(self._fence_records(group, member_id, now_ms), response,
                                  replay=False)
 
-    def _session_timeout(self, member: ConsumerMember) -> int:
+    def _session_timeout(self, group_id: str, member: ConsumerMember) -> int:
         """A classic member keeps the session timeout it joined with."""
         return member.classic.session_timeout_ms if member.classic is not None \
-            else self._config.session_timeout_ms
+            else self._config.session_timeout(group_id)
 
     def _schedule_session(self, group_id: str, member_id: str,
                           timeout_ms: int | None = None) -> None:
         self._schedule(_session_key(group_id, member_id),
-                       self._config.session_timeout_ms if timeout_ms is None else timeout_ms,
+                       self._config.session_timeout(group_id) if timeout_ms is None
+                       else timeout_ms,
                        lambda now: self._session_expired(now, group_id, member_id))
 
     def _schedule_rebalance(self, group_id: str, member_id: str, epoch: int,
@@ -813,7 +815,8 @@ class ConsumerGroupManager:
             self._check_generation(member, generation_id)
         except KafkaError as e:
             return CoordinatorResult(response=e.code)
-        self._schedule_session(group_id, member.member_id, self._session_timeout(member))
+        self._schedule_session(group_id, member.member_id,
+                               self._session_timeout(group_id, member))
         if member.member_epoch < group.group_epoch or \
                 member.state is MemberState.UNREVOKED_PARTITIONS or \
                 (member.state is MemberState.UNRELEASED_PARTITIONS and

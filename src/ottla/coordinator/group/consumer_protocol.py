@@ -39,14 +39,27 @@ class ConsumerGroupConfig:
     assignors: tuple[str, ...] = ("uniform", "range")
     assignment_interval_ms: int = 1000
     max_size: int = 2**31 - 1
+    group_overrides: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
+    """A group's dynamic configs (GROUP config resources), which beat the broker's."""
+
+    def session_timeout(self, group_id: str) -> int:
+        value = self.group_overrides(group_id).get("consumer.session.timeout.ms")
+        return self.session_timeout_ms if value is None else int(value)
+
+    def heartbeat_interval(self, group_id: str) -> int:
+        value = self.group_overrides(group_id).get("consumer.heartbeat.interval.ms")
+        return self.heartbeat_interval_ms if value is None else int(value)
 
     @classmethod
-    def from_config(cls, config: KafkaConfig) -> ConsumerGroupConfig:
+    def from_config(cls, config: KafkaConfig,
+                    group_overrides: Callable[[str], Mapping[str, str]] | None = None
+                    ) -> ConsumerGroupConfig:
         return cls(config["group.consumer.session.timeout.ms"],
                    config["group.consumer.heartbeat.interval.ms"],
                    tuple(config["group.consumer.assignors"]),
                    config["group.consumer.assignment.interval.ms"],
-                   config["group.consumer.max.size"])
+                   config["group.consumer.max.size"],
+                   group_overrides or (lambda _group_id: {}))
 
 
 @dataclass(frozen=True, slots=True)
