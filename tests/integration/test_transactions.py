@@ -126,15 +126,78 @@ def test_an_open_transaction_survives_kill_9_only_to_be_aborted(tmp_path) -> Non
         p = producer(n, "crash-writer")
         p.begin_transaction()
         send(p, "crash", "before", 8)
+        group = Consumer({"bootstrap.servers": n.bootstrap, "group.id": "crash-group"})
+        p.send_offsets_to_transaction([TopicPartition("crash", 0, 17)],
+                                      group.consumer_group_metadata(), 30)
         p.commit_transaction(30)
         p.begin_transaction()
         send(p, "crash", "lost", 5)
+        p.send_offsets_to_transaction([TopicPartition("crash", 0, 99)],
+                                      group.consumer_group_metadata(), 30)
+        group.close()
         n.kill9()
         n.start()
         assert read(n, "crash", "read_committed", 8) == values("before", 8)
         again = producer(n, "crash-writer")  # fences and aborts what was left open
+        # The group's offsets reload from __consumer_offsets, markers included: the
+        # committed transaction's offset, and not the aborted one's (until the abort,
+        # librdkafka's stable-offset fetch is answered UNSTABLE_OFFSET_COMMIT and retried).
+        reader = Consumer({"bootstrap.servers": n.bootstrap, "group.id": "crash-group"})
+        committed = wait_until(lambda: (lambda c: c if c[0].error is None else None)(
+            reader.committed([TopicPartition("crash", 0)], 10)), 30, 0.5, "the offsets")
+        assert committed[0].offset == 17
+        reader.close()
         again.begin_transaction()
         send(again, "crash", "after", 3)
         again.commit_transaction(30)
         assert read(n, "crash", "read_committed", 11) == \
             sorted(values("before", 8) + values("after", 3))
+
+
+def test_a_consume_transform_produce_pipeline_is_exactly_once(node) -> None:
+    """Each batch read from ``eos-in`` is written doubled to ``eos-out`` and its offsets
+    committed in the same transaction (send_offsets_to_transaction: AddOffsetsToTxn and
+    TxnOffsetCommit). An aborted round leaves neither output nor offsets, so the group
+    reads that batch again: at the end the output holds each input exactly once and the
+    group's committed offsets are at the end of the input."""
+    create(node, "eos-in")
+    create(node, "eos-out")
+    source = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(40):
+        source.produce("eos-in", value=b"%d" % i, partition=i % PARTITIONS)
+    assert source.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "eos",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.subscribe(["eos-in"])
+    p = producer(node, "eos-pipeline")
+    processed = 0
+    aborted_once = False
+    deadline = time.monotonic() + 60
+    while processed < 40 and time.monotonic() < deadline:
+        batch = [m for m in consumer.consume(10, 0.5) if m.error() is None]
+        if not batch:
+            continue
+        p.begin_transaction()
+        for m in batch:
+            p.produce("eos-out", value=m.value() * 2, partition=m.partition())
+        p.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                      consumer.consumer_group_metadata(), 30)
+        if not aborted_once:
+            aborted_once = True
+            p.abort_transaction(30)
+            # Back to what the group committed: the batch is read again.
+            committed = consumer.committed(consumer.assignment(), 10)
+            for tp in committed:
+                consumer.seek(TopicPartition(tp.topic, tp.partition,
+                                             tp.offset if tp.offset >= 0 else 0))
+            continue
+        p.commit_transaction(30)
+        processed += len(batch)
+    assert processed == 40 and aborted_once
+    committed = consumer.committed([TopicPartition("eos-in", p_, -1)
+                                    for p_ in range(PARTITIONS)], 10)
+    assert sum(tp.offset for tp in committed) == 40
+    consumer.close()
+    assert read(node, "eos-out", "read_committed", 40) == \
+        sorted(b"%d" % i * 2 for i in range(40))

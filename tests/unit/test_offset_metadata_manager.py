@@ -224,3 +224,34 @@ def test_records_loaded_above_the_high_watermark_stay_unread_until_committed() -
     assert offsets.fetch_offsets("g", None) == [("t", [(0, 4, -1, "")])]
     offsets.on_committed(2)
     assert offsets.fetch_offsets("g", None) == [("t", [(0, 8, -1, "")])]
+
+
+def test_transactional_offsets_wait_for_their_marker() -> None:
+    """TxnOffsetCommit (KIP-98): the offsets are written in the producer's transaction,
+    fetched as before (UNSTABLE for require_stable) until its COMMIT marker makes them
+    the group's; an ABORT drops them."""
+    from ottla.coordinator.runtime import TransactionalRecord
+
+    offsets, _ = manager()
+    apply(offsets, offsets.commit_offsets(NOW, "g", -1, "", None, [("t", 0, 5, -1, "")], 8))
+    result = offsets.txn_commit_offsets(NOW, "g", 42, 0, -1, "", None,
+                                        [("t", 0, 9, -1, ""), ("t", 1, 3, -1, "")])
+    assert result.response == {("t", 0): E.none, ("t", 1): E.none}
+    assert all(isinstance(r, TransactionalRecord) and r.producer_id == 42
+               for r in result.records)
+    for record in result.records:
+        offsets.replay_transactional(record.producer_id, record.record)
+    assert offsets.fetch_offsets("g", [("t", [0, 1])]) == [("t", [(0, 5, -1, ""),
+                                                                  (1, -1, -1, "")])]
+    assert offsets.unstable_offsets("g", [("t", [0, 1, 2])]) == {("t", 0), ("t", 1)}
+    offsets.replay_marker(42, commit=True, offset=100)
+    offsets.on_committed(200)
+    assert offsets.fetch_offsets("g", [("t", [0, 1])]) == [("t", [(0, 9, -1, ""),
+                                                                  (1, 3, -1, "")])]
+    assert offsets.unstable_offsets("g", None) == set()
+    aborted = offsets.txn_commit_offsets(NOW, "g", 43, 0, -1, "", None, [("t", 0, 50, -1, "")])
+    for record in aborted.records:
+        offsets.replay_transactional(record.producer_id, record.record)
+    offsets.replay_marker(43, commit=False, offset=201)
+    assert offsets.fetch_offsets("g", [("t", [0])]) == [("t", [(0, 9, -1, "")])]
+    assert offsets.unstable_offsets("g", None) == set()

@@ -26,9 +26,19 @@ from ottla.coordinator.runtime import (
     CoordinatorState,
     Loading,
     ShardContext,
+    TransactionalRecord,
+    TransactionMarker,
 )
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
+from ottla.protocol.records import (
+    CONTROL_ABORT,
+    CONTROL_COMMIT,
+    build_batch,
+    control_record_type,
+    decode_records,
+    read_header,
+    scan_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +82,17 @@ class LogPartitionWriter:
         return self.replica_manager.require(tp[0], tp[1], self.image())
 
     def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+        """One batch; transactional (with that producer id and epoch) when the records
+        are a producer's ``TransactionalRecord``s."""
         partition = self._partition(tp)
-        batch = bytearray(build_batch([self.encode(r) for r in records], timestamp=now_ms))
+        producer: dict[str, Any] = {}
+        if records and isinstance(records[0], TransactionalRecord):
+            first = records[0]
+            producer = {"producer_id": first.producer_id,
+                        "producer_epoch": first.producer_epoch, "transactional": True}
+            records = [r.record for r in records]
+        batch = bytearray(build_batch([self.encode(r) for r in records], timestamp=now_ms,
+                                      **producer))
         self.replica_manager.append_internal(partition, batch, read_header(batch), now_ms)
         return partition.log.log_end_offset
 
@@ -92,11 +111,21 @@ class LogPartitionWriter:
                 break
             for position, header in scan_batches(data):
                 if header.is_control:
+                    records = decode_records(data, position, header)
+                    kind = control_record_type(records[0].key) if records else None
+                    if header.is_transactional and kind in (CONTROL_ABORT, CONTROL_COMMIT) \
+                            and header.base_offset >= offset:
+                        yield header.base_offset, TransactionMarker(
+                            header.producer_id, header.producer_epoch, kind == CONTROL_COMMIT)
                     offset = header.next_offset
                     continue
                 for record in decode_records(data, position, header):
                     if record.key is not None and record.offset >= offset:
-                        yield record.offset, self.decode(record.key, record.value)
+                        decoded = self.decode(record.key, record.value)
+                        if header.is_transactional:
+                            decoded = TransactionalRecord(header.producer_id,
+                                                          header.producer_epoch, decoded)
+                        yield record.offset, decoded
                 offset = header.next_offset
 
 

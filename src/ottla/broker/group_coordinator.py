@@ -16,6 +16,7 @@ from ottla.common.topics import OFFSETS_TOPIC
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from ottla.coordinator.runtime import CoordinatorState
 from ottla.metadata.image import ConfigResourceType
 
 __all__ = ["LOAD_SLICE_RECORDS", "GroupCoordinatorService", "LogPartitionWriter",
@@ -45,3 +46,14 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
         return {name: (t.topic_id, len(t.partitions))
                 for name, t in self.broker.image.topics_by_name.items()
                 if not name.startswith("__")}
+
+    def transaction_ended(self, tp: tuple[str, int], producer_id: int, commit: bool,
+                          offset: int) -> None:
+        """WriteTxnMarkers wrote a marker for ``producer_id`` to an offsets partition at
+        ``offset``: its shard decides the producer's pending offsets now, as replaying
+        the marker from the log decides them after a failover."""
+        context = self.runtime.contexts.get(tp)
+        if context is None or context.state is not CoordinatorState.ACTIVE:
+            return  # not (yet) loaded here: its loading replays the marker
+        self.runtime.write(tp, lambda shard, now: shard.transaction_ended(
+            now, producer_id, commit, offset), lambda response: None, self.broker.now_ms())

@@ -54,6 +54,25 @@ class CoordinatorResult:
     replay: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionalRecord:
+    """A record written in a producer's transaction (a transactional offset commit):
+    pending until that producer's COMMIT or ABORT marker."""
+
+    producer_id: int
+    producer_epoch: int
+    record: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionMarker:
+    """A COMMIT or ABORT marker in the partition, replayed to decide pending records."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
 class PartitionWriter(Protocol):
     """How the runtime reaches the partitions' logs (the replica manager, or a simulation)."""
 

@@ -183,13 +183,18 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
 
 
 def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | None = None,
-                 member_epoch: int = -1) -> dict[str, Any]:
+                 member_epoch: int = -1, require_stable: bool = False) -> dict[str, Any]:
+    """One group's committed offsets; with ``require_stable`` (KIP-447) a partition an
+    open transaction is about to change answers UNSTABLE_OFFSET_COMMIT, which the
+    client retries, instead of an offset it would then read past."""
     requested = None if topics is None else \
         [(t.name, list(t.partition_indexes)) for t in topics]
+    unstable: set[tuple[str, int]] = set()
     try:
-        found = broker.group_coordinator.read(
-            group_id, lambda shard: shard.fetch_offsets(group_id, requested, member_id,
-                                                        member_epoch))
+        found, unstable = broker.group_coordinator.read(
+            group_id, lambda shard: (
+                shard.fetch_offsets(group_id, requested, member_id, member_epoch),
+                shard.unstable_offsets(group_id, requested) if require_stable else set()))
         error = ErrorCode.none
     except KafkaError as e:
         error = e.code
@@ -198,7 +203,10 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | No
         {"name": name, "partitions": [
             {"partition_index": p, "committed_offset": offset,
              "committed_leader_epoch": epoch, "metadata": metadata,
-             "error_code": ErrorCode.none} for p, offset, epoch, metadata in parts]}
+             "error_code": ErrorCode.none} if (name, p) not in unstable else
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+             "metadata": "", "error_code": ErrorCode.unstable_offset_commit}
+            for p, offset, epoch, metadata in parts]}
         for name, parts in found]}
 
 
@@ -206,8 +214,10 @@ def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     if ctx.api_version >= 8:
         return {"throttle_time": 0, "groups": [
             _fetch_group(broker, g.group_id, g.topics, getattr(g, "member_id", None),
-                         getattr(g, "member_epoch", -1)) for g in req.groups]}
-    group = _fetch_group(broker, req.group_id, req.topics)
+                         getattr(g, "member_epoch", -1), req.require_stable)
+            for g in req.groups]}
+    group = _fetch_group(broker, req.group_id, req.topics,
+                         require_stable=getattr(req, "require_stable", False))
     return {"throttle_time": 0, "topics": group["topics"], "error_code": group["error_code"]}
 
 

@@ -93,6 +93,40 @@ async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[
     return {"throttle_time": 0, "error_code": error}
 
 
+# --- TxnOffsetCommit ---------------------------------------------------------------------
+
+async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
+                                   ) -> dict[str, Any]:
+    """The consumed offsets of a consume-transform-produce transaction: written to the
+    group's partition in the producer's transaction, visible once it commits (KIP-98,
+    KIP-447 group fencing by generation and member id from v3)."""
+    offsets = [(t.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+               for t in req.topics for p in t.partitions]
+    known = broker.image.topics_by_name
+    results: dict[TopicPartition, ErrorCode] = {
+        (t, p): ErrorCode.unknown_topic_or_partition for t, p, *_ in offsets
+        if t not in known or p not in known[t].partitions}
+    wanted = [o for o in offsets if (o[0], o[1]) not in results]
+    if wanted:
+        generation = getattr(req, "generation_id", -1)
+        member_id = getattr(req, "member_id", "")
+        instance_id = getattr(req, "group_instance_id", None)
+        try:
+            answer = await broker.group_coordinator.write(
+                req.group_id, lambda shard, now: shard.txn_commit_offsets(
+                    now, req.group_id, req.producer_id, req.producer_epoch, generation,
+                    member_id, instance_id, wanted))
+            results.update(answer)
+        except KafkaError as e:
+            results.update({(t, p): e.code for t, p, *_ in wanted})
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for t, p, *_ in offsets:
+        by_topic[t].append({"partition_index": p, "error_code": results[(t, p)]})
+    return {"throttle_time": 0, "topics": [{"name": t, "partitions": ps}
+                                           for t, ps in by_topic.items()]}
+
+
 # --- WriteTxnMarkers --------------------------------------------------------------------
 
 async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
@@ -120,10 +154,9 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                             info.last_offset + 1, partition.leader_epoch, 1)
                         parked.append((errors, tp))
                     if topic.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
-                        on_marker = getattr(broker.group_coordinator, "on_transaction_marker",
-                                            None)
-                        if on_marker is not None:
-                            on_marker(tp, marker.producer_id, marker.transaction_result)
+                        broker.group_coordinator.transaction_ended(
+                            tp, marker.producer_id, marker.transaction_result,
+                            info.first_offset)
                 except KafkaError as e:
                     errors[tp] = e.code
         results.append((marker.producer_id, errors))
@@ -154,5 +187,6 @@ APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_add_partitions_to_txn),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn),
     ApiSpec(ApiKey.END_TXN, 0, 4, handle_end_txn),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
     ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1, handle_write_txn_markers),  # v0 gone (KIP-896)
 ]

@@ -15,7 +15,7 @@ from typing import ClassVar, Protocol
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.config import GroupConfig
-from ottla.coordinator.runtime import CoordinatorResult
+from ottla.coordinator.runtime import CoordinatorResult, TransactionalRecord
 from ottla.protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -103,6 +103,9 @@ class OffsetMetadataManager:
         a client never reads an offset that a coordinator failover could take back."""
         self._unplaced: list[_Write] = []
         """Writes replayed before their append, waiting for ``on_written``."""
+        self._pending_txn: dict[int, dict[tuple[str, str, int], OffsetAndMetadata]] = {}
+        """Transactional commits per producer id, until its COMMIT (they become the
+        committed offsets) or ABORT marker (they are dropped)."""
 
     # --- replay: the one path from records to offsets --------------------------------------
 
@@ -132,6 +135,28 @@ class OffsetMetadataManager:
         self._by_group.setdefault(key.group, {}).setdefault(key.topic, {})[key.partition] = \
             OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata,
                               value.commit_timestamp)
+
+    def replay_transactional(self, producer_id: int, record: rec.CoordinatorRecord) -> None:
+        """A TxnOffsetCommit's record: pending in the producer's transaction."""
+        key: rec.OffsetCommitKey = record.key
+        value: rec.OffsetCommitValue | None = record.value
+        if value is None:
+            return
+        self._groups.ensure_group(key.group)
+        self._pending_txn.setdefault(producer_id, {})[(key.group, key.topic, key.partition)] = \
+            OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata,
+                              value.commit_timestamp)
+
+    def replay_marker(self, producer_id: int, commit: bool, offset: int) -> None:
+        """The producer's transaction ended at ``offset``: its pending offsets become the
+        group's (COMMIT) or are forgotten (ABORT), as Kafka's replayEndTransactionMarker."""
+        pending = self._pending_txn.pop(producer_id, {})
+        if not commit:
+            return
+        for (group, topic, partition), committed in pending.items():
+            self.replay(commit_record(group, topic, partition, committed.offset,
+                                      committed.leader_epoch, committed.metadata,
+                                      committed.commit_timestamp_ms), offset)
 
     def on_written(self, end_offset: int) -> None:
         """The writes replayed since the last call were appended, ending at
@@ -204,6 +229,44 @@ class OffsetMetadataManager:
                                          metadata, now_ms))
             results[(topic, partition)] = E.none
         return CoordinatorResult(records, results)
+
+    def txn_commit_offsets(self, now_ms: int, group_id: str, producer_id: int,
+                           producer_epoch: int, generation_id: int, member_id: str,
+                           instance_id: str | None,
+                           offsets: Iterable[tuple[str, int, int, int, str | None]]
+                           ) -> CoordinatorResult:
+        """TxnOffsetCommit: the offsets are written in the producer's transaction and
+        stay pending until its marker; a member that names itself must be current
+        (KIP-447: a zombie of an older generation is fenced)."""
+        offsets = list(offsets)
+        if member_id or generation_id >= 0:
+            error = self._groups.validate_offset_commit(group_id, generation_id, member_id,
+                                                        instance_id, 9)
+            if error is not None:
+                return CoordinatorResult(response={(t, p): error for t, p, *_ in offsets})
+        records: list[TransactionalRecord] = []
+        results = {}
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            metadata = metadata or ""
+            if len(metadata.encode()) > self._config.offset_metadata_max_bytes:
+                results[(topic, partition)] = E.offset_metadata_too_large
+                continue
+            records.append(TransactionalRecord(producer_id, producer_epoch, commit_record(
+                group_id, topic, partition, offset, leader_epoch, metadata, now_ms)))
+            results[(topic, partition)] = E.none
+        return CoordinatorResult(list(records), results)
+
+    def unstable_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+                         ) -> set[tuple[str, int]]:
+        """The partitions whose offset an open transaction is about to change: with
+        ``require_stable`` (KIP-447) OffsetFetch answers them UNSTABLE_OFFSET_COMMIT and
+        the client asks again."""
+        pending = {(topic, partition) for offsets in self._pending_txn.values()
+                   for (group, topic, partition) in offsets if group == group_id}
+        if topics is None:
+            return pending
+        return {(topic, p) for topic, partitions in topics for p in partitions
+                if (topic, p) in pending}
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
                       member_id: str | None = None, member_epoch: int = -1

@@ -32,7 +32,13 @@ from ottla.coordinator.group.offset_metadata_manager import (
     CommittedOffsets,
     OffsetMetadataManager,
 )
-from ottla.coordinator.runtime import CoordinatorResult, Reply, ShardContext
+from ottla.coordinator.runtime import (
+    CoordinatorResult,
+    Reply,
+    ShardContext,
+    TransactionalRecord,
+    TransactionMarker,
+)
 from ottla.protocol.errors import ErrorCode
 
 __all__ = ["EXPIRE_OFFSETS_KEY", "GroupConfig", "GroupCoordinatorShard", "JoinRequest"]
@@ -76,8 +82,13 @@ class GroupCoordinatorShard:
 
     # --- replay and loading: the one path from records to state ----------------------------
 
-    def replay(self, offset: int, record: rec.CoordinatorRecord) -> None:
-        if isinstance(record.key, rec.OffsetCommitKey):
+    def replay(self, offset: int,
+               record: rec.CoordinatorRecord | TransactionalRecord | TransactionMarker) -> None:
+        if isinstance(record, TransactionalRecord):
+            self.offset_metadata.replay_transactional(record.producer_id, record.record)
+        elif isinstance(record, TransactionMarker):
+            self.offset_metadata.replay_marker(record.producer_id, record.commit, offset)
+        elif isinstance(record.key, rec.OffsetCommitKey):
             self.offset_metadata.replay(record, offset)  # it keeps what is uncommitted
         else:
             self._replay[type(record.key)](record)
@@ -142,10 +153,30 @@ class GroupCoordinatorShard:
         return self.offset_metadata.commit_offsets(now_ms, group_id, generation_id, member_id,
                                                    instance_id, offsets, version)
 
+    def txn_commit_offsets(self, now_ms: int, group_id: str, producer_id: int,
+                           producer_epoch: int, generation_id: int, member_id: str,
+                           instance_id: str | None,
+                           offsets: Iterable[tuple[str, int, int, int, str | None]]
+                           ) -> CoordinatorResult:
+        return self.offset_metadata.txn_commit_offsets(
+            now_ms, group_id, producer_id, producer_epoch, generation_id, member_id,
+            instance_id, offsets)
+
+    def transaction_ended(self, now_ms: int, producer_id: int, commit: bool, offset: int
+                          ) -> CoordinatorResult:
+        """A marker for the producer was written to this partition at ``offset``
+        (WriteTxnMarkers): decide its pending offsets as the log's replay will."""
+        self.offset_metadata.replay_marker(producer_id, commit, offset)
+        return CoordinatorResult()
+
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
                       member_id: str | None = None, member_epoch: int = -1
                       ) -> CommittedOffsets:
         return self.offset_metadata.fetch_offsets(group_id, topics, member_id, member_epoch)
+
+    def unstable_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+                         ) -> set[tuple[str, int]]:
+        return self.offset_metadata.unstable_offsets(group_id, topics)
 
     def delete_offsets(self, now_ms: int, group_id: str, topics: list[tuple[str, list[int]]]
                        ) -> CoordinatorResult:
