@@ -201,3 +201,56 @@ def test_a_consume_transform_produce_pipeline_is_exactly_once(node) -> None:
     consumer.close()
     assert read(node, "eos-out", "read_committed", 40) == \
         sorted(b"%d" % i * 2 for i in range(40))
+
+
+def test_a_commit_whose_markers_wait_completes_after_its_coordinator_is_killed(
+        tmp_path) -> None:
+    """kill -9 between PrepareCommit and the markers: the data partition's leader is
+    stopped (SIGSTOP) so no marker can be written, the committed transaction's
+    coordinator is killed -9 and restarted; it finds the PrepareCommit in
+    __transaction_state and writes the markers once the leader is back, and the
+    transaction becomes visible whole. Meanwhile the last stable offset holds it back."""
+    import signal
+
+    from tests.helpers import KRaftCluster
+
+    cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=2, broker_props={
+        "transaction.state.log.num.partitions": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1"}).start()
+    try:
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "slow-marks"})
+        p.init_transactions(60)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        state = admin.list_topics("__transaction_state", timeout=10).topics
+        coordinator = state["__transaction_state"].partitions[0].leader
+        other = next(b for b in cluster.broker_ids if b != coordinator)
+        for future in admin.create_topics([NewTopic(
+                "marked", 1, replica_assignment=[[other]])]).values():
+            future.result(30)
+        wait_until(lambda: admin.list_topics("marked", timeout=5).topics["marked"]
+                   .partitions[0].leader == other, 30, 0.2, "a leader for marked-0")
+        p.begin_transaction()
+        for i in range(5):
+            p.produce("marked", value=b"m-%d" % i, partition=0)
+        assert p.flush(30) == 0
+        cluster.nodes[other].proc.send_signal(signal.SIGSTOP)
+        try:
+            p.commit_transaction(30)  # answered once PrepareCommit is in the log
+            cluster.nodes[coordinator].kill9()
+            cluster.nodes[coordinator].start()
+        finally:
+            cluster.nodes[other].proc.send_signal(signal.SIGCONT)
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "marked",
+                             "isolation.level": "read_committed"})
+        consumer.assign([TopicPartition("marked", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+        consumer.close()
+        assert sorted(got) == [b"m-%d" % i for i in range(5)]
+    finally:
+        cluster.stop()
