@@ -254,3 +254,33 @@ def test_a_commit_whose_markers_wait_completes_after_its_coordinator_is_killed(
         assert sorted(got) == [b"m-%d" % i for i in range(5)]
     finally:
         cluster.stop()
+
+
+def test_a_transactional_write_outside_the_transaction_is_refused(node) -> None:
+    """KIP-890 part 1: the leader asks the coordinator before a transactional batch opens
+    a transaction on a partition; one the producer never added (or added to a
+    transaction since aborted) is refused INVALID_TXN_STATE and leaves nothing open."""
+    from ottla.protocol.api import ApiKey
+    from ottla.protocol.records import build_batch
+    from tests.helpers import WireClient
+
+    create(node, "verified")
+    with WireClient(node.bootstrap, timeout=10) as client:
+        init = client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "raw-writer", "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == 0
+        batch = build_batch([(None, b"stray")], producer_id=init.producer_id,
+                            producer_epoch=init.producer_epoch, base_sequence=0,
+                            transactional=True)
+        produced = client.request(ApiKey.PRODUCE, 9, {
+            "transactional_id": "raw-writer", "acks": -1, "timeout": 10000,
+            "topic_data": [{"name": "verified", "partition_data": [
+                {"index": 0, "records": batch}]}]})
+    (answer,) = produced.responses[0].partition_responses
+    assert answer.error_code == 48  # INVALID_TXN_STATE
+    p = producer(node, "verified-writer")
+    p.begin_transaction()
+    send(p, "verified", "ok", 2)
+    p.commit_transaction(30)
+    assert read(node, "verified", "read_committed", 2) == values("ok", 2)

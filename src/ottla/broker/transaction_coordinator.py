@@ -22,6 +22,8 @@ from ottla.broker.coordinator_service import CoordinatorService
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.tasks import cancel_and_wait
 from ottla.common.topics import TRANSACTION_STATE_TOPIC
+from ottla.coordinator.runtime import CoordinatorState
+from ottla.coordinator.transaction.metadata import TransactionMetadata
 from ottla.coordinator.transaction.shard import (
     MarkerJob,
     ProducerIdAndEpoch,
@@ -117,6 +119,43 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 transactional_id, producer_id, producer_epoch, partitions))
         return found
 
+    async def verify_remote_or_local(self, transactional_id: str, producer_id: int,
+                                     producer_epoch: int,
+                                     partitions: frozenset[TopicPartition]
+                                     ) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 part 1: ask the transactional id's coordinator (this broker's shard,
+        or another broker with AddPartitionsToTxn v4 ``verify_only``) whether each
+        partition is in the producer's ongoing transaction."""
+        coordinator = self.coordinator_for(transactional_id)
+        if coordinator == self.broker.node_id:
+            return self.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                          partitions)
+        endpoint = self.broker._endpoint_of(coordinator)
+        if endpoint is None:
+            raise KafkaError(ErrorCode.coordinator_not_available,
+                             "The coordinator is not available")
+        client = self._clients.get(endpoint)
+        if client is None:
+            client = self._clients[endpoint] = AsyncClient(
+                *endpoint, client_id=f"broker-{self.broker.node_id}-txn-verify")
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for topic, index in partitions:
+            by_topic[topic].append(index)
+        try:
+            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {
+                "transactions": [{"transactional_id": transactional_id,
+                                  "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "topics": [{"name": t, "partitions": ps}
+                                             for t, ps in by_topic.items()]}]}, timeout=30)
+        except (NodeUnavailable, TimeoutError, OSError) as e:
+            raise KafkaError(ErrorCode.coordinator_not_available, str(e)) from e
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(response.error_code), "verification failed")
+        return {(t.name, p.partition_index): ErrorCode(p.partition_error_code)
+                for txn in response.results_by_transaction for t in txn.topic_results
+                for p in t.results_by_partition}
+
     async def end_transaction(self, transactional_id: str, producer_id: int,
                               producer_epoch: int, commit: bool) -> ProducerIdAndEpoch:
         answer: ProducerIdAndEpoch = await self.write(
@@ -125,6 +164,28 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 self._take_producer_id))
         self.kick()
         return answer
+
+    # --- administration (DescribeTransactions, ListTransactions) --------------------------
+
+    async def describe_transaction(self, transactional_id: str) -> TransactionMetadata:
+        """The id's state once the log has it committed, from this broker's shard alone:
+        NOT_COORDINATOR if another broker leads its partition (and no topic is created),
+        COORDINATOR_LOAD_IN_PROGRESS while loading, TRANSACTIONAL_ID_NOT_FOUND."""
+        found: TransactionMetadata = await self._read_committed(
+            self.partition_for(transactional_id),
+            lambda shard: shard.describe(transactional_id))
+        return found
+
+    async def transaction_states(self) -> list[TransactionMetadata]:
+        """Every transactional id of the partitions this broker leads; as Kafka, one
+        partition still loading makes the whole answer COORDINATOR_LOAD_IN_PROGRESS."""
+        if self._loading or any(c.state is CoordinatorState.LOADING
+                                for c in self.runtime.contexts.values()):
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             "The coordinator is loading")
+        found: list[TransactionMetadata] = await self.read_every_shard(
+            lambda shard: list(shard.transactions.values()))
+        return found
 
     # --- markers ----------------------------------------------------------------------------
 

@@ -105,13 +105,17 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 entry.fail(e)
         topics.append((name, topic_id, entries))
     timeout_ms = ms(req.timeout)
-    if pending:
-        return _finish_then_append(broker, ctx, acks, timeout_ms, topics)
+    verify = req.transactional_id is not None and broker.transaction_coordinator is not None \
+        and broker.config["transaction.partition.verification.enable"]
+    if pending or verify:
+        return _finish_then_append(broker, ctx, acks, timeout_ms, topics,
+                                   req.transactional_id if verify else None)
     return _append_all(broker, ctx, acks, timeout_ms, topics, now_ms)
 
 
 async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
-                              topics: list[tuple[str | None, Any, list[_Entry]]]) -> Any:
+                              topics: list[tuple[str | None, Any, list[_Entry]]],
+                              verify_for: str | None = None) -> Any:
     offload: Callable[[Callable[[], Validated]], Awaitable[Validated]] = broker.offload
     for _, _, entries in topics:
         for entry in entries:
@@ -120,8 +124,62 @@ async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, ti
                     entry.batch = await offload(entry.batch.finish)
                 except KafkaError as e:
                     entry.fail(e)
+    if verify_for is not None:
+        await _verify_transaction(broker, verify_for, topics)
     appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
     return await appended if inspect.iscoroutine(appended) else appended
+
+
+# What a failed verification means to the producer (Kafka's AddPartitionsToTxnManager):
+# a coordinator that cannot answer now is retriable, as NOT_ENOUGH_REPLICAS is for every
+# client version.
+_VERIFY_ERRORS = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+}
+
+
+async def _verify_transaction(broker: Broker, transactional_id: str,
+                              topics: list[tuple[str | None, Any, list[_Entry]]]) -> None:
+    """KIP-890 part 1: a transactional batch that would open the producer's transaction
+    on a partition is appended only if the coordinator has the partition in the
+    producer's ongoing transaction; otherwise (a late write after an abort, a producer
+    that skipped AddPartitionsToTxn) it gets INVALID_TXN_STATE instead of leaving a
+    transaction open on the partition that nobody will end."""
+    unverified: dict[tuple[str, int], _Entry] = {}
+    producer: tuple[int, int] | None = None
+    for name, _, entries in topics:
+        for entry in entries:
+            if name is None or not isinstance(entry.batch, tuple):
+                continue
+            header = entry.batch[1]
+            if not header.is_transactional:
+                continue
+            partition = broker.replica_manager.partitions.get((name, entry.index))
+            state = partition.log.producer_state.producers.get(header.producer_id) \
+                if partition is not None else None
+            if state is not None and state.current_txn_first_offset is not None and \
+                    state.producer_epoch == header.producer_epoch:
+                continue  # already in this transaction here
+            unverified[(name, entry.index)] = entry
+            producer = (header.producer_id, header.producer_epoch)
+    if not unverified or producer is None:
+        return
+    try:
+        answers = await broker.transaction_coordinator.verify_remote_or_local(
+            transactional_id, producer[0], producer[1], frozenset(unverified))
+    except KafkaError as e:
+        answers = dict.fromkeys(unverified, e.code)
+    for tp, entry in unverified.items():
+        error = answers.get(tp, ErrorCode.invalid_txn_state)
+        if error != ErrorCode.none:
+            error = _VERIFY_ERRORS.get(error, error)
+            entry.fail(KafkaError(error, f"Partition {tp[0]}-{tp[1]} is not in the "
+                                         f"ongoing transaction of {transactional_id}"
+                                  if error == ErrorCode.invalid_txn_state else None))
 
 
 def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
