@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from ottla.common.uuids import kafka_uuid_text
 from tests.helpers import OttlaProcess, WireClient, free_port
 from tests.integration.test_admin import run_cli
 
@@ -284,3 +285,34 @@ def test_features_tool_describes_and_upgrades(tmp_path) -> None:
         assert down.returncode == 1 and "Could not downgrade" in down.stdout
     finally:
         assert node.stop() == 0
+
+
+def test_topic_ids_print_as_kafka_prints_them(ottla) -> None:
+    """kafka-topics.sh and kafka-dump-log.sh print ids as ``Uuid.toString()``: URL-safe
+    base64 without padding. About half of all random ids contain a character the two
+    base64 alphabets differ in; create topics until one does."""
+    ids: dict[str, str] = {}
+    with WireClient(ottla.bootstrap) as c:
+        for i in range(20):
+            created = c.create_topic(f"ids-{i}").topics[0]
+            assert created.error_code == 0
+            ids[f"ids-{i}"] = kafka_uuid_text(created.topic_id)
+            if set(ids[f"ids-{i}"]) & {"-", "_"}:
+                break
+    name, text = list(ids.items())[-1]
+    assert set(text) & {"-", "_"}, ids
+    described = run_cli("topics", "--bootstrap-server", ottla.bootstrap, "--describe",
+                        "--topic", name)
+    assert described.returncode == 0, described.stderr
+    assert f"Topic: {name}\tTopicId: {text}\tPartitionCount: 1" in described.stdout
+
+    metadata = os.path.join(ottla.data_dir, "__cluster_metadata-0", "00000000000000000000.log")
+    dumped = run_cli("dump-log", "--cluster-metadata-decoder", "--files", metadata)
+    assert dumped.returncode == 0, dumped.stderr
+    payloads = [json.loads(line.split(" payload: ", 1)[1])
+                for line in dumped.stdout.splitlines() if " payload: {" in line]
+    assert {"type": "TOPIC_RECORD", "version": 0,
+            "data": {"name": name, "topicId": text}} in payloads
+    partition = next(p for p in payloads if p["type"] == "PARTITION_RECORD"
+                     and p["data"]["topicId"] == text)
+    assert partition["data"]["partitionId"] == 0 and partition["data"]["replicas"] == [1]

@@ -53,7 +53,8 @@ def consume_all(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | 
 
 
 def test_a_tombstone_stays_until_its_delete_horizon_then_goes(make_ottla) -> None:
-    node = make_ottla(**{"log.retention.check.interval.ms": "200"})
+    node = make_ottla(**{"log.retention.check.interval.ms": "200",
+                         "log.cleaner.backoff.ms": "200"})
     topic = "horizon"
     with WireClient(node.bootstrap) as client:
         client.create_topic(topic, configs={"cleanup.policy": "compact",

@@ -85,7 +85,10 @@ def test_a_null_array_forwarded_to_the_controller_is_refused_once(node) -> None:
         assert closed(attacker, timeout=5)
     healthy(node)
     new_lines = node.log().splitlines()[lines_before:]
-    assert not [line for line in new_lines if "Traceback" in line or "ERROR" in line]
+    assert not [line for line in new_lines if "Traceback" in line]
+    # At most Kafka's one line for a request it cannot parse (rate-limited per address).
+    assert len([line for line in new_lines if "ERROR" in line]) <= 1
+    assert all("Closing connection from" in line for line in new_lines if "ERROR" in line)
 
 
 @pytest.mark.parametrize("api_key,version", [(ApiKey.API_VERSIONS, 3),

@@ -16,7 +16,7 @@ from ottla.protocol.errors import ErrorCode
 from tests.helpers import WireClient, wait_until
 from tests.integration.test_fetch import list_offset, partition_data
 
-FAST = {"log.retention.check.interval.ms": "200"}
+FAST = {"log.retention.check.interval.ms": "200", "log.cleaner.backoff.ms": "200"}
 
 
 def dir_bytes(path: str) -> int:

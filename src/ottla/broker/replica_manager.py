@@ -53,6 +53,10 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.topic_defaults = topic_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.offline: set[TopicPartition] = set()
+        """Partitions assigned here whose log could not be opened (its log dir failed, a
+        full disk among the causes): answered KAFKA_STORAGE_ERROR (Kafka's
+        HostedPartition.Offline) until a restart finds the dir repaired."""
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = \
             DelayedOperationPurgatory("Produce")
         self.fetch_purgatory: DelayedOperationPurgatory[TopicPartition] = \
@@ -143,7 +147,14 @@ class ReplicaManager:
             if partition is None:
                 if pending:
                     continue
-                log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
+                try:
+                    log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
+                except KafkaError as e:
+                    if tp not in self.offline:
+                        log.error("Partition %s-%d is offline: %s", *tp, e)
+                    self.offline.add(tp)
+                    continue
+                self.offline.discard(tp)
                 partition = self.partitions[tp] = Partition(
                     tp[0], tp[1], replica.topic_id, log_, self.broker_id, state, now_ms,
                     config["min.insync.replicas"] if elr else 0)
@@ -155,7 +166,8 @@ class ReplicaManager:
                 self._set_hw_min_isr(partition, elr)
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
                 self._follow_or_lead(partition)
-        return pending and any(tp not in self.partitions for tp in replicas)
+        return pending and any(tp not in self.partitions and tp not in self.offline
+                               for tp in replicas)
 
     @staticmethod
     def _set_hw_min_isr(partition: Partition, elr: bool) -> None:
@@ -317,6 +329,9 @@ class ReplicaManager:
             return partition
         known = image.topics_by_name.get(topic)
         if known is not None and index in known.partitions:
+            if (topic, index) in self.offline:
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{topic}-{index} is offline: its log directory failed")
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"This broker does not host {topic}-{index}")
         raise KafkaError(ErrorCode.unknown_topic_or_partition,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from typing import TYPE_CHECKING, Any
+
+from ottla.common.uuids import kafka_uuid_text
 
 if TYPE_CHECKING:
     from ottla.client.blocking import BlockingClient
@@ -18,6 +21,16 @@ def parse_properties(items: list[str] | None, flag: str) -> dict[str, str]:
             raise SystemExit(f"error: {flag} expects key=value, got {item!r}")
         props[key.strip()] = value
     return props
+
+
+def client_uuid_text(value: Any) -> str:
+    """A confluent-kafka ``Uuid`` as Kafka prints ids (``Uuid.toString()``: URL-safe
+    base64 without padding); confluent-kafka's own ``str`` uses the standard alphabet."""
+    if value is None:
+        return ""
+    bits = (value.get_most_significant_bits() % (1 << 64)) << 64 | \
+        value.get_least_significant_bits() % (1 << 64)
+    return kafka_uuid_text(uuid.UUID(int=bits))
 
 
 def fail(message: str) -> int:

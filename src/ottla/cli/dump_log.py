@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import base64
+import dataclasses
+import json
 import os
+import re
 import struct
+import uuid
 from typing import Any
 
+from ottla.common.uuids import kafka_uuid_text
 from ottla.protocol.compression import CompressionType
 from ottla.protocol.records import (
     HEADER_SIZE,
@@ -81,6 +87,33 @@ def _optional_long(value: int | None) -> str:
     return "OptionalLong.empty" if value is None else f"OptionalLong[{value}]"
 
 
+def metadata_json(record: Any) -> str:
+    """A metadata record as Kafka's tool prints it: ``{"type":..,"version":..,"data":..}``
+    with the schema's field names and ids as Kafka prints them (``Uuid.toString()``)."""
+    cls = type(record)
+    kind = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).upper()
+    return json.dumps({"type": kind, "version": cls.__version__, "data": _json(record)},
+                      separators=(",", ":"))
+
+
+def _json(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {_camel(f.name): _json(getattr(value, f.name))
+                for f in dataclasses.fields(value)}
+    if isinstance(value, uuid.UUID):
+        return kafka_uuid_text(value)
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    return value
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
 def dump_segment(path: str, args: argparse.Namespace) -> None:
     with open(path, "rb") as f:
         data = f.read(args.max_bytes)
@@ -133,7 +166,7 @@ def dump_segment(path: str, args: argparse.Namespace) -> None:
                     from ottla.metadata import records as meta
 
                     try:
-                        line += f" payload: {meta.decode(rec.value)}"
+                        line += f" payload: {metadata_json(meta.decode(rec.value))}"
                     except Exception as e:
                         line += f" payload: <undecodable: {e}>"
                 elif args.print_data_log:

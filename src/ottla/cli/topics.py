@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ottla.cli.common import client_config, fail, parse_properties
+from ottla.cli.common import client_config, client_uuid_text, fail, parse_properties
 
 TIMEOUT = 30.0
 
@@ -143,7 +143,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
             or args.under_min_isr_partitions or args.at_min_isr_partitions
         config_text = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
         if not only_partitions:
-            print(f"Topic: {name}\tTopicId: {desc.topic_id}\tPartitionCount: "
+            print(f"Topic: {name}\tTopicId: {client_uuid_text(desc.topic_id)}\tPartitionCount: "
                   f"{len(partitions)}\tReplicationFactor: {rf}\tConfigs: {config_text}")
         if args.topics_with_overrides:
             continue

@@ -124,6 +124,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.cleanup.policy", T.LIST, ["delete"], "Default cleanup policy.",
               one_of("compact", "delete")),
     ConfigKey("log.cleaner.enable", T.BOOLEAN, True, "Run the log cleaner."),
+    ConfigKey("log.cleaner.backoff.ms", T.LONG, 15000,
+              "How long the cleaner sleeps when no log needs cleaning.", at_least(0)),
     ConfigKey("log.cleaner.delete.retention.ms", T.LONG, 86400000, "Tombstone retention."),
     ConfigKey("log.cleaner.min.compaction.lag.ms", T.LONG, 0, "Minimum compaction lag."),
     ConfigKey("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, "Maximum compaction lag."),

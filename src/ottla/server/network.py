@@ -29,7 +29,11 @@ from ottla.protocol.errors import MalformedRequest
 from ottla.protocol.requests import NO_RESPONSE, CloseConnection
 from ottla.server.api_versions import unsupported_version_response
 from ottla.server.memory_pool import MemoryPool
-from ottla.server.request_dispatcher import RequestDispatcher, UnsupportedApiVersions
+from ottla.server.request_dispatcher import (
+    RequestDispatcher,
+    UnsupportedApiVersions,
+    client_id_of,
+)
 from ottla.storage.segment import FileSlice
 
 log = logging.getLogger(__name__)
@@ -135,7 +139,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.peer = (str(peer[0]), int(peer[1]))
         refused = self.server.quotas.admit(self.peer[0])
         if refused is not None:
-            _limited.log(logging.WARNING, ("refused", refused),
+            _limited.log(logging.INFO, ("refused", refused),  # INFO, as Kafka's
                          "Closing connection from %s:%d: %s", *self.peer, refused)
             self.close()
             return
@@ -320,19 +324,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             header, spec, request = dispatcher.decode(frame)
         except UnsupportedApiVersions as e:
+            # Kafka answers this without a log line of its own (its request log, at DEBUG,
+            # has it): a newer client negotiating down is not a fault.
+            _limited.log(logging.DEBUG, ("api-versions", self.peer[0]),
+                         "Answering UNSUPPORTED_VERSION to ApiVersions from %s:%d (client id "
+                         "%r)", *self.peer, client_id_of(frame))
             self._send_unsupported_api_versions(e.correlation_id)
             return
         except MalformedRequest as e:
-            _limited.log(logging.INFO, ("malformed", self.peer[0]),
-                         "Closing connection from %s:%d: %s", *self.peer, e)
+            # Kafka's SocketServer logs these at ERROR ("Closing socket for ... because of
+            # error"); once a minute per address here, so a bad client cannot flood the log.
+            # %r: the client id is the client's bytes, kept from forging log lines.
+            _limited.log(logging.ERROR, ("malformed", self.peer[0], type(e)),
+                         "Closing connection from %s:%d (client id %r): %s", *self.peer,
+                         client_id_of(frame), e)
             self.close()
             return
         ctx = dispatcher.context(header, self.server.listener_name, *self.peer)
         try:
             result = dispatcher.call(spec, ctx, request)
         except CloseConnection as e:
-            log.info("Closing connection from %s:%d: %s", *self.peer, e)
-            self.close()
+            self._closing(header, e)
             return
         except Exception as e:
             self._respond(header, dispatcher.failure(header, request, e))
@@ -349,8 +361,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             return
         except CloseConnection as e:
-            log.info("Closing connection from %s:%d: %s", *self.peer, e)
-            self.close()
+            self._closing(header, e)
             return
         except Exception as e:
             result = self.dispatcher.failure(header, request, e)
@@ -360,6 +371,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._release(self._in_flight)
         self._in_flight = 0
         self._pump()
+
+    def _closing(self, header: RequestHeader, reason: Exception) -> None:
+        """A handler closes the connection (a failed acks=0 produce): INFO, as Kafka's
+        KafkaApis logs it, once a minute per address and API."""
+        _limited.log(logging.INFO, ("close", self.peer[0], header.api_key),
+                     "Closing connection from %s:%d (client id %r) after %s v%d: %s",
+                     *self.peer, header.client_id, ApiKey(header.api_key).name,
+                     header.api_version, reason)
+        self.close()
 
     def _respond(self, header: RequestHeader, response: Any) -> None:
         if response is NO_RESPONSE or self._closed or self.transport is None:

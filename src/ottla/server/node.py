@@ -61,6 +61,7 @@ class Node:
         self._serving_logs = False
         self._opening_logs = False
         self._cleaning: asyncio.Future[Any] | None = None
+        self._cleaner_due = 0.0  # time.monotonic() of the cleaner's next look for work
         self._validation: ThreadPoolExecutor | None = None
         self.fault: BaseException | None = None
         self.raft: RaftDriver | None = None
@@ -318,8 +319,13 @@ class Node:
                 if mono - last_retention >= retention_every:
                     last_retention = mono
                     self.log_manager.cleanup(now)
-                    if cfg["log.cleaner.enable"] and self._cleaning is None:
-                        self._start_cleaning(now)
+                if (cfg["log.cleaner.enable"] and self._cleaning is None
+                        and mono >= self._cleaner_due):
+                    # As Kafka's cleaner threads: look again log.cleaner.backoff.ms after
+                    # finding nothing to clean, at once (the next tick) after a clean.
+                    self._cleaner_due = mono + self.broker.dynamic_config(
+                        "log.cleaner.backoff.ms") / 1000
+                    self._start_cleaning(now)
                 if mono - last_isr >= isr_every:
                     last_isr = mono
                     self.broker.replica_manager.maybe_shrink_isr(
@@ -353,6 +359,7 @@ class Node:
                 plan = future.result()
                 if self.log_manager is not None and chosen[0] in self.log_manager.logs:
                     self.cleaner.commit(plan)
+                    self._cleaner_due = 0.0
                 else:
                     for _, swap in plan.swaps:
                         os.unlink(swap)

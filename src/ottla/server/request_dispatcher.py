@@ -11,6 +11,7 @@ close the connection); ``encode`` writes the response.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 import traceback
 from collections.abc import Callable
@@ -50,6 +51,18 @@ class UnsupportedApiVersions(UnsupportedVersion):
         self.correlation_id = correlation_id
 
 
+def client_id_of(frame: bytes | memoryview) -> str | None:
+    """The client id of a request the node refuses before parsing its header (a version
+    it does not serve, a body it cannot parse), read where header v1 and later keep it,
+    for the log line; None if the frame does not get that far."""
+    if len(frame) < 10:
+        return None
+    (size,) = struct.unpack_from(">h", frame, 8)
+    if size < 0 or len(frame) < 10 + size:
+        return None
+    return bytes(frame[10:10 + min(size, 256)]).decode("utf-8", "replace")
+
+
 class RequestDispatcher(Generic[S]):
     def __init__(self, table: ApiTable[S], clock: Callable[[], float] = time.time) -> None:
         self.table = table
@@ -69,7 +82,8 @@ class RequestDispatcher(Generic[S]):
         if not spec.min_version <= version <= spec.max_version:
             if api_key == ApiKey.API_VERSIONS:
                 raise UnsupportedApiVersions(correlation_id)
-            raise UnsupportedVersion(f"unsupported version {version} of {ApiKey(api_key).name}")
+            raise UnsupportedVersion(f"received request api key {ApiKey(api_key).name} with "
+                                     f"version {version} which is not enabled")
         header = parse_request_header(frame, is_flexible(api_key, version))
         return header, spec, decode_request(header, frame)
 
@@ -93,9 +107,9 @@ class RequestDispatcher(Generic[S]):
             where = traceback.extract_tb(error.__traceback__)[-1:]
             kind = (header.api_key, type(error), *((where[0].filename, where[0].lineno)
                                                     if where else ()))
-            _limited.log(logging.ERROR, kind, "Handler of %s v%d failed; answering "
-                         "UNKNOWN_SERVER_ERROR", ApiKey(header.api_key).name,
-                         header.api_version, exc_info=True)
+            _limited.log(logging.ERROR, kind, "Handler of %s v%d failed (client id %r); "
+                         "answering UNKNOWN_SERVER_ERROR", ApiKey(header.api_key).name,
+                         header.api_version, header.client_id, exc_info=True)
             code, message = ErrorCode.unknown_server_error, None
         try:
             return error_response(request, code, message)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ottla.common.files import write_atomically
+from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -124,13 +125,38 @@ class LogManager:
 
     def load_log(self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None,
                  now_ms: int) -> Log:
-        """Open (recovering if needed) a log found by ``discover``, or create it."""
+        """Open (recovering if needed) a log found by ``discover``, or create it.
+
+        An I/O error (a full disk: ENOSPC) takes the log dir offline, not the node: a new
+        log is then made in another online dir, one found on disk stays where it is, and
+        with nowhere to put it this raises KAFKA_STORAGE_ERROR (Kafka's getOrCreateLog),
+        so the partition is offline until a restart with the dir repaired."""
         existing = self.logs.get(tp)
         if existing is not None:
             existing.config = config
             return existing
         found = self._loaded.get(tp)
-        parent = found or self._least_loaded_dir()
+        while True:
+            parent = found or self._least_loaded_dir()
+            if parent in self.offline_dirs:  # its own dir, or every dir, is offline
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{log_dir_name(*tp)}: log directory {parent} is offline")
+            try:
+                log_ = self._open_log(parent, tp, config, topic_id, now_ms, found is not None)
+            except OSError as e:
+                log.error("I/O error in log directory %s opening %s: %s", parent,
+                          log_dir_name(*tp), e)
+                self.mark_offline(parent)
+                if found is None:  # leave nothing half made for the next start to find
+                    shutil.rmtree(os.path.join(parent, log_dir_name(*tp)), ignore_errors=True)
+                continue
+            break
+        self.logs[tp] = log_
+        self._partitions_per_dir[parent] += 1
+        return log_
+
+    def _open_log(self, parent: str, tp: TopicPartition, config: LogConfig,
+                  topic_id: uuid.UUID | None, now_ms: int, found: bool) -> Log:
         # A new log starts at 0 whatever an old checkpoint says about a namesake.
         recovery_point, log_start_offset, high_watermark = \
             self._checkpointed(parent, tp) if found else (0, 0, 0)
@@ -146,10 +172,6 @@ class LogManager:
         log_.discard = self._discard_segments
         log_.use_page_cache_window(self.page_cache)
         log_.on_io_error = lambda failed: self.mark_offline(os.path.dirname(failed.dir))
-        if parent in self.offline_dirs:
-            log_.offline = True
-        self.logs[tp] = log_
-        self._partitions_per_dir[parent] += 1
         return log_
 
     def _checkpointed(self, parent: str, tp: TopicPartition) -> tuple[int, int, int]:

@@ -124,7 +124,13 @@ def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> d
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
     results = []
-    for log_dir, logs in broker.replica_manager.log_manager.describe().items():
+    log_manager = broker.replica_manager.log_manager
+    for log_dir, logs in log_manager.describe().items():
+        if log_dir in log_manager.offline_dirs:  # as Kafka: the error, nothing else
+            results.append({"error_code": ErrorCode.kafka_storage_error,
+                            "log_dir": os.path.abspath(log_dir), "topics": [],
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), lg in sorted(logs.items()):
             if wanted is not None and (topic, index) not in wanted:
