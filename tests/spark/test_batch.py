@@ -184,6 +184,38 @@ def test_write_with_string_columns_and_topic_option(spark, broker, topic):
             .option("topic", topic).mode("overwrite").save()
 
 
+def test_default_save_mode_writes_as_spark_kafka_sink_does(spark, broker, topic, tmp_path):
+    """Spark's Kafka sink takes ErrorIfExists (the default) as Append; PySpark refuses it
+    for Python data sources, and ottla.spark.register makes it write."""
+    create_topics(broker.bootstrap, [topic], 2)
+    df = spark.createDataFrame([(f"v{i}",) for i in range(10)], "value string")
+
+    def writer():
+        return df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .option("topic", topic)
+
+    writer().save()  # no mode at all: code written for format("kafka")
+    writer().mode("error").save()
+    writer().mode("errorifexists").save()
+    df.write.save(format="ottla", mode="error", topic=topic,
+                  **{"kafka.bootstrap.servers": broker.bootstrap})
+    writer().mode("append").save()
+    rows = reader(spark, broker, subscribe=topic).selectExpr("cast(value as string) v")
+    assert sorted(r["v"] for r in rows.collect()) == sorted([f"v{i}" for i in range(10)] * 5)
+
+    for mode in ("overwrite", "ignore"):
+        with pytest.raises(Exception, match=r'not allowed for a topic: use mode\("append"\) '
+                                            r"or the default mode \(ErrorIfExists\)"):
+            writer().mode(mode).save()
+    assert reader(spark, broker, subscribe=topic).count() == 50
+
+    # Other formats keep Spark's own meaning of the default mode.
+    path = str(tmp_path / "parquet")
+    df.write.parquet(path)
+    with pytest.raises(Exception, match="PATH_ALREADY_EXISTS"):
+        df.write.format("parquet").save(path)
+
+
 def test_workers_run_this_interpreter():
     import sys
 

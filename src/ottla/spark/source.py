@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ottla.spark import offset_ranges
+from ottla.spark import offset_ranges, save_mode
 from ottla.spark.offset_reader import TP, OffsetRange, OffsetReader, data_loss
 from ottla.spark.options import (
     OptionError,
@@ -63,8 +63,7 @@ class OttlaDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> OttlaWriter:
         if overwrite:
-            raise OptionError("save mode Overwrite is not allowed for a topic; "
-                              "use Append or ErrorIfExists")
+            raise save_mode.refused("Overwrite")
         return OttlaWriter(parse_sink(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> OttlaStreamWriter:
