@@ -262,3 +262,34 @@ def test_dump_log_shows_the_delete_horizon(tmp_path, capsys) -> None:
     assert "deleteHorizonMs: OptionalLong.empty" in out
     # Deep iteration shows the record's own timestamp, not the horizon.
     assert "| offset: 0 CreateTime: 1000 " in out
+
+
+def test_the_cleaner_removes_aborted_data_and_stops_at_an_open_transaction(tmp_path) -> None:
+    """An aborted transaction's records are removed (and never shadow a key's committed
+    value), its marker then leaves at its horizon; nothing at or above the first offset
+    of an open transaction is cleaned (Kafka's firstUncleanableOffset)."""
+    lg = make_log(str(tmp_path / "t-0"))
+    txn = TRANSACTIONAL_FLAG
+    marker = TRANSACTIONAL_FLAG | CONTROL_FLAG
+    copy_from_kafka(
+        lg,
+        kafka_batch(0, [(1000, b"k", b"committed")]),
+        kafka_batch(1, [(1000, b"k", b"aborted"), (1000, b"other", b"aborted")],
+                    attributes=txn, producer_id=7, producer_epoch=0, base_sequence=0),
+        kafka_batch(3, [(1000, ABORT, MARKER_VALUE)], attributes=marker, producer_id=7,
+                    producer_epoch=0))
+    lg.roll(2000)
+    copy_from_kafka(lg, kafka_batch(4, [(2000, b"open", b"v")], attributes=txn,
+                                    producer_id=8, producer_epoch=0, base_sequence=0))
+    lg.roll(3000)
+    copy_from_kafka(lg, kafka_batch(5, [(3000, b"k2", b"v")]))
+    lg.roll(4000)
+    assert lg.first_unstable_offset() == 4
+    cleaner = LogCleaner(lambda: {TP: lg})
+    stats = cleaner.clean(TP, lg, now_ms=10_000)
+    assert stats.end == 4  # the open transaction's segment and all after stay dirty
+    batches = on_disk(lg)
+    assert 1 not in batches  # the aborted data is gone
+    assert [r.value for r in batches[0][2]] == [b"committed"]  # the committed value stays
+    assert batches[3][0].delete_horizon_ms == 10_000 + RETENTION  # the marker's horizon
+    assert 4 in batches and batches[4][2][0].key == b"open"

@@ -82,14 +82,37 @@ class CleanPlan:
 
 def cleanable_end(lg: Log, now_ms: int) -> int:
     """The offset below which the cleaner may work: not the active segment, nothing above
-    the high watermark, nothing younger than ``min.compaction.lag.ms``."""
+    the high watermark or the first offset of an open transaction (Kafka's
+    firstUncleanableOffset: undecided records may yet be aborted), nothing younger than
+    ``min.compaction.lag.ms``."""
     lag = lg.config["min.compaction.lag.ms"]
     end = lg.active_segment.base_offset
+    unstable = lg.first_unstable_offset()
     for segment in lg.segments[:-1]:
         too_young = lag > 0 and segment.largest_timestamp > now_ms - lag
-        if too_young or segment.next_offset > lg.high_watermark:
+        if too_young or segment.next_offset > lg.high_watermark or \
+                (unstable is not None and segment.next_offset > unstable):
             return segment.base_offset
     return end
+
+
+class _Aborted:
+    """Which transactional batches were aborted (from the logs' .txnindex files): their
+    records are removed and never count as a key's latest value (Kafka's
+    CleanedTransactionMetadata with the aborted transactions of the range)."""
+
+    def __init__(self, lg: Log, start: int, end: int) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in lg.collect_aborted(start, end):
+            self.ranges.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset))
+
+    def holds(self, header: BatchHeader) -> bool:
+        """Whether ``header`` is a data batch of an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last
+                   for first, last in self.ranges.get(header.producer_id, ()))
 
 
 class LogCleaner:
@@ -178,12 +201,14 @@ class LogCleaner:
             return plan
         segments = [s for s in lg.segments if s.base_offset < end]
         contents = {s.base_offset: _read_file(s.path, s.size) for s in segments}
-        latest = self._offset_map(segments, contents, first_dirty, end, plan.stats)
+        aborted = _Aborted(lg, segments[0].base_offset if segments else 0, end)
+        latest = self._offset_map(segments, contents, first_dirty, end, aborted, plan.stats)
         horizon = min(now_ms + lg.config["delete.retention.ms"], _INT64_MAX)
         txns = _TransactionTracker()
         for segment in segments:
             data = contents[segment.base_offset]
-            rewritten = self._rewrite(lg, data, latest, now_ms, horizon, txns, plan.stats)
+            rewritten = self._rewrite(lg, data, latest, now_ms, horizon, txns, aborted,
+                                      plan.stats)
             if rewritten is None:
                 plan.stats.bytes_written += len(data)
                 continue
@@ -218,7 +243,8 @@ class LogCleaner:
         return plan.stats
 
     def _offset_map(self, segments: list[LogSegment], contents: dict[int, bytes],
-                    first_dirty: int, end: int, stats: CleanStats) -> dict[bytes, int]:
+                    first_dirty: int, end: int, aborted: _Aborted, stats: CleanStats
+                    ) -> dict[bytes, int]:
         latest: dict[bytes, int] = {}
         for segment in segments:
             if segment.next_offset <= first_dirty:
@@ -226,7 +252,7 @@ class LogCleaner:
             data = contents[segment.base_offset]
             stats.bytes_read += len(data)
             for pos, header in scan_batches(data):
-                if header.is_control:
+                if header.is_control or aborted.holds(header):
                     continue
                 for record in decode_records(data, pos, header):
                     if record.key is not None and first_dirty <= record.offset < end:
@@ -234,11 +260,12 @@ class LogCleaner:
         return latest
 
     def _rewrite(self, lg: Log, data: bytes, latest: dict[bytes, int], now_ms: int,
-                 new_horizon: int, txns: _TransactionTracker,
+                 new_horizon: int, txns: _TransactionTracker, aborted: _Aborted,
                  stats: CleanStats) -> bytes | None:
-        """The segment's batches with superseded records, and tombstones and markers past
-        their batch's delete horizon, removed, and a horizon (``new_horizon``) set on each
-        batch that keeps a tombstone or an empty transaction's marker without one yet;
+        """The segment's batches with aborted transactions' data, superseded records, and
+        tombstones and markers past their batch's delete horizon, removed, and a horizon
+        (``new_horizon``) set on each batch that keeps a tombstone or an empty
+        transaction's marker without one yet;
         None if nothing would change. This is Kafka's ``MemoryRecords.filterTo`` with the
         cleaner's filter."""
         out = bytearray()
@@ -247,6 +274,12 @@ class LogCleaner:
             raw = data[pos:pos + header.size]
             horizon = header.delete_horizon_ms
             records = decode_records(data, pos, header)
+            if aborted.holds(header):
+                # An aborted transaction's data goes whole; its marker then has no data
+                # left and follows the tombstones' horizon.
+                stats.records_dropped += len(records)
+                changed = True
+                continue
             if header.is_control:
                 # A marker is kept until no batch of its transaction is left, and then
                 # until its horizon has passed (Kafka piggy-backs on tombstone retention).
