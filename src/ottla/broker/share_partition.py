@@ -1,0 +1,377 @@
+"""A share-partition's in-flight records (KIP-932, Kafka's SharePartition, seed 001): the
+state of every record between the share-partition start offset (SPSO) and the end of
+what was fetched, for one share group on the partition's leader.
+
+Records are leased to members under acquisition locks, acknowledged one by one (ACCEPT,
+RELEASE, REJECT, or a gap), redelivered when released or when a lock expires, and
+archived after ``group.share.delivery.count.limit`` deliveries. State is kept per fetched
+batch and split into per-offset state only when a batch is acknowledged in parts, so
+the common whole-batch path stays one entry. The SPSO advances over the contiguous
+prefix of terminal records (acknowledged or archived), which is what the durable state
+and lag are counted from.
+
+Sans-I/O: callers pass ``now_ms`` and the batches the log returned; acquisition-lock
+deadlines are data, fired by ``expire_locks``. What must be made durable is returned as
+state batches for the share coordinator (``state_batches``). Not here yet: the persist-
+before-commit protocol (a failed write rolling transitions back), the dead-letter queue
+(ARCHIVING) and compacted-topic gaps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ottla.protocol.errors import ErrorCode
+
+
+class RecordState(enum.IntEnum):
+    """Kafka's RecordState ids, as persisted in state batches."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVING = 3
+    ARCHIVED = 4
+
+    @property
+    def terminal(self) -> bool:
+        return self in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
+class AcknowledgeType(enum.IntEnum):
+    """What a ShareFetch/ShareAcknowledge acknowledgement byte means (0 is a gap)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+
+ACK_TARGET = {AcknowledgeType.GAP: RecordState.ARCHIVED,
+              AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED,
+              AcknowledgeType.RELEASE: RecordState.AVAILABLE,
+              AcknowledgeType.REJECT: RecordState.ARCHIVED}
+
+NO_MEMBER = ""
+
+
+class InvalidRecordState(Exception):
+    """An acknowledgement Kafka refuses with INVALID_RECORD_STATE."""
+
+    code = ErrorCode.invalid_record_state
+
+
+@dataclass(slots=True)
+class InFlightState:
+    state: RecordState
+    delivery_count: int
+    member_id: str = NO_MEMBER
+    lock_deadline_ms: int = -1
+
+    def copy(self) -> InFlightState:
+        return InFlightState(self.state, self.delivery_count, self.member_id,
+                             self.lock_deadline_ms)
+
+    def move(self, target: RecordState, max_delivery_count: int) -> None:
+        """Kafka's InFlightState.tryUpdateState: terminal states are sinks, AVAILABLE only
+        goes to ACQUIRED, and a record made AVAILABLE that has used its deliveries is
+        archived instead."""
+        if self.state.terminal or target == self.state or \
+                (self.state is RecordState.AVAILABLE and target is not RecordState.ACQUIRED):
+            raise InvalidRecordState(f"cannot move a record from {self.state.name} to "
+                                     f"{target.name}")
+        if target is RecordState.AVAILABLE and self.delivery_count >= max_delivery_count:
+            target = RecordState.ARCHIVED
+        self.state = target
+        if target is not RecordState.ACQUIRED:
+            self.member_id = NO_MEMBER
+            self.lock_deadline_ms = -1
+
+
+@dataclass(slots=True)
+class InFlightBatch:
+    """A fetched batch's offsets: one state for all (``state``) or, once acknowledged in
+    parts, one per offset (``offsets``)."""
+
+    first_offset: int
+    last_offset: int
+    state: InFlightState | None
+    offsets: dict[int, InFlightState] | None = None
+
+    def split(self) -> dict[int, InFlightState]:
+        if self.offsets is None:
+            assert self.state is not None
+            self.offsets = {o: self.state.copy()
+                            for o in range(self.first_offset, self.last_offset + 1)}
+            self.state = None
+        return self.offsets
+
+    def states(self) -> list[tuple[int, int, InFlightState]]:
+        """(first, last, state) runs."""
+        if self.offsets is None:
+            assert self.state is not None
+            return [(self.first_offset, self.last_offset, self.state)]
+        return [(o, o, s) for o, s in sorted(self.offsets.items())]
+
+
+@dataclass(frozen=True, slots=True)
+class AcquiredRecords:
+    """What ShareFetch tells the member it holds (AcquiredRecords of the response)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class StateBatch:
+    """A run of offsets as the share coordinator stores it (PersisterStateBatch)."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+
+
+@dataclass(slots=True)
+class SharePartition:
+    start_offset: int
+    """The SPSO: every record below it is terminal."""
+    max_delivery_count: int = 5
+    """``group.share.delivery.count.limit``."""
+    lock_duration_ms: int = 30_000
+    """``group.share.record.lock.duration.ms``."""
+    max_record_locks: int = 2000
+    """``group.share.partition.max.record.locks``: records leased at once."""
+    batches: dict[int, InFlightBatch] = field(default_factory=dict)
+    _firsts: list[int] = field(default_factory=list)
+
+    @property
+    def end_offset(self) -> int:
+        """The offset after the last cached record (the SPSO when nothing is cached)."""
+        if not self._firsts:
+            return self.start_offset
+        return self.batches[self._firsts[-1]].last_offset + 1
+
+    # --- reading the state --------------------------------------------------------------
+
+    def _runs(self) -> list[tuple[int, int, InFlightState]]:
+        return [run for first in self._firsts for run in self.batches[first].states()]
+
+    def acquired_count(self) -> int:
+        return sum(last - max(first, self.start_offset) + 1
+                   for first, last, s in self._runs()
+                   if s.state is RecordState.ACQUIRED and last >= self.start_offset)
+
+    def next_fetch_offset(self) -> int:
+        """Where the next fetch reads: the first AVAILABLE cached offset, else the end."""
+        for first, last, s in self._runs():
+            if s.state is RecordState.AVAILABLE and last >= self.start_offset:
+                return max(first, self.start_offset)
+        return self.end_offset
+
+    def state_batches(self) -> list[StateBatch]:
+        """The durable view: ACQUIRED records are stored as AVAILABLE with their count
+        (a lease does not survive a leader change), runs of equal state merged."""
+        out: list[StateBatch] = []
+        for first, last, s in self._runs():
+            if last < self.start_offset:
+                continue
+            first = max(first, self.start_offset)
+            state = RecordState.AVAILABLE if s.state is RecordState.ACQUIRED else s.state
+            previous = out[-1] if out else None
+            if previous is not None and previous.last_offset + 1 == first and \
+                    previous.state is state and previous.delivery_count == s.delivery_count:
+                out[-1] = StateBatch(previous.first_offset, last, state, s.delivery_count)
+            else:
+                out.append(StateBatch(first, last, state, s.delivery_count))
+        return out
+
+    # --- acquiring ----------------------------------------------------------------------
+
+    def acquire(self, member_id: str, fetched: list[tuple[int, int]], max_records: int,
+                now_ms: int, record_limit: bool = False) -> list[AcquiredRecords]:
+        """Lease records of the batches a fetch returned ((first, last) offsets, in order)
+        to ``member_id``: new batches whole, cached ones where AVAILABLE (their delivery
+        count bumped), never more than ``max_record_locks`` leased at once and about
+        ``max_records`` per call (exactly, with ``record_limit``: Kafka's
+        ``share.acquire.mode=record_limit``; else whole batches, batch_optimized)."""
+        budget = min(max_records, self.max_record_locks - self.acquired_count())
+        deadline = now_ms + self.lock_duration_ms
+        acquired: list[AcquiredRecords] = []
+        for first, last in fetched:
+            if budget <= 0:
+                break
+            first = max(first, self.start_offset)
+            if last < first:
+                continue
+            if first >= self.end_offset:
+                if record_limit:
+                    last = min(last, first + budget - 1)
+                self._insert(InFlightBatch(first, last, InFlightState(
+                    RecordState.ACQUIRED, 1, member_id, deadline)))
+                acquired.append(AcquiredRecords(first, last, 1))
+                budget -= last - first + 1
+                continue
+            budget = self._reacquire(member_id, first, last, budget, deadline, record_limit,
+                                     acquired)
+        return acquired
+
+    def _reacquire(self, member_id: str, first: int, last: int, budget: int, deadline: int,
+                   record_limit: bool, acquired: list[AcquiredRecords]) -> int:
+        for key in list(self._firsts):
+            batch = self.batches[key]
+            if batch.last_offset < first or batch.first_offset > last or budget <= 0:
+                continue
+            whole = batch.offsets is None and first <= batch.first_offset and \
+                batch.last_offset <= last and batch.first_offset >= self.start_offset
+            if whole and batch.state is not None and \
+                    batch.state.state is RecordState.AVAILABLE and \
+                    (not record_limit or batch.last_offset - batch.first_offset < budget):
+                self._lease(batch.state, member_id, deadline)
+                acquired.append(AcquiredRecords(batch.first_offset, batch.last_offset,
+                                                batch.state.delivery_count))
+                budget -= batch.last_offset - batch.first_offset + 1
+                continue
+            if batch.offsets is None and (batch.state is None or
+                                          batch.state.state is not RecordState.AVAILABLE):
+                continue
+            for offset, state in sorted(batch.split().items()):
+                if budget <= 0:
+                    break
+                if offset < max(first, self.start_offset) or offset > last or \
+                        state.state is not RecordState.AVAILABLE:
+                    continue
+                self._lease(state, member_id, deadline)
+                previous = acquired[-1] if acquired else None
+                if previous is not None and previous.last_offset + 1 == offset and \
+                        previous.delivery_count == state.delivery_count:
+                    acquired[-1] = AcquiredRecords(previous.first_offset, offset,
+                                                   state.delivery_count)
+                else:
+                    acquired.append(AcquiredRecords(offset, offset, state.delivery_count))
+                budget -= 1
+        # Fetched records past the cache are new.
+        if budget > 0 and last >= self.end_offset:
+            start = self.end_offset
+            end = min(last, start + budget - 1) if record_limit else last
+            self._insert(InFlightBatch(start, end, InFlightState(
+                RecordState.ACQUIRED, 1, member_id, deadline)))
+            acquired.append(AcquiredRecords(start, end, 1))
+            budget -= end - start + 1
+        return budget
+
+    def _lease(self, state: InFlightState, member_id: str, deadline: int) -> None:
+        state.move(RecordState.ACQUIRED, self.max_delivery_count)
+        state.delivery_count += 1
+        state.member_id = member_id
+        state.lock_deadline_ms = deadline
+
+    def _insert(self, batch: InFlightBatch) -> None:
+        self.batches[batch.first_offset] = batch
+        bisect.insort(self._firsts, batch.first_offset)
+
+    # --- acknowledging --------------------------------------------------------------------
+
+    def acknowledge(self, member_id: str,
+                    acknowledgements: list[tuple[int, int, list[int]]]) -> ErrorCode:
+        """ShareFetch's or ShareAcknowledge's (first, last, types) runs for this member: one
+        type for the whole run, or one per offset. All apply, or none (a failed run leaves
+        the state as it was) with INVALID_RECORD_STATE."""
+        undo: list[tuple[InFlightBatch, InFlightState | None, dict[int, InFlightState] | None]]
+        undo = []
+        try:
+            for first, last, types in acknowledgements:
+                if len(types) not in (1, last - first + 1) or last < first:
+                    raise InvalidRecordState("acknowledgement types do not match the range")
+                self._acknowledge_run(member_id, first, last, types, undo)
+        except InvalidRecordState:
+            for batch, state, offsets in reversed(undo):
+                batch.state, batch.offsets = state, offsets
+            return ErrorCode.invalid_record_state
+        self._advance_start()
+        return ErrorCode.none
+
+    def _acknowledge_run(self, member_id: str, first: int, last: int, types: list[int],
+                         undo: list[tuple[InFlightBatch, InFlightState | None,
+                                          dict[int, InFlightState] | None]]) -> None:
+        covered = 0
+        for key in list(self._firsts):
+            batch = self.batches[key]
+            if batch.last_offset < first or batch.first_offset > last:
+                continue
+            undo.append((batch, batch.state.copy() if batch.state is not None else None,
+                         {o: s.copy() for o, s in batch.offsets.items()}
+                         if batch.offsets is not None else None))
+            exact = batch.first_offset == first and batch.last_offset == last
+            if batch.offsets is None and exact and len(types) == 1 and \
+                    batch.first_offset >= self.start_offset:
+                self._settle(batch.state, member_id, types[0])  # type: ignore[arg-type]
+                covered += last - first + 1
+                continue
+            if batch.offsets is None and (batch.state is None or
+                                          batch.state.state is not RecordState.ACQUIRED):
+                raise InvalidRecordState("the batch is not acquired")
+            for offset, state in sorted(batch.split().items()):
+                if offset < first or offset > last or offset < self.start_offset:
+                    continue
+                kind = types[0] if len(types) == 1 else types[offset - first]
+                self._settle(state, member_id, kind)
+                covered += 1
+        if covered == 0:
+            raise InvalidRecordState(f"offsets {first}-{last} are not in flight")
+
+    def _settle(self, state: InFlightState, member_id: str, kind: int) -> None:
+        if state.state is not RecordState.ACQUIRED:
+            raise InvalidRecordState("the records are not acquired")
+        if state.member_id != member_id:
+            raise InvalidRecordState("the member does not hold the records")
+        try:
+            target = ACK_TARGET[AcknowledgeType(kind)]
+        except ValueError:
+            raise InvalidRecordState(f"unknown acknowledgement type {kind}") from None
+        state.move(target, self.max_delivery_count)
+
+    # --- leases ending ---------------------------------------------------------------------
+
+    def release_member(self, member_id: str) -> int:
+        """A member left or was fenced: its records are available again (or archived when
+        they used their deliveries). How many."""
+        return self._release(lambda s: s.member_id == member_id)
+
+    def expire_locks(self, now_ms: int) -> int | None:
+        """Acquisition locks past their deadline end (records available again or
+        archived); the next deadline, if any."""
+        self._release(lambda s: 0 <= s.lock_deadline_ms <= now_ms)
+        deadlines = [s.lock_deadline_ms for _, _, s in self._runs()
+                     if s.state is RecordState.ACQUIRED]
+        return min(deadlines, default=None)
+
+    def _release(self, which: Callable[[InFlightState], bool]) -> int:
+        released = 0
+        for first, last, state in self._runs():
+            if state.state is RecordState.ACQUIRED and which(state):
+                state.move(RecordState.AVAILABLE, self.max_delivery_count)
+                released += last - first + 1
+        if released:
+            self._advance_start()
+        return released
+
+    # --- the start offset -------------------------------------------------------------------
+
+    def _advance_start(self) -> None:
+        """Move the SPSO over the contiguous terminal prefix and drop batches wholly
+        below it (Kafka's maybeUpdateCachedStateAndOffsets)."""
+        start = self.start_offset
+        for first, last, state in self._runs():
+            if last < start:
+                continue
+            if first > start or not state.state.terminal:
+                break
+            start = last + 1
+        self.start_offset = start
+        while self._firsts and self.batches[self._firsts[0]].last_offset < start:
+            del self.batches[self._firsts.pop(0)]

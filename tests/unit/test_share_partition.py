@@ -1,0 +1,100 @@
+"""A share-partition's in-flight records (KIP-932, seed 001) without a broker: leases,
+acknowledgements whole and in parts, redelivery and its limit, lock expiry, members
+leaving, the in-flight cap, and the share-partition start offset."""
+
+from __future__ import annotations
+
+from ottla.broker.share_partition import (
+    AcknowledgeType,
+    AcquiredRecords,
+    RecordState,
+    SharePartition,
+    StateBatch,
+)
+from ottla.protocol.errors import ErrorCode
+
+ACCEPT, RELEASE, REJECT, GAP = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE,
+                                AcknowledgeType.REJECT, AcknowledgeType.GAP)
+T0 = 1_000_000
+
+
+def test_a_batch_is_leased_whole_and_accepted_whole() -> None:
+    sp = SharePartition(start_offset=100)
+    assert sp.acquire("m1", [(100, 109), (110, 119)], 500, T0) == [
+        AcquiredRecords(100, 109, 1), AcquiredRecords(110, 119, 1)]
+    assert sp.next_fetch_offset() == 120
+    assert sp.acquire("m2", [(100, 109)], 500, T0) == []  # held by m1
+    assert sp.acknowledge("m1", [(100, 109, [ACCEPT])]) == ErrorCode.none
+    assert sp.start_offset == 110  # the terminal prefix is gone
+    assert sp.state_batches() == [StateBatch(110, 119, RecordState.AVAILABLE, 1)]
+
+
+def test_acknowledging_part_of_a_batch_splits_it_per_offset() -> None:
+    sp = SharePartition(start_offset=0)
+    sp.acquire("m1", [(0, 9)], 500, T0)
+    assert sp.acknowledge("m1", [(0, 3, [ACCEPT]), (4, 6, [RELEASE, REJECT, ACCEPT])]) \
+        == ErrorCode.none
+    assert sp.start_offset == 4  # offset 4 was released: it pins the SPSO
+    assert sp.next_fetch_offset() == 4
+    assert sp.acquire("m2", [(0, 9)], 500, T0 + 1) == [AcquiredRecords(4, 4, 2)]
+    assert sp.state_batches() == [
+        StateBatch(4, 4, RecordState.AVAILABLE, 2), StateBatch(5, 5, RecordState.ARCHIVED, 1),
+        StateBatch(6, 6, RecordState.ACKNOWLEDGED, 1),
+        StateBatch(7, 9, RecordState.AVAILABLE, 1)]
+
+
+def test_bad_acknowledgements_are_invalid_record_state_and_change_nothing() -> None:
+    sp = SharePartition(start_offset=0)
+    sp.acquire("m1", [(0, 4)], 500, T0)
+    before = sp.state_batches()
+    assert sp.acknowledge("m2", [(0, 4, [ACCEPT])]) == ErrorCode.invalid_record_state  # not its
+    assert sp.acknowledge("m1", [(0, 1, [ACCEPT]), (7, 8, [ACCEPT])]) == \
+        ErrorCode.invalid_record_state  # never acquired: the first run is undone too
+    assert sp.acknowledge("m1", [(0, 4, [ACCEPT, RELEASE])]) == ErrorCode.invalid_record_state
+    assert sp.acknowledge("m1", [(0, 4, [9])]) == ErrorCode.invalid_record_state
+    assert sp.state_batches() == before and sp.start_offset == 0
+    assert sp.acknowledge("m1", [(0, 4, [ACCEPT])]) == ErrorCode.none
+    assert sp.acknowledge("m1", [(0, 4, [ACCEPT])]) == ErrorCode.invalid_record_state  # twice
+
+
+def test_a_record_is_delivered_at_most_the_limit_then_archived() -> None:
+    sp = SharePartition(start_offset=0, max_delivery_count=3)
+    for delivery in (1, 2, 3):
+        assert sp.acquire("m", [(0, 0)], 500, T0) == [AcquiredRecords(0, 0, delivery)]
+        assert sp.acknowledge("m", [(0, 0, [RELEASE])]) == ErrorCode.none
+    assert sp.start_offset == 1  # archived after its third delivery
+    assert sp.acquire("m", [(0, 0)], 500, T0) == []
+
+
+def test_expired_locks_and_departed_members_give_records_back() -> None:
+    sp = SharePartition(start_offset=0, lock_duration_ms=30_000)
+    sp.acquire("m1", [(0, 4)], 500, T0)
+    sp.acquire("m2", [(5, 9)], 500, T0 + 10_000)
+    assert sp.expire_locks(T0 + 29_999) == T0 + 30_000
+    assert sp.expire_locks(T0 + 30_000) == T0 + 40_000  # m1's lease is over
+    assert sp.acquire("m3", [(0, 9)], 500, T0 + 30_001) == [AcquiredRecords(0, 4, 2)]
+    assert sp.acknowledge("m1", [(0, 4, [ACCEPT])]) == ErrorCode.invalid_record_state
+    assert sp.release_member("m2") == 5
+    assert sp.next_fetch_offset() == 5
+
+
+def test_the_in_flight_cap_and_record_limit_bound_what_is_leased() -> None:
+    sp = SharePartition(start_offset=0, max_record_locks=15)
+    assert sp.acquire("m", [(0, 9), (10, 19), (20, 29)], 500, T0) == [
+        AcquiredRecords(0, 9, 1), AcquiredRecords(10, 19, 1)]  # whole batches
+    assert sp.acquire("m", [(20, 29)], 500, T0) == []  # 20 locks held, cap 15
+    sp.acknowledge("m", [(0, 9, [ACCEPT]), (10, 19, [ACCEPT])])
+    exact = SharePartition(start_offset=0)
+    assert exact.acquire("m", [(0, 9)], 4, T0, record_limit=True) == [
+        AcquiredRecords(0, 3, 1)]
+    assert exact.next_fetch_offset() == 4
+    assert exact.acquire("m", [(4, 9)], 4, T0, record_limit=True) == [
+        AcquiredRecords(4, 7, 1)]
+
+
+def test_gaps_are_archived_and_the_start_offset_moves_past_them() -> None:
+    sp = SharePartition(start_offset=0)
+    sp.acquire("m", [(0, 9)], 500, T0)
+    assert sp.acknowledge("m", [(0, 9, [ACCEPT] * 3 + [GAP] * 2 + [ACCEPT] * 5)]) == \
+        ErrorCode.none
+    assert sp.start_offset == 10 and sp.state_batches() == []
