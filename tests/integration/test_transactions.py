@@ -39,12 +39,14 @@ def producer(node: OttlaProcess, transactional_id: str, **config: str | int) -> 
 
 
 def read(node: OttlaProcess, topic: str, isolation: str, expected: int,
-         timeout: float = 10.0, settle: float = 1.0) -> list[bytes]:
-    """Every value of ``topic`` from the start: until ``expected`` arrived, then
-    ``settle`` seconds more to catch anything that should not be there."""
+         timeout: float = 10.0, settle: float = 1.0, partitions: int = PARTITIONS
+         ) -> list[bytes]:
+    """Every value of ``topic``'s first ``partitions`` from the start (sorted): until
+    ``expected`` arrived, then ``settle`` seconds more to catch anything that should not
+    be there."""
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"read-{topic}",
                          "isolation.level": isolation, "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[bytes] = []
     deadline = time.monotonic() + timeout
     settled: float | None = None

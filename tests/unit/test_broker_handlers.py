@@ -10,7 +10,8 @@ assertions are on what a client would read.
 
 Covered: Produce, Fetch (including long polling, and followers' fetches), ListOffsets,
 OffsetForLeaderEpoch, DeleteRecords, DescribeLogDirs, Metadata (with auto topic
-creation), DescribeCluster, DescribeConfigs, InitProducerId, DescribeProducers, the
+creation), DescribeCluster, DescribeConfigs, InitProducerId, DescribeProducers,
+DescribeTransactions and ListTransactions, the
 requests forwarded to the controller, and the group APIs on a real
 ``GroupCoordinatorService``.
 
@@ -41,6 +42,7 @@ from ottla.broker.handlers import (
     metadata,
     produce,
     producer,
+    transaction_admin,
     transactions,
 )
 from ottla.broker.replica_manager import ReplicaManager
@@ -78,7 +80,7 @@ def clock() -> float:
 
 SPECS = {spec.api_key: spec
          for module in (produce, fetch, list_offsets, metadata, configs, producer, groups,
-                        transactions, forwarding)
+                        transactions, transaction_admin, forwarding)
          for spec in module.APIS}
 
 
@@ -1073,6 +1075,143 @@ async def test_a_transactional_producer_is_initialized_by_its_transaction_coordi
                                                  "producer_id": 7000, "producer_epoch": 1,
                                                  "committed": True})
     assert end.error_code == ErrorCode.invalid_txn_state
+    await service.close()
+    service.shutdown()
+
+
+def transaction_coordinator(broker: Broker, partitions: int = 1) -> Any:
+    """A transaction coordinator over a ``__transaction_state`` of ``partitions``
+    partitions this broker leads (loaded by ``on_metadata``)."""
+    from ottla.broker.transaction_coordinator import TransactionCoordinatorService
+    from ottla.common.topics import TRANSACTION_STATE_TOPIC
+
+    config = KafkaConfig({**dev_defaults(), "log.dirs": broker.config["log.dirs"][0],
+                          "transaction.state.log.num.partitions": str(partitions)})
+    create_topic(broker, TRANSACTION_STATE_TOPIC, partitions=partitions,
+                 configs={"cleanup.policy": "compact"})
+    service = TransactionCoordinatorService(broker, config)
+    broker.transaction_coordinator = service
+    return service
+
+
+def list_transactions_body(states: tuple[str, ...] = (), producer_ids: tuple[int, ...] = (),
+                           duration_ms: int = -1) -> dict[str, Any]:
+    return {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+            "duration_filter": duration_ms}
+
+
+def listed(response: Any) -> list[tuple[str, int, str]]:
+    assert response.error_code == ErrorCode.none
+    return sorted((t.transactional_id, t.producer_id, t.transaction_state)
+                  for t in response.transaction_states)
+
+
+async def test_describe_and_list_transactions_show_an_ongoing_transaction(broker) -> None:
+    """DescribeTransactions answers an id's producer, state, timeout, start and
+    partitions, TRANSACTIONAL_ID_NOT_FOUND for an unknown id and INVALID_REQUEST for an
+    empty one; ListTransactions filters by state (naming unknown states), producer id
+    and, from v1, by how long the transaction has been open (KIP-994)."""
+    service = transaction_coordinator(broker)
+    service.on_metadata(NOW_MS)
+    controller_of(broker).answers[ApiKey.ALLOCATE_PRODUCER_IDS] = allocation(7000)
+    create_topic(broker, "orders", partitions=2)
+    for transactional_id in ("txn-1", "txn-2"):
+        await ask(broker, ApiKey.INIT_PRODUCER_ID, 5, init_producer_id_body(transactional_id))
+    added = await ask(broker, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "txn-1", "v3_and_below_producer_id": 7000,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "orders", "partitions": [1, 0]}]})
+    assert {p.partition_error_code for t in added.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {ErrorCode.none}
+
+    described = await ask(broker, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+        "transactional_ids": ["txn-1", "nobody", ""]})
+    ongoing, missing, empty = described.transaction_states
+    assert (ongoing.error_code, ongoing.transactional_id, ongoing.transaction_state,
+            ongoing.producer_id, ongoing.producer_epoch) == \
+        (ErrorCode.none, "txn-1", "Ongoing", 7000, 0)
+    assert ongoing.transaction_timeout.total_seconds() == 60
+    assert ongoing.transaction_start_time.timestamp() * 1000 == NOW_MS
+    assert [(t.topic, list(t.partitions)) for t in ongoing.topics] == [("orders", [0, 1])]
+    assert (missing.transactional_id, missing.error_code) == \
+        ("nobody", ErrorCode.transactional_id_not_found)
+    assert empty.error_code == ErrorCode.invalid_request
+
+    everything = [("txn-1", 7000, "Ongoing"), ("txn-2", 7001, "Empty")]
+    assert listed(await ask(broker, ApiKey.LIST_TRANSACTIONS, 0,
+                            list_transactions_body())) == everything
+    by_state = await ask(broker, ApiKey.LIST_TRANSACTIONS, 1,
+                         list_transactions_body(states=("Ongoing", "Hanging")))
+    assert listed(by_state) == everything[:1]
+    assert list(by_state.unknown_state_filters) == ["Hanging"]
+    assert listed(await ask(broker, ApiKey.LIST_TRANSACTIONS, 1, list_transactions_body(
+        states=("Hanging",)))) == []
+    assert listed(await ask(broker, ApiKey.LIST_TRANSACTIONS, 1, list_transactions_body(
+        producer_ids=(7001, 42)))) == everything[1:]
+    # Open 5 s: listed for a filter of 4 s, not for one of 5 s (an id that never began a
+    # transaction counts as started at -1, as in Kafka).
+    broker.clock = lambda: (NOW_MS + 5000) / 1000
+    assert listed(await ask(broker, ApiKey.LIST_TRANSACTIONS, 1, list_transactions_body(
+        states=("Ongoing",), duration_ms=4000))) == everything[:1]
+    assert listed(await ask(broker, ApiKey.LIST_TRANSACTIONS, 1, list_transactions_body(
+        states=("Ongoing",), duration_ms=5000))) == []
+    await service.close()
+    service.shutdown()
+
+
+async def test_transaction_admin_answers_for_the_partitions_this_broker_leads(
+        broker) -> None:
+    """An id whose ``__transaction_state`` partition another broker leads is
+    NOT_COORDINATOR here; while a partition this broker leads is loading, its ids are
+    COORDINATOR_LOAD_IN_PROGRESS and so is the whole ListTransactions answer, as in
+    Kafka; once loaded, its ids are listed."""
+    from ottla.cli.transactions import parse_describe_transactions
+    from ottla.common.topics import TRANSACTION_STATE_TOPIC
+    from ottla.coordinator.transaction.metadata import new_transaction
+    from ottla.coordinator.transaction.shard import TransactionRecord, encode_record
+    from ottla.protocol.codec import encode_body
+    from ottla.protocol.records import read_header
+
+    service = transaction_coordinator(broker, partitions=2)
+    register_broker(broker.image, OTHER, PORT + 1)
+    topic_id = broker.image.topics_by_name[TRANSACTION_STATE_TOPIC].topic_id
+    broker.image.replay(r.PartitionChangeRecord(partition_id=1, topic_id=topic_id,
+                                                leader=OTHER, isr=(OTHER,)))
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    here = [f"id-{i}" for i in range(20000) if service.partition_for(f"id-{i}")[1] == 0]
+    elsewhere = next(f"id-{i}" for i in range(100) if service.partition_for(f"id-{i}")[1] == 1)
+    records = [encode_record(TransactionRecord(tid, new_transaction(
+        tid, 100 + i, 60000, NOW_MS).to_value()), 0) for i, tid in enumerate(here)]
+    partition = broker.replica_manager.require(TRANSACTION_STATE_TOPIC, 0, broker.image)
+    data = bytearray(build_batch(records, timestamp=NOW_MS))
+    broker.replica_manager.append_internal(partition, data, read_header(data), NOW_MS)
+    service.on_metadata(NOW_MS)  # more records than one slice: the rest loads later
+
+    loading = await ask(broker, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+        "transactional_ids": [here[0], elsewhere]})
+    assert [s.error_code for s in loading.transaction_states] == [
+        ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator]
+    assert (await ask(broker, ApiKey.LIST_TRANSACTIONS, 1, list_transactions_body())
+            ).error_code == ErrorCode.coordinator_load_in_progress
+
+    async def loaded() -> Any:
+        while True:
+            answer = await ask(broker, ApiKey.LIST_TRANSACTIONS, 1, list_transactions_body())
+            if answer.error_code != ErrorCode.coordinator_load_in_progress:
+                return answer
+            await asyncio.sleep(0.01)
+
+    answer = await asyncio.wait_for(loaded(), 10)
+    assert sorted(t.transactional_id for t in answer.transaction_states) == sorted(here)
+    # An id that never began a transaction has a start time of -1, which kio does not
+    # read: the response is read as ``ottla transactions`` reads it.
+    response = await raw_call(broker, ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+        "transactional_ids": [here[0]]})
+    body = encode_body(build(response_schema(ApiKey.DESCRIBE_TRANSACTIONS, 0), response))
+    (described,) = parse_describe_transactions(
+        response_header_bytes(ApiKey.DESCRIBE_TRANSACTIONS, 0, 17, len(body))[4:] + body)
+    assert (described.error, described.state, described.producer_id, described.start_ms) \
+        == (ErrorCode.none, "Empty", 100, -1)
     await service.close()
     service.shutdown()
 

@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         server,
         storage,
         topics,
+        transactions,
     )
 
     parser = argparse.ArgumentParser(
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_parser(sub)
     dev_cluster.add_parser(sub)
     reassign_partitions.add_parser(sub)
+    transactions.add_parser(sub)
     return parser
 
 
