@@ -42,6 +42,7 @@ from ottla.broker.handlers import (
     metadata,
     produce,
     producer,
+    share,
     transaction_admin,
     transactions,
 )
@@ -80,7 +81,7 @@ def clock() -> float:
 
 SPECS = {spec.api_key: spec
          for module in (produce, fetch, list_offsets, metadata, configs, producer, groups,
-                        transactions, transaction_admin, forwarding)
+                        transactions, transaction_admin, share, forwarding)
          for spec in module.APIS}
 
 
@@ -1625,3 +1626,68 @@ async def test_read_committed_stops_at_the_last_stable_offset_and_names_the_abor
     assert (p.last_stable_offset, p.high_watermark) == (3, 3)
     assert [v for _, v in values_of(p.records)][:2] == [b"t1", b"plain"]
     assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(7, 0)]
+
+
+# --- share groups on the leader ----------------------------------------------------------
+
+def share_fetch_body(topic_id: Any, member: str, epoch: int,
+                     acks: tuple[tuple[int, int, list[int]], ...] = ()) -> dict[str, Any]:
+    return {"group_id": "workers", "member_id": member, "share_session_epoch": epoch,
+            "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500,
+            "batch_size": 500, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": f, "last_offset": last, "acknowledge_types": types}
+                    for f, last, types in acks]}]}],
+            "forgotten_topics_data": []}
+
+
+def share_ack_body(topic_id: Any, member: str, epoch: int, first: int, last: int,
+                   kind: int) -> dict[str, Any]:
+    return {"group_id": "workers", "member_id": member, "share_session_epoch": epoch,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                       "acknowledgement_batches": [{"first_offset": first, "last_offset": last,
+                                                    "acknowledge_types": [kind]}]}]}]}
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in response.responses for p in t.partitions for a in p.acquired_records]
+
+
+async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> None:
+    """KIP-932 on the leader: a member's ShareFetch acquires the records (from the log
+    start with share.auto.offset.reset=earliest), another member gets none of them while
+    they are held; RELEASE gives them back with a higher delivery count; an ACCEPT by
+    the holder settles them, anyone else's acknowledgement is INVALID_RECORD_STATE; share
+    sessions check their epochs."""
+    from ottla.broker.share_fetch import SharePartitionManager
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
+    broker.share_partitions = SharePartitionManager(broker)
+    first = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m1", 0))
+    assert acquired(first) == [(0, 2, 1)]
+    assert [v for _, v in values_of(first.responses[0].partitions[0].records)] == \
+        [b"a", b"b", b"c"]
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
+                              share_fetch_body(topic_id, "m2", 0))) == []
+    released = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
+                         share_ack_body(topic_id, "m1", 1, 0, 2, 2))
+    assert released.responses[0].partitions[0].error_code == ErrorCode.none
+    again = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m2", 1))
+    assert acquired(again) == [(0, 2, 2)]
+    stolen = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
+                       share_ack_body(topic_id, "m1", 2, 0, 2, 1))
+    assert stolen.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+    done = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(
+        topic_id, "m2", 2, acks=((0, 2, [1]),)))
+    assert done.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
+    assert broker.share_partitions.partitions[("workers", "jobs", 0)].start_offset == 3
+    stale = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m2", 7))
+    assert stale.error_code == ErrorCode.invalid_share_session_epoch
+    unknown = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m9", 4))
+    assert unknown.error_code == ErrorCode.share_session_not_found
+    broker.share_partitions.shutdown()

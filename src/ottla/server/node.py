@@ -20,6 +20,7 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.share_fetch import SharePartitionManager
 from ottla.broker.transaction_coordinator import TransactionCoordinatorService
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
@@ -160,6 +161,7 @@ class Node:
             self.broker.group_coordinator = self.group_coordinator
             self.transaction_coordinator = TransactionCoordinatorService(self.broker, cfg)
             self.broker.transaction_coordinator = self.transaction_coordinator
+            self.broker.share_partitions = SharePartitionManager(self.broker)
 
         await self._bind()
         self.raft.start()
@@ -402,6 +404,8 @@ class Node:
         if self.transaction_coordinator is not None:
             await self.transaction_coordinator.close()
             self.transaction_coordinator.shutdown()
+        if hasattr(self, "broker") and self.broker.share_partitions is not None:
+            self.broker.share_partitions.shutdown()
         if hasattr(self, "broker"):  # set by start
             await self.broker.stop_replication()
             self.broker.shutdown()

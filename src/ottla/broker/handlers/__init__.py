@@ -15,6 +15,7 @@ from ottla.broker.handlers import (
     metadata,
     produce,
     producer,
+    share,
     transaction_admin,
     transactions,
 )
@@ -24,5 +25,5 @@ from ottla.protocol.requests import ApiSpec
 def broker_apis() -> list[ApiSpec[Broker]]:
     """Every API a broker listener serves, but ApiVersions (``server.apis``)."""
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
-            *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *configs.APIS,
+            *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS, *configs.APIS,
             *forwarding.APIS]

@@ -1,0 +1,190 @@
+"""Share groups on the partition leaders (KIP-932): ShareFetch, which acquires records for
+a member (with acknowledgements riding on it), and ShareAcknowledge."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ottla.broker.broker import Broker
+from ottla.broker.share_fetch import FINAL_EPOCH, ShareFetchResult, ShareSession
+from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import ms
+from ottla.protocol.requests import ApiSpec, RequestContext
+
+TopicPartition = tuple[str, int]
+RECORD_LIMIT = 2  # ShareFetch v2's share.acquire.mode=record_limit
+
+
+def _name(broker: Broker, topic_id: uuid.UUID) -> str | None:
+    topic = broker.image.topics_by_id.get(topic_id)
+    return topic.name if topic is not None else None
+
+
+def _acknowledge(broker: Broker, session: ShareSession, topics: Any
+                 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Apply the request's acknowledgement batches; each partition's outcome."""
+    manager = broker.share_partitions
+    outcome: dict[tuple[uuid.UUID, int], ErrorCode] = {}
+    for topic in topics:
+        name = _name(broker, topic.topic_id)
+        for p in topic.partitions:
+            batches = [(b.first_offset, b.last_offset, list(b.acknowledge_types))
+                       for b in p.acknowledgement_batches]
+            if not batches:
+                continue
+            if name is None:
+                outcome[(topic.topic_id, p.partition_index)] = ErrorCode.unknown_topic_id
+                continue
+            outcome[(topic.topic_id, p.partition_index)] = manager.acknowledge(
+                session.group_id, session.member_id, (name, p.partition_index), batches)
+    return outcome
+
+
+def _session_error(version: int, error: KafkaError, fetch: bool) -> dict[str, Any]:
+    answer: dict[str, Any] = {"throttle_time": 0, "error_code": error.code,
+                              "error_message": error.message, "responses": [],
+                              "node_endpoints": []}
+    if fetch:
+        answer["acquisition_lock_timeout"] = 0
+    return answer
+
+
+async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    manager = broker.share_partitions
+    if manager is None or not req.group_id or not req.member_id:
+        return _session_error(ctx.api_version, KafkaError(
+            ErrorCode.invalid_request, "ShareFetch needs a group id and a member id"), True)
+    try:
+        session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
+    except KafkaError as e:
+        return _session_error(ctx.api_version, e, True)
+    for topic in req.forgotten_topics_data:
+        name = _name(broker, topic.topic_id)
+        for index in topic.partitions:
+            if name is not None:
+                session.partitions.discard((name, index))
+    requested: dict[tuple[uuid.UUID, int], TopicPartition | None] = {}
+    for topic in req.topics:
+        name = _name(broker, topic.topic_id)
+        for p in topic.partitions:
+            requested[(topic.topic_id, p.partition_index)] = \
+                (name, p.partition_index) if name is not None else None
+            if name is not None:
+                session.partitions.add((name, p.partition_index))
+    acks = _acknowledge(broker, session, req.topics)
+    if req.share_session_epoch == FINAL_EPOCH:
+        manager.close(session)
+        return _fetch_response(broker, requested, {}, acks, 0)
+    keys = {(topic_id, index) for topic_id, indexes in _session_topics(broker, session)
+            for index in indexes}
+    keys |= set(requested)
+    max_records = req.max_records if getattr(req, "max_records", 0) > 0 else 500
+    record_limit = getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT
+    deadline = broker.now_ms() + max(0, ms(req.max_wait))
+    while True:
+        results = _acquire_all(broker, session, keys, req.max_bytes, max_records,
+                               record_limit)
+        if any(r.acquired or r.error != ErrorCode.none for r in results.values()) or \
+                broker.now_ms() >= deadline:
+            break
+        await manager.changed((deadline - broker.now_ms()) / 1000)
+    lock_ms = max((manager.partitions[(session.group_id, *tp)].lock_duration_ms
+                   for tp in session.partitions
+                   if (session.group_id, *tp) in manager.partitions), default=30_000)
+    return _fetch_response(broker, requested, results, acks, lock_ms)
+
+
+def _session_topics(broker: Broker, session: ShareSession
+                    ) -> list[tuple[uuid.UUID, list[int]]]:
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for name, index in session.partitions:
+        topic = broker.image.topics_by_name.get(name)
+        if topic is not None:
+            by_topic.setdefault(topic.topic_id, []).append(index)
+    return list(by_topic.items())
+
+
+def _acquire_all(broker: Broker, session: ShareSession, keys: set[tuple[uuid.UUID, int]],
+                 max_bytes: int, max_records: int, record_limit: bool
+                 ) -> dict[tuple[uuid.UUID, int], ShareFetchResult]:
+    results: dict[tuple[uuid.UUID, int], ShareFetchResult] = {}
+    budget = max_records
+    for topic_id, index in sorted(keys, key=lambda k: (str(k[0]), k[1])):
+        name = _name(broker, topic_id)
+        if name is None:
+            results[(topic_id, index)] = ShareFetchResult(error=ErrorCode.unknown_topic_id)
+            continue
+        if budget <= 0:
+            results[(topic_id, index)] = ShareFetchResult()
+            continue
+        try:
+            result = broker.share_partitions.acquire(
+                session.group_id, session.member_id, (name, index), max_bytes, budget,
+                record_limit)
+        except KafkaError as e:
+            result = ShareFetchResult(error=e.code)
+        budget -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
+        results[(topic_id, index)] = result
+    return results
+
+
+def _fetch_response(broker: Broker, requested: dict[tuple[uuid.UUID, int], Any],
+                    results: dict[tuple[uuid.UUID, int], ShareFetchResult],
+                    acks: dict[tuple[uuid.UUID, int], ErrorCode], lock_ms: int
+                    ) -> dict[str, Any]:
+    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for key in sorted(set(results) | set(acks) | set(requested),
+                      key=lambda k: (str(k[0]), k[1])):
+        result = results.get(key, ShareFetchResult())
+        if key not in requested and key not in acks and not result.acquired and \
+                result.error == ErrorCode.none:
+            continue  # nothing new for a partition the session already had
+        by_topic.setdefault(key[0], []).append({
+            "partition_index": key[1], "error_code": result.error, "error_message": None,
+            "acknowledge_error_code": acks.get(key, ErrorCode.none),
+            "acknowledge_error_message": None,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1},
+            "records": result.records if result.acquired else b"",
+            "acquired_records": [{"first_offset": a.first_offset, "last_offset": a.last_offset,
+                                  "delivery_count": a.delivery_count}
+                                 for a in result.acquired]})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "acquisition_lock_timeout": lock_ms,
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
+            "node_endpoints": []}
+
+
+async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
+                                   ) -> dict[str, Any]:
+    manager = broker.share_partitions
+    if manager is None or not req.group_id or not req.member_id:
+        return _session_error(ctx.api_version, KafkaError(
+            ErrorCode.invalid_request, "ShareAcknowledge needs a group id and a member id"),
+            False)
+    if req.share_session_epoch == 0:
+        return _session_error(ctx.api_version, KafkaError(
+            ErrorCode.invalid_share_session_epoch,
+            "ShareAcknowledge cannot open a share session"), False)
+    try:
+        session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
+    except KafkaError as e:
+        return _session_error(ctx.api_version, e, False)
+    acks = _acknowledge(broker, session, req.topics)
+    if req.share_session_epoch == FINAL_EPOCH:
+        manager.close(session)
+    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (topic_id, index), error in acks.items():
+        by_topic.setdefault(topic_id, []).append({
+            "partition_index": index, "error_code": error, "error_message": None,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1}})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
+            "node_endpoints": []}
+
+
+APIS: list[ApiSpec[Broker]] = [
+    ApiSpec(ApiKey.SHARE_FETCH, 1, 1, handle_share_fetch),
+    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handle_share_acknowledge),
+]
