@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 WRITE_TXN_MARKERS_VERSION = 1
 MARKER_RETRY_S = 0.1
 MARKER_SCAN_S = 1.0
-"""How often leftover markers are looked for (after timers abort, say)."""
+"""How often leftover markers are looked for without a kick (after timers abort, say)."""
 
 TopicPartition = tuple[str, int]
 
@@ -72,6 +72,8 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
         self._sending: dict[tuple[str, int, int], asyncio.Task[None]] = {}
         self._clients: dict[tuple[str, int], AsyncClient] = {}
         self._scanner: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        """Set by ``kick``: the scanner looks at once instead of at its next round."""
 
     # --- producer ids ---------------------------------------------------------------------
 
@@ -194,11 +196,13 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
 
     def kick(self) -> None:
         """Look for markers to send (after a write, a load, or a timer's abort)."""
+        self._wake.set()
         if self._scanner is None or self._scanner.done():
             self._scanner = asyncio.ensure_future(self._scan_forever())
 
     async def _scan_forever(self) -> None:
         while self.runtime.contexts:
+            self._wake.clear()  # a kick from here on wakes the wait below
             try:
                 jobs = await self.read_every_shard(
                     lambda shard: [(shard.ctx.tp, job) for job in shard.pending_markers()])
@@ -209,7 +213,10 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 key = (job.transactional_id, job.producer_id, job.producer_epoch)
                 if key not in self._sending:
                     self._sending[key] = asyncio.ensure_future(self._send(tp, job, key))
-            await asyncio.sleep(MARKER_SCAN_S)
+            try:
+                await asyncio.wait_for(self._wake.wait(), MARKER_SCAN_S)
+            except TimeoutError:
+                pass
 
     async def _send(self, tp: tuple[str, int], job: MarkerJob, key: tuple[str, int, int]
                     ) -> None:
