@@ -16,6 +16,7 @@ from ottla.common.topics import OFFSETS_TOPIC
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
+from ottla.coordinator.group.share_group import ShareGroupConfig
 from ottla.coordinator.runtime import CoordinatorState
 from ottla.metadata.image import ConfigResourceType
 
@@ -29,16 +30,18 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
 
     def __init__(self, broker: Any, config: Any) -> None:
         self.group_config = GroupConfig.from_config(config)
-        self.consumer_config = ConsumerGroupConfig.from_config(
-            config, lambda group_id: broker.image.configs.get(
-                (ConfigResourceType.GROUP, group_id), {}))
+        def overrides(group_id: str) -> dict[str, str]:
+            return broker.image.configs.get((ConfigResourceType.GROUP, group_id), {})
+        self.consumer_config = ConsumerGroupConfig.from_config(config, overrides)
+        self.share_config = ShareGroupConfig.from_config(config, overrides)
         super().__init__(
             broker, config["offsets.topic.num.partitions"],
             config["offsets.topic.replication.factor"],
             {"cleanup.policy": "compact", "compression.type": "producer",
              "segment.bytes": str(config["offsets.topic.segment.bytes"])},
             lambda ctx: GroupCoordinatorShard(ctx, self.group_config, topics=self._topics,
-                                              consumer_config=self.consumer_config),
+                                              consumer_config=self.consumer_config,
+                                              share_config=self.share_config),
             rec.encode, rec.decode)
 
     def _topics(self) -> dict[str, tuple[Any, int]]:

@@ -1,7 +1,8 @@
 """The group APIs: FindCoordinator, the classic protocol (JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete) and group administration
-(ListGroups, DescribeGroups, DeleteGroups). Each request is routed to the shard of the
-group's ``__consumer_offsets`` partition; errors of the routing itself (NOT_COORDINATOR,
+LeaveGroup), the consumer and share group protocols (KIP-848, KIP-932), offsets
+(OffsetCommit, OffsetFetch, OffsetDelete) and group administration (ListGroups,
+DescribeGroups, DeleteGroups). Each request is routed to the shard of the group's
+``__consumer_offsets`` partition; errors of the routing itself (NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) are answered here.
 """
 
@@ -13,6 +14,7 @@ from ottla.broker.broker import Broker
 from ottla.broker.handlers.metadata import leader_endpoint
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.shard import JoinRequest
+from ottla.coordinator.group.share_group_manager import ShareHeartbeatRequest
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -325,6 +327,41 @@ async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, re
     return {"throttle_time": 0, "groups": groups}
 
 
+# --- share groups (KIP-932) ----------------------------------------------------------------
+
+async def handle_share_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any
+                                       ) -> dict[str, Any]:
+    heartbeat = ShareHeartbeatRequest(
+        group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
+        rack_id=req.rack_id,
+        subscribed_topic_names=None if req.subscribed_topic_names is None
+        else tuple(req.subscribed_topic_names),
+        client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}")
+    try:
+        return await broker.group_coordinator.write(
+            req.group_id, lambda shard, now: shard.share_group_heartbeat(now, heartbeat))
+    except KafkaError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
+                "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+                "assignment": None}
+
+
+async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: Any
+                                      ) -> dict[str, Any]:
+    groups = []
+    for group_id in req.group_ids:
+        try:
+            described = await broker.group_coordinator.read_committed(
+                group_id, lambda shard, g=group_id: shard.describe_share_group(g))
+        except KafkaError as e:
+            described = {"error_code": e.code, "error_message": e.message,
+                         "group_id": group_id, "group_state": "Dead", "group_epoch": -1,
+                         "assignment_epoch": -1, "assignor_name": "", "members": [],
+                         "authorized_operations": -2147483648}
+        groups.append(described)
+    return {"throttle_time": 0, "groups": groups}
+
+
 APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.FIND_COORDINATOR, 0, 6, handle_find_coordinator),
     ApiSpec(ApiKey.JOIN_GROUP, 0, 9, handle_join_group),
@@ -339,4 +376,6 @@ APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.DELETE_GROUPS, 0, 2, handle_delete_groups),
     ApiSpec(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, handle_consumer_group_heartbeat),
     ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, handle_consumer_group_describe),
+    ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1, handle_share_group_heartbeat),
+    ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, 1, 1, handle_share_group_describe),
 ]

@@ -3,10 +3,12 @@ kind, a manager per kind of group, and what spans the kinds (replay routing, lis
 deleting, and the ``GroupOffsetsView`` the offsets are checked against).
 
 A group kind's protocol lives in its own manager (ClassicGroupManager,
-ConsumerGroupManager), each given the shard context, its configs and the shared store; a
-further kind (share groups) is one more manager here and one more branch where a question
-depends on the kind. The classic protocol's requests are routed by the kind of their group:
-a consumer group serves classic members too (online migration, ``migration.py``).
+ConsumerGroupManager, ShareGroupManager), each given the shard context, its configs and the
+shared store, with one branch per kind where a question depends on the kind. The classic
+protocol's requests are routed by the kind of their group: a consumer group serves classic
+members too (online migration, ``migration.py``). Share groups never change kind: a request
+of another protocol for a share group's id gets Kafka's error for a group of another type
+(INCONSISTENT_GROUP_PROTOCOL for a JoinGroup, GROUP_ID_NOT_FOUND otherwise), and the reverse.
 """
 
 from __future__ import annotations
@@ -24,31 +26,42 @@ from ottla.coordinator.group.classic_group_manager import (
 )
 from ottla.coordinator.group.config import GroupConfig
 from ottla.coordinator.group.consumer_group_manager import ConsumerGroupManager
-from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig, TopicsView
+from ottla.coordinator.group.consumer_protocol import (
+    ConsumerGroupConfig,
+    HeartbeatRequest,
+    TopicsView,
+)
 from ottla.coordinator.group.group_store import Group, GroupStore
 from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.share_group import ShareGroup, ShareGroupConfig
+from ottla.coordinator.group.share_group_manager import ShareGroupManager
 from ottla.coordinator.runtime import CoordinatorResult, Reply, ShardContext
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 
 E = ErrorCode
 
 
 class GroupMetadataManager:
     RECORD_KEYS: ClassVar[tuple[type, ...]] = (ClassicGroupManager.RECORD_KEYS
-                                               + ConsumerGroupManager.RECORD_KEYS)
+                                               + ConsumerGroupManager.RECORD_KEYS
+                                               + ShareGroupManager.RECORD_KEYS)
 
     def __init__(self, ctx: ShardContext, config: GroupConfig,
                  consumer_config: ConsumerGroupConfig, topics: TopicsView,
-                 new_member_id: Callable[[str], str] | None = None) -> None:
+                 new_member_id: Callable[[str], str] | None = None,
+                 share_config: ShareGroupConfig | None = None) -> None:
         self.groups = GroupStore()
         self.classic = ClassicGroupManager(ctx, config, self.groups, new_member_id)
         self.consumer = ConsumerGroupManager(
             ctx, consumer_config, self.groups, topics,
             GroupMigration(config, consumer_config, self.classic, topics))
+        self.share = ShareGroupManager(ctx, share_config or ShareGroupConfig(), self.groups,
+                                       topics)
         self._replay: dict[type, Callable[[rec.CoordinatorRecord], None]] = {
             **dict.fromkeys(ClassicGroupManager.RECORD_KEYS, self.classic.replay),
-            **dict.fromkeys(ConsumerGroupManager.RECORD_KEYS, self.consumer.replay)}
+            **dict.fromkeys(ConsumerGroupManager.RECORD_KEYS, self.consumer.replay),
+            **dict.fromkeys(ShareGroupManager.RECORD_KEYS, self.share.replay)}
 
     @staticmethod
     def _is_dead(group: Group) -> bool:
@@ -62,6 +75,8 @@ class GroupMetadataManager:
     def _is_empty(self, group: Group) -> bool:
         if isinstance(group, ClassicGroup):
             return self.classic.is_empty(group)
+        if isinstance(group, ShareGroup):
+            return self.share.is_empty(group)
         return self.consumer.is_empty(group)
 
     # --- replay and loading ----------------------------------------------------------------
@@ -72,16 +87,20 @@ class GroupMetadataManager:
     def on_loaded(self, now_ms: int) -> None:
         self.classic.on_loaded(now_ms)
         self.consumer.on_loaded(now_ms)
+        self.share.on_loaded(now_ms)
 
     def on_unloaded(self) -> None:
         self.classic.on_unloaded()
         self.consumer.on_unloaded()
+        self.share.on_unloaded()
 
     # --- the classic protocol, routed by the kind of group -----------------------------------
 
     def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
         """A non-empty consumer group takes the member in; an empty one is deleted and a
         classic group takes its place (whatever the migration policy, as in Kafka)."""
+        if self.groups.share(req.group_id) is not None:
+            return CoordinatorResult(response=join_error("", E.inconsistent_group_protocol))
         group = self.groups.consumer(req.group_id)
         if group is None:
             return self.classic.join_group(now_ms, req, reply)
@@ -124,6 +143,17 @@ class GroupMetadataManager:
             return self.classic.leave_group(now_ms, group_id, members)
         return self.consumer.classic_group_leave(now_ms, group_id, members)
 
+    def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest
+                                 ) -> CoordinatorResult:
+        """A share group's id is not a consumer group's (Kafka: GROUP_ID_NOT_FOUND)."""
+        if self.groups.share(req.group_id) is not None:
+            return CoordinatorResult(response={
+                "throttle_time": 0, "error_code": E.group_id_not_found,
+                "error_message": f"Group {req.group_id} is not a consumer group.",
+                "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+                "assignment": None})
+        return self.consumer.consumer_group_heartbeat(now_ms, req)
+
     # --- ListGroups, DeleteGroups ---------------------------------------------------------
 
     def list_groups(self, states: set[str], types: set[str]) -> list[dict[str, Any]]:
@@ -157,6 +187,8 @@ class GroupMetadataManager:
         group = self.groups[group_id]
         if isinstance(group, ClassicGroup):
             return self.classic.tombstones(group)
+        if isinstance(group, ShareGroup):
+            return self.share.tombstones(group)
         return self.consumer.tombstones(group)
 
     def maybe_delete_group(self, group_id: str, records: list[rec.CoordinatorRecord]) -> None:
@@ -181,6 +213,8 @@ class GroupMetadataManager:
         if isinstance(group, ClassicGroup):
             return self.classic.validate_offset_commit(group, generation_id, member_id,
                                                        instance_id)
+        if isinstance(group, ShareGroup):
+            return E.group_id_not_found  # share groups commit no offsets
         return self.consumer.validate_offset_commit(group, generation_id, member_id, version)
 
     def offsets_committed(self, group_id: str, member_id: str) -> None:
@@ -190,6 +224,8 @@ class GroupMetadataManager:
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None,
                               member_epoch: int) -> None:
+        if self.groups.share(group_id) is not None:
+            raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
         group = self.groups.consumer(group_id)
         if group is not None:
             self.consumer.validate_offset_fetch(group, member_id, member_epoch)
@@ -200,6 +236,8 @@ class GroupMetadataManager:
             return E.group_id_not_found
         if isinstance(group, ClassicGroup):
             return self.classic.validate_offset_delete(group)
+        if isinstance(group, ShareGroup):
+            return E.group_id_not_found
         return None
 
     def is_subscribed_to_topic(self, group_id: str, topic: str) -> bool:
@@ -208,12 +246,14 @@ class GroupMetadataManager:
             return False
         if isinstance(group, ClassicGroup):
             return group.is_subscribed_to(topic)
+        if isinstance(group, ShareGroup):
+            return False
         return self.consumer.is_subscribed_to_topic(group, topic)
 
     def offset_expiration(self, group_id: str) -> OffsetExpiration | None:
         group = self.groups.get(group_id)
-        if group is None:
-            return None
+        if group is None or isinstance(group, ShareGroup):
+            return None  # no offsets here; not deleted by offset expiry
         if isinstance(group, ClassicGroup):
             return self.classic.offset_expiration(group)
         return self.consumer.offset_expiration(group)

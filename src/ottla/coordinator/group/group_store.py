@@ -2,7 +2,7 @@
 
 Group ids are one namespace across kinds (a consumer group may take over an empty classic
 group's id, keeping its offsets), so the kinds' managers share this one store instead of
-each keeping a dict; each asks for the kind it serves with ``classic`` or ``consumer``.
+each keeping a dict; each asks for the kind it serves with ``classic``, ``consumer`` or ``share``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from collections.abc import Iterator, Mapping
 
 from ottla.coordinator.group.classic import ClassicGroup
 from ottla.coordinator.group.consumer_group import ConsumerGroup
+from ottla.coordinator.group.share_group import ShareGroup
 
-Group = ClassicGroup | ConsumerGroup
+Group = ClassicGroup | ConsumerGroup | ShareGroup
 
 
 class GroupStore(Mapping[str, Group]):
@@ -45,3 +46,7 @@ class GroupStore(Mapping[str, Group]):
     def consumer(self, group_id: str) -> ConsumerGroup | None:
         group = self._groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
+
+    def share(self, group_id: str) -> ShareGroup | None:
+        group = self._groups.get(group_id)
+        return group if isinstance(group, ShareGroup) else None

@@ -3,7 +3,7 @@
 Each log record's key is ``int16 key version | key fields`` and its value is ``int16 value
 version | value fields`` (a null value is a tombstone). The key version doubles as the
 record type (seed 000): 0/1 offset commit, 2 classic group metadata, 3, 5, 6, 7, 8 the
-KIP-848 consumer-group records. Layouts follow Kafka's
+KIP-848 consumer-group records, 10 to 14 the share-group records (KIP-932). Layouts follow Kafka's
 ``group-coordinator/src/main/resources/common/message/*.json``.
 """
 
@@ -199,13 +199,84 @@ class ConsumerGroupCurrentMemberAssignmentValue(_Value):
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
 
 
+# --- share groups (KIP-932) ---------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMemberMetadataKey(_Key):
+    __version__: ClassVar[int] = 10
+    group_id: str = field(metadata=_meta("string"))
+    member_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMemberMetadataValue(_Value):
+    rack_id: str | None = field(metadata=_meta("string"), default=None)
+    client_id: str = field(metadata=_meta("string"))
+    client_host: str = field(metadata=_meta("string"))
+    subscribed_topic_names: tuple[str, ...] = field(metadata=_meta("string"), default=())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataKey(_Key):
+    __version__: ClassVar[int] = 11
+    group_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupMetadataValue(_Value):
+    epoch: int = field(metadata=_meta("int32"))
+    metadata_hash: int = field(metadata=_meta("int64", tag=0), default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMetadataKey(_Key):
+    __version__: ClassVar[int] = 12
+    group_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMetadataValue(_Value):
+    assignment_epoch: int = field(metadata=_meta("int32"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMemberKey(_Key):
+    __version__: ClassVar[int] = 13
+    group_id: str = field(metadata=_meta("string"))
+    member_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupTargetAssignmentMemberValue(_Value):
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentKey(_Key):
+    __version__: ClassVar[int] = 14
+    group_id: str = field(metadata=_meta("string"))
+    member_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupCurrentMemberAssignmentValue(_Value):
+    member_epoch: int = field(metadata=_meta("int32"))
+    previous_member_epoch: int = field(metadata=_meta("int32"))
+    state: int = field(metadata=_meta("int8"))
+    assigned_partitions: tuple[TopicPartitions, ...] = ()
+
+
 # --- framing ------------------------------------------------------------------------------
 
 KEY_TYPES: dict[int, type] = {0: OffsetCommitKey, 1: OffsetCommitKey, 2: GroupMetadataKey,
                               3: ConsumerGroupMetadataKey, 5: ConsumerGroupMemberMetadataKey,
                               6: ConsumerGroupTargetAssignmentMetadataKey,
                               7: ConsumerGroupTargetAssignmentMemberKey,
-                              8: ConsumerGroupCurrentMemberAssignmentKey}
+                              8: ConsumerGroupCurrentMemberAssignmentKey,
+                              10: ShareGroupMemberMetadataKey, 11: ShareGroupMetadataKey,
+                              12: ShareGroupTargetAssignmentMetadataKey,
+                              13: ShareGroupTargetAssignmentMemberKey,
+                              14: ShareGroupCurrentMemberAssignmentKey}
 VALUE_TYPES: dict[type, type] = {
     OffsetCommitKey: OffsetCommitValue, GroupMetadataKey: GroupMetadataValue,
     ConsumerGroupMetadataKey: ConsumerGroupMetadataValue,
@@ -213,6 +284,11 @@ VALUE_TYPES: dict[type, type] = {
     ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroupTargetAssignmentMetadataValue,
     ConsumerGroupTargetAssignmentMemberKey: ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey: ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey: ShareGroupMetadataValue,
+    ShareGroupTargetAssignmentMetadataKey: ShareGroupTargetAssignmentMetadataValue,
+    ShareGroupTargetAssignmentMemberKey: ShareGroupTargetAssignmentMemberValue,
+    ShareGroupCurrentMemberAssignmentKey: ShareGroupCurrentMemberAssignmentValue,
 }
 _ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values()) | {ClassicMemberMetadata}
 _writers = {cls: entity_writer(cls) for cls in _ALL}

@@ -32,6 +32,8 @@ from ottla.coordinator.group.offset_metadata_manager import (
     CommittedOffsets,
     OffsetMetadataManager,
 )
+from ottla.coordinator.group.share_group import ShareGroupConfig
+from ottla.coordinator.group.share_group_manager import ShareHeartbeatRequest
 from ottla.coordinator.runtime import (
     CoordinatorResult,
     Reply,
@@ -65,12 +67,13 @@ class GroupCoordinatorShard:
     def __init__(self, ctx: ShardContext, config: GroupConfig,
                  new_member_id: Callable[[str], str] | None = None,
                  topics: TopicsView | None = None,
-                 consumer_config: ConsumerGroupConfig | None = None) -> None:
+                 consumer_config: ConsumerGroupConfig | None = None,
+                 share_config: ShareGroupConfig | None = None) -> None:
         self._ctx = ctx
         self._config = config
         self.group_metadata = GroupMetadataManager(
             ctx, config, consumer_config or ConsumerGroupConfig(), topics or dict,
-            new_member_id)
+            new_member_id, share_config)
         self.offset_metadata = OffsetMetadataManager(config, self.group_metadata)
         self._managers: tuple[_Manager, ...] = (self.group_metadata, self.offset_metadata)
         self._replay = {key: manager.replay
@@ -136,13 +139,22 @@ class GroupCoordinatorShard:
     # --- consumer groups (KIP-848) -----------------------------------------------------------
 
     def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
-        return self.group_metadata.consumer.consumer_group_heartbeat(now_ms, req)
+        return self.group_metadata.consumer_group_heartbeat(now_ms, req)
 
     def describe_consumer_group(self, group_id: str) -> dict[str, Any] | None:
         return self.group_metadata.consumer.describe_consumer_group(group_id)
 
     def consumer_target(self, group_id: str, member_id: str) -> Assignment:
         return self.group_metadata.consumer.consumer_target(group_id, member_id)
+
+    # --- share groups (KIP-932) -------------------------------------------------------------
+
+    def share_group_heartbeat(self, now_ms: int, req: ShareHeartbeatRequest
+                              ) -> CoordinatorResult:
+        return self.group_metadata.share.share_group_heartbeat(now_ms, req)
+
+    def describe_share_group(self, group_id: str) -> dict[str, Any]:
+        return self.group_metadata.share.describe_share_group(group_id)
 
     # --- offsets -----------------------------------------------------------------------------
 

@@ -1,0 +1,106 @@
+"""Share groups (KIP-932) with librdkafka's ShareConsumer against a real node: membership
+through ShareGroupHeartbeat, seen with ShareGroupDescribe and ListGroups, two share
+consumers of one group receiving the records, leaving, and deleting the empty group."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import ShareConsumer
+
+from ottla.protocol.api import ApiKey
+from tests.helpers import WireClient, wait_until
+from tests.integration.test_groups import produce
+
+FAST = {"group.share.heartbeat.interval.ms": "1000",
+        "group.share.min.heartbeat.interval.ms": "1000",
+        "group.share.session.timeout.ms": "6000",
+        "group.share.min.session.timeout.ms": "6000"}
+
+
+@pytest.fixture
+def node(make_ottla):
+    node = make_ottla(**FAST)
+    with WireClient(node.bootstrap) as c:
+        assert c.create_topic("queue", partitions=2).topics[0].error_code == 0
+    return node
+
+
+def share_consumer(node, group: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": node.bootstrap, "group.id": group})
+    consumer.subscribe(["queue"])
+    return consumer
+
+
+def describe(node, group: str):
+    with WireClient(node.bootstrap) as client:
+        return client.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+            "group_ids": [group], "include_authorized_operations": False}).groups[0]
+
+
+def list_share_groups(node) -> list[tuple[str, str, str]]:
+    with WireClient(node.bootstrap) as client:
+        groups = client.request(ApiKey.LIST_GROUPS, 5, {
+            "states_filter": [], "types_filter": ["share"]}).groups
+    return [(g.group_id, g.group_state, g.group_type) for g in groups]
+
+
+def assignments(group) -> list[set[int]]:
+    return [{p for tp in m.assignment.topic_partitions for p in tp.partitions}
+            for m in group.members]
+
+
+def poll_all(consumers: list[ShareConsumer], got: list[list[str]]) -> None:
+    for consumer, seen in zip(consumers, got, strict=True):
+        for message in consumer.poll(0.2) or []:
+            if message.error() is None:
+                seen.append(message.value().decode())
+
+
+def test_two_share_consumers_join_share_the_records_and_leave(node) -> None:
+    consumers = [share_consumer(node, "sg"), share_consumer(node, "sg")]
+    got: list[list[str]] = [[], []]
+    try:
+        def both_assigned():
+            poll_all(consumers, got)  # the heartbeats run while the consumers poll
+            group = describe(node, "sg")
+            return group.error_code == 0 and len(group.members) == 2 and \
+                all(assignments(group)) and \
+                len({m.member_epoch for m in group.members}) == 1 and group
+        group = wait_until(both_assigned, timeout=30, message=lambda: str(describe(node, "sg")))
+        assert group.group_state == "Stable" and group.assignor_name == "simple"
+        assert sorted(map(sorted, assignments(group))) == [[0], [1]]
+        assert group.members[0].assignment.topic_partitions[0].topic_name == "queue"
+        assert list_share_groups(node) == [("sg", "Stable", "share")]
+
+        # Each share-partition starts at the end of the log on first fetch
+        # (share.auto.offset.reset=latest): let both fetch once before producing.
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            poll_all(consumers, got)
+        produce(node, "queue", 200)
+
+        def all_received():
+            poll_all(consumers, got)
+            return len(got[0]) + len(got[1]) >= 200
+        wait_until(all_received, timeout=60,
+                   message=lambda: f"received {len(got[0])} + {len(got[1])}")
+        assert sorted(got[0] + got[1], key=int) == [str(i) for i in range(200)]
+        assert got[0] and got[1]  # both members received records
+
+        consumers.pop().close()  # leaves with member epoch -1
+        def one_left():
+            poll_all(consumers, [got[0]])
+            group = describe(node, "sg")
+            return len(group.members) == 1 and assignments(group) == [{0, 1}]
+        wait_until(one_left, timeout=20, message=lambda: str(describe(node, "sg")))
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    wait_until(lambda: describe(node, "sg").group_state == "Empty", timeout=20)
+    assert list_share_groups(node) == [("sg", "Empty", "share")]
+    with WireClient(node.bootstrap) as client:
+        deleted = client.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg"]})
+    assert deleted.results[0].error_code == 0
+    assert describe(node, "sg").error_code == 69  # GROUP_ID_NOT_FOUND
