@@ -32,7 +32,7 @@ from ottla.broker.partition_state import truncation_offset
 from ottla.broker.replication_quota import ReplicationQuota
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.server_config import KafkaConfig
-from ottla.common.tasks import cancel_and_wait
+from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -96,10 +96,7 @@ class ReplicaFetcher:
             if not ready:
                 wait = min(s.backoff_until_ms for s in self.partitions.values()) - now
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), max(0.0, wait / 1000))
-                except TimeoutError:
-                    pass
+                await wait_event(self._wake, max(0.0, wait / 1000))
                 continue
             client = self._connect()
             if client is None:

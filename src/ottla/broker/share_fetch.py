@@ -24,6 +24,7 @@ from typing import Any
 
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.share_partition import AcquiredRecords, SharePartition
+from ottla.common.tasks import wait_event
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import scan_batches
@@ -170,10 +171,7 @@ class SharePartitionManager:
     async def changed(self, timeout_s: float) -> None:
         """Wait for a high watermark to move or records to be given back (or time out)."""
         self._moved.clear()
-        try:
-            await asyncio.wait_for(self._moved.wait(), timeout_s)
-        except TimeoutError:
-            pass
+        await wait_event(self._moved, timeout_s)
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
         self._moved.set()

@@ -20,7 +20,7 @@ from typing import Any
 
 from ottla.broker.coordinator_service import CoordinatorService
 from ottla.client.async_client import AsyncClient, NodeUnavailable
-from ottla.common.tasks import cancel_and_wait
+from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.common.topics import TRANSACTION_STATE_TOPIC
 from ottla.coordinator.runtime import CoordinatorState
 from ottla.coordinator.transaction.metadata import TransactionMetadata
@@ -213,10 +213,7 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 key = (job.transactional_id, job.producer_id, job.producer_epoch)
                 if key not in self._sending:
                     self._sending[key] = asyncio.ensure_future(self._send(tp, job, key))
-            try:
-                await asyncio.wait_for(self._wake.wait(), MARKER_SCAN_S)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, MARKER_SCAN_S)
 
     async def _send(self, tp: tuple[str, int], job: MarkerJob, key: tuple[str, int, int]
                     ) -> None:
