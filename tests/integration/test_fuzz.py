@@ -278,7 +278,10 @@ def test_fuzzed_node_stays_up_answers_others_and_keeps_acked_records(tmp_path) -
         assert outcomes["answered"] > 50 and outcomes["closed"] > 10, outcomes
         assert len(watch.acked) > 100
         with open(node.log_path, encoding="utf-8", errors="replace") as log:
-            failures = [line for line in log if " ERROR " in line or "Traceback" in line]
+            # A malformed request is logged at ERROR as Kafka's SocketServer logs it
+            # ("Closing connection from ..."): that is the client's fault, not a handler's.
+            failures = [line for line in log if "Traceback" in line or (
+                " ERROR " in line and "Closing connection from" not in line)]
         assert not failures, f"handlers failed (seed {seed}; {replay}): {failures[:5]}"
         node.kill9()
         node.start()

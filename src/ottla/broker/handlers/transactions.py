@@ -19,6 +19,13 @@ from ottla.protocol.requests import ApiSpec, RequestContext
 TopicPartition = tuple[str, int]
 MARKER_TIMEOUT_MS = 30_000
 
+# A coordinator that cannot answer now is retriable for the client; a fenced producer is
+# told so (Kafka's TxnOffsetCommit answers PRODUCER_FENCED / INVALID_PRODUCER_EPOCH).
+_VERIFY_ERRORS = {
+    ErrorCode.coordinator_not_available: ErrorCode.coordinator_load_in_progress,
+    ErrorCode.not_coordinator: ErrorCode.coordinator_load_in_progress,
+}
+
 
 # --- AddPartitionsToTxn -------------------------------------------------------------------
 
@@ -108,6 +115,23 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
         (t, p): ErrorCode.unknown_topic_or_partition for t, p, *_ in offsets
         if t not in known or p not in known[t].partitions}
     wanted = [o for o in offsets if (o[0], o[1]) not in results]
+    if wanted:
+        # The group's partition must be in the producer's ongoing transaction
+        # (AddOffsetsToTxn), and the producer current: otherwise nothing is written
+        # (KIP-890 part 1, as for transactional produce).
+        offsets_partition = (OFFSETS_TOPIC, partition_for(
+            req.group_id, broker.group_coordinator.num_partitions))
+        try:
+            verified = await broker.transaction_coordinator.verify_remote_or_local(
+                req.transactional_id, req.producer_id, req.producer_epoch,
+                frozenset({offsets_partition}))
+            error = verified.get(offsets_partition, ErrorCode.invalid_txn_state)
+        except KafkaError as e:
+            error = e.code
+        if error != ErrorCode.none:
+            error = _VERIFY_ERRORS.get(error, error)
+            results.update({(t, p): error for t, p, *_ in wanted})
+            wanted = []
     if wanted:
         generation = getattr(req, "generation_id", -1)
         member_id = getattr(req, "member_id", "")
