@@ -213,14 +213,16 @@ def test_a_broker_with_a_page_cache_window_drops_old_bytes_and_loses_none(tmp_pa
                         for a in range(0, size, window))
 
     # The broker's worker threads write back and drop all but the newest windows (the
-    # kernel may keep a page it holds at that moment: a window's worth is allowed;
-    # without the setting all 7.5 MiB stay).
-    wait_until(lambda: cold_cached() <= window, timeout=30,
+    # kernel may keep pages it holds at that moment: on a loaded CI machine two windows
+    # of them were seen once, so two windows' worth is allowed; without the setting all
+    # 7.5 MiB stay).
+    allowed = 2 * window
+    wait_until(lambda: cold_cached() <= allowed, timeout=30,
                message=lambda: f"old bytes dropped (pages cached per window: {residency()})")
     assert cached_bytes(segment, size - window) > 0
     stored = read_partition(node, "windowed", 0)  # from disk, mostly
     assert [stored[o] for o in sorted(stored)] == values
-    wait_until(lambda: cold_cached() <= window, timeout=30,
+    wait_until(lambda: cold_cached() <= allowed, timeout=30,
                message=lambda: f"read bytes dropped again (pages cached: {residency()})")
     node.kill9()
     node.start()
