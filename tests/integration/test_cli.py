@@ -174,6 +174,9 @@ def test_format_writes_the_bootstrap_snapshot_a_node_starts_from(tmp_path) -> No
     assert not (data / "meta.properties").exists()
     refused = run_cli("storage", "format", "-t", cluster_id, "-c", config, "--standalone")
     assert refused.returncode != 0 and "controller.quorum.voters" in refused.stderr
+    too_high = run_cli("storage", "format", "-t", cluster_id, "-c", config, "-f",
+                       "transaction.version=3")
+    assert too_high.returncode != 0 and "outside the supported range" in too_high.stderr
 
     done = run_cli("storage", "format", "-t", cluster_id, "-c", config, "-r", "3.9")
     assert done.returncode == 0, done.stderr
@@ -190,6 +193,7 @@ def test_format_writes_the_bootstrap_snapshot_a_node_starts_from(tmp_path) -> No
             versions = client.api_versions()
         finalized = {f.name: f.max_version_level for f in versions.finalized_features}
         assert finalized["metadata.version"] == 21
+        assert "transaction.version" not in finalized  # 3.9 had no transactions v2
     finally:
         assert node.stop() == 0
 

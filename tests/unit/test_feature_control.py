@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL
+import pytest
+
+from ottla.cli.storage import feature_levels
+from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL, TRANSACTION_VERSION
+from ottla.metadata.bootstrap import read_bootstrap, write_bootstrap
 from ottla.protocol.errors import ErrorCode
 from tests.controllers import apply, controller
 
@@ -13,6 +17,23 @@ def test_a_new_cluster_starts_at_the_latest_metadata_version() -> None:
     c = controller()
     apply(c, c.features.bootstrap_records())
     assert c.image.features[METADATA_VERSION] == METADATA_VERSION_LEVEL
+    assert c.image.features[TRANSACTION_VERSION] == 2  # as Kafka 4.0 formats
+
+
+def test_format_starts_features_at_the_release_defaults_or_as_told(tmp_path) -> None:
+    levels = feature_levels([], METADATA_VERSION_LEVEL)
+    assert levels == {TRANSACTION_VERSION: 2}
+    assert feature_levels([], 21) == {}  # 3.9: no transactions v2
+    assert feature_levels(["transaction.version=1"], METADATA_VERSION_LEVEL) == {
+        TRANSACTION_VERSION: 1}
+    for bad, words in [("transaction.version=7", "outside the supported range"),
+                       ("share.nope=1", "unknown feature"), ("transaction.version", "NAME=LEVEL"),
+                       ("metadata.version=20", "--release-version")]:
+        with pytest.raises(ValueError, match=words):
+            feature_levels([bad], METADATA_VERSION_LEVEL)
+    write_bootstrap(str(tmp_path), METADATA_VERSION_LEVEL, [], 0, {TRANSACTION_VERSION: 1})
+    written = {r.name: r.feature_level for r in read_bootstrap(str(tmp_path)).records}
+    assert written == {METADATA_VERSION: METADATA_VERSION_LEVEL, TRANSACTION_VERSION: 1}
 
 
 def test_updates_are_all_or_nothing_and_downgrades_need_saying_so() -> None:

@@ -65,10 +65,10 @@ class Coordinator:
         return self.call(lambda shard, n: shard.init_producer_id(
             n, tid, timeout, expected, lambda: next(self.ids)), now)
 
-    def add(self, tid: str, pid: int, epoch: int, *tps: tuple[str, int], now: int = T0
-            ) -> ErrorCode:
+    def add(self, tid: str, pid: int, epoch: int, *tps: tuple[str, int], now: int = T0,
+            version: int = 0) -> ErrorCode:
         return self.call(lambda shard, n: shard.add_partitions(n, tid, pid, epoch,
-                                                               frozenset(tps)), now)
+                                                               frozenset(tps), version), now)
 
     def end(self, tid: str, pid: int, epoch: int, commit: bool, version: int = 0,
             now: int = T0) -> ProducerIdAndEpoch:
@@ -199,3 +199,47 @@ def test_a_new_coordinator_reloads_the_state_and_the_markers_still_to_write() ->
     assert failover.init("billing", expected=(other, 0)) == \
         ProducerIdAndEpoch(ErrorCode.none, other, 1)
 
+
+
+def test_a_transactions_v2_producer_moves_epoch_by_epoch_and_keeps_it_across_a_failover(
+        ) -> None:
+    """KIP-890 part 2: partitions join when the producer's batches reach them (a broker
+    adds them, client version 2), each EndTxn v5 answers the next epoch, a batch for the
+    next transaction waits while the markers of the last are written, and the epoch an
+    EndTxn retry expects survives a new coordinator reading the log."""
+    c = Coordinator()
+    pid = c.init("payments").producer_id
+    assert c.add("payments", pid, 0, ("orders", 0), version=2) == ErrorCode.none
+    assert c.shard.transactions["payments"].client_version == 2
+    assert c.end("payments", pid, 0, commit=True, version=2) == \
+        ProducerIdAndEpoch(ErrorCode.none, pid, 1)
+    (job,) = c.shard.pending_markers()
+    assert (job.producer_epoch, job.commit) == (1, True)  # markers carry the new epoch
+    assert c.add("payments", pid, 1, ("orders", 1), version=2) == \
+        ErrorCode.concurrent_transactions  # the next transaction waits for the markers
+    assert c.add("payments", pid, 0, ("orders", 1), version=2) == ErrorCode.producer_fenced
+    c.complete(job)
+    failover = Coordinator(c.log)
+    assert failover.shard.transactions["payments"].client_version == 2
+    assert failover.end("payments", pid, 0, commit=True, version=2) == \
+        ProducerIdAndEpoch(ErrorCode.none, pid, 1)  # a retry of the EndTxn it answered
+    assert failover.add("payments", pid, 1, ("orders", 1), version=2) == ErrorCode.none
+    assert failover.state("payments") is S.ONGOING
+    assert failover.end("payments", pid, 0, commit=False, version=2).error == \
+        ErrorCode.producer_fenced  # the old epoch cannot end the new transaction
+    assert failover.end("payments", pid, 1, commit=False, version=2) == \
+        ProducerIdAndEpoch(ErrorCode.none, pid, 2)
+
+
+def test_verification_says_which_partitions_are_not_in_the_transaction() -> None:
+    c = Coordinator()
+    pid = c.init("payments").producer_id
+    c.add("payments", pid, 0, ("orders", 0))
+    verify = c.shard.verify_partitions
+    assert verify("payments", pid, 0, frozenset({("orders", 0), ("orders", 1)})) == {
+        ("orders", 0): ErrorCode.none, ("orders", 1): ErrorCode.transaction_abortable}
+    assert verify("payments", pid, 1, frozenset({("orders", 0)})) == {
+        ("orders", 0): ErrorCode.producer_fenced}
+    c.end("payments", pid, 0, commit=True)
+    assert verify("payments", pid, 0, frozenset({("orders", 0)})) == {
+        ("orders", 0): ErrorCode.concurrent_transactions}

@@ -20,6 +20,7 @@ from typing import Any
 
 from ottla.broker.coordinator_service import CoordinatorService
 from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.common.features import TRANSACTION_VERSION
 from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.common.topics import TRANSACTION_STATE_TOPIC
 from ottla.coordinator.runtime import CoordinatorState
@@ -67,13 +68,23 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
              "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
              "unclean.leader.election.enable": "false"},
             lambda ctx: TransactionCoordinatorShard(ctx, self.txn_config),
-            lambda record: encode_record(record, 0), decode_record)
+            lambda record: encode_record(record, self._log_value_version()), decode_record)
         self._spare_producer_id: int | None = None
         self._sending: dict[tuple[str, int, int], asyncio.Task[None]] = {}
         self._clients: dict[tuple[str, int], AsyncClient] = {}
         self._scanner: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         """Set by ``kick``: the scanner looks at once instead of at its next round."""
+
+    @property
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version`` (KIP-890)."""
+        return self.broker.image.features.get(TRANSACTION_VERSION, 0)
+
+    def _log_value_version(self) -> int:
+        """Kafka's ``transactionLogValueVersion``: the flexible value (which keeps the
+        client's transaction version across a failover) from transaction.version 1."""
+        return 1 if self.transaction_version >= 1 else 0
 
     # --- producer ids ---------------------------------------------------------------------
 
@@ -106,11 +117,12 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
         return answer
 
     async def add_partitions(self, transactional_id: str, producer_id: int,
-                             producer_epoch: int, partitions: frozenset[TopicPartition]
-                             ) -> ErrorCode:
+                             producer_epoch: int, partitions: frozenset[TopicPartition],
+                             client_version: int = 0) -> ErrorCode:
         error: ErrorCode = await self.write(
             transactional_id, lambda shard, now: shard.add_partitions(
-                now, transactional_id, producer_id, producer_epoch, partitions))
+                now, transactional_id, producer_id, producer_epoch, partitions,
+                client_version))
         return error
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -123,13 +135,34 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
 
     async def verify_remote_or_local(self, transactional_id: str, producer_id: int,
                                      producer_epoch: int,
-                                     partitions: frozenset[TopicPartition]
-                                     ) -> dict[TopicPartition, ErrorCode]:
+                                     partitions: frozenset[TopicPartition],
+                                     add: bool = False) -> dict[TopicPartition, ErrorCode]:
         """KIP-890 part 1: ask the transactional id's coordinator (this broker's shard,
-        or another broker with AddPartitionsToTxn v4 ``verify_only``) whether each
-        partition is in the producer's ongoing transaction."""
+        or another broker with AddPartitionsToTxn v5 ``verify_only``) whether each
+        partition is in the producer's ongoing transaction. With ``add`` (transactions
+        v2, part 2) the partitions join the transaction instead, opening it if none is
+        open; CONCURRENT_TRANSACTIONS (the last one's markers are still being written)
+        is retried for up to ``add.partitions.to.txn.retry.backoff.max.ms``."""
+        backoff_ms = self.broker.config["add.partitions.to.txn.retry.backoff.ms"]
+        deadline = self.broker.now_ms() + \
+            self.broker.config["add.partitions.to.txn.retry.backoff.max.ms"]
+        while True:
+            answers = await self._verify_or_add(transactional_id, producer_id,
+                                                producer_epoch, partitions, add)
+            if not add or ErrorCode.concurrent_transactions not in answers.values() or \
+                    self.broker.now_ms() + backoff_ms > deadline:
+                return answers
+            await asyncio.sleep(backoff_ms / 1000)
+
+    async def _verify_or_add(self, transactional_id: str, producer_id: int,
+                             producer_epoch: int, partitions: frozenset[TopicPartition],
+                             add: bool) -> dict[TopicPartition, ErrorCode]:
         coordinator = self.coordinator_for(transactional_id)
         if coordinator == self.broker.node_id:
+            if add:
+                error = await self.add_partitions(transactional_id, producer_id,
+                                                  producer_epoch, partitions, 2)
+                return dict.fromkeys(partitions, error)
             return self.verify_partitions(transactional_id, producer_id, producer_epoch,
                                           partitions)
         endpoint = self.broker._endpoint_of(coordinator)
@@ -144,10 +177,10 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
         for topic, index in partitions:
             by_topic[topic].append(index)
         try:
-            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {
+            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {
                 "transactions": [{"transactional_id": transactional_id,
                                   "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "producer_epoch": producer_epoch, "verify_only": not add,
                                   "topics": [{"name": t, "partitions": ps}
                                              for t, ps in by_topic.items()]}]}, timeout=30)
         except (NodeUnavailable, TimeoutError, OSError) as e:
@@ -159,10 +192,15 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 for p in t.results_by_partition}
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> ProducerIdAndEpoch:
+                              producer_epoch: int, commit: bool, client_version: int = 0
+                              ) -> ProducerIdAndEpoch:
+        """EndTxn; ``client_version`` 2 (EndTxn v5) bumps the epoch, and may need a new
+        producer id when the epoch is exhausted."""
+        if client_version >= 2:
+            await self._reserve_producer_id()
         answer: ProducerIdAndEpoch = await self.write(
             transactional_id, lambda shard, now: shard.end_transaction(
-                now, transactional_id, producer_id, producer_epoch, commit, 0,
+                now, transactional_id, producer_id, producer_epoch, commit, client_version,
                 self._take_producer_id))
         self.kick()
         return answer

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ottla.common.config import ConfigError
+from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES, default_feature_levels
 from ottla.common.uuids import random_uuid
 from ottla.metadata.bootstrap import InitialVoter, metadata_version, write_bootstrap
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, format_log_dirs
@@ -36,6 +37,9 @@ def add_parser(sub: Any) -> None:
     fmt.add_argument("--release-version", "-r", metavar="VERSION",
                      help="the metadata.version to start with: a release such as 3.9 "
                           "or a version such as 3.7-IV4 (default: the latest)")
+    fmt.add_argument("--feature", "-f", action="append", default=[], metavar="NAME=LEVEL",
+                     help="start a feature at this level instead of the release's "
+                          "default, e.g. transaction.version=1")
     fmt.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     fmt.set_defaults(run=run_format)
 
@@ -50,6 +54,7 @@ def run_format(args: argparse.Namespace) -> int:
         return 1
     try:
         version, level = metadata_version(args.release_version)
+        features = feature_levels(args.feature, level)
         initial = initial_voters(args, config)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -63,7 +68,7 @@ def run_format(args: argparse.Namespace) -> int:
                 initial = [replace(initial[0], directory_id=directory_id(
                     config.metadata_log_dir))]
             write_bootstrap(config.metadata_log_dir, level, initial,
-                            int(time.time() * 1000))
+                            int(time.time() * 1000), features)
     except (MetaPropertiesError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -73,6 +78,28 @@ def run_format(args: argparse.Namespace) -> int:
     if not formatted:
         print("All of the log directories are already formatted.")
     return 0
+
+
+def feature_levels(given: list[str], metadata_level: int) -> dict[str, int]:
+    """The release's default feature levels with ``--feature NAME=LEVEL`` applied, each
+    checked against what this software supports (as kafka-storage.sh refuses)."""
+    levels = default_feature_levels(metadata_level)
+    for text in given:
+        name, sep, value = text.partition("=")
+        if not sep or not value.strip().isdigit():
+            raise ValueError(f"--feature {text!r}: expected NAME=LEVEL")
+        if name == METADATA_VERSION:
+            raise ValueError("set metadata.version with --release-version")
+        supported = SUPPORTED_FEATURES.get(name)
+        if supported is None:
+            raise ValueError(f"unknown feature {name!r}; known: "
+                             f"{', '.join(sorted(set(SUPPORTED_FEATURES) - {METADATA_VERSION}))}")
+        level = int(value)
+        if level != 0 and not supported[0] <= level <= supported[1]:
+            raise ValueError(f"{name} level {level} is outside the supported range "
+                             f"{supported[0]}-{supported[1]}")
+        levels[name] = level
+    return levels
 
 
 def initial_voters(args: argparse.Namespace, config: Any) -> list[InitialVoter]:

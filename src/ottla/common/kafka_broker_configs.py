@@ -26,6 +26,8 @@ READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
 
 # (name, type, default or None, "mode[,internal][,dynamic-only]")
 KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
+    ('add.partitions.to.txn.retry.backoff.max.ms', INT, '100', 'read-only,internal'),
+    ('add.partitions.to.txn.retry.backoff.ms', INT, '20', 'read-only,internal'),
     ('advertised.listeners', STRING, None, 'per-broker'),
     ('alter.config.policy.class.name', CLASS, None, 'read-only'),
     ('alter.log.dirs.replication.quota.window.num', INT, '11', 'read-only'),

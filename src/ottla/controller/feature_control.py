@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL, SUPPORTED_FEATURES
+from ottla.common.features import (
+    METADATA_VERSION,
+    METADATA_VERSION_LEVEL,
+    SUPPORTED_FEATURES,
+    default_feature_levels,
+)
 from ottla.controller.results import ControllerResult
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
@@ -18,8 +23,12 @@ class FeatureControlManager:
         self.image = image
 
     def bootstrap_records(self) -> list[Any]:
-        """The records a freshly formatted cluster starts its log with."""
-        return [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL)]
+        """The records a freshly formatted cluster starts its log with (when no bootstrap
+        snapshot says otherwise)."""
+        levels = default_feature_levels(METADATA_VERSION_LEVEL)
+        return [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=METADATA_VERSION_LEVEL)
+                ] + [r.FeatureLevelRecord(name=n, feature_level=v)
+                     for n, v in sorted(levels.items())]
 
     def update_features(self, updates: Sequence[tuple[str, int, int]],
                         validate_only: bool = False) -> ControllerResult:

@@ -21,7 +21,7 @@ from kio.schema.voters_record.v0.data import Endpoint, KRaftVersionFeature, Vote
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, u16
 
-from ottla.common.features import METADATA_VERSION
+from ottla.common.features import METADATA_VERSION, default_feature_levels
 from ottla.common.files import write_atomically
 from ottla.common.topics import METADATA_PARTITION_DIR
 from ottla.common.uuids import kafka_uuid_text, parse_kafka_uuid
@@ -154,9 +154,14 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> BootstrapMetadata:
 
 
 def write_bootstrap(metadata_log_dir: str, level: int, voters: list[InitialVoter],
-                    now_ms: int) -> str:
-    """Write the bootstrap snapshot (atomically, fsynced) and return its path."""
+                    now_ms: int, features: dict[str, int] | None = None) -> str:
+    """Write the bootstrap snapshot (atomically, fsynced) and return its path: the
+    metadata.version, then the other features at ``features`` (by default the release's
+    defaults, ``default_feature_levels``)."""
+    levels = default_feature_levels(level) if features is None else features
     records = [meta.FeatureLevelRecord(name=METADATA_VERSION, feature_level=level)]
+    records += [meta.FeatureLevelRecord(name=name, feature_level=feature_level)
+                for name, feature_level in sorted(levels.items()) if feature_level > 0]
     path = bootstrap_path(metadata_log_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_atomically(path, encode_snapshot(records, now_ms, voters))

@@ -105,17 +105,22 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 entry.fail(e)
         topics.append((name, topic_id, entries))
     timeout_ms = ms(req.timeout)
-    verify = req.transactional_id is not None and broker.transaction_coordinator is not None \
-        and broker.config["transaction.partition.verification.enable"]
+    coordinator = broker.transaction_coordinator
+    # Transactions v2 (Produce v12+, a client that saw transaction.version 2) sends no
+    # AddPartitionsToTxn: its first batch on a partition adds it to the transaction.
+    add = ctx.api_version >= 12 and coordinator is not None and \
+        coordinator.transaction_version >= 2
+    verify = req.transactional_id is not None and coordinator is not None and \
+        (add or broker.config["transaction.partition.verification.enable"])
     if pending or verify:
         return _finish_then_append(broker, ctx, acks, timeout_ms, topics,
-                                   req.transactional_id if verify else None)
+                                   req.transactional_id if verify else None, add)
     return _append_all(broker, ctx, acks, timeout_ms, topics, now_ms)
 
 
 async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                               topics: list[tuple[str | None, Any, list[_Entry]]],
-                              verify_for: str | None = None) -> Any:
+                              verify_for: str | None = None, add: bool = False) -> Any:
     offload: Callable[[Callable[[], Validated]], Awaitable[Validated]] = broker.offload
     for _, _, entries in topics:
         for entry in entries:
@@ -125,14 +130,16 @@ async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, ti
                 except KafkaError as e:
                     entry.fail(e)
     if verify_for is not None:
-        await _verify_transaction(broker, verify_for, topics)
+        await _verify_transaction(broker, verify_for, topics, add,
+                                  abortable=ctx.api_version >= 11)
     appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
     return await appended if inspect.iscoroutine(appended) else appended
 
 
 # What a failed verification means to the producer (Kafka's AddPartitionsToTxnManager):
-# a coordinator that cannot answer now is retriable, as NOT_ENOUGH_REPLICAS is for every
-# client version.
+# a coordinator that cannot answer now (or a v2 transaction whose previous markers are
+# still being written past the retries) is retriable, as NOT_ENOUGH_REPLICAS is for
+# every client version.
 _VERIFY_ERRORS = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
     ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
@@ -143,12 +150,15 @@ _VERIFY_ERRORS = {
 
 
 async def _verify_transaction(broker: Broker, transactional_id: str,
-                              topics: list[tuple[str | None, Any, list[_Entry]]]) -> None:
+                              topics: list[tuple[str | None, Any, list[_Entry]]],
+                              add: bool, abortable: bool) -> None:
     """KIP-890 part 1: a transactional batch that would open the producer's transaction
     on a partition is appended only if the coordinator has the partition in the
     producer's ongoing transaction; otherwise (a late write after an abort, a producer
-    that skipped AddPartitionsToTxn) it gets INVALID_TXN_STATE instead of leaving a
-    transaction open on the partition that nobody will end."""
+    that skipped AddPartitionsToTxn) it gets TRANSACTION_ABORTABLE (INVALID_TXN_STATE
+    before Produce v11) instead of leaving a transaction open on the partition that
+    nobody will end. With ``add`` (part 2) the coordinator adds the partition instead,
+    and the producer's current epoch is what keeps a late write out."""
     unverified: dict[tuple[str, int], _Entry] = {}
     producer: tuple[int, int] | None = None
     for name, _, entries in topics:
@@ -170,16 +180,19 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
         return
     try:
         answers = await broker.transaction_coordinator.verify_remote_or_local(
-            transactional_id, producer[0], producer[1], frozenset(unverified))
+            transactional_id, producer[0], producer[1], frozenset(unverified), add)
     except KafkaError as e:
         answers = dict.fromkeys(unverified, e.code)
     for tp, entry in unverified.items():
         error = answers.get(tp, ErrorCode.invalid_txn_state)
         if error != ErrorCode.none:
             error = _VERIFY_ERRORS.get(error, error)
+            if error == ErrorCode.transaction_abortable and not abortable:
+                error = ErrorCode.invalid_txn_state
             entry.fail(KafkaError(error, f"Partition {tp[0]}-{tp[1]} is not in the "
                                          f"ongoing transaction of {transactional_id}"
-                                  if error == ErrorCode.invalid_txn_state else None))
+                                  if error in (ErrorCode.invalid_txn_state,
+                                               ErrorCode.transaction_abortable) else None))
 
 
 def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,

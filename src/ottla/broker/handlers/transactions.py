@@ -12,6 +12,7 @@ from ottla.broker.broker import Broker
 from ottla.broker.coordinator_service import partition_for
 from ottla.broker.delayed_operations import DelayedProduce, ProducePartitionStatus
 from ottla.common.topics import OFFSETS_TOPIC
+from ottla.coordinator.transaction.shard import ProducerIdAndEpoch
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
@@ -19,18 +20,21 @@ from ottla.protocol.requests import ApiSpec, RequestContext
 TopicPartition = tuple[str, int]
 MARKER_TIMEOUT_MS = 30_000
 
-# A coordinator that cannot answer now is retriable for the client; a fenced producer is
+# A coordinator that cannot answer now is retriable for the client, as is a transaction
+# whose previous markers are still being written (transactions v2); a fenced producer is
 # told so (Kafka's TxnOffsetCommit answers PRODUCER_FENCED / INVALID_PRODUCER_EPOCH).
 _VERIFY_ERRORS = {
     ErrorCode.coordinator_not_available: ErrorCode.coordinator_load_in_progress,
     ErrorCode.not_coordinator: ErrorCode.coordinator_load_in_progress,
+    ErrorCode.concurrent_transactions: ErrorCode.coordinator_load_in_progress,
 }
 
 
 # --- AddPartitionsToTxn -------------------------------------------------------------------
 
 async def _add(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
-               topics: Any, verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+               topics: Any, verify_only: bool, client_version: int = 0
+               ) -> dict[TopicPartition, ErrorCode]:
     """Each partition's answer: unknown partitions fail and the rest are not attempted,
     as Kafka answers; otherwise the coordinator's one answer for all."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
@@ -45,7 +49,8 @@ async def _add(broker: Broker, transactional_id: str, producer_id: int, producer
             return coordinator.verify_partitions(transactional_id, producer_id,
                                                  producer_epoch, frozenset(wanted))
         error = await coordinator.add_partitions(transactional_id, producer_id,
-                                                 producer_epoch, frozenset(wanted))
+                                                 producer_epoch, frozenset(wanted),
+                                                 client_version)
     except KafkaError as e:
         error = e.code
     return dict.fromkeys(wanted, error)
@@ -65,10 +70,17 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req:
                              req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
                              req.v3_and_below_topics, verify_only=False)
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(results)}
+    # v4+ comes from brokers: to verify (KIP-890 part 1), or to add the partitions of a
+    # transactions v2 producer's Produce or TxnOffsetCommit (part 2).
     transactions = []
     for txn in req.transactions:
         results = await _add(broker, txn.transactional_id, txn.producer_id,
-                             txn.producer_epoch, txn.topics, txn.verify_only)
+                             txn.producer_epoch, txn.topics, txn.verify_only,
+                             client_version=2)
+        if ctx.api_version < 5:  # TRANSACTION_ABORTABLE is from v5
+            results = {tp: ErrorCode.invalid_txn_state
+                       if e == ErrorCode.transaction_abortable else e
+                       for tp, e in results.items()}
         transactions.append({"transactional_id": txn.transactional_id,
                              "topic_results": _topic_results(results)})
     return {"throttle_time": 0, "error_code": ErrorCode.none,
@@ -91,13 +103,21 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: An
 
 
 async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """EndTxn; from v5 (transactions v2) the epoch is bumped and the producer id and
+    epoch to use next are in the answer."""
+    answer = ProducerIdAndEpoch(ErrorCode.none)
     try:
         answer = await broker.transaction_coordinator.end_transaction(
-            req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+            client_version=2 if ctx.api_version >= 5 else 0)
         error = answer.error
     except KafkaError as e:
         error = e.code
-    return {"throttle_time": 0, "error_code": error}
+    response: dict[str, Any] = {"throttle_time": 0, "error_code": error}
+    if ctx.api_version >= 5:
+        response["producer_id"] = answer.producer_id if error == ErrorCode.none else -1
+        response["producer_epoch"] = answer.producer_epoch if error == ErrorCode.none else -1
+    return response
 
 
 # --- TxnOffsetCommit ---------------------------------------------------------------------
@@ -118,18 +138,21 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
     if wanted:
         # The group's partition must be in the producer's ongoing transaction
         # (AddOffsetsToTxn), and the producer current: otherwise nothing is written
-        # (KIP-890 part 1, as for transactional produce).
+        # (KIP-890 part 1, as for transactional produce). From v5 (transactions v2) the
+        # partition is added here instead, as a v2 client sends no AddOffsetsToTxn.
         offsets_partition = (OFFSETS_TOPIC, partition_for(
             req.group_id, broker.group_coordinator.num_partitions))
         try:
             verified = await broker.transaction_coordinator.verify_remote_or_local(
                 req.transactional_id, req.producer_id, req.producer_epoch,
-                frozenset({offsets_partition}))
+                frozenset({offsets_partition}), add=ctx.api_version >= 5)
             error = verified.get(offsets_partition, ErrorCode.invalid_txn_state)
         except KafkaError as e:
             error = e.code
         if error != ErrorCode.none:
             error = _VERIFY_ERRORS.get(error, error)
+            if error == ErrorCode.transaction_abortable and ctx.api_version < 4:
+                error = ErrorCode.invalid_txn_state
             results.update({(t, p): error for t, p, *_ in wanted})
             wanted = []
     if wanted:
@@ -210,7 +233,7 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
 APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, handle_add_partitions_to_txn),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, handle_add_offsets_to_txn),
-    ApiSpec(ApiKey.END_TXN, 0, 4, handle_end_txn),
-    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 4, handle_txn_offset_commit),
+    ApiSpec(ApiKey.END_TXN, 0, 5, handle_end_txn),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, 0, 5, handle_txn_offset_commit),
     ApiSpec(ApiKey.WRITE_TXN_MARKERS, 1, 1, handle_write_txn_markers),  # v0 gone (KIP-896)
 ]

@@ -142,14 +142,14 @@ class TransactionMetadata:
                         previous_producer_id=self.producer_id, timeout_ms=timeout_ms,
                         partitions=frozenset(), start_ms=-1, last_update_ms=now_ms)
 
-    def add_partitions(self, partitions: frozenset[TopicPartition], now_ms: int
-                       ) -> TransactionMetadata:
-        """AddPartitionsToTxn (or a v2 produce): Ongoing, the transaction starting now if
-        none was open."""
+    def add_partitions(self, partitions: frozenset[TopicPartition], now_ms: int,
+                       client_version: int = 0) -> TransactionMetadata:
+        """AddPartitionsToTxn (client version 0) or a transactions v2 Produce or
+        TxnOffsetCommit (2): Ongoing, the transaction starting now if none was open."""
         start = now_ms if self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) \
             else self.start_ms
         return self._to(S.ONGOING, partitions=self.partitions | partitions, start_ms=start,
-                        last_update_ms=now_ms)
+                        last_update_ms=now_ms, client_version=client_version)
 
     def prepare_end(self, commit: bool, client_version: int, next_producer_id: int,
                     now_ms: int) -> TransactionMetadata:

@@ -187,10 +187,11 @@ class TransactionCoordinatorShard:
     # --- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
 
     def add_partitions(self, now_ms: int, transactional_id: str, producer_id: int,
-                       producer_epoch: int, partitions: frozenset[TopicPartition]
-                       ) -> CoordinatorResult:
+                       producer_epoch: int, partitions: frozenset[TopicPartition],
+                       client_version: int = 0) -> CoordinatorResult:
         """Kafka's ``handleAddPartitionsToTransaction``: the answer is one error for every
-        partition of the request."""
+        partition of the request. ``client_version`` 2 when a broker adds them for a
+        transactions v2 producer (its EndTxn then bumps the epoch)."""
         md = self.transactions.get(transactional_id)
         if not transactional_id:
             return _answer(ErrorCode.invalid_request)
@@ -202,7 +203,8 @@ class TransactionCoordinatorShard:
             return _answer(ErrorCode.concurrent_transactions)
         if md.state is S.ONGOING and partitions <= md.partitions:
             return _answer(ErrorCode.none)
-        return CoordinatorResult([_record(md.add_partitions(partitions, now_ms))],
+        return CoordinatorResult([_record(md.add_partitions(partitions, now_ms,
+                                                            client_version))],
                                  ErrorCode.none)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -215,9 +217,11 @@ class TransactionCoordinatorShard:
             return dict.fromkeys(partitions, ErrorCode.invalid_producer_id_mapping)
         if md.producer_epoch != producer_epoch:
             return dict.fromkeys(partitions, ErrorCode.producer_fenced)
+        if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return dict.fromkeys(partitions, ErrorCode.concurrent_transactions)
         ongoing = md.state is S.ONGOING
         return {tp: ErrorCode.none if ongoing and tp in md.partitions
-                else ErrorCode.invalid_txn_state for tp in partitions}
+                else ErrorCode.transaction_abortable for tp in partitions}
 
     # --- EndTxn --------------------------------------------------------------------------
 
