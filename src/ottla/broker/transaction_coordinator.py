@@ -19,7 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from ottla.broker.coordinator_service import CoordinatorService
-from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.broker.inter_broker import InterBrokerClients
 from ottla.common.features import TRANSACTION_VERSION
 from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.common.topics import TRANSACTION_STATE_TOPIC
@@ -71,7 +71,7 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
             lambda record: encode_record(record, self._log_value_version()), decode_record)
         self._spare_producer_id: int | None = None
         self._sending: dict[tuple[str, int, int], asyncio.Task[None]] = {}
-        self._clients: dict[tuple[str, int], AsyncClient] = {}
+        self._peers = InterBrokerClients(broker, "txn")
         self._scanner: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         """Set by ``kick``: the scanner looks at once instead of at its next round."""
@@ -165,26 +165,15 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 return dict.fromkeys(partitions, error)
             return self.verify_partitions(transactional_id, producer_id, producer_epoch,
                                           partitions)
-        endpoint = self.broker._endpoint_of(coordinator)
-        if endpoint is None:
-            raise KafkaError(ErrorCode.coordinator_not_available,
-                             "The coordinator is not available")
-        client = self._clients.get(endpoint)
-        if client is None:
-            client = self._clients[endpoint] = AsyncClient(
-                *endpoint, client_id=f"broker-{self.broker.node_id}-txn-verify")
         by_topic: dict[str, list[int]] = defaultdict(list)
         for topic, index in partitions:
             by_topic[topic].append(index)
-        try:
-            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {
-                "transactions": [{"transactional_id": transactional_id,
-                                  "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": not add,
-                                  "topics": [{"name": t, "partitions": ps}
-                                             for t, ps in by_topic.items()]}]}, timeout=30)
-        except (NodeUnavailable, TimeoutError, OSError) as e:
-            raise KafkaError(ErrorCode.coordinator_not_available, str(e)) from e
+        response = await self._peers.request(coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 5, {
+            "transactions": [{"transactional_id": transactional_id,
+                              "producer_id": producer_id,
+                              "producer_epoch": producer_epoch, "verify_only": not add,
+                              "topics": [{"name": t, "partitions": ps}
+                                         for t, ps in by_topic.items()]}]})
         if response.error_code != ErrorCode.none:
             raise KafkaError(ErrorCode(response.error_code), "verification failed")
         return {(t.name, p.partition_index): ErrorCode(p.partition_error_code)
@@ -295,24 +284,18 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
             elif part.leader >= 0:
                 by_leader[part.leader].append((topic, index))
         for leader, tps in by_leader.items():
-            endpoint = self.broker._endpoint_of(leader)
-            if endpoint is None:
-                continue
-            client = self._clients.get(endpoint)
-            if client is None:
-                client = self._clients[endpoint] = AsyncClient(
-                    *endpoint, client_id=f"broker-{self.broker.node_id}-txn-markers")
             topics: dict[str, list[int]] = defaultdict(list)
             for topic, index in tps:
                 topics[topic].append(index)
             try:
-                response = await client.request(ApiKey.WRITE_TXN_MARKERS,
-                                                WRITE_TXN_MARKERS_VERSION, {"markers": [{
-                    "producer_id": job.producer_id, "producer_epoch": job.producer_epoch,
-                    "transaction_result": job.commit, "coordinator_epoch": coordinator_epoch,
-                    "topics": [{"name": t, "partition_indexes": ps}
-                               for t, ps in topics.items()]}]}, timeout=30)
-            except (NodeUnavailable, TimeoutError, OSError) as e:
+                response = await self._peers.request(
+                    leader, ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, {"markers": [{
+                        "producer_id": job.producer_id, "producer_epoch": job.producer_epoch,
+                        "transaction_result": job.commit,
+                        "coordinator_epoch": coordinator_epoch,
+                        "topics": [{"name": t, "partition_indexes": ps}
+                                   for t, ps in topics.items()]}]})
+            except KafkaError as e:
                 log.debug("WriteTxnMarkers to broker %d failed: %s", leader, e)
                 continue
             for marker in response.markers:
@@ -331,6 +314,4 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
         await cancel_and_wait(self._scanner)
         for task in list(self._sending.values()):
             await cancel_and_wait(task)
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+        await self._peers.close()
