@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import ShareConsumer
+from confluent_kafka import AcknowledgeType, ShareConsumer
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import WireClient, wait_until
@@ -104,3 +104,87 @@ def test_two_share_consumers_join_share_the_records_and_leave(node) -> None:
         deleted = client.request(ApiKey.DELETE_GROUPS, 2, {"groups_names": ["sg"]})
     assert deleted.results[0].error_code == 0
     assert describe(node, "sg").error_code == 69  # GROUP_ID_NOT_FOUND
+
+
+def node_has_share_partition(node, group: str, partition: int) -> bool:
+    """The share coordinator holds state for the group's share-partition."""
+    with WireClient(node.bootstrap) as client:
+        topic_id = client.request(ApiKey.METADATA, 12, {
+            "topics": [{"name": "queue", "topic_id": None}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}).topics[0].topic_id
+        summary = client.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {
+            "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": partition, "leader_epoch": -1}]}]})
+    result = summary.results[0].partitions[0]
+    return result.error_code == 0 and result.start_offset >= 0
+
+
+def explicit_consumer(node, group: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe(["queue"])
+    return consumer
+
+
+def test_accepted_records_stay_accepted_across_kill_9_of_the_broker(make_ottla) -> None:
+    """Seed 001's durability: an acknowledgement the broker confirmed is in
+    ``__share_group_state`` before the member hears of it, so after a kill -9 and a
+    restart no confirmed record is delivered again, released records come back with
+    their delivery counts, and every record is eventually accepted once."""
+    node = make_ottla(**FAST)
+    with WireClient(node.bootstrap) as c:
+        assert c.create_topic("queue", partitions=2).topics[0].error_code == 0
+    total = 400
+    first = explicit_consumer(node, "durable")
+    try:
+        # share.auto.offset.reset=latest: the share-partitions start on a first fetch.
+        def started() -> bool:
+            first.poll(0.2)
+            return all(node_has_share_partition(node, "durable", p) for p in (0, 1))
+        wait_until(started, timeout=30, message="share-partitions initialized")
+        produce(node, "queue", total)
+        confirmed: set[int] = set()
+        released: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(confirmed) < total // 3 and time.monotonic() < deadline:
+            accepted = []
+            for m in first.poll(0.5) or []:
+                if m.error() is not None:
+                    continue
+                value = int(m.value())
+                if value % 7 == 0 and m.delivery_count() == 1:
+                    first.acknowledge(m, AcknowledgeType.RELEASE)
+                    released.add(value)
+                else:
+                    first.acknowledge(m, AcknowledgeType.ACCEPT)
+                    accepted.append(value)
+            if accepted or released:
+                results = first.commit_sync(30)
+                if all(error is None for error in results.values()):
+                    confirmed.update(accepted)
+        assert len(confirmed) >= total // 3, f"only {len(confirmed)} accepted in time"
+        node.kill9()
+    finally:
+        first.close()
+    node.start()
+
+    second = explicit_consumer(node, "durable")
+    delivered: dict[int, int] = {}
+    try:
+        def everything_accepted() -> bool:
+            for m in second.poll(0.5) or []:
+                if m.error() is None:
+                    value = int(m.value())
+                    delivered[value] = m.delivery_count()
+                    second.acknowledge(m, AcknowledgeType.ACCEPT)
+            second.commit_sync(30)
+            return confirmed | set(delivered) == set(range(total))
+        wait_until(everything_accepted, timeout=90,
+                   message=lambda: f"{len(confirmed)} + {len(delivered)} of {total}")
+    finally:
+        second.close()
+    again = confirmed & set(delivered)
+    assert not again, f"confirmed before the kill, delivered again: {sorted(again)[:10]}"
+    redelivered = {v: c for v, c in delivered.items() if v in released}
+    assert redelivered and all(count >= 2 for count in redelivered.values()), redelivered

@@ -1377,11 +1377,16 @@ async def test_group_requests_for_a_partition_led_elsewhere_answer_not_coordinat
         [ErrorCode.not_coordinator] * 2
 
 
-async def test_find_coordinator_for_share_groups_is_not_available(broker, coordinator
-                                                                   ) -> None:
+async def test_find_coordinator_for_share_state_checks_the_key(broker, coordinator
+                                                                ) -> None:
+    """Key type 2 names a share-partition (group:topicId:partition); without a share
+    coordinator running it is not available, a malformed key is INVALID_REQUEST."""
     response = await ask(broker, ApiKey.FIND_COORDINATOR, 6, {
-        "key_type": 2, "coordinator_keys": ["share-group:orders:0"]})
-    assert response.coordinators[0].error_code == ErrorCode.coordinator_not_available
+        "key_type": 2, "coordinator_keys": ["share-group:AAAAAAAAAAAAAAAAAAAAAA:0",
+                                            "share-group:orders", "share-group:t:x"]})
+    assert [c.error_code for c in response.coordinators] == [
+        ErrorCode.coordinator_not_available, ErrorCode.invalid_request,
+        ErrorCode.invalid_request]
 
 
 async def test_offsets_committed_by_a_simple_consumer_can_be_fetched(
@@ -1661,13 +1666,15 @@ async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> Non
     the holder settles them, anyone else's acknowledgement is INVALID_RECORD_STATE; share
     sessions check their epochs."""
     from ottla.broker.share_fetch import SharePartitionManager
+    from tests.share_state import ShardPersister
 
     topic_id = create_topic(broker, "jobs")
     broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
                                        resource_name="workers",
                                        name="share.auto.offset.reset", value="earliest"))
     await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
-    broker.share_partitions = SharePartitionManager(broker)
+    persister = ShardPersister()
+    broker.share_partitions = SharePartitionManager(broker, persister)
     first = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m1", 0))
     assert acquired(first) == [(0, 2, 1)]
     assert [v for _, v in values_of(first.responses[0].partitions[0].records)] == \
@@ -1686,8 +1693,49 @@ async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> Non
         topic_id, "m2", 2, acks=((0, 2, [1]),)))
     assert done.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
     assert broker.share_partitions.partitions[("workers", "jobs", 0)].start_offset == 3
+    state = await persister.read_state("workers", topic_id, 0, 0)
+    assert (state.error, state.start_offset) == (ErrorCode.none, 3)  # written first
     stale = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m2", 7))
     assert stale.error_code == ErrorCode.invalid_share_session_epoch
     unknown = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m9", 4))
     assert unknown.error_code == ErrorCode.share_session_not_found
     broker.share_partitions.shutdown()
+
+
+async def test_an_acknowledgement_is_answered_only_once_its_state_is_written(broker) -> None:
+    """Seed 001's persist-before-commit through ShareAcknowledge: while the share
+    coordinator refuses writes the member's ACCEPT is answered with the error and the
+    records stay its own (no other member gets them, the start offset stays); once
+    writes go through the same ACCEPT settles them, and a new leader reading the state
+    starts after them."""
+    from ottla.broker.share_fetch import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
+    persister = ShardPersister()
+    broker.share_partitions = SharePartitionManager(broker, persister)
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
+                              share_fetch_body(topic_id, "m1", 0))) == [(0, 2, 1)]
+    persister.fail_writes = True
+    refused = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
+                        share_ack_body(topic_id, "m1", 1, 0, 2, 1))
+    assert refused.responses[0].partitions[0].error_code == \
+        ErrorCode.coordinator_not_available
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
+                              share_fetch_body(topic_id, "m2", 0))) == []
+    assert broker.share_partitions.partitions[("workers", "jobs", 0)].start_offset == 0
+    persister.fail_writes = False
+    accepted = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
+                         share_ack_body(topic_id, "m1", 2, 0, 2, 1))
+    assert accepted.responses[0].partitions[0].error_code == ErrorCode.none
+    broker.share_partitions.shutdown()
+    restarted = SharePartitionManager(broker, persister)
+    broker.share_partitions = restarted
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
+                              share_fetch_body(topic_id, "m3", 0))) == []
+    assert restarted.partitions[("workers", "jobs", 0)].start_offset == 3
+    restarted.shutdown()

@@ -98,3 +98,44 @@ def test_gaps_are_archived_and_the_start_offset_moves_past_them() -> None:
     assert sp.acknowledge("m", [(0, 9, [ACCEPT] * 3 + [GAP] * 2 + [ACCEPT] * 5)]) == \
         ErrorCode.none
     assert sp.start_offset == 10 and sp.state_batches() == []
+
+
+def test_an_acknowledgement_settles_only_once_written_and_a_failed_write_undoes_it() -> None:
+    """Seed 001's persist-before-commit: records being acknowledged are neither
+    redelivered nor passed by the start offset until the write succeeds; a failed write
+    leaves them leased as before, and a lease that ran out meanwhile then ends."""
+    sp = SharePartition(start_offset=0, lock_duration_ms=1_000)
+    sp.acquire("m1", [(0, 4), (5, 9)], 500, T0)
+    update = sp.begin_acknowledge("m1", [(0, 4, [RELEASE]), (5, 9, [ACCEPT])])
+    assert not isinstance(update, ErrorCode)
+    assert update.batches == [StateBatch(0, 4, RecordState.AVAILABLE, 1),
+                              StateBatch(5, 9, RecordState.ACKNOWLEDGED, 1)]
+    assert (update.start_offset, update.delivery_complete_count) == (0, 5)
+    assert sp.acquire("m2", [(0, 9)], 500, T0 + 1) == []  # released, not yet written
+    assert sp.next_fetch_offset() == 10
+    sp.rollback(update)
+    assert sp.acknowledge("m2", [(0, 4, [ACCEPT])]) == ErrorCode.invalid_record_state
+    sp.expire_locks(T0 + 1_000)  # m1's leases ran out while the write failed
+    assert sp.acquire("m2", [(0, 9)], 500, T0 + 1_001) == [
+        AcquiredRecords(0, 4, 2), AcquiredRecords(5, 9, 2)]
+    update = sp.begin_acknowledge("m2", [(0, 9, [ACCEPT] * 10)])
+    assert not isinstance(update, ErrorCode) and update.start_offset == 10
+    sp.expire_locks(T0 + 1_002)
+    assert sp.start_offset == 0  # an expiry elsewhere does not pass unwritten records
+    sp.commit(update)
+    assert sp.start_offset == 10 and sp.state_batches() == []
+
+
+def test_a_new_leader_rebuilds_the_partition_from_the_stored_state() -> None:
+    """Stored batches come back with their delivery counts; what was leased and never
+    settled (a gap in the stored state) is delivered again as new."""
+    stored = [StateBatch(10, 14, RecordState.ACKNOWLEDGED, 1),
+              StateBatch(20, 24, RecordState.AVAILABLE, 3),
+              StateBatch(25, 29, RecordState.ARCHIVED, 5)]
+    sp = SharePartition.from_state(5, stored, max_delivery_count=5)
+    assert sp.start_offset == 5 and sp.end_offset == 30
+    assert sp.next_fetch_offset() == 5
+    assert sp.acquire("m", [(0, 9), (10, 19), (20, 29)], 500, T0) == [
+        AcquiredRecords(5, 9, 1), AcquiredRecords(15, 19, 1), AcquiredRecords(20, 24, 4)]
+    assert sp.acknowledge("m", [(5, 9, [ACCEPT]), (15, 24, [ACCEPT])]) == ErrorCode.none
+    assert sp.start_offset == 30 and sp.delivery_complete_count() == 0

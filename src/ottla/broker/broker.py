@@ -121,6 +121,8 @@ class Broker:
         """The TransactionCoordinatorService, set by the node."""
         self.share_partitions: Any = None
         """The SharePartitionManager (share groups' in-flight records), set by the node."""
+        self.share_coordinator: Any = None
+        """The ShareCoordinatorService (``__share_group_state``), set by the node."""
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
         """Runs CPU-heavy request work off the event loop (a node's validation thread):
         a large compressed batch's decompression and record walk."""

@@ -10,20 +10,28 @@ for a partition's high watermark to move. A session closed by its member (epoch 
 gives its records back at once; a member that just goes silent loses them when its
 locks expire.
 
-The in-flight state lives on this broker only for now: a leader change or a restart
-starts each share-partition again from ``share.auto.offset.reset`` (the share
-coordinator that makes it durable, ``__share_group_state``, is the next step).
+Durability (seed 001): a share-partition starts from the state the share coordinator
+holds for it (``StatePersister.read_state``; a partition with none is initialized where
+``share.auto.offset.reset`` says). An acknowledgement is answered only once its new
+state is written (persist before commit); a failed write leaves the records leased and
+answers the member's acknowledgement with the error. Leases that end (a lock expiring,
+a member leaving) are written after the fact: a crash before that only delivers those
+records again with the count they had. Writes for one share-partition go one at a time,
+in order. A state or leader epoch the coordinator fences drops the cached partition,
+and the next fetch reads it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.broker.deadline_timer import DeadlineTimer
-from ottla.broker.share_partition import AcquiredRecords, SharePartition
+from ottla.broker.share_partition import AcquiredRecords, PendingUpdate, SharePartition
+from ottla.broker.share_persister import NO_STATE, StatePersister
 from ottla.common.tasks import wait_event
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -37,6 +45,8 @@ SharePartitionKey = tuple[str, str, int]
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
+WRITE_RETRY_S = 1.0
+"""How soon a failed write of ended leases is tried again."""
 
 
 @dataclass(slots=True)
@@ -59,10 +69,34 @@ class ShareFetchResult:
     error: ErrorCode = ErrorCode.none
 
 
+@dataclass(slots=True)
+class HeldPartition:
+    """A share-partition this broker leads, with what its writes must carry."""
+
+    sp: SharePartition
+    topic_id: uuid.UUID
+    state_epoch: int
+    leader_epoch: int
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while a write is in flight: writes go one at a time, in order."""
+    dirty: bool = False
+    """Leases ended since the last write (written by ``_write_later``)."""
+
+
+_FENCED = (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch)
+_NOT_YET = (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+            ErrorCode.not_coordinator)
+_RETRIABLE = {ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
+              ErrorCode.coordinator_load_in_progress: ErrorCode.coordinator_not_available}
+
+
 class SharePartitionManager:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Any, persister: StatePersister) -> None:
         self.broker = broker
-        self.partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.persister = persister
+        self.held: dict[SharePartitionKey, HeldPartition] = {}
+        self._loading: dict[SharePartitionKey, asyncio.Future[HeldPartition]] = {}
+        self._writers: set[asyncio.Task[None]] = set()
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._moved = asyncio.Event()
         """Set when a high watermark moved: a waiting share fetch looks again."""
@@ -77,28 +111,71 @@ class SharePartitionManager:
             return value
         return self.broker.dynamic_config(broker_key)
 
-    def share_partition(self, group_id: str, topic: str, index: int, partition: Any
-                        ) -> SharePartition:
-        """The group's in-flight state of a partition, started where
-        ``share.auto.offset.reset`` says (latest: the high watermark) on first use."""
+    @property
+    def partitions(self) -> dict[SharePartitionKey, SharePartition]:
+        return {key: held.sp for key, held in self.held.items()}
+
+    def _limits(self, group_id: str) -> dict[str, int]:
+        return {
+            "max_delivery_count": int(self._group_config(
+                group_id, "share.delivery.count.limit", "group.share.delivery.count.limit")),
+            "lock_duration_ms": int(self._group_config(
+                group_id, "share.record.lock.duration.ms",
+                "group.share.record.lock.duration.ms")),
+            "max_record_locks": int(self.broker.dynamic_config(
+                "group.share.partition.max.record.locks"))}
+
+    async def share_partition(self, group_id: str, topic: str, index: int, partition: Any
+                              ) -> HeldPartition:
+        """The group's in-flight state of a partition this broker leads: as the share
+        coordinator holds it, read once per leadership (a new leader epoch reads again)."""
         key = (group_id, topic, index)
-        sp = self.partitions.get(key)
-        if sp is None:
-            reset = self.broker.image.configs.get(
-                (ConfigResourceType.GROUP, group_id), {}).get("share.auto.offset.reset",
-                                                            "latest")
-            start = partition.log.log_start_offset if reset == "earliest" \
-                else partition.high_watermark
-            sp = self.partitions[key] = SharePartition(
-                start_offset=start,
-                max_delivery_count=int(self._group_config(
-                    group_id, "share.delivery.count.limit", "group.share.delivery.count.limit")),
-                lock_duration_ms=int(self._group_config(
-                    group_id, "share.record.lock.duration.ms",
-                    "group.share.record.lock.duration.ms")),
-                max_record_locks=int(self.broker.dynamic_config(
-                    "group.share.partition.max.record.locks")))
-        return sp
+        held = self.held.get(key)
+        if held is not None and held.leader_epoch == partition.leader_epoch:
+            return held
+        loading = self._loading.get(key)
+        if loading is None:
+            loading = self._loading[key] = asyncio.ensure_future(
+                self._load(key, partition))
+            loading.add_done_callback(lambda _: self._loading.pop(key, None))
+        return await asyncio.shield(loading)
+
+    async def _load(self, key: SharePartitionKey, partition: Any) -> HeldPartition:
+        group_id, topic, index = key
+        registration = self.broker.image.topics_by_name.get(topic)
+        if registration is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Unknown topic {topic}")
+        topic_id = registration.topic_id
+        leader_epoch = partition.leader_epoch
+        state = await self.persister.read_state(group_id, topic_id, index, leader_epoch)
+        if state.error == ErrorCode.invalid_request:
+            # Never initialized (Kafka's "read operation on uninitialized share
+            # partition"): start where share.auto.offset.reset says, then read as leader.
+            error = await self.persister.initialize_state(
+                group_id, topic_id, index, 0, self._reset_offset(group_id, partition))
+            if error != ErrorCode.none:
+                raise KafkaError(_RETRIABLE.get(error, error),
+                                 f"Initializing the state of {group_id} on {topic}-{index}")
+            state = await self.persister.read_state(group_id, topic_id, index, leader_epoch)
+        if state.error != ErrorCode.none:
+            raise KafkaError(_RETRIABLE.get(state.error, state.error),
+                             f"Reading the state of {group_id} on {topic}-{index}")
+        start, state_epoch = state.start_offset, state.state_epoch
+        if start == NO_STATE:  # initialized without an offset (by the group coordinator)
+            start = self._reset_offset(group_id, partition)
+        sp = SharePartition.from_state(start, state.batches, **self._limits(group_id))
+        held = self.held[key] = HeldPartition(sp, topic_id, state_epoch, leader_epoch)
+        log.debug("Share-partition %s of %s-%d starts at %d (state epoch %d, %d batches)",
+                  group_id, topic, index, sp.start_offset, state_epoch, len(state.batches))
+        return held
+
+    def _reset_offset(self, group_id: str, partition: Any) -> int:
+        """Where a share-partition with no stored state starts (``share.auto.offset.reset``:
+        ``earliest``, or ``latest``, the default)."""
+        reset = self.broker.image.configs.get(
+            (ConfigResourceType.GROUP, group_id), {}).get("share.auto.offset.reset", "latest")
+        return partition.log.log_start_offset if reset == "earliest" \
+            else partition.high_watermark
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -130,27 +207,95 @@ class SharePartitionManager:
     def release(self, session: ShareSession) -> None:
         """A member's records go back: available to the others at once."""
         for topic, index in session.partitions:
-            sp = self.partitions.get((session.group_id, topic, index))
-            if sp is not None and sp.release_member(session.member_id):
+            key = (session.group_id, topic, index)
+            held = self.held.get(key)
+            if held is not None and held.sp.release_member(session.member_id):
                 self._moved.set()
+                self._write_later(key, held)
 
     # --- fetching and acknowledging -------------------------------------------------------
 
-    def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
-                    batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
-        sp = self.partitions.get((group_id, *tp))
-        if sp is None:
+    async def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
+                          batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
+        """Apply the member's acknowledgements once their state is written."""
+        key = (group_id, *tp)
+        held = self.held.get(key)
+        if held is None:
             return ErrorCode.invalid_record_state
-        error = sp.acknowledge(member_id, batches)
+        async with held.lock:
+            if self.held.get(key) is not held:
+                return ErrorCode.invalid_record_state  # dropped while waiting
+            update = held.sp.begin_acknowledge(member_id, batches)
+            if isinstance(update, ErrorCode):
+                return update
+            error = await self._write(key, held, update)
         self._moved.set()  # released records may be fetched again
         return error
 
-    def acquire(self, group_id: str, member_id: str, tp: TopicPartition, max_bytes: int,
-                max_records: int, record_limit: bool) -> ShareFetchResult:
+    async def _write(self, key: SharePartitionKey, held: HeldPartition,
+                     update: PendingUpdate | None) -> ErrorCode:
+        """Write an acknowledgement's update (then commit or roll it back), or with
+        ``None`` the whole in-flight state after leases ended; under ``held.lock``."""
+        sp = held.sp
+        if update is not None:
+            batches, start, complete = (update.batches, update.start_offset,
+                                        update.delivery_complete_count)
+        else:
+            held.dirty = False
+            batches, start, complete = (sp.state_batches(), sp.start_offset,
+                                        sp.delivery_complete_count())
+        try:
+            error = await self.persister.write_state(
+                key[0], held.topic_id, key[2], held.state_epoch, held.leader_epoch, start,
+                complete, batches)
+        except Exception:
+            log.exception("Writing the state of share-partition %s failed", key)
+            error = ErrorCode.coordinator_not_available
+        if update is not None:
+            if error == ErrorCode.none:
+                sp.commit(update)
+            else:
+                sp.rollback(update)
+                self._timer.deadline_changed(self.broker.now_ms())  # leases that ran out
+        if error in _FENCED:
+            log.info("Share-partition %s was fenced (%s): it is read again", key, error.name)
+            if self.held.get(key) is held:
+                del self.held[key]
+        elif error != ErrorCode.none and update is None:
+            asyncio.get_running_loop().call_later(  # try again; a crash meanwhile only
+                WRITE_RETRY_S, self._write_later, key, held)  # redelivers those records
+        return _RETRIABLE.get(error, error)
+
+    def _write_later(self, key: SharePartitionKey, held: HeldPartition) -> None:
+        """Leases ended: write the partition's state when no other write is in flight."""
+        if held.dirty:
+            return
+        held.dirty = True
+
+        async def write() -> None:
+            async with held.lock:
+                if held.dirty and self.held.get(key) is held:
+                    await self._write(key, held, None)
+        task = asyncio.ensure_future(write())
+        self._writers.add(task)
+        task.add_done_callback(self._writers.discard)
+
+    async def acquire(self, group_id: str, member_id: str, tp: TopicPartition,
+                      max_bytes: int, max_records: int, record_limit: bool
+                      ) -> ShareFetchResult:
         replica_manager = self.broker.replica_manager
         partition = replica_manager.require(tp[0], tp[1], self.broker.image)
         partition.check_leader_epoch(-1)
-        sp = self.share_partition(group_id, tp[0], tp[1], partition)
+        try:
+            held = await self.share_partition(group_id, tp[0], tp[1], partition)
+        except KafkaError as e:
+            if e.code not in _NOT_YET:
+                raise
+            # As Kafka: the share coordinator is not there yet (its topic being created,
+            # a partition loading); the member's next fetch tries again.
+            log.debug("Share-partition %s of %s-%d not ready: %s", group_id, *tp, e)
+            return ShareFetchResult()
+        sp = held.sp
         offset = sp.next_fetch_offset()
         if offset >= partition.high_watermark:
             return ShareFetchResult()
@@ -178,14 +323,17 @@ class SharePartitionManager:
 
     def _expire(self, now_ms: int) -> int | None:
         deadlines = []
-        for sp in self.partitions.values():
-            before = sp.acquired_count()
-            deadline = sp.expire_locks(now_ms)
-            if sp.acquired_count() != before:
+        for key, held in list(self.held.items()):
+            before = held.sp.acquired_count()
+            deadline = held.sp.expire_locks(now_ms)
+            if held.sp.acquired_count() != before:
                 self._moved.set()
+                self._write_later(key, held)
             if deadline is not None:
                 deadlines.append(deadline)
         return min(deadlines, default=None)
 
     def shutdown(self) -> None:
         self._timer.cancel()
+        for task in list(self._writers):
+            task.cancel()

@@ -12,8 +12,13 @@ and lag are counted from.
 
 Sans-I/O: callers pass ``now_ms`` and the batches the log returned; acquisition-lock
 deadlines are data, fired by ``expire_locks``. What must be made durable is returned as
-state batches for the share coordinator (``state_batches``). Not here yet: the persist-
-before-commit protocol (a failed write rolling transitions back), the dead-letter queue
+state batches for the share coordinator. Acknowledgements follow seed 001's persist-
+before-commit rule: ``begin_acknowledge`` moves the records tentatively and returns the
+``PendingUpdate`` to write; its records cannot be acquired or acknowledged again until
+the driver calls ``commit`` (the write succeeded: the start offset moves) or
+``rollback`` (it failed: the records are as they were, still leased, and a lease that
+ran out meanwhile ends at the next ``expire_locks``). A leader builds the partition
+again from the durable state with ``from_state``. Not here yet: the dead-letter queue
 (ARCHIVING) and compacted-topic gaps.
 """
 
@@ -136,6 +141,21 @@ class StateBatch:
     delivery_count: int
 
 
+Undo = list[tuple["InFlightBatch", InFlightState | None, dict[int, InFlightState] | None]]
+
+
+@dataclass(slots=True)
+class PendingUpdate:
+    """Acknowledgements applied tentatively: what to write to the share coordinator
+    (the changed runs and the start offset they would give), and how to undo them."""
+
+    batches: list[StateBatch]
+    start_offset: int
+    delivery_complete_count: int
+    ranges: list[tuple[int, int]]
+    undo: Undo
+
+
 @dataclass(slots=True)
 class SharePartition:
     start_offset: int
@@ -148,6 +168,31 @@ class SharePartition:
     """``group.share.partition.max.record.locks``: records leased at once."""
     batches: dict[int, InFlightBatch] = field(default_factory=dict)
     _firsts: list[int] = field(default_factory=list)
+    pending: PendingUpdate | None = None
+    """The acknowledgements being written, if any (one at a time)."""
+
+    @classmethod
+    def from_state(cls, start_offset: int, batches: list[StateBatch], **limits: int
+                   ) -> SharePartition:
+        """A share-partition as the share coordinator last stored it (a new leader, or
+        this one after a restart). Offsets between the stored batches (leased but never
+        settled before the old leader went) are available as never delivered."""
+        sp = cls(start_offset=start_offset, **limits)
+        expected = start_offset
+        for b in sorted(batches, key=lambda b: b.first_offset):
+            if b.last_offset < expected:
+                continue
+            first = max(b.first_offset, expected)
+            if first > expected:
+                sp._insert(InFlightBatch(expected, first - 1,
+                                         InFlightState(RecordState.AVAILABLE, 0)))
+            state = RecordState.AVAILABLE if b.state in (RecordState.ACQUIRED,
+                                                         RecordState.AVAILABLE) else b.state
+            sp._insert(InFlightBatch(first, b.last_offset,
+                                     InFlightState(state, b.delivery_count)))
+            expected = b.last_offset + 1
+        sp._advance_start()
+        return sp
 
     @property
     def end_offset(self) -> int:
@@ -169,18 +214,29 @@ class SharePartition:
     def next_fetch_offset(self) -> int:
         """Where the next fetch reads: the first AVAILABLE cached offset, else the end."""
         for first, last, s in self._runs():
-            if s.state is RecordState.AVAILABLE and last >= self.start_offset:
+            if s.state is RecordState.AVAILABLE and last >= self.start_offset and \
+                    not self._is_pending(first, last):
                 return max(first, self.start_offset)
         return self.end_offset
+
+    def delivery_complete_count(self) -> int:
+        """Terminal records above the start offset (KIP-1226's input to lag)."""
+        return sum(last - max(first, self.start_offset) + 1
+                   for first, last, s in self._runs()
+                   if s.state.terminal and last >= self.start_offset)
 
     def state_batches(self) -> list[StateBatch]:
         """The durable view: ACQUIRED records are stored as AVAILABLE with their count
         (a lease does not survive a leader change), runs of equal state merged."""
+        return self._durable(self._runs(), self.start_offset)
+
+    @staticmethod
+    def _durable(runs: list[tuple[int, int, InFlightState]], start: int) -> list[StateBatch]:
         out: list[StateBatch] = []
-        for first, last, s in self._runs():
-            if last < self.start_offset:
+        for first, last, s in runs:
+            if last < start:
                 continue
-            first = max(first, self.start_offset)
+            first = max(first, start)
             state = RecordState.AVAILABLE if s.state is RecordState.ACQUIRED else s.state
             previous = out[-1] if out else None
             if previous is not None and previous.last_offset + 1 == first and \
@@ -226,6 +282,8 @@ class SharePartition:
             batch = self.batches[key]
             if batch.last_offset < first or batch.first_offset > last or budget <= 0:
                 continue
+            if self._is_pending(batch.first_offset, batch.last_offset):
+                continue  # being acknowledged: settled by its write first
             whole = batch.offsets is None and first <= batch.first_offset and \
                 batch.last_offset <= last and batch.first_offset >= self.start_offset
             if whole and batch.state is not None and \
@@ -278,26 +336,66 @@ class SharePartition:
 
     def acknowledge(self, member_id: str,
                     acknowledgements: list[tuple[int, int, list[int]]]) -> ErrorCode:
+        """``begin_acknowledge`` and ``commit`` at once (nothing to persist)."""
+        update = self.begin_acknowledge(member_id, acknowledgements)
+        if isinstance(update, ErrorCode):
+            return update
+        self.commit(update)
+        return ErrorCode.none
+
+    def begin_acknowledge(self, member_id: str,
+                          acknowledgements: list[tuple[int, int, list[int]]]
+                          ) -> PendingUpdate | ErrorCode:
         """ShareFetch's or ShareAcknowledge's (first, last, types) runs for this member: one
-        type for the whole run, or one per offset. All apply, or none (a failed run leaves
-        the state as it was) with INVALID_RECORD_STATE."""
-        undo: list[tuple[InFlightBatch, InFlightState | None, dict[int, InFlightState] | None]]
-        undo = []
+        type for the whole run, or one per offset. All apply tentatively, or none (a failed
+        run leaves the state as it was) with INVALID_RECORD_STATE. The driver writes one
+        update at a time per share-partition, so none is pending here."""
+        if self.pending is not None:
+            raise RuntimeError("one acknowledgement write at a time")
+        undo: Undo = []
         try:
             for first, last, types in acknowledgements:
                 if len(types) not in (1, last - first + 1) or last < first:
                     raise InvalidRecordState("acknowledgement types do not match the range")
                 self._acknowledge_run(member_id, first, last, types, undo)
         except InvalidRecordState:
-            for batch, state, offsets in reversed(undo):
-                batch.state, batch.offsets = state, offsets
+            self._undo(undo)
             return ErrorCode.invalid_record_state
+        start = self._terminal_prefix_end(through_pending=True)
+        changed = [run for batch, _, _ in undo for run in batch.states()]
+        self.pending = PendingUpdate(
+            batches=self._durable(sorted(changed, key=lambda r: r[0]), start),
+            start_offset=start, delivery_complete_count=self._complete_above(start),
+            ranges=[(f, la) for f, la, _ in acknowledgements], undo=undo)
+        return self.pending
+
+    def commit(self, update: PendingUpdate) -> None:
+        """The update is durable: its records settle and the start offset moves."""
+        if self.pending is update:
+            self.pending = None
         self._advance_start()
-        return ErrorCode.none
+
+    def rollback(self, update: PendingUpdate) -> None:
+        """The write failed: the records are as before the acknowledgement."""
+        if self.pending is update:
+            self.pending = None
+        self._undo(update.undo)
+
+    @staticmethod
+    def _undo(undo: Undo) -> None:
+        for batch, state, offsets in reversed(undo):
+            batch.state, batch.offsets = state, offsets
+
+    def _is_pending(self, first: int, last: int) -> bool:
+        return self.pending is not None and any(
+            f <= last and first <= la for f, la in self.pending.ranges)
+
+    def _complete_above(self, start: int) -> int:
+        return sum(last - max(first, start) + 1 for first, last, s in self._runs()
+                   if s.state.terminal and last >= start)
 
     def _acknowledge_run(self, member_id: str, first: int, last: int, types: list[int],
-                         undo: list[tuple[InFlightBatch, InFlightState | None,
-                                          dict[int, InFlightState] | None]]) -> None:
+                         undo: Undo) -> None:
         covered = 0
         for key in list(self._firsts):
             batch = self.batches[key]
@@ -362,16 +460,23 @@ class SharePartition:
 
     # --- the start offset -------------------------------------------------------------------
 
-    def _advance_start(self) -> None:
-        """Move the SPSO over the contiguous terminal prefix and drop batches wholly
-        below it (Kafka's maybeUpdateCachedStateAndOffsets)."""
+    def _terminal_prefix_end(self, through_pending: bool = False) -> int:
+        """The end of the contiguous terminal prefix; records still being written count
+        as not terminal unless ``through_pending`` (the start their write would give)."""
         start = self.start_offset
         for first, last, state in self._runs():
             if last < start:
                 continue
-            if first > start or not state.state.terminal:
+            if first > start or not state.state.terminal or \
+                    (not through_pending and self._is_pending(first, last)):
                 break
             start = last + 1
+        return start
+
+    def _advance_start(self) -> None:
+        """Move the SPSO over the contiguous terminal prefix and drop batches wholly
+        below it (Kafka's maybeUpdateCachedStateAndOffsets)."""
+        start = self._terminal_prefix_end()
         self.start_offset = start
         while self._firsts and self.batches[self._firsts[0]].last_offset < start:
             del self.batches[self._firsts.pop(0)]

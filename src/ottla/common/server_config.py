@@ -360,6 +360,7 @@ def dev_defaults() -> dict[str, str]:
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
         "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
     }
 

@@ -20,7 +20,9 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.share_coordinator import ShareCoordinatorService
 from ottla.broker.share_fetch import SharePartitionManager
+from ottla.broker.share_persister import CoordinatorPersister
 from ottla.broker.transaction_coordinator import TransactionCoordinatorService
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
@@ -71,6 +73,8 @@ class Node:
         self.log_manager: LogManager | None = None
         self.group_coordinator: GroupCoordinatorService | None = None
         self.transaction_coordinator: TransactionCoordinatorService | None = None
+        self.share_coordinator: ShareCoordinatorService | None = None
+        self.share_persister: CoordinatorPersister | None = None
         self.channel: ControllerChannel | None = None
 
     def now_ms(self) -> int:
@@ -161,7 +165,11 @@ class Node:
             self.broker.group_coordinator = self.group_coordinator
             self.transaction_coordinator = TransactionCoordinatorService(self.broker, cfg)
             self.broker.transaction_coordinator = self.transaction_coordinator
-            self.broker.share_partitions = SharePartitionManager(self.broker)
+            self.share_coordinator = ShareCoordinatorService(self.broker, cfg)
+            self.broker.share_coordinator = self.share_coordinator
+            self.share_persister = CoordinatorPersister(self.broker, self.share_coordinator)
+            self.broker.share_partitions = SharePartitionManager(self.broker,
+                                                                 self.share_persister)
 
         await self._bind()
         self.raft.start()
@@ -265,6 +273,8 @@ class Node:
             self.group_coordinator.on_metadata(now)
         if self.transaction_coordinator is not None:
             self.transaction_coordinator.on_metadata(now)
+        if self.share_coordinator is not None:
+            self.share_coordinator.on_metadata(now)
         if more and not self._opening_logs:
             self._opening_logs = True
             asyncio.get_running_loop().call_soon(self._open_more_logs)
@@ -406,6 +416,11 @@ class Node:
             self.transaction_coordinator.shutdown()
         if hasattr(self, "broker") and self.broker.share_partitions is not None:
             self.broker.share_partitions.shutdown()
+        if self.share_persister is not None:
+            await self.share_persister.close()
+        if self.share_coordinator is not None:
+            await self.share_coordinator.close()
+            self.share_coordinator.shutdown()
         if hasattr(self, "broker"):  # set by start
             await self.broker.stop_replication()
             self.broker.shutdown()

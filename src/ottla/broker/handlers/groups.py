@@ -32,17 +32,19 @@ def _find(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> dict[
     result = {"key": key, "node_id": -1, "host": "", "port": -1,
               "error_code": ErrorCode.none, "error_message": None}
     try:
-        if key_type == SHARE_KEY:
-            raise KafkaError(ErrorCode.coordinator_not_available,
-                             "Share groups are not served yet")
-        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY):
             raise KafkaError(ErrorCode.invalid_request, f"Unknown key type {key_type}")
         if not key:
             raise KafkaError(ErrorCode.invalid_request,
                              "The group id is empty" if key_type == GROUP_KEY
-                             else "The transactional id is empty")
-        service = broker.group_coordinator if key_type == GROUP_KEY \
-            else broker.transaction_coordinator
+                             else "The transactional id is empty" if key_type == TRANSACTION_KEY
+                             else "The share-partition key is empty")
+        if key_type == SHARE_KEY and not _share_key_valid(key):
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"{key!r} is not a share-partition key (group:topicId:partition)")
+        service = {GROUP_KEY: broker.group_coordinator,
+                   TRANSACTION_KEY: broker.transaction_coordinator,
+                   SHARE_KEY: broker.share_coordinator}[key_type]
         if service is None:
             raise KafkaError(ErrorCode.coordinator_not_available,
                              "The coordinator is not available")
@@ -55,6 +57,12 @@ def _find(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> dict[
     except KafkaError as e:
         result.update(error_code=e.code, error_message=e.message)
     return result
+
+
+def _share_key_valid(key: str) -> bool:
+    """Kafka's SharePartitionKey.validate: a group id, a topic id and a partition."""
+    parts = key.rsplit(":", 2)
+    return len(parts) == 3 and bool(parts[0]) and bool(parts[1]) and parts[2].isdigit()
 
 
 def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -22,9 +22,10 @@ def _name(broker: Broker, topic_id: uuid.UUID) -> str | None:
     return topic.name if topic is not None else None
 
 
-def _acknowledge(broker: Broker, session: ShareSession, topics: Any
-                 ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
-    """Apply the request's acknowledgement batches; each partition's outcome."""
+async def _acknowledge(broker: Broker, session: ShareSession, topics: Any
+                       ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+    """Apply the request's acknowledgement batches (each once its state is written);
+    each partition's outcome."""
     manager = broker.share_partitions
     outcome: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     for topic in topics:
@@ -37,7 +38,7 @@ def _acknowledge(broker: Broker, session: ShareSession, topics: Any
             if name is None:
                 outcome[(topic.topic_id, p.partition_index)] = ErrorCode.unknown_topic_id
                 continue
-            outcome[(topic.topic_id, p.partition_index)] = manager.acknowledge(
+            outcome[(topic.topic_id, p.partition_index)] = await manager.acknowledge(
                 session.group_id, session.member_id, (name, p.partition_index), batches)
     return outcome
 
@@ -73,7 +74,7 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
                 (name, p.partition_index) if name is not None else None
             if name is not None:
                 session.partitions.add((name, p.partition_index))
-    acks = _acknowledge(broker, session, req.topics)
+    acks = await _acknowledge(broker, session, req.topics)
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
         return _fetch_response(broker, requested, {}, acks, 0)
@@ -84,8 +85,8 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
     record_limit = getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT
     deadline = broker.now_ms() + max(0, ms(req.max_wait))
     while True:
-        results = _acquire_all(broker, session, keys, req.max_bytes, max_records,
-                               record_limit)
+        results = await _acquire_all(broker, session, keys, req.max_bytes, max_records,
+                                     record_limit)
         if any(r.acquired or r.error != ErrorCode.none for r in results.values()) or \
                 broker.now_ms() >= deadline:
             break
@@ -106,9 +107,9 @@ def _session_topics(broker: Broker, session: ShareSession
     return list(by_topic.items())
 
 
-def _acquire_all(broker: Broker, session: ShareSession, keys: set[tuple[uuid.UUID, int]],
-                 max_bytes: int, max_records: int, record_limit: bool
-                 ) -> dict[tuple[uuid.UUID, int], ShareFetchResult]:
+async def _acquire_all(broker: Broker, session: ShareSession,
+                       keys: set[tuple[uuid.UUID, int]], max_bytes: int, max_records: int,
+                       record_limit: bool) -> dict[tuple[uuid.UUID, int], ShareFetchResult]:
     results: dict[tuple[uuid.UUID, int], ShareFetchResult] = {}
     budget = max_records
     for topic_id, index in sorted(keys, key=lambda k: (str(k[0]), k[1])):
@@ -120,7 +121,7 @@ def _acquire_all(broker: Broker, session: ShareSession, keys: set[tuple[uuid.UUI
             results[(topic_id, index)] = ShareFetchResult()
             continue
         try:
-            result = broker.share_partitions.acquire(
+            result = await broker.share_partitions.acquire(
                 session.group_id, session.member_id, (name, index), max_bytes, budget,
                 record_limit)
         except KafkaError as e:
@@ -171,7 +172,7 @@ async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
         session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
     except KafkaError as e:
         return _session_error(ctx.api_version, e, False)
-    acks = _acknowledge(broker, session, req.topics)
+    acks = await _acknowledge(broker, session, req.topics)
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
