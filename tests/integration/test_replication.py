@@ -285,6 +285,108 @@ def test_a_group_keeps_its_offsets_when_its_coordinator_is_killed(
         cluster.nodes[coordinator].start()
 
 
+def find_coordinator(cluster: KRaftCluster, transactional_id: str) -> int | None:
+    """The broker a live broker's FindCoordinator names for ``transactional_id``."""
+    for broker in cluster.broker_ids:
+        node = cluster.nodes[broker]
+        if node.proc is None:
+            continue
+        try:
+            with WireClient(node.bootstrap, timeout=5) as client:
+                response = client.request(ApiKey.FIND_COORDINATOR, 4, {
+                    "key_type": 1, "coordinator_keys": [transactional_id]})
+        except OSError:
+            continue
+        (found,) = response.coordinators
+        return found.node_id if found.error_code == 0 else None
+    return None
+
+
+def read(cluster: KRaftCluster, topic: str, isolation: str, expected: int,
+         settle: float = 1.0, timeout: float = 30) -> list[bytes]:
+    """Every value a consumer with ``isolation`` gets from ``topic`` (assigned, no group),
+    sorted: until ``expected`` arrived, then ``settle`` seconds more for anything that
+    should not be there."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"read-{topic}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions(cluster, topic)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    settled: float | None = None
+    try:
+        while time.monotonic() < (settled or deadline):
+            got += [m.value() for m in consumer.consume(100, 0.2) if m.error() is None]
+            if settled is None and len(got) >= expected:
+                settled = time.monotonic() + settle
+    finally:
+        consumer.close()
+    return sorted(got)
+
+
+def test_a_transaction_left_open_by_a_killed_coordinator_is_aborted_by_the_next(
+        cluster: KRaftCluster) -> None:
+    """__transaction_state has three replicas (transaction.state.log.replication.factor
+    defaults to 3, min ISR 2). Transaction A is committed, B is open with records
+    written when the broker coordinating the transactional id is killed -9: a new
+    producer instance with the same id is initialized by a coordinator on another broker,
+    which aborts B (read_committed never sees it, read_uncommitted does) and then commits
+    C; the old instance is fenced."""
+    txn_id = "failover-writer"
+    create(cluster, [NewTopic("txn-failover", 2, 3, config={"min.insync.replicas": "2"})])
+    wait_until(lambda: full_isr(cluster, "txn-failover"), 30, 0.2, "three in-sync replicas")
+
+    def send(p: Producer, prefix: str, n: int) -> list[bytes]:
+        sent = [b"%s-%d" % (prefix.encode(), i) for i in range(n)]
+        for i, value in enumerate(sent):
+            p.produce("txn-failover", value=value, partition=i % 2)
+        assert p.flush(30) == 0
+        return sent
+
+    old = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+    old.init_transactions(60)
+    state = partitions(cluster, "__transaction_state")
+    assert len(state) == 50 and all(len(replicas) == 3 for _, replicas, _ in state.values())
+    assert topic_config(cluster, "__transaction_state", "min.insync.replicas") == "2"
+    index = partition_for(txn_id, 50)
+    wait_until(lambda: full_isr(cluster, "__transaction_state"), 60, 0.5,
+               "__transaction_state fully in sync")
+    old.begin_transaction()
+    a = send(old, "A", 10)
+    old.commit_transaction(30)
+    old.begin_transaction()
+    b = send(old, "B", 6)
+    coordinator = partitions(cluster, "__transaction_state")[index][0]
+    assert find_coordinator(cluster, txn_id) == coordinator
+    cluster.nodes[coordinator].kill9()
+    try:
+        started = time.monotonic()
+        new = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id})
+        new.init_transactions(30)  # fences the old instance, aborts B
+        took = time.monotonic() - started
+        successor = wait_until(lambda: (lambda leader: leader if leader not in (
+            -1, coordinator) else None)(partitions(cluster, "__transaction_state")[index][0]),
+            10, 0.2, "the new coordinator in the metadata")
+        assert find_coordinator(cluster, txn_id) == successor
+        new.begin_transaction()
+        c = send(new, "C", 4)
+        new.commit_transaction(30)
+        # C readable means the last stable offset passed B: B was ended, and not seen.
+        assert read(cluster, "txn-failover", "read_committed", len(a + c)) == sorted(a + c)
+        assert read(cluster, "txn-failover", "read_uncommitted", len(a + b + c)) == \
+            sorted(a + b + c)
+        with pytest.raises(KafkaException) as fenced:
+            old.commit_transaction(10)
+        assert fenced.value.args[0].fatal() or "fenced" in str(fenced.value).lower()
+        print(f"\ninit_transactions against the new coordinator {successor} took "
+              f"{took:.1f} s")
+    finally:
+        cluster.nodes[coordinator].start()
+    wait_until(lambda: full_isr(cluster, "__transaction_state") and
+               full_isr(cluster, "txn-failover"), 60, 0.5,
+               lambda: "the restarted broker back in sync: "
+                       f"{partitions(cluster, '__transaction_state')}")
+
+
 def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_returns(
         cluster: KRaftCluster) -> None:
     """The followers are paused (SIGSTOP) while the leader takes acks=1 writes they never
