@@ -251,10 +251,16 @@ class KRaftCluster:
                         if self.nodes[b].proc is not None)
 
     def start(self) -> KRaftCluster:
-        for node in self.nodes.values():  # the quorum forms while the rest start
-            node.start(wait=False)
-        for node in self.nodes.values():
-            node.wait_ready(60)
+        """Start every node; if one does not come up, stop the others before raising
+        (no process outlives a failed fixture)."""
+        try:
+            for node in self.nodes.values():  # the quorum forms while the rest start
+                node.start(wait=False)
+            for node in self.nodes.values():
+                node.wait_ready(60)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
