@@ -5,6 +5,9 @@ leaving, the in-flight cap, and the share-partition start offset."""
 from __future__ import annotations
 
 from ottla.broker.share_partition import (
+    DELIVERY_COUNT_EXCEEDED,
+    REJECTED,
+    RESTORED,
     AcknowledgeType,
     AcquiredRecords,
     RecordState,
@@ -139,3 +142,46 @@ def test_a_new_leader_rebuilds_the_partition_from_the_stored_state() -> None:
         AcquiredRecords(5, 9, 1), AcquiredRecords(15, 19, 1), AcquiredRecords(20, 24, 4)]
     assert sp.acknowledge("m", [(5, 9, [ACCEPT]), (15, 24, [ACCEPT])]) == ErrorCode.none
     assert sp.start_offset == 30 and sp.delivery_complete_count() == 0
+
+
+def test_with_a_dead_letter_queue_spent_and_rejected_records_wait_for_it() -> None:
+    """KIP-1191: a record that used its deliveries, or was rejected, is ARCHIVING (stored
+    as such, and it holds the start offset) until the queue has it; then ARCHIVED."""
+    sp = SharePartition(start_offset=0, max_delivery_count=2, dead_letter=True)
+    sp.acquire("m", [(0, 4)], 500, T0)
+    assert sp.acknowledge("m", [(0, 4, [RELEASE, REJECT, ACCEPT, ACCEPT, GAP])]) == \
+        ErrorCode.none
+    assert sp.acquire("m", [(0, 4)], 500, T0) == [AcquiredRecords(0, 0, 2)]
+    assert sp.acknowledge("m", [(0, 0, [RELEASE])]) == ErrorCode.none  # its last delivery
+    assert sp.archiving() == [(0, 0, 2, DELIVERY_COUNT_EXCEEDED), (1, 1, 1, REJECTED)]
+    assert sp.start_offset == 0  # pinned until the queue has them
+    assert [b.state for b in sp.state_batches()[:2]] == [RecordState.ARCHIVING] * 2
+    assert sp.acquire("m", [(0, 4)], 500, T0) == []  # never delivered again
+    assert sp.archived(0, 1) == 2
+    assert sp.archiving() == [] and sp.start_offset == 5
+
+    restored = SharePartition.from_state(
+        10, [StateBatch(10, 12, RecordState.ARCHIVING, 5)], dead_letter=True)
+    assert restored.archiving() == [(10, 12, 5, RESTORED)]
+
+
+def test_without_a_dead_letter_queue_spent_records_are_archived_at_once() -> None:
+    sp = SharePartition(start_offset=0, max_delivery_count=1)
+    sp.acquire("m", [(0, 1)], 500, T0)
+    assert sp.acknowledge("m", [(0, 1, [RELEASE, REJECT])]) == ErrorCode.none
+    assert sp.archiving() == [] and sp.start_offset == 2
+
+
+def test_markers_and_aborted_batches_are_archived_not_delivered() -> None:
+    """A transaction marker (or, reading committed, an aborted batch) between delivered
+    batches is archived as it is reached, so the start offset moves over it."""
+    sp = SharePartition(start_offset=0)
+    assert sp.acquire("m", [(0, 4), (6, 9)], 500, T0, skipped=[(5, 5)]) == [
+        AcquiredRecords(0, 4, 1), AcquiredRecords(6, 9, 1)]
+    assert sp.acknowledge("m", [(0, 4, [ACCEPT]), (6, 9, [ACCEPT])]) == ErrorCode.none
+    assert sp.start_offset == 10
+    restored = SharePartition.from_state(0, [StateBatch(3, 4, RecordState.ACKNOWLEDGED, 1)])
+    assert restored.acquire("m", [(0, 1)], 500, T0, skipped=[(2, 2)]) == [
+        AcquiredRecords(0, 1, 1)]
+    restored.acknowledge("m", [(0, 1, [ACCEPT])])
+    assert restored.start_offset == 5  # the never-delivered marker at 2 was archived

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.share_dlq import DeadLetterQueue
 from ottla.broker.share_partition import AcquiredRecords, PendingUpdate, SharePartition
 from ottla.broker.share_persister import NO_STATE, StatePersister
 from ottla.common.tasks import wait_event
@@ -47,6 +48,10 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 WRITE_RETRY_S = 1.0
 """How soon a failed write of ended leases is tried again."""
+DLQ_BACKOFF_S = 0.1
+DLQ_BACKOFF_MAX_S = 30.0
+"""Retries of the dead-letter queue back off exponentially up to this."""
+SHARE_VERSION_FEATURE = "share.version"
 
 
 @dataclass(slots=True)
@@ -81,6 +86,8 @@ class HeldPartition:
     """Held while a write is in flight: writes go one at a time, in order."""
     dirty: bool = False
     """Leases ended since the last write (written by ``_write_later``)."""
+    dead_lettering: asyncio.Task[None] | None = None
+    """Sending its ARCHIVING records to the dead-letter queue."""
 
 
 _FENCED = (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch)
@@ -91,9 +98,11 @@ _RETRIABLE = {ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Any, persister: StatePersister) -> None:
+    def __init__(self, broker: Any, persister: StatePersister,
+                 dead_letters: DeadLetterQueue | None = None) -> None:
         self.broker = broker
         self.persister = persister
+        self.dead_letters = dead_letters
         self.held: dict[SharePartitionKey, HeldPartition] = {}
         self._loading: dict[SharePartitionKey, asyncio.Future[HeldPartition]] = {}
         self._writers: set[asyncio.Task[None]] = set()
@@ -105,15 +114,26 @@ class SharePartitionManager:
 
     # --- configuration ------------------------------------------------------------------
 
-    def _group_config(self, group_id: str, key: str, broker_key: str) -> Any:
+    def _group_config(self, group_id: str, key: str, broker_key: str | None) -> Any:
+        """The group's override of ``key``, else the broker's ``broker_key`` (if any)."""
         value = self.broker.image.configs.get((ConfigResourceType.GROUP, group_id), {}).get(key)
-        if value is not None:
+        if value is not None or broker_key is None:
             return value
         return self.broker.dynamic_config(broker_key)
 
     @property
     def partitions(self) -> dict[SharePartitionKey, SharePartition]:
         return {key: held.sp for key, held in self.held.items()}
+
+    def _dead_letter_topic(self, group_id: str) -> str | None:
+        """The group's dead-letter queue: ``errors.deadletterqueue.topic.name`` once the
+        cluster runs share.version 2 (KIP-1191)."""
+        if self.dead_letters is None or \
+                self.broker.image.features.get(SHARE_VERSION_FEATURE, 0) < 2:
+            return None
+        topic = self.broker.image.configs.get((ConfigResourceType.GROUP, group_id), {}).get(
+            "errors.deadletterqueue.topic.name")
+        return topic or None
 
     def _limits(self, group_id: str) -> dict[str, int]:
         return {
@@ -164,7 +184,9 @@ class SharePartitionManager:
         if start == NO_STATE:  # initialized without an offset (by the group coordinator)
             start = self._reset_offset(group_id, partition)
         sp = SharePartition.from_state(start, state.batches, **self._limits(group_id))
+        sp.dead_letter = self._dead_letter_topic(group_id) is not None
         held = self.held[key] = HeldPartition(sp, topic_id, state_epoch, leader_epoch)
+        self._dead_letter_later(key, held)  # archiving a former leader left unfinished
         log.debug("Share-partition %s of %s-%d starts at %d (state epoch %d, %d batches)",
                   group_id, topic, index, sp.start_offset, state_epoch, len(state.batches))
         return held
@@ -212,6 +234,7 @@ class SharePartitionManager:
             if held is not None and held.sp.release_member(session.member_id):
                 self._moved.set()
                 self._write_later(key, held)
+                self._dead_letter_later(key, held)
 
     # --- fetching and acknowledging -------------------------------------------------------
 
@@ -230,6 +253,7 @@ class SharePartitionManager:
                 return update
             error = await self._write(key, held, update)
         self._moved.set()  # released records may be fetched again
+        self._dead_letter_later(key, held)
         return error
 
     async def _write(self, key: SharePartitionKey, held: HeldPartition,
@@ -280,6 +304,47 @@ class SharePartitionManager:
         self._writers.add(task)
         task.add_done_callback(self._writers.discard)
 
+    def _dead_letter_later(self, key: SharePartitionKey, held: HeldPartition) -> None:
+        """Send the partition's ARCHIVING records to the dead-letter queue (one task per
+        share-partition), archiving each run once the queue has it."""
+        if not held.sp.archiving() or \
+                (held.dead_lettering is not None and not held.dead_lettering.done()):
+            return
+        held.dead_lettering = asyncio.ensure_future(self._dead_letter(key, held))
+        self._writers.add(held.dead_lettering)
+        held.dead_lettering.add_done_callback(self._writers.discard)
+
+    async def _dead_letter(self, key: SharePartitionKey, held: HeldPartition) -> None:
+        group_id, topic, index = key
+        attempt = 0
+        while self.held.get(key) is held:
+            runs = held.sp.archiving()
+            if not runs:
+                return
+            dlq_topic = self._dead_letter_topic(group_id)
+            copy = str(self.broker.image.configs.get(
+                (ConfigResourceType.GROUP, group_id), {}).get(
+                "errors.deadletterqueue.copy.record.enable", "false")).lower() == "true"
+            first, last, count, cause = runs[0]
+            try:
+                if dlq_topic is not None and self.dead_letters is not None:
+                    await self.dead_letters.send(dlq_topic, group_id, topic, index, first,
+                                                 last, count, cause, copy)
+            except KafkaError as e:
+                attempt += 1
+                delay = min(DLQ_BACKOFF_MAX_S, DLQ_BACKOFF_S * 2 ** min(attempt, 10))
+                log.log(logging.WARNING if attempt % 10 == 1 else logging.DEBUG,
+                        "Share group %s: records %d-%d of %s-%d wait for the dead-letter "
+                        "queue (attempt %d): %s", group_id, first, last, topic, index,
+                        attempt, e)
+                await asyncio.sleep(delay)
+                continue
+            attempt = 0
+            async with held.lock:
+                if held.sp.archived(first, last):
+                    await self._write(key, held, None)
+            self._moved.set()
+
     async def acquire(self, group_id: str, member_id: str, tp: TopicPartition,
                       max_bytes: int, max_records: int, record_limit: bool
                       ) -> ShareFetchResult:
@@ -296,18 +361,34 @@ class SharePartitionManager:
             log.debug("Share-partition %s of %s-%d not ready: %s", group_id, *tp, e)
             return ShareFetchResult()
         sp = held.sp
+        sp.dead_letter = self._dead_letter_topic(group_id) is not None
         offset = sp.next_fetch_offset()
-        if offset >= partition.high_watermark:
+        committed = self._group_config(group_id, "share.isolation.level",
+                                       None) == "read_committed"
+        bound = partition.last_stable_offset if committed else partition.high_watermark
+        if offset >= bound:
             return ShareFetchResult()
-        read = partition.read(offset, max_bytes, 0, -1, True)
+        read = partition.read(offset, max_bytes, 1 if committed else 0, -1, True)
         if read.records is None:
             return ShareFetchResult()
         data = read.records.read()
-        hw = partition.high_watermark
-        fetched = [(h.base_offset, min(h.last_offset, hw - 1)) for _, h in scan_batches(data)
-                   if not h.is_control and h.base_offset < hw]
+        aborted = partition.log.collect_aborted(offset, bound) if committed else []
+        fetched: list[tuple[int, int]] = []
+        skipped: list[tuple[int, int]] = []
+        for _, h in scan_batches(data):
+            if h.base_offset >= bound:
+                break
+            run = (h.base_offset, min(h.last_offset, bound - 1))
+            # Markers, and with share.isolation.level=read_committed the batches of
+            # aborted transactions, are archived rather than delivered.
+            if h.is_control or (h.is_transactional and any(
+                    t.producer_id == h.producer_id and
+                    t.first_offset <= h.base_offset <= t.last_offset for t in aborted)):
+                skipped.append(run)
+            else:
+                fetched.append(run)
         now = self.broker.now_ms()
-        acquired = sp.acquire(member_id, fetched, max_records, now, record_limit)
+        acquired = sp.acquire(member_id, fetched, max_records, now, record_limit, skipped)
         if acquired:
             self._timer.deadline_changed(now + sp.lock_duration_ms)
             return ShareFetchResult(records=data, acquired=acquired)
@@ -329,6 +410,7 @@ class SharePartitionManager:
             if held.sp.acquired_count() != before:
                 self._moved.set()
                 self._write_later(key, held)
+                self._dead_letter_later(key, held)
             if deadline is not None:
                 deadlines.append(deadline)
         return min(deadlines, default=None)

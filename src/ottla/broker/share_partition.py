@@ -18,8 +18,10 @@ before-commit rule: ``begin_acknowledge`` moves the records tentatively and retu
 the driver calls ``commit`` (the write succeeded: the start offset moves) or
 ``rollback`` (it failed: the records are as they were, still leased, and a lease that
 ran out meanwhile ends at the next ``expire_locks``). A leader builds the partition
-again from the durable state with ``from_state``. Not here yet: the dead-letter queue
-(ARCHIVING) and compacted-topic gaps.
+again from the durable state with ``from_state``. With a dead-letter queue (KIP-1191)
+records that use up their deliveries or are rejected wait in ARCHIVING (persisted as
+such, so a new leader resumes them) until the driver has produced them to the queue
+and calls ``archived``. Not here yet: compacted-topic gaps.
 """
 
 from __future__ import annotations
@@ -69,27 +71,41 @@ class InvalidRecordState(Exception):
     code = ErrorCode.invalid_record_state
 
 
+DELIVERY_COUNT_EXCEEDED = "Delivery count exceeded"
+REJECTED = "Record rejected by the consumer"
+RESTORED = "Archiving resumed after a leader change"
+"""Why a record goes to the dead-letter queue (its ``__dlq.errors.message`` header)."""
+
+
 @dataclass(slots=True)
 class InFlightState:
     state: RecordState
     delivery_count: int
     member_id: str = NO_MEMBER
     lock_deadline_ms: int = -1
+    cause: str = ""
+    """Why it is ARCHIVING (for the dead-letter queue)."""
 
     def copy(self) -> InFlightState:
         return InFlightState(self.state, self.delivery_count, self.member_id,
-                             self.lock_deadline_ms)
+                             self.lock_deadline_ms, self.cause)
 
-    def move(self, target: RecordState, max_delivery_count: int) -> None:
+    def move(self, target: RecordState, max_delivery_count: int,
+             dead_letter: bool = False) -> None:
         """Kafka's InFlightState.tryUpdateState: terminal states are sinks, AVAILABLE only
         goes to ACQUIRED, and a record made AVAILABLE that has used its deliveries is
-        archived instead."""
+        archived instead. With a dead-letter queue (KIP-1191) a record archived that way,
+        or rejected, goes ARCHIVING first: it is archived once the queue has it."""
         if self.state.terminal or target == self.state or \
+                self.state is RecordState.ARCHIVING or \
                 (self.state is RecordState.AVAILABLE and target is not RecordState.ACQUIRED):
             raise InvalidRecordState(f"cannot move a record from {self.state.name} to "
                                      f"{target.name}")
+        cause = REJECTED
         if target is RecordState.AVAILABLE and self.delivery_count >= max_delivery_count:
-            target = RecordState.ARCHIVED
+            target, cause = RecordState.ARCHIVED, DELIVERY_COUNT_EXCEEDED
+        if target is RecordState.ARCHIVED and dead_letter:
+            target, self.cause = RecordState.ARCHIVING, cause
         self.state = target
         if target is not RecordState.ACQUIRED:
             self.member_id = NO_MEMBER
@@ -166,6 +182,8 @@ class SharePartition:
     """``group.share.record.lock.duration.ms``."""
     max_record_locks: int = 2000
     """``group.share.partition.max.record.locks``: records leased at once."""
+    dead_letter: bool = False
+    """The group has a dead-letter queue (``errors.deadletterqueue.topic.name``)."""
     batches: dict[int, InFlightBatch] = field(default_factory=dict)
     _firsts: list[int] = field(default_factory=list)
     pending: PendingUpdate | None = None
@@ -188,8 +206,9 @@ class SharePartition:
                                          InFlightState(RecordState.AVAILABLE, 0)))
             state = RecordState.AVAILABLE if b.state in (RecordState.ACQUIRED,
                                                          RecordState.AVAILABLE) else b.state
+            cause = RESTORED if state is RecordState.ARCHIVING else ""
             sp._insert(InFlightBatch(first, b.last_offset,
-                                     InFlightState(state, b.delivery_count)))
+                                     InFlightState(state, b.delivery_count, cause=cause)))
             expected = b.last_offset + 1
         sp._advance_start()
         return sp
@@ -249,20 +268,29 @@ class SharePartition:
     # --- acquiring ----------------------------------------------------------------------
 
     def acquire(self, member_id: str, fetched: list[tuple[int, int]], max_records: int,
-                now_ms: int, record_limit: bool = False) -> list[AcquiredRecords]:
+                now_ms: int, record_limit: bool = False,
+                skipped: list[tuple[int, int]] | None = None) -> list[AcquiredRecords]:
         """Lease records of the batches a fetch returned ((first, last) offsets, in order)
         to ``member_id``: new batches whole, cached ones where AVAILABLE (their delivery
         count bumped), never more than ``max_record_locks`` leased at once and about
         ``max_records`` per call (exactly, with ``record_limit``: Kafka's
-        ``share.acquire.mode=record_limit``; else whole batches, batch_optimized)."""
+        ``share.acquire.mode=record_limit``; else whole batches, batch_optimized).
+        ``skipped`` batches (control markers, aborted transactions when the group reads
+        committed) are archived as they are reached, never delivered, so the start
+        offset moves over them."""
         budget = min(max_records, self.max_record_locks - self.acquired_count())
         deadline = now_ms + self.lock_duration_ms
         acquired: list[AcquiredRecords] = []
-        for first, last in fetched:
+        ranges = sorted([(f, la, False) for f, la in fetched] +
+                        [(f, la, True) for f, la in skipped or ()])
+        for first, last, skip in ranges:
             if budget <= 0:
                 break
             first = max(first, self.start_offset)
             if last < first:
+                continue
+            if skip:
+                self._skip(first, last)
                 continue
             if first >= self.end_offset:
                 if record_limit:
@@ -321,6 +349,28 @@ class SharePartition:
             acquired.append(AcquiredRecords(start, end, 1))
             budget -= end - start + 1
         return budget
+
+    def _skip(self, first: int, last: int) -> None:
+        """Archive offsets that hold no record to deliver: new ones from the end of the
+        cache, and cached ones never delivered (a stored state's gaps)."""
+        if first >= self.end_offset:
+            if first == self.end_offset:
+                self._insert(InFlightBatch(first, last,
+                                           InFlightState(RecordState.ARCHIVED, 0)))
+        else:
+            for key in list(self._firsts):
+                batch = self.batches[key]
+                if batch.last_offset < first or batch.first_offset > last or \
+                        self._is_pending(batch.first_offset, batch.last_offset):
+                    continue
+                for offset, state in batch.split().items():
+                    if first <= offset <= last and state.delivery_count == 0 and \
+                            state.state is RecordState.AVAILABLE:
+                        state.state = RecordState.ARCHIVED
+            if last >= self.end_offset:
+                self._insert(InFlightBatch(self.end_offset, last,
+                                           InFlightState(RecordState.ARCHIVED, 0)))
+        self._advance_start()
 
     def _lease(self, state: InFlightState, member_id: str, deadline: int) -> None:
         state.move(RecordState.ACQUIRED, self.max_delivery_count)
@@ -431,7 +481,8 @@ class SharePartition:
             target = ACK_TARGET[AcknowledgeType(kind)]
         except ValueError:
             raise InvalidRecordState(f"unknown acknowledgement type {kind}") from None
-        state.move(target, self.max_delivery_count)
+        state.move(target, self.max_delivery_count,
+                   self.dead_letter and kind != AcknowledgeType.GAP)
 
     # --- leases ending ---------------------------------------------------------------------
 
@@ -452,11 +503,50 @@ class SharePartition:
         released = 0
         for first, last, state in self._runs():
             if state.state is RecordState.ACQUIRED and which(state):
-                state.move(RecordState.AVAILABLE, self.max_delivery_count)
+                state.move(RecordState.AVAILABLE, self.max_delivery_count, self.dead_letter)
                 released += last - first + 1
         if released:
             self._advance_start()
         return released
+
+    # --- the dead-letter queue (KIP-1191) ----------------------------------------------------
+
+    def archiving(self) -> list[tuple[int, int, int, str]]:
+        """(first, last, delivery count, cause) runs waiting for the dead-letter queue."""
+        out: list[tuple[int, int, int, str]] = []
+        for first, last, s in self._runs():
+            if s.state is not RecordState.ARCHIVING or last < self.start_offset or \
+                    self._is_pending(first, last):
+                continue
+            previous = out[-1] if out else None
+            if previous is not None and previous[1] + 1 == first and \
+                    previous[2:] == (s.delivery_count, s.cause):
+                out[-1] = (previous[0], last, s.delivery_count, s.cause)
+            else:
+                out.append((first, last, s.delivery_count, s.cause))
+        return out
+
+    def archived(self, first: int, last: int) -> int:
+        """The dead-letter queue has offsets ``first``..``last``: ARCHIVING becomes
+        ARCHIVED and the start offset may move. How many records."""
+        done = 0
+        for key in list(self._firsts):
+            batch = self.batches[key]
+            if batch.last_offset < first or batch.first_offset > last:
+                continue
+            inside = first <= batch.first_offset and batch.last_offset <= last
+            if batch.offsets is None and inside and batch.state is not None:
+                if batch.state.state is RecordState.ARCHIVING:
+                    batch.state.state = RecordState.ARCHIVED
+                    done += batch.last_offset - batch.first_offset + 1
+                continue
+            for offset, state in batch.split().items():
+                if first <= offset <= last and state.state is RecordState.ARCHIVING:
+                    state.state = RecordState.ARCHIVED
+                    done += 1
+        if done:
+            self._advance_start()
+        return done
 
     # --- the start offset -------------------------------------------------------------------
 

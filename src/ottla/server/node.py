@@ -21,6 +21,7 @@ from ottla.broker.broker import Broker
 from ottla.broker.group_coordinator import GroupCoordinatorService
 from ottla.broker.replica_manager import ReplicaManager
 from ottla.broker.share_coordinator import ShareCoordinatorService
+from ottla.broker.share_dlq import DeadLetterQueue
 from ottla.broker.share_fetch import SharePartitionManager
 from ottla.broker.share_persister import CoordinatorPersister
 from ottla.broker.transaction_coordinator import TransactionCoordinatorService
@@ -75,6 +76,7 @@ class Node:
         self.transaction_coordinator: TransactionCoordinatorService | None = None
         self.share_coordinator: ShareCoordinatorService | None = None
         self.share_persister: CoordinatorPersister | None = None
+        self.dead_letters: DeadLetterQueue | None = None
         self.channel: ControllerChannel | None = None
 
     def now_ms(self) -> int:
@@ -168,8 +170,9 @@ class Node:
             self.share_coordinator = ShareCoordinatorService(self.broker, cfg)
             self.broker.share_coordinator = self.share_coordinator
             self.share_persister = CoordinatorPersister(self.broker, self.share_coordinator)
-            self.broker.share_partitions = SharePartitionManager(self.broker,
-                                                                 self.share_persister)
+            self.dead_letters = DeadLetterQueue(self.broker)
+            self.broker.share_partitions = SharePartitionManager(
+                self.broker, self.share_persister, self.dead_letters)
 
         await self._bind()
         self.raft.start()
@@ -418,6 +421,8 @@ class Node:
             self.broker.share_partitions.shutdown()
         if self.share_persister is not None:
             await self.share_persister.close()
+        if self.dead_letters is not None:
+            await self.dead_letters.close()
         if self.share_coordinator is not None:
             await self.share_coordinator.close()
             self.share_coordinator.shutdown()
