@@ -76,6 +76,38 @@ def test_a_marker_from_an_older_epoch_or_coordinator_is_refused() -> None:
     state.check_marker(99, 0, 0)  # a producer this partition never saw
 
 
+def test_a_coordinators_batch_of_a_new_epoch_needs_no_sequence() -> None:
+    """TxnOffsetCommit's batch in ``__consumer_offsets`` is built by the group coordinator
+    without sequence numbers: a producer instance with a bumped epoch writes it (Kafka
+    checks sequences for clients' batches only); an older epoch is still fenced."""
+    state = ProducerStateManager()
+    state.update(read_header(txn_batch(1, 0, -1, 0)), 0, 0)
+    assert state.check(read_header(txn_batch(1, 1, -1, 1))) is None
+    with pytest.raises(KafkaError) as e:
+        state.check(read_header(txn_batch(1, 1, 5, 1)))  # a client's batch still is
+    assert e.value.code == ErrorCode.out_of_order_sequence_number
+    state.update(read_header(txn_batch(1, 2, -1, 1)), 1, 1)
+    with pytest.raises(KafkaError) as e:
+        state.check(read_header(txn_batch(1, 1, -1, 2)))
+    assert e.value.code == ErrorCode.invalid_producer_epoch
+
+
+def test_a_verification_is_good_until_the_producer_appends_again() -> None:
+    """Kafka's VerificationGuard: a guard taken before asking the coordinator holds until
+    any batch or marker of that producer is appended."""
+    state = ProducerStateManager()
+    guard = state.verification_guard(1)
+    assert state.guard_holds(1, guard)
+    abort = read_header(build_marker(producer_id=1, producer_epoch=0, commit=False,
+                                     coordinator_epoch=0, timestamp=0, base_offset=0))
+    state.end_transaction(abort, 0, True, 0)  # the transaction ended meanwhile
+    assert not state.guard_holds(1, guard) and not state.has_ongoing(1)
+    guard = state.verification_guard(1)
+    state.update(read_header(txn_batch(1, 0, 0, 1)), 1, 1)
+    assert not state.guard_holds(1, guard) and state.has_ongoing(1)
+    assert state.guard_holds(2, state.verification_guard(2))
+
+
 def test_the_aborted_transaction_index_is_kafkas_file(tmp_path) -> None:
     path = str(tmp_path / "00000000000000000100.txnindex")
     index = TransactionIndex(path, 100)

@@ -238,18 +238,26 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
                 jobs = []
             for tp, job in jobs:
                 key = (job.transactional_id, job.producer_id, job.producer_epoch)
-                if key not in self._sending:
+                # The jobs were read before the wait for the high watermark: one may
+                # have been completed since (and its sender gone), and its markers sent
+                # again would end the id's next transaction. Only a job still pending
+                # in the live state gets a sender.
+                if key not in self._sending and self._is_pending(tp, job):
                     self._sending[key] = asyncio.ensure_future(self._send(tp, job, key))
             await wait_event(self._wake, MARKER_SCAN_S)
+
+    def _is_pending(self, tp: tuple[str, int], job: MarkerJob) -> bool:
+        context = self.runtime.contexts.get(tp)
+        return context is not None and context.state is CoordinatorState.ACTIVE and \
+            context.shard.is_pending(job)
 
     async def _send(self, tp: tuple[str, int], job: MarkerJob, key: tuple[str, int, int]
                     ) -> None:
         try:
             remaining = set(job.partitions)
             while remaining:
-                context = self.runtime.contexts.get(tp)
-                if context is None:
-                    return  # the partition moved: its new coordinator sends them
+                if not self._is_pending(tp, job):
+                    return  # moved (its new coordinator sends them), or done
                 coordinator_epoch = self.broker.replica_manager.partitions[tp].leader_epoch
                 remaining -= await self._write_markers(job, remaining, coordinator_epoch)
                 if remaining:

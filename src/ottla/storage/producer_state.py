@@ -78,6 +78,9 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}
         """Producer id -> the first offset of its open transaction."""
+        self._appends: dict[int, int] = {}
+        """Producer id -> how many of its batches and markers were appended (the
+        verification guard: see ``verification_guard``)."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch from a client before it is appended.
@@ -92,6 +95,8 @@ class ProducerStateManager:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
                              f"Epoch {header.producer_epoch} of producer {header.producer_id} "
                              f"is older than the last seen epoch {entry.producer_epoch}")
+        if header.base_sequence == NO_SEQUENCE:
+            return None  # a coordinator's batch (TxnOffsetCommit): fenced, not sequenced
         duplicate = entry.find_duplicate(header)
         if duplicate is not None:
             return duplicate
@@ -107,10 +112,24 @@ class ProducerStateManager:
                              f"found {header.base_sequence}, expected {entry.last_seq + 1}")
         return None
 
+    def verification_guard(self, producer_id: int) -> int:
+        """Taken before a leader asks the coordinator whether a batch may open a
+        transaction (KIP-890, Kafka's VerificationGuard): the answer is only good while
+        nothing of the producer was appended meanwhile (``guard_holds``). A marker
+        written while the answer was on the wire ends the transaction it verified."""
+        return self._appends.get(producer_id, 0)
+
+    def guard_holds(self, producer_id: int, guard: int) -> bool:
+        return self._appends.get(producer_id, 0) == guard
+
+    def has_ongoing(self, producer_id: int) -> bool:
+        return producer_id in self.ongoing
+
     def update(self, header: BatchHeader, first_offset: int, last_offset: int) -> None:
         """Record an appended batch (from a client, a follower fetch or log recovery)."""
         if header.producer_id < 0:
             return
+        self._appends[header.producer_id] = self._appends.get(header.producer_id, 0) + 1
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)
@@ -147,6 +166,7 @@ class ProducerStateManager:
                         coordinator_epoch: int) -> CompletedTxn:
         """A marker at ``offset`` was appended: the producer's transaction is closed (one
         with no batch here closes at the marker itself)."""
+        self._appends[header.producer_id] = self._appends.get(header.producer_id, 0) + 1
         entry = self.producers.get(header.producer_id)
         if entry is None:
             entry = self.producers[header.producer_id] = ProducerStateEntry(header.producer_id)

@@ -44,12 +44,16 @@ class _Entry:
     """One partition of the request: its response fields, and its batch as far as it
     got (None once it failed)."""
 
-    __slots__ = ("batch", "index", "result", "topic")
+    __slots__ = ("abortable", "batch", "guard", "index", "result", "topic")
 
     def __init__(self, topic: str | None, index: int) -> None:
         self.topic = topic
         self.index = index
         self.batch: Validated | PendingBatch | None = None
+        self.guard: int | None = None
+        """The producer's verification guard when its transaction was verified here."""
+        self.abortable = False
+        """The request version knows TRANSACTION_ABORTABLE (Produce v11+)."""
         self.result: dict[str, Any] = {
             "index": index, "error_code": ErrorCode.none, "base_offset": -1,
             "log_append_time": None, "log_start_offset": -1, "record_errors": [],
@@ -169,11 +173,20 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
             if not header.is_transactional:
                 continue
             partition = broker.replica_manager.partitions.get((name, entry.index))
-            state = partition.log.producer_state.producers.get(header.producer_id) \
-                if partition is not None else None
+            if partition is None:
+                continue  # the append answers NOT_LEADER_OR_FOLLOWER
+            producer_state = partition.log.producer_state
+            state = producer_state.producers.get(header.producer_id)
             if state is not None and state.current_txn_first_offset is not None and \
                     state.producer_epoch == header.producer_epoch:
                 continue  # already in this transaction here
+            if not add:
+                # With transactions v2 the marker ending the transaction verified here
+                # has a newer epoch than the batch, which the append refuses anyway;
+                # markers appended while the add waits end the one before (v1 markers
+                # keep the epoch: the guard tells them apart).
+                entry.guard = producer_state.verification_guard(header.producer_id)
+            entry.abortable = abortable
             unverified[(name, entry.index)] = entry
             producer = (header.producer_id, header.producer_epoch)
     if not unverified or producer is None:
@@ -195,6 +208,21 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
                                                ErrorCode.transaction_abortable) else None))
 
 
+def _check_guard(partition: Any, header: BatchHeader, entry: _Entry) -> None:
+    """A verified batch that would open a transaction is appended only if nothing of its
+    producer was appended since the verification began (Kafka's VerificationGuard): else
+    a marker ended the transaction meanwhile, and the batch would open one that nobody
+    ends."""
+    producer_state = partition.log.producer_state
+    if entry.guard is None or producer_state.has_ongoing(header.producer_id) or \
+            producer_state.guard_holds(header.producer_id, entry.guard):
+        return
+    raise KafkaError(ErrorCode.transaction_abortable if entry.abortable
+                     else ErrorCode.invalid_txn_state,
+                     f"The transaction of producer {header.producer_id} ended while the "
+                     f"batch for {partition.topic}-{partition.index} was verified")
+
+
 def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                 topics: list[tuple[str | None, Any, list[_Entry]]], now_ms: int) -> Any:
     replica_manager = broker.replica_manager
@@ -207,6 +235,8 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
             if batch is not None and not isinstance(batch, PendingBatch) and name is not None:
                 try:
                     partition = replica_manager.require(name, entry.index, broker.image)
+                    if entry.guard is not None:
+                        _check_guard(partition, batch[1], entry)
                     info = replica_manager.append_validated(partition, *batch, acks, now_ms)
                     entry.result["base_offset"] = info.first_offset
                     entry.result["log_append_time"] = info.log_append_time \

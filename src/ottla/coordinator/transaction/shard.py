@@ -138,10 +138,14 @@ class TransactionCoordinatorShard:
     def pending_markers(self) -> list[MarkerJob]:
         """The markers still to write: one job per transaction being committed or
         aborted."""
-        return [MarkerJob(md.transactional_id, md.producer_id, md.producer_epoch,
-                          md.state is S.PREPARE_COMMIT, md.partitions)
-                for md in self.transactions.values()
-                if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)]
+        return [job for md in self.transactions.values()
+                if (job := _marker_job(md)) is not None]
+
+    def is_pending(self, job: MarkerJob) -> bool:
+        """Whether ``job`` is still the transactional id's markers to write (a job read
+        earlier may be done, and its id onto its next transaction)."""
+        md = self.transactions.get(job.transactional_id)
+        return md is not None and _marker_job(md) == job
 
     # --- InitProducerId ------------------------------------------------------------------
 
@@ -316,6 +320,13 @@ class TransactionCoordinatorShard:
             raise KafkaError(ErrorCode.transactional_id_not_found,
                              f"The transactionalId {transactional_id} was not found")
         return md
+
+
+def _marker_job(md: TransactionMetadata) -> MarkerJob | None:
+    if md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        return None
+    return MarkerJob(md.transactional_id, md.producer_id, md.producer_epoch,
+                     md.state is S.PREPARE_COMMIT, md.partitions)
 
 
 def _answer(response: object) -> CoordinatorResult:
