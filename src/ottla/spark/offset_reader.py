@@ -3,7 +3,9 @@
 Like Spark's ``KafkaOffsetReader``, it never consumes records: partitions come from a
 Metadata request and offsets from batched ListOffsets requests (earliest, latest or by
 timestamp) through confluent-kafka's AdminClient. It is created per planning call and
-closed, so reader objects stay picklable for the executors.
+closed, so reader objects stay picklable for the executors. With
+``kafka.isolation.level=read_committed`` the requests ask for READ_COMMITTED, so
+"latest" is the last stable offset: a range never reaches into an open transaction.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as ClientOffsetSpec
 
@@ -50,6 +52,8 @@ class OffsetReader:
         self.options = options
         self.timeout_s = timeout_s
         self.admin = AdminClient(dict(options.client))
+        self.isolation = (IsolationLevel.READ_COMMITTED if options.read_committed
+                          else IsolationLevel.READ_UNCOMMITTED)
 
     def close(self) -> None:
         self.admin = None  # type: ignore[assignment]  # librdkafka frees it on collection
@@ -78,7 +82,7 @@ class OffsetReader:
             return {}
         futures = self.admin.list_offsets(
             {TopicPartition(t, p): spec for (t, p), spec in specs.items()},
-            request_timeout=self.timeout_s)
+            isolation_level=self.isolation, request_timeout=self.timeout_s)
         result: dict[TP, int] = {}
         for tp, future in futures.items():
             try:

@@ -30,6 +30,12 @@ _FORBIDDEN_CLIENT_KEYS = {
     "key.serializer": "keys are always written as binary",
     "value.serializer": "values are always written as binary",
 }
+# The sink owns the transactional id: one per query and task (ottla.spark.exactly_once).
+_FORBIDDEN_SINK_KEYS = {
+    "transactional.id": "set the sink option exactlyOnce=true (and transactionalIdPrefix)",
+}
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "ottla-spark"
 
 
 class OptionError(ValueError):
@@ -65,6 +71,13 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
+    # kafka.isolation.level, kept out of ``client`` because the AdminClient (a producer
+    # to librdkafka) refuses consumer settings; Spark's (Java's) default, not librdkafka's.
+    isolation_level: str = "read_uncommitted"
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == "read_committed"
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is one this source reads (before partition filtering)."""
@@ -81,6 +94,8 @@ class SourceOptions:
 class SinkOptions:
     client: dict[str, str]
     topic: str | None = None
+    exactly_once: bool = False
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, str]:
@@ -179,6 +194,10 @@ def _offset_spec(opts: dict[str, str], prefix: str, default: int,
 def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     """Validate the reader options the way Spark's Kafka source does."""
     client = client_config(options)
+    isolation = client.pop("isolation.level", ISOLATION_LEVELS[0]).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise OptionError("option 'kafka.isolation.level' must be read_uncommitted or "
+                          f"read_committed, got {isolation!r}")
     opts = _lower(options)
     strategies = [k for k in ("subscribe", "subscribepattern", "assign") if k in opts]
     if len(strategies) != 1:
@@ -225,8 +244,20 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         fail_on_data_loss=_parse_bool("failOnDataLoss", opts.get("failondataloss", "true")),
         include_headers=_parse_bool("includeHeaders", opts.get("includeheaders", "false")),
         poll_timeout_ms=poll,
+        isolation_level=isolation,
     )
 
 
 def parse_sink(options: Mapping[str, str]) -> SinkOptions:
-    return SinkOptions(client=client_config(options), topic=_lower(options).get("topic"))
+    client = client_config(options)
+    for name, hint in _FORBIDDEN_SINK_KEYS.items():
+        if name in client:
+            raise OptionError(f"Kafka option '{name}' is not supported: {hint}")
+    opts = _lower(options)
+    prefix = opts.get("transactionalidprefix", DEFAULT_TRANSACTIONAL_ID_PREFIX).strip()
+    if not prefix:
+        raise OptionError("option 'transactionalIdPrefix' must not be empty")
+    return SinkOptions(
+        client=client, topic=opts.get("topic"),
+        exactly_once=_parse_bool("exactlyOnce", opts.get("exactlyonce", "false")),
+        transactional_id_prefix=prefix)

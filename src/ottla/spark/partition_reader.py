@@ -3,8 +3,12 @@
 A task assigns its single partition to a confluent-kafka consumer (no group, nothing
 committed), seeks to the range start and consumes until the range end. Records leave as
 Arrow batches: Spark moves them to the JVM without a Python object per row.
-``enable.partition.eof`` tells us when the broker has nothing more, so a range whose
-last offsets are compacted away or are control records still ends promptly.
+
+Not every offset of a range arrives as a record: control records (transaction markers)
+never do, nor, with ``read_committed``, aborted records. So the range ends when the
+consumer's position (which librdkafka moves past markers and aborted batches) reaches
+its end, or when ``enable.partition.eof`` reports the log ends at or past it (offsets
+compacted away at the tail), not when the record at ``end - 1`` arrives.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
 
 ROWS_PER_BATCH = 8192
 _CONSUME_MAX = 10_000
+# consume() returns when it has the number of messages asked for or after this wait; it
+# is asked for what is left of the range, so the wait is paid only where offsets are gaps.
+_CONSUME_WAIT_S = 0.1
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -41,24 +48,29 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def consumer_config(client: dict[str, str], fail_on_data_loss: bool) -> dict[str, Any]:
+def consumer_config(client: dict[str, str], fail_on_data_loss: bool,
+                    isolation_level: str = "read_uncommitted") -> dict[str, Any]:
     config: dict[str, Any] = {
         "group.id": "ottla-spark",  # required by librdkafka; never joined or committed
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error" if fail_on_data_loss else "earliest",
+        # Spark's (Java's) default; librdkafka's own default is read_committed.
+        "isolation.level": isolation_level,
     }
     config.update(client)
     return config
 
 
 def read_range(r: OffsetRange, client: dict[str, str], include_headers: bool,
-               fail_on_data_loss: bool, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
-    """Every record in ``[r.from_offset, r.until_offset)``, in offset order."""
+               fail_on_data_loss: bool, poll_timeout_ms: int,
+               isolation_level: str = "read_uncommitted") -> Iterator[pa.RecordBatch]:
+    """Every record in ``[r.from_offset, r.until_offset)`` that the isolation level
+    shows, in offset order."""
     if r.size <= 0:
         return
-    consumer = Consumer(consumer_config(client, fail_on_data_loss))
+    consumer = Consumer(consumer_config(client, fail_on_data_loss, isolation_level))
     try:
         yield from _consume(consumer, r, include_headers, fail_on_data_loss, poll_timeout_ms)
     finally:
@@ -83,15 +95,11 @@ def _consume(consumer: Consumer, r: OffsetRange, include_headers: bool,
     schema = arrow_schema(include_headers)
     columns = _Columns(include_headers)
     deadline = time.monotonic() + poll_timeout_ms / 1000
+    reached = start
     done = False
     while not done:
-        messages = consumer.consume(_CONSUME_MAX, timeout=0.5)
-        if messages:
-            deadline = time.monotonic() + poll_timeout_ms / 1000
-        elif time.monotonic() > deadline:
-            raise TimeoutError(
-                f"no records of {r.topic}-{r.partition} arrived for {poll_timeout_ms} ms "
-                f"while reading offsets {start} to {r.until_offset}")
+        left = r.until_offset - reached if reached >= 0 else _CONSUME_MAX
+        messages = consumer.consume(min(max(left, 1), _CONSUME_MAX), timeout=_CONSUME_WAIT_S)
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -104,14 +112,21 @@ def _consume(consumer: Consumer, r: OffsetRange, include_headers: bool,
                 if err.retriable():
                     continue
                 raise KafkaException(err)
-            offset = msg.offset()
-            if offset >= r.until_offset:
+            if msg.offset() >= r.until_offset:
                 done = True
                 break
             columns.add(msg)
-            if offset == r.until_offset - 1:
-                done = True
-                break
+        if not done:
+            # Past markers and aborted records, the position is where the next record
+            # would be: at the range end, every offset of the range has been seen.
+            position = consumer.position([tp])[0].offset
+            done = position >= r.until_offset
+            if position > reached:
+                reached, deadline = position, time.monotonic() + poll_timeout_ms / 1000
+            elif not done and time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no records of {r.topic}-{r.partition} arrived for {poll_timeout_ms} "
+                    f"ms while reading offsets {start} to {r.until_offset} (at {reached})")
         if len(columns) >= ROWS_PER_BATCH or (done and len(columns)):
             yield columns.take(schema)
 

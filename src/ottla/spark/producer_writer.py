@@ -5,6 +5,7 @@ are written as UTF-8, other columns are ignored and the ``topic`` option overrid
 ``topic`` column, as in Spark. The producer is idempotent (no duplicates or reordering from its
 own retries) and the task raises if any record is not acknowledged, so Spark retries
 the task; like Spark's Kafka sink the guarantee is at least once across task retries.
+Streaming writes with ``exactlyOnce=true`` go through :mod:`ottla.spark.exactly_once`.
 """
 
 from __future__ import annotations
@@ -56,10 +57,10 @@ def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
 
     sent = 0
     for batch in batches:
-        for row in _rows(batch, options.topic):
+        for row in rows(batch, options.topic):
             if errors:
                 break
-            _produce(producer, row, delivered)
+            produce_row(producer, row, delivered)
             sent += 1
         producer.poll(0)
         if errors:
@@ -73,7 +74,7 @@ def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> in
     return acked
 
 
-def _produce(producer: Producer, row: dict[str, Any], callback: Any) -> None:
+def produce_row(producer: Producer, row: dict[str, Any], callback: Any) -> None:
     kwargs = {k: v for k, v in row.items() if v is not None}
     while True:
         try:
@@ -83,7 +84,7 @@ def _produce(producer: Producer, row: dict[str, Any], callback: Any) -> None:
             producer.poll(0.05)  # the local queue is full: wait for acknowledgements
 
 
-def _rows(batch: pa.RecordBatch, default_topic: str | None) -> Iterator[dict[str, Any]]:
+def rows(batch: pa.RecordBatch, default_topic: str | None) -> Iterator[dict[str, Any]]:
     columns = {name.lower(): batch.column(i).to_pylist()
                for i, name in enumerate(batch.schema.names) if name.lower() in KNOWN_COLUMNS}
     n = batch.num_rows

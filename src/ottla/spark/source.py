@@ -30,6 +30,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ottla.spark import offset_ranges, save_mode
+from ottla.spark.exactly_once import WriteTask, write_exactly_once
 from ottla.spark.offset_reader import TP, OffsetRange, OffsetReader, data_loss
 from ottla.spark.options import (
     OptionError,
@@ -64,7 +65,13 @@ class OttlaDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> OttlaWriter:
         if overwrite:
             raise save_mode.refused("Overwrite")
-        return OttlaWriter(parse_sink(self.options), schema)
+        options = parse_sink(self.options)
+        if options.exactly_once:
+            raise OptionError(
+                "option 'exactlyOnce' applies to streaming writes (writeStream) only: a "
+                "batch write has no micro-batch id that would make a retried write "
+                "idempotent")
+        return OttlaWriter(options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> OttlaStreamWriter:
         return OttlaStreamWriter(parse_sink(self.options), schema)
@@ -81,7 +88,8 @@ def _read(options: SourceOptions, partition: InputPartition | None) -> Iterator[
     if partition is None or partition.value is None:
         return iter(())  # Spark reads one empty split when there are none
     return read_range(partition.value, options.client, options.include_headers,
-                      options.fail_on_data_loss, options.poll_timeout_ms)
+                      options.fail_on_data_loss, options.poll_timeout_ms,
+                      options.isolation_level)
 
 
 class OttlaBatchReader(DataSourceReader):
@@ -196,8 +204,9 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class CommitMessage(WriterCommitMessage):
-    def __init__(self, records: int) -> None:
+    def __init__(self, records: int, already_written: bool = False) -> None:
         self.records = records
+        self.already_written = already_written  # exactlyOnce: a replay found it committed
 
 
 class OttlaWriter(DataSourceArrowWriter):
@@ -215,10 +224,15 @@ class OttlaStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
+        if self.options.exactly_once:
+            outcome = write_exactly_once(iterator, self.options, WriteTask.current())
+            return CommitMessage(outcome.records, outcome.already_written)
         return CommitMessage(write_batches(iterator, self.options))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records are acknowledged by the time a task ends; nothing more to commit."""
+        """Records are acknowledged (or, with exactlyOnce, each task's transaction is
+        committed) by the time a task ends; nothing more to commit."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Acknowledged records cannot be taken back; Spark retries the batch."""
+        """Acknowledged records cannot be taken back; Spark retries the batch (with
+        exactlyOnce, the retry skips the tasks whose transaction committed)."""
