@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ottla.broker.share_partition import RecordState, StateBatch
-from ottla.broker.share_persister import PersistedState
+from ottla.broker.share_persister import PersistedState, StateSummary
 from ottla.coordinator.runtime import CoordinatorRuntime
 from ottla.coordinator.share.shard import (
     PersisterStateBatch,
@@ -87,3 +87,17 @@ class ShardPersister:
             now, key, state_epoch, leader_epoch, start_offset, delivery_complete_count,
             stored))
         return answer.error
+
+    async def read_state_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                                 leader_epoch: int = -1) -> StateSummary:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        answer = self.runtime.read(TP, lambda shard: shard.read_state_summary(key,
+                                                                              leader_epoch))
+        return StateSummary(answer.error, answer.message, answer.state_epoch,
+                            answer.leader_epoch, answer.start_offset,
+                            answer.delivery_complete_count)
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int
+                           ) -> ErrorCode:
+        key = SharePartitionKey(group_id, topic_id, partition)
+        return self._call(lambda shard, now: shard.delete_state(now, key)).error

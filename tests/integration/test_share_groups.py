@@ -4,10 +4,13 @@ consumers of one group receiving the records, leaving, and deleting the empty gr
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import WireClient, wait_until
@@ -106,8 +109,8 @@ def test_two_share_consumers_join_share_the_records_and_leave(node) -> None:
     assert describe(node, "sg").error_code == 69  # GROUP_ID_NOT_FOUND
 
 
-def node_has_share_partition(node, group: str, partition: int) -> bool:
-    """The share coordinator holds state for the group's share-partition."""
+def share_start_offset(node, group: str, partition: int) -> int:
+    """The share-partition start offset the share coordinator holds (-1: none yet)."""
     with WireClient(node.bootstrap) as client:
         topic_id = client.request(ApiKey.METADATA, 12, {
             "topics": [{"name": "queue", "topic_id": None}],
@@ -116,8 +119,12 @@ def node_has_share_partition(node, group: str, partition: int) -> bool:
         summary = client.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {
             "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
                 {"partition": partition, "leader_epoch": -1}]}]})
-    result = summary.results[0].partitions[0]
-    return result.error_code == 0 and result.start_offset >= 0
+    return summary.results[0].partitions[0].start_offset
+
+
+def node_has_share_partition(node, group: str, partition: int) -> bool:
+    """The share coordinator holds state for the group's share-partition."""
+    return share_start_offset(node, group, partition) >= 0
 
 
 def explicit_consumer(node, group: str) -> ShareConsumer:
@@ -188,3 +195,85 @@ def test_accepted_records_stay_accepted_across_kill_9_of_the_broker(make_ottla) 
     assert not again, f"confirmed before the kill, delivered again: {sorted(again)[:10]}"
     redelivered = {v: c for v, c in delivered.items() if v in released}
     assert redelivered and all(count >= 2 for count in redelivered.values()), redelivered
+
+
+def set_group_configs(node, group: str, **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_a_poison_record_ends_in_the_dead_letter_queue_once(make_ottla) -> None:
+    """KIP-1191: a record released at every delivery, and one rejected, go to the group's
+    dead-letter queue once each, with the source's key and value (copying is on) and the
+    ``__dlq.errors.*`` headers; then the share-partition start offset moves past them."""
+    node = make_ottla(**FAST, **{"group.share.delivery.count.limit": "2",
+                                 "group.share.min.delivery.count.limit": "2",
+                                 "errors.deadletterqueue.auto.create.topics.enable": "true"})
+    subprocess.run([sys.executable, "-m", "ottla", "features", "--bootstrap-server",
+                    node.bootstrap, "upgrade", "--feature", "share.version=2"],
+                   check=True, capture_output=True, timeout=60)
+    with WireClient(node.bootstrap) as c:
+        assert c.create_topic("queue", partitions=1).topics[0].error_code == 0
+    set_group_configs(node, "dlq-group", errors_deadletterqueue_topic_name="dlq.queue",
+                      errors_deadletterqueue_copy_record_enable="true")
+    consumer = explicit_consumer(node, "dlq-group")
+    try:
+        wait_until(lambda: consumer.poll(0.2) is not None and
+                   node_has_share_partition(node, "dlq-group", 0), timeout=30,
+                   message="share-partition initialized")
+        producer = Producer({"bootstrap.servers": node.bootstrap})
+        for i, value in enumerate([b"ok-0", b"ok-1", b"poison", b"reject-me", b"ok-4"]):
+            producer.produce("queue", value, key=b"k%d" % i)
+        assert producer.flush(30) == 0
+        accepted: set[bytes] = set()
+
+        def settled() -> bool:
+            for m in consumer.poll(0.3) or []:
+                if m.error() is not None:
+                    continue
+                kind = {b"poison": AcknowledgeType.RELEASE,
+                        b"reject-me": AcknowledgeType.REJECT}.get(m.value(),
+                                                                AcknowledgeType.ACCEPT)
+                consumer.acknowledge(m, kind)
+                if kind == AcknowledgeType.ACCEPT:
+                    accepted.add(m.value())
+            consumer.commit_sync(30)
+            return share_start_offset(node, "dlq-group", 0) == 5
+        wait_until(settled, timeout=60, message=lambda: (
+            f"start offset {share_start_offset(node, 'dlq-group', 0)}, accepted {accepted}"))
+    finally:
+        consumer.close()
+    assert accepted == {b"ok-0", b"ok-1", b"ok-4"}
+    dead = read_topic(node, "dlq.queue", expected=2)
+    assert sorted((m.key(), m.value()) for m in dead) == [(b"k2", b"poison"),
+                                                         (b"k3", b"reject-me")]
+    headers = {m.value(): {k: v.decode() for k, v in m.headers() or []} for m in dead}
+    assert headers[b"poison"] == {
+        "__dlq.errors.topic": "queue", "__dlq.errors.partition": "0",
+        "__dlq.errors.offset": "2", "__dlq.errors.group": "dlq-group",
+        "__dlq.errors.delivery.count": "2",
+        "__dlq.errors.message": "Delivery count exceeded"}
+    assert headers[b"reject-me"]["__dlq.errors.offset"] == "3"
+    assert headers[b"reject-me"]["__dlq.errors.delivery.count"] == "1"
+    assert headers[b"reject-me"]["__dlq.errors.message"] == "Record rejected by the consumer"
+
+
+def read_topic(node, topic: str, expected: int, settle: float = 1.0) -> list:
+    """Every record of ``topic`` from the start: until ``expected`` arrived, then
+    ``settle`` seconds more to see any that should not be there."""
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": f"read-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list = []
+    deadline, settled = time.monotonic() + 30, None
+    while time.monotonic() < (settled or deadline):
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            got.append(message)
+        if settled is None and len(got) >= expected:
+            settled = time.monotonic() + settle
+    consumer.close()
+    return got

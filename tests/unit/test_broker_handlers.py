@@ -131,6 +131,8 @@ def broker(tmp_path) -> Iterator[Broker]:
                           "offsets.topic.num.partitions": "1"})
     image = MetadataImage()
     register_broker(image, NODE, PORT)
+    # As a cluster bootstraps: share groups on (share.version 1).
+    image.replay(r.FeatureLevelRecord(name="share.version", feature_level=1))
     logs = LogManager(config.log_dirs, NOW_MS)
     logs.discover()
     logs.started()

@@ -6,8 +6,10 @@ Each record is written to partition ``source partition % DLQ partitions`` with a
 and headers saying where it came from (``__dlq.errors.topic``, ``.partition``,
 ``.offset``, ``.group``, ``.delivery.count``, ``.message``); with
 ``errors.deadletterqueue.copy.record.enable`` its key, value and headers are copied from
-the source log, otherwise the record carries the headers alone. A missing queue topic is
-created with the broker's defaults when ``auto.create.topics.enable`` allows. The caller
+the source log, otherwise the record carries the headers alone. As Kafka checks it, the
+topic's name starts with ``errors.deadletterqueue.topic.name.prefix`` (``dlq.``) and the
+topic has ``errors.deadletterqueue.group.enable=true``; a missing one is created so when
+``errors.deadletterqueue.auto.create.topics.enable`` allows. The caller
 archives the records only once ``send`` returned, so a failure (or a crash before the
 archive is written) sends them again: at least once, never dropped.
 """
@@ -30,6 +32,8 @@ Original = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...
 """A source record's key, value and headers."""
 PRODUCE_VERSION = 9
 HEADER = "__dlq.errors."
+GROUP_ENABLE = "errors.deadletterqueue.group.enable"
+"""The topic config that lets share groups write dead letters to a topic (KIP-1191)."""
 READ_BYTES = 1 << 20
 
 
@@ -43,14 +47,22 @@ class DeadLetterQueue:
                    ) -> None:
         """Produce offsets ``first``..``last`` of ``topic``-``partition`` to the queue;
         raises KafkaError if they are not all acknowledged."""
-        if dlq_topic.startswith("__"):
+        prefix = self.broker.dynamic_config("errors.deadletterqueue.topic.name.prefix")
+        if dlq_topic.startswith("__") or not dlq_topic.startswith(prefix):
             raise KafkaError(ErrorCode.invalid_topic_exception,
-                             f"The dead-letter queue topic {dlq_topic} is internal")
+                             f"The dead-letter queue topic {dlq_topic} must start with "
+                             f"'{prefix}' (errors.deadletterqueue.topic.name.prefix) and "
+                             "not with '__'")
         registration = self.broker.image.topics_by_name.get(dlq_topic)
         if registration is None:
             await self._create(dlq_topic)
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"The dead-letter queue topic {dlq_topic} is being created")
+        if str(self.broker.image.topic_configs(dlq_topic).get(
+                GROUP_ENABLE, "false")).lower() != "true":
+            raise KafkaError(ErrorCode.invalid_config,
+                             f"The topic {dlq_topic} does not take dead-letter records: "
+                             f"set {GROUP_ENABLE}=true on it")
         target = partition % len(registration.partitions)
         leader = registration.partitions[target].leader
         if leader < 0:
@@ -106,11 +118,12 @@ class DeadLetterQueue:
         return found
 
     async def _create(self, name: str) -> None:
-        if not self.broker.config["auto.create.topics.enable"]:
+        if not self.broker.dynamic_config("errors.deadletterqueue.auto.create.topics.enable"):
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"The dead-letter queue topic {name} does not exist and "
-                             "auto.create.topics.enable is false")
-        errors = await create_topics(self.broker.controller, [NewTopic(name)])
+                             "errors.deadletterqueue.auto.create.topics.enable is false")
+        errors = await create_topics(self.broker.controller, [NewTopic(
+            name, configs={GROUP_ENABLE: "true"})])
         if errors.get(name) not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise KafkaError(errors.get(name, ErrorCode.unknown_server_error),
                              f"Creating the dead-letter queue topic {name}")

@@ -33,6 +33,13 @@ from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.share_dlq import DeadLetterQueue
 from ottla.broker.share_partition import AcquiredRecords, PendingUpdate, SharePartition
 from ottla.broker.share_persister import NO_STATE, StatePersister
+from ottla.common.features import share_dlq_enabled
+from ottla.common.group_configs import (
+    IsolationLevel,
+    ResetStrategy,
+    ShareGroupSettings,
+    share_group_settings,
+)
 from ottla.common.tasks import wait_event
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -51,7 +58,6 @@ WRITE_RETRY_S = 1.0
 DLQ_BACKOFF_S = 0.1
 DLQ_BACKOFF_MAX_S = 30.0
 """Retries of the dead-letter queue back off exponentially up to this."""
-SHARE_VERSION_FEATURE = "share.version"
 
 
 @dataclass(slots=True)
@@ -63,6 +69,9 @@ class ShareSession:
     member_id: str
     epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    connection: tuple[str, str, int] | None = None
+    """(listener, host, port) the member last fetched on: its records go back when that
+    connection closes (Kafka 4.1+'s share session disconnect listener)."""
 
 
 @dataclass(slots=True)
@@ -114,36 +123,29 @@ class SharePartitionManager:
 
     # --- configuration ------------------------------------------------------------------
 
-    def _group_config(self, group_id: str, key: str, broker_key: str | None) -> Any:
-        """The group's override of ``key``, else the broker's ``broker_key`` (if any)."""
-        value = self.broker.image.configs.get((ConfigResourceType.GROUP, group_id), {}).get(key)
-        if value is not None or broker_key is None:
-            return value
-        return self.broker.dynamic_config(broker_key)
+    def settings(self, group_id: str) -> ShareGroupSettings:
+        """The group's share configs: its overrides, else the broker's defaults."""
+        return share_group_settings(
+            self.broker.image.configs.get((ConfigResourceType.GROUP, group_id), {}),
+            self.broker.dynamic_config, group_id)
 
     @property
     def partitions(self) -> dict[SharePartitionKey, SharePartition]:
         return {key: held.sp for key, held in self.held.items()}
 
-    def _dead_letter_topic(self, group_id: str) -> str | None:
+    def _dead_letter_topic(self, settings: ShareGroupSettings) -> str | None:
         """The group's dead-letter queue: ``errors.deadletterqueue.topic.name`` once the
         cluster runs share.version 2 (KIP-1191)."""
-        if self.dead_letters is None or \
-                self.broker.image.features.get(SHARE_VERSION_FEATURE, 0) < 2:
+        if self.dead_letters is None or not share_dlq_enabled(self.broker.image.features):
             return None
-        topic = self.broker.image.configs.get((ConfigResourceType.GROUP, group_id), {}).get(
-            "errors.deadletterqueue.topic.name")
-        return topic or None
+        return settings.dlq_topic
 
-    def _limits(self, group_id: str) -> dict[str, int]:
-        return {
-            "max_delivery_count": int(self._group_config(
-                group_id, "share.delivery.count.limit", "group.share.delivery.count.limit")),
-            "lock_duration_ms": int(self._group_config(
-                group_id, "share.record.lock.duration.ms",
-                "group.share.record.lock.duration.ms")),
-            "max_record_locks": int(self.broker.dynamic_config(
-                "group.share.partition.max.record.locks"))}
+    def _apply(self, sp: SharePartition, settings: ShareGroupSettings) -> None:
+        """Take the group's configs as they are now (they change dynamically)."""
+        sp.max_delivery_count = settings.delivery_count_limit
+        sp.lock_duration_ms = settings.record_lock_duration_ms
+        sp.max_record_locks = settings.partition_max_record_locks
+        sp.dead_letter = self._dead_letter_topic(settings) is not None
 
     async def share_partition(self, group_id: str, topic: str, index: int, partition: Any
                               ) -> HeldPartition:
@@ -183,8 +185,8 @@ class SharePartitionManager:
         start, state_epoch = state.start_offset, state.state_epoch
         if start == NO_STATE:  # initialized without an offset (by the group coordinator)
             start = self._reset_offset(group_id, partition)
-        sp = SharePartition.from_state(start, state.batches, **self._limits(group_id))
-        sp.dead_letter = self._dead_letter_topic(group_id) is not None
+        sp = SharePartition.from_state(start, state.batches)
+        self._apply(sp, self.settings(group_id))
         held = self.held[key] = HeldPartition(sp, topic_id, state_epoch, leader_epoch)
         self._dead_letter_later(key, held)  # archiving a former leader left unfinished
         log.debug("Share-partition %s of %s-%d starts at %d (state epoch %d, %d batches)",
@@ -193,11 +195,16 @@ class SharePartitionManager:
 
     def _reset_offset(self, group_id: str, partition: Any) -> int:
         """Where a share-partition with no stored state starts (``share.auto.offset.reset``:
-        ``earliest``, or ``latest``, the default)."""
-        reset = self.broker.image.configs.get(
-            (ConfigResourceType.GROUP, group_id), {}).get("share.auto.offset.reset", "latest")
-        return partition.log.log_start_offset if reset == "earliest" \
-            else partition.high_watermark
+        ``latest``, the default, ``earliest``, or ``by_duration:`` the first record at or
+        after that long ago, the end if none)."""
+        reset = self.settings(group_id).auto_offset_reset
+        if reset.strategy is ResetStrategy.EARLIEST:
+            return int(partition.log.log_start_offset)
+        if reset.strategy is ResetStrategy.BY_DURATION:
+            found = partition.log.offset_for_timestamp(reset.timestamp(self.broker.now_ms()))
+            if found is not None:
+                return min(int(found[0]), int(partition.high_watermark))
+        return int(partition.high_watermark)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -225,6 +232,33 @@ class SharePartitionManager:
     def close(self, session: ShareSession) -> None:
         self.sessions.pop((session.group_id, session.member_id), None)
         self.release(session)
+        self._forget_if_empty(session.group_id)
+
+    def on_disconnect(self, listener: str, host: str, port: int) -> None:
+        """A client connection closed: the share sessions last used on it end, and their
+        records are available to the other members at once."""
+        for session in [s for s in self.sessions.values()
+                        if s.connection == (listener, host, port)]:
+            log.debug("Share session of %s in %s ends with its connection",
+                      session.member_id, session.group_id)
+            self.close(session)
+
+    def _forget_if_empty(self, group_id: str) -> None:
+        """No member of the group fetches here any more: drop its share-partitions whose
+        state is all written, so the next member reads them again from the share
+        coordinator (and sees an offset reset or delete made meanwhile; Kafka's
+        ShareGroupListener.onGroupEmpty)."""
+        if any(s.group_id == group_id for s in self.sessions.values()):
+            return
+        for key, held in list(self.held.items()):
+            if key[0] == group_id and self._idle(held):
+                del self.held[key]
+
+    @staticmethod
+    def _idle(held: HeldPartition) -> bool:
+        busy = held.dead_lettering is not None and not held.dead_lettering.done()
+        return not (held.dirty or held.lock.locked() or busy or held.sp.acquired_count()
+                    or held.sp.pending is not None)
 
     def release(self, session: ShareSession) -> None:
         """A member's records go back: available to the others at once."""
@@ -300,6 +334,7 @@ class SharePartitionManager:
             async with held.lock:
                 if held.dirty and self.held.get(key) is held:
                     await self._write(key, held, None)
+            self._forget_if_empty(key[0])
         task = asyncio.ensure_future(write())
         self._writers.add(task)
         task.add_done_callback(self._writers.discard)
@@ -321,10 +356,9 @@ class SharePartitionManager:
             runs = held.sp.archiving()
             if not runs:
                 return
-            dlq_topic = self._dead_letter_topic(group_id)
-            copy = str(self.broker.image.configs.get(
-                (ConfigResourceType.GROUP, group_id), {}).get(
-                "errors.deadletterqueue.copy.record.enable", "false")).lower() == "true"
+            settings = self.settings(group_id)
+            dlq_topic = self._dead_letter_topic(settings)
+            copy = settings.dlq_copy_record
             first, last, count, cause = runs[0]
             try:
                 if dlq_topic is not None and self.dead_letters is not None:
@@ -361,10 +395,10 @@ class SharePartitionManager:
             log.debug("Share-partition %s of %s-%d not ready: %s", group_id, *tp, e)
             return ShareFetchResult()
         sp = held.sp
-        sp.dead_letter = self._dead_letter_topic(group_id) is not None
+        settings = self.settings(group_id)
+        self._apply(sp, settings)
         offset = sp.next_fetch_offset()
-        committed = self._group_config(group_id, "share.isolation.level",
-                                       None) == "read_committed"
+        committed = settings.isolation_level == IsolationLevel.READ_COMMITTED
         bound = partition.last_stable_offset if committed else partition.high_watermark
         if offset >= bound:
             return ShareFetchResult()

@@ -5,8 +5,9 @@ Leaders never write ``__share_group_state`` themselves: the share coordinator th
 the key (the leader of ``partitionFor(group:topicId:partition)``) does. The persister
 calls this broker's coordinator directly when it owns the key, and otherwise sends the
 Initialize/Read/WriteShareGroupState RPCs to the broker that does, as Kafka's
-PersisterStateManager. A coordinator that cannot answer now (moved, loading, not yet
-elected) is an error the leader retries or answers as retriable.
+PersisterStateManager; the group coordinator's offsets admin APIs read summaries and
+delete states the same way. A coordinator that cannot answer now (moved, loading, not yet
+elected) is an error the caller retries or answers as retriable.
 """
 
 from __future__ import annotations
@@ -37,6 +38,20 @@ class PersistedState:
     batches: list[StateBatch] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class StateSummary:
+    """ReadShareGroupStateSummary's answer for one share-partition: what the offsets admin
+    APIs show (its start offset and, for KIP-1226's lag, the delivery-complete count).
+    A share-partition with no state answers NONE with the defaults."""
+
+    error: ErrorCode
+    message: str | None = None
+    state_epoch: int = 0
+    leader_epoch: int = 0
+    start_offset: int = NO_STATE
+    delivery_complete_count: int = NO_STATE
+
+
 class StatePersister(Protocol):
     async def read_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                          leader_epoch: int) -> PersistedState: ...
@@ -48,6 +63,12 @@ class StatePersister(Protocol):
                           state_epoch: int, leader_epoch: int, start_offset: int,
                           delivery_complete_count: int, batches: list[StateBatch]
                           ) -> ErrorCode: ...
+
+    async def read_state_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                                 leader_epoch: int = -1) -> StateSummary: ...
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int
+                           ) -> ErrorCode: ...
 
 
 class CoordinatorPersister:
@@ -116,6 +137,29 @@ class CoordinatorPersister:
              "state_batches": [{"first_offset": b.first_offset, "last_offset": b.last_offset,
                                 "delivery_state": b.delivery_state,
                                 "delivery_count": b.delivery_count} for b in stored]})
+        return error
+
+    async def read_state_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                                 leader_epoch: int = -1) -> StateSummary:
+        async def local(key: SharePartitionKey) -> Any:
+            return self.coordinator.read_state_summary(key, leader_epoch)
+
+        error, answer = await self._call(
+            group_id, topic_id, partition, local, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1,
+            {"leader_epoch": leader_epoch})
+        if answer is None:
+            return StateSummary(error)
+        message = getattr(answer, "message", None) or getattr(answer, "error_message", None)
+        if error != ErrorCode.none:
+            return StateSummary(error, message)
+        return StateSummary(error, message, answer.state_epoch, answer.leader_epoch,
+                            answer.start_offset, answer.delivery_complete_count)
+
+    async def delete_state(self, group_id: str, topic_id: uuid.UUID, partition: int
+                           ) -> ErrorCode:
+        error, _ = await self._call(
+            group_id, topic_id, partition, lambda key: self.coordinator.delete_state(key),
+            ApiKey.DELETE_SHARE_GROUP_STATE, 0, {})
         return error
 
     async def close(self) -> None:

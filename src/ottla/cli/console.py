@@ -1,4 +1,5 @@
-"""``ottla console-producer`` and ``ottla console-consumer``, with Kafka's flags."""
+"""``ottla console-producer``, ``ottla console-consumer`` and ``ottla
+console-share-consumer``, with Kafka's flags."""
 
 from __future__ import annotations
 
@@ -134,8 +135,8 @@ def _text(data: bytes | None, null: str) -> str:
 def format_record(msg: Any, props: dict[str, str]) -> str:
     """One record as Kafka's DefaultMessageFormatter prints it."""
     enabled = {k: props.get(k, "false").lower() == "true" for k in
-               ("print.timestamp", "print.partition", "print.offset", "print.headers",
-                "print.key")}
+               ("print.timestamp", "print.partition", "print.offset", "print.delivery",
+                "print.epoch", "print.headers", "print.key")}
     sep = props.get("key.separator", "\t")
     null = props.get("null.literal", "null")
     parts = []
@@ -147,6 +148,12 @@ def format_record(msg: Any, props: dict[str, str]) -> str:
         parts.append(f"Partition:{msg.partition()}")
     if enabled["print.offset"]:
         parts.append(f"Offset:{msg.offset()}")
+    if enabled["print.delivery"]:  # a share consumer's delivery count
+        delivery = getattr(msg, "delivery_count", lambda: None)()
+        parts.append(f"Delivery:{'NOT_PRESENT' if delivery is None else delivery}")
+    if enabled["print.epoch"]:
+        epoch = msg.leader_epoch()
+        parts.append(f"Epoch:{'NOT_PRESENT' if epoch is None or epoch < 0 else epoch}")
     if enabled["print.headers"]:
         headers = msg.headers() or []
         parts.append(props.get("headers.separator", ",").join(
@@ -207,4 +214,117 @@ def run_consumer(args: argparse.Namespace) -> int:
     finally:
         consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
+    return 0
+
+
+def add_share_consumer_parser(sub: Any) -> None:
+    p = sub.add_parser("console-share-consumer",
+                       help="print the records of a topic as a share group's member",
+                       description="This tool helps to read data from Kafka topics using "
+                                   "share groups and outputs it to standard output.")
+    p.add_argument("--bootstrap-server", required=True,
+                   help="REQUIRED: The server(s) to connect to.")
+    p.add_argument("--topic", required=True, help="The topic to consume from.")
+    p.add_argument("--group", help="The share group id of the consumer "
+                                   "(default: console-share-consumer).")
+    p.add_argument("--max-messages", type=int,
+                   help="The maximum number of messages to consume before exiting.")
+    p.add_argument("--timeout-ms", type=int,
+                   help="Exit if no message is available for consumption for this long.")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--reject", action="store_true",
+                      help="Messages are rejected as they are consumed.")
+    kind.add_argument("--release", action="store_true",
+                      help="Messages are released as they are consumed.")
+    p.add_argument("--reject-message-on-error", action="store_true",
+                   help="Reject a message that cannot be processed instead of halting.")
+    p.add_argument("--formatter-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="print.timestamp, print.key, print.offset, print.delivery, "
+                        "print.epoch, print.partition, print.headers, print.value, "
+                        "key.separator, line.separator, headers.separator, null.literal")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                   help="(deprecated) synonym of --formatter-property")
+    p.add_argument("--command-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="share consumer config properties")
+    p.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                   help="(deprecated) synonym of --command-property")
+    p.add_argument("--command-config", help="a file of share consumer config properties")
+    p.add_argument("--consumer-config", help="(deprecated) synonym of --command-config")
+    p.set_defaults(run=run_share_consumer)
+
+
+def share_consumer_config(args: argparse.Namespace) -> dict[str, Any] | str:
+    """Kafka's ConsoleShareConsumerOptions: the consumer's config, or the misuse. The group
+    may be named by --group and in the properties, but only once; by default it is
+    ``console-share-consumer``, as is the client id."""
+    from ottla.common.config import load_properties
+
+    conf: dict[str, Any] = {}
+    config_file = args.command_config or args.consumer_config
+    if config_file:
+        with open(config_file, encoding="utf-8") as f:
+            conf.update(load_properties(f.read()))
+    conf.update(parse_properties(args.consumer_property + args.command_property,
+                                 "--command-property"))
+    groups = {g for g in (args.group, conf.get("group.id")) if g is not None}
+    if len(groups) > 1:
+        return ("The group ids provided in different places (directly using '--group', via "
+                "'--consumer-property', or via '--consumer-config') do not match. Detected "
+                f"group ids: {', '.join(repr(g) for g in sorted(groups))}")
+    conf["group.id"] = groups.pop() if groups else "console-share-consumer"
+    conf.setdefault("client.id", "console-share-consumer")
+    conf["share.acknowledgement.mode"] = "explicit"
+    return client_config(args.bootstrap_server, conf)
+
+
+def run_share_consumer(args: argparse.Namespace) -> int:
+    """Kafka's ConsoleShareConsumer: each record printed, then acknowledged (ACCEPT, or
+    RELEASE/REJECT with --release/--reject) in explicit mode; records polled beyond
+    --max-messages are left unacknowledged and go back when the consumer leaves."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    conf = share_consumer_config(args)
+    if isinstance(conf, str):
+        return fail(conf)
+    props = {**parse_properties(args.property, "--property"),
+             **parse_properties(args.formatter_property, "--formatter-property")}
+    kind = AcknowledgeType.REJECT if args.reject else \
+        AcknowledgeType.RELEASE if args.release else AcknowledgeType.ACCEPT
+    line_sep = props.get("line.separator", "\n")
+    consumer = ShareConsumer(conf)
+    consumer.subscribe([args.topic])
+    count = 0
+    last = time.monotonic()
+    try:
+        while args.max_messages is None or count < args.max_messages:
+            messages = consumer.poll(0.2) or []
+            if not messages:
+                if args.timeout_ms is not None and \
+                        (time.monotonic() - last) * 1000 >= args.timeout_ms:
+                    break
+                continue
+            last = time.monotonic()
+            for msg in messages:
+                if msg.error():
+                    print(f"Error: {msg.error()}", file=sys.stderr)
+                    continue
+                if args.max_messages is not None and count >= args.max_messages:
+                    break
+                count += 1
+                try:
+                    sys.stdout.write(format_record(msg, props) + line_sep)
+                    sys.stdout.flush()
+                except (UnicodeError, ValueError) as e:
+                    if not args.reject_message_on_error:
+                        raise
+                    print(f"Error processing message, rejecting this message: {e}",
+                          file=sys.stderr)
+                    consumer.acknowledge(msg, AcknowledgeType.REJECT)
+                    continue
+                consumer.acknowledge(msg, kind)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()  # commits the acknowledgements and leaves the group
+        print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0

@@ -2,7 +2,9 @@
 
 ``describe`` prints each feature's supported range and finalized level; ``upgrade`` /
 ``downgrade`` take ``--metadata VERSION`` (a release such as 3.9 or 3.7-IV4) or
-``--feature name=level`` (repeatable), with ``--dry-run`` to validate only.
+``--feature name=level`` (repeatable), with ``--dry-run`` to validate only. The features:
+metadata.version, transaction.version, eligible.leader.replicas.version and share.version
+(0: share groups off, 1: share groups, 2: their dead-letter queues).
 """
 
 from __future__ import annotations
@@ -37,21 +39,25 @@ def add_parser(sub: Any) -> None:
 
 
 def _level_name(feature: str, level: int) -> str:
-    return _NAMES.get(level, str(level)) if feature == "metadata.version" else str(level)
+    """Kafka's FeatureCommand.levelToString: a metadata.version by its release name, any
+    other feature (share.version, transaction.version, ...) by its number."""
+    if feature != "metadata.version":
+        return str(level)
+    return _NAMES.get(level, f"UNKNOWN {level}")
 
 
 def run_describe(args: argparse.Namespace) -> int:
-
+    """One line per supported feature, sorted by name; a feature not finalized is at level
+    0 (as ``share.version`` is after a downgrade to 0), as kafka-features.sh prints it."""
     address = args.bootstrap_server or args.bootstrap_controller
     with connect(address, "ottla-features") as client:
         versions = client.api_versions()
     finalized = {f.name: f.max_version_level for f in versions.finalized_features}
-    for f in versions.supported_features:
-        level = finalized.get(f.name)
+    for f in sorted(versions.supported_features, key=lambda f: f.name):
+        level = finalized.get(f.name, 0)
         print(f"Feature: {f.name}\tSupportedMinVersion: {_level_name(f.name, f.min_version)}"
               f"\tSupportedMaxVersion: {_level_name(f.name, f.max_version)}"
-              f"\tFinalizedVersionLevel: "
-              f"{'-' if level is None else _level_name(f.name, level)}"
+              f"\tFinalizedVersionLevel: {_level_name(f.name, level)}"
               f"\tEpoch: {versions.finalized_features_epoch}")
     return 0
 

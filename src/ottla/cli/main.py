@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         pipeline,
         reassign_partitions,
         server,
+        share_groups,
         storage,
         topics,
         transactions,
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_consumer_parser(sub)
     dump_log.add_parser(sub)
     consumer_groups.add_parser(sub)
+    share_groups.add_parser(sub)
+    console.add_share_consumer_parser(sub)
     log_dirs.add_parser(sub)
     features.add_parser(sub)
     leader_election.add_parser(sub)

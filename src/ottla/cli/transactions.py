@@ -194,9 +194,11 @@ class Cluster:
             raise Retry(f"{topic}-{partition} has no leader")
         return info.leader
 
-    def coordinator(self, transactional_id: str) -> int:
+    def coordinator(self, key: str, key_type: int = TRANSACTION_KEY) -> int:
+        """The node coordinating ``key`` (a transactional id, or a group id with
+        ``key_type`` 0)."""
         found = self.bootstrap.request(ApiKey.FIND_COORDINATOR, 4, {
-            "key_type": TRANSACTION_KEY, "coordinator_keys": [transactional_id]})
+            "key_type": key_type, "coordinator_keys": [key]})
         coordinator = found.coordinators[0]
         error = ErrorCode(coordinator.error_code)
         if error in _RETRIABLE:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 METADATA_VERSION = "metadata.version"
 METADATA_VERSION_LEVEL = 25  # 4.0-IV3
 ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
@@ -15,14 +17,38 @@ every EndTxn v5 bumps the producer epoch)."""
 IBP_4_0_IV2 = 24
 """The metadata.version from which a cluster starts at transaction.version 2, as Kafka's
 ``TransactionVersion.TV_2`` bootstraps."""
+SHARE_VERSION = "share.version"
+"""KIP-932 (Kafka's ShareVersion): at level 0 share groups are off and their APIs answer
+UNSUPPORTED_VERSION; level 1 (SV_1) serves share groups; level 2 (SV_2, KIP-1191) adds the
+dead-letter queue of a group with ``errors.deadletterqueue.topic.name``."""
+SV_1, SV_2 = 1, 2
 SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL),
                       ELIGIBLE_LEADER_REPLICAS_VERSION: (0, 1),
-                      TRANSACTION_VERSION: (0, 2)}
+                      TRANSACTION_VERSION: (0, 2),
+                      SHARE_VERSION: (0, SV_2)}
 """Feature levels this software can run at (3.3-IV3 to 4.0-IV3 for metadata.version)."""
 
 
 def default_feature_levels(metadata_level: int) -> dict[str, int]:
     """The features besides metadata.version that a cluster formatted at
     ``metadata_level`` starts with (Kafka's defaults for that release; a feature at
-    level 0 is not written)."""
-    return {TRANSACTION_VERSION: 2} if metadata_level >= IBP_4_0_IV2 else {}
+    level 0 is not written). Kafka bootstraps share.version 1 from 4.2-IV0, past our
+    newest metadata.version, so our newest stands in for it: Ottla serves share groups
+    unless formatted for an older release or told otherwise."""
+    levels: dict[str, int] = {}
+    if metadata_level >= IBP_4_0_IV2:
+        levels[TRANSACTION_VERSION] = 2
+    if metadata_level >= METADATA_VERSION_LEVEL:
+        levels[SHARE_VERSION] = SV_1
+    return levels
+
+
+def share_groups_enabled(features: Mapping[str, int]) -> bool:
+    """Kafka's ``isShareGroupProtocolEnabled``: the finalized share.version is 1 or more."""
+    return features.get(SHARE_VERSION, 0) >= SV_1
+
+
+def share_dlq_enabled(features: Mapping[str, int]) -> bool:
+    """Kafka's ``ShareVersion.supportsShareGroupDLQ``: the finalized share.version is 2 or
+    more, so a group's dead-letter queue is used."""
+    return features.get(SHARE_VERSION, 0) >= SV_2

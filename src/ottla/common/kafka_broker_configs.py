@@ -7,7 +7,9 @@ broker security configs) and ``DynamicBrokerConfig.AllDynamicConfigs`` with its
 reconfigurables. A user's Kafka config must start Ottla and a key Kafka accepts at run time
 must be accepted here, so the names come from Kafka rather than from what Ottla acts on:
 ``server_config`` adds the keys it does not define itself from this table, and
-docs/configuration.md says which ones act.
+docs/configuration.md says which ones act. The share-group keys are Kafka 4.2's
+(``ShareGroupConfig``: the delivery-count and record-lock bounds of the per-group
+overrides) and the dead-letter queue's of KIP-1191 (4.4, ``GroupCoordinatorConfig``).
 
 Modes: ``read-only`` (server.properties only), ``per-broker`` (AlterConfigs on a broker id
 only), ``cluster-wide`` (a broker id or the cluster default); ``internal`` keys are accepted
@@ -75,6 +77,8 @@ KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
     ('delete.topic.enable', BOOLEAN, 'true', 'read-only'),
     ('early.start.listeners', STRING, None, 'read-only'),
     ('eligible.leader.replicas.enable', BOOLEAN, 'false', 'read-only'),
+    ('errors.deadletterqueue.auto.create.topics.enable', BOOLEAN, 'false', 'cluster-wide'),
+    ('errors.deadletterqueue.topic.name.prefix', STRING, 'dlq.', 'cluster-wide'),
     ('fetch.max.bytes', INT, '57671680', 'read-only'),
     ('fetch.purgatory.purge.interval.requests', INT, '1000', 'read-only'),
     ('group.consumer.assignors', LIST, 'org.apache.kafka.coordinator.group.assignor.UniformAssignor,org.apache.kafka.coordinator.group.assignor.RangeAssignor', 'read-only'),  # noqa: E501
@@ -98,14 +102,18 @@ KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
     ('group.share.enable', BOOLEAN, 'false', 'read-only,internal'),
     ('group.share.heartbeat.interval.ms', INT, '5000', 'read-only'),
     ('group.share.max.groups', SHORT, '10', 'read-only'),
+    ('group.share.max.delivery.count.limit', INT, '10', 'read-only'),
     ('group.share.max.heartbeat.interval.ms', INT, '15000', 'read-only'),
+    ('group.share.max.partition.max.record.locks', INT, '4000', 'read-only'),
     ('group.share.max.record.lock.duration.ms', INT, '60000', 'read-only'),
     ('group.share.max.session.timeout.ms', INT, '60000', 'read-only'),
     ('group.share.max.size', INT, '200', 'read-only'),
+    ('group.share.min.delivery.count.limit', INT, '2', 'read-only'),
     ('group.share.min.heartbeat.interval.ms', INT, '5000', 'read-only'),
+    ('group.share.min.partition.max.record.locks', INT, '100', 'read-only'),
     ('group.share.min.record.lock.duration.ms', INT, '15000', 'read-only'),
     ('group.share.min.session.timeout.ms', INT, '45000', 'read-only'),
-    ('group.share.partition.max.record.locks', INT, '200', 'read-only'),
+    ('group.share.partition.max.record.locks', INT, '2000', 'read-only'),
     ('group.share.record.lock.duration.ms', INT, '30000', 'read-only'),
     ('group.share.session.timeout.ms', INT, '45000', 'read-only'),
     ('initial.broker.registration.timeout.ms', INT, '60000', 'read-only'),

@@ -80,6 +80,8 @@ TOPIC_CONFIGS = ConfigDef([
     ConfigKey("delete.retention.ms", T.LONG, 86400000,
               "How long tombstones are kept in a compacted topic.", at_least(0),
               synonyms=("log.cleaner.delete.retention.ms",)),
+    ConfigKey("errors.deadletterqueue.group.enable", T.BOOLEAN, False,
+              "Whether share groups may write their dead-letter records here (KIP-1191)."),
     ConfigKey("file.delete.delay.ms", T.LONG, 60000,
               "How long a deleted segment stays on disk before its files are removed.",
               at_least(0), synonyms=("log.segment.delete.delay.ms",)),

@@ -169,6 +169,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._admitted:
             self._admitted = False
             self.server.quotas.leave(self.peer[0])
+            self.server.dispatcher.disconnected(self.server.listener_name, *self.peer)
         if self._task is not None and not self._task.done():
             self._task.cancel()
 

@@ -197,6 +197,9 @@ class Node:
         dispatchers: dict[str, RequestDispatcher[Any]] = {}
         if self.is_broker:
             dispatchers["broker"] = broker_dispatcher(self.broker, self.clock)
+            if self.broker.share_partitions is not None:
+                dispatchers["broker"].disconnect_listeners.append(
+                    self.broker.share_partitions.on_disconnect)
         if self.is_controller:
             assert self.channel is not None
             dispatchers["controller"] = controller_dispatcher(ControllerServices(

@@ -67,6 +67,15 @@ class RequestDispatcher(Generic[S]):
     def __init__(self, table: ApiTable[S], clock: Callable[[], float] = time.time) -> None:
         self.table = table
         self.clock = clock
+        self.disconnect_listeners: list[Callable[[str, str, int], None]] = []
+        """Told (listener, host, port) when a client connection closes."""
+
+    def disconnected(self, listener_name: str, host: str, port: int) -> None:
+        for listener in self.disconnect_listeners:
+            try:
+                listener(listener_name, host, port)
+            except Exception:
+                log.exception("A disconnect listener failed")
 
     @property
     def kind(self) -> str:

@@ -16,6 +16,7 @@ from ottla.broker.handlers import (
     produce,
     producer,
     share,
+    share_offsets,
     share_state,
     transaction_admin,
     transactions,
@@ -27,5 +28,5 @@ def broker_apis() -> list[ApiSpec[Broker]]:
     """Every API a broker listener serves, but ApiVersions (``server.apis``)."""
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
             *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
-            *share_state.APIS, *configs.APIS,
+            *share_offsets.APIS, *share_state.APIS, *configs.APIS,
             *forwarding.APIS]

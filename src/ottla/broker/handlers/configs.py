@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from ottla.broker.broker import Broker
 from ottla.common.config import ConfigKey
-from ottla.common.group_configs import GROUP_CONFIGS
+from ottla.common.group_configs import GROUP_CONFIGS, describe_group_config
 from ottla.common.server_config import INTERNAL_BROKER_KEYS, KafkaConfig
 from ottla.common.topic_configs import TOPIC_CONFIGS
 from ottla.metadata.image import ConfigResourceType, MetadataImage
@@ -184,10 +184,8 @@ def describe_group_configs(node: ConfigView, group: str, keys: Sequence[str] | N
     for name, group_key in GROUP_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        if name in overrides:
-            value, source = overrides[name], GROUP_CONFIG
-        else:
-            value, source = str(node.config.get(group_key.default_from)), DEFAULT_CONFIG
+        value, overridden = describe_group_config(name, overrides, node.config.get)
+        source = GROUP_CONFIG if overridden else DEFAULT_CONFIG
         result.append({
             "name": name, "value": value, "read_only": False, "config_source": source,
             "is_sensitive": False,

@@ -12,6 +12,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.handlers.metadata import leader_endpoint
+from ottla.common.features import share_groups_enabled
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.shard import JoinRequest
 from ottla.coordinator.group.share_group_manager import ShareHeartbeatRequest
@@ -281,6 +282,9 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) ->
     results = []
     for group_id in req.groups_names:
         try:
+            # An empty share group's share-partition states go first (Kafka's
+            # deleteShareGroups); if one cannot be deleted, the group stays.
+            await broker.group_coordinator.delete_share_group_states(group_id)
             outcome = await broker.group_coordinator.write(
                 group_id, lambda shard, now, g=group_id: shard.delete_groups(now, [g]))
             error = outcome[group_id]
@@ -339,6 +343,11 @@ async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, re
 
 async def handle_share_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any
                                        ) -> dict[str, Any]:
+    if not share_groups_enabled(broker.image.features):
+        # Kafka's KafkaApis with share.version 0: UNSUPPORTED_VERSION and no message.
+        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_version,
+                "error_message": None, "member_id": None, "member_epoch": 0,
+                "heartbeat_interval": 0, "assignment": None}
     heartbeat = ShareHeartbeatRequest(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
         rack_id=req.rack_id,
@@ -356,6 +365,14 @@ async def handle_share_group_heartbeat(broker: Broker, ctx: RequestContext, req:
 
 async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: Any
                                       ) -> dict[str, Any]:
+    if not share_groups_enabled(broker.image.features):
+        # Kafka's ShareGroupDescribeRequest.getErrorResponse: every group UNSUPPORTED_VERSION,
+        # the other fields at their defaults.
+        return {"throttle_time": 0, "groups": [
+            {"error_code": ErrorCode.unsupported_version, "error_message": None,
+             "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+             "assignor_name": "", "members": [], "authorized_operations": -2147483648}
+            for group_id in req.group_ids]}
     groups = []
     for group_id in req.group_ids:
         try:

@@ -3,11 +3,13 @@ a member (with acknowledgements riding on it), and ShareAcknowledge."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.share_fetch import FINAL_EPOCH, ShareFetchResult, ShareSession
+from ottla.common.features import share_groups_enabled
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
@@ -53,6 +55,8 @@ def _session_error(version: int, error: KafkaError, fetch: bool) -> dict[str, An
 
 
 async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not share_groups_enabled(broker.image.features):  # Kafka's answer at share.version 0
+        return _session_error(ctx.api_version, KafkaError(ErrorCode.unsupported_version), True)
     manager = broker.share_partitions
     if manager is None or not req.group_id or not req.member_id:
         return _session_error(ctx.api_version, KafkaError(
@@ -61,6 +65,7 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
         session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
     except KafkaError as e:
         return _session_error(ctx.api_version, e, True)
+    session.connection = (ctx.listener_name, ctx.client_host, ctx.client_port)
     for topic in req.forgotten_topics_data:
         name = _name(broker, topic.topic_id)
         for index in topic.partitions:
@@ -78,6 +83,12 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
         return _fetch_response(broker, requested, {}, acks, 0)
+    if acks:
+        # Fetches already waiting take what the acknowledgements freed, and the next
+        # records, before this member does (Kafka completes its delayed share fetches
+        # when acknowledgements finish): else a member that acknowledges always fetches
+        # first and the others starve.
+        await asyncio.sleep(0)
     keys = {(topic_id, index) for topic_id, indexes in _session_topics(broker, session)
             for index in indexes}
     keys |= set(requested)
@@ -159,6 +170,8 @@ def _fetch_response(broker: Broker, requested: dict[tuple[uuid.UUID, int], Any],
 
 async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
+    if not share_groups_enabled(broker.image.features):  # Kafka's answer at share.version 0
+        return _session_error(ctx.api_version, KafkaError(ErrorCode.unsupported_version), False)
     manager = broker.share_partitions
     if manager is None or not req.group_id or not req.member_id:
         return _session_error(ctx.api_version, KafkaError(

@@ -156,6 +156,15 @@ class GroupCoordinatorShard:
     def describe_share_group(self, group_id: str) -> dict[str, Any]:
         return self.group_metadata.share.describe_share_group(group_id)
 
+    def alter_share_group_offsets(self, now_ms: int, group_id: str) -> CoordinatorResult:
+        return self.group_metadata.share.alter_offsets(group_id)
+
+    def validate_share_group_offsets_deletable(self, group_id: str) -> None:
+        self.group_metadata.share.validate_offsets_deletable(group_id)
+
+    def is_empty_share_group(self, group_id: str) -> bool:
+        return self.group_metadata.share.is_empty_share_group(group_id)
+
     # --- offsets -----------------------------------------------------------------------------
 
     def commit_offsets(self, now_ms: int, group_id: str, generation_id: int, member_id: str,

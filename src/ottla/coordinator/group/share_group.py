@@ -139,6 +139,31 @@ def metadata_hash(topics: Mapping[str, tuple[uuid.UUID, int]], names: set[str]) 
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
+# --- share-partition lag (KIP-1226) ------------------------------------------------------------
+
+UNINITIALIZED = -1
+"""A start offset, delivery-complete count or lag that is not known (Kafka's
+PartitionFactory.UNINITIALIZED_START_OFFSET, UNINITIALIZED_DELIVERY_COMPLETE_COUNT and
+UNINITIALIZED_LAG)."""
+
+
+def has_lag(start_offset: int, delivery_complete_count: int) -> bool:
+    """Kafka's shouldComputeSharePartitionLag: a lag needs a known start offset and a known
+    delivery-complete count (a state initialized without a start offset has neither)."""
+    return start_offset != UNINITIALIZED and delivery_complete_count != UNINITIALIZED
+
+
+def share_partition_lag(end_offset: int, start_offset: int,
+                        delivery_complete_count: int) -> int:
+    """The records a share group still has to deliver on a partition: those from its start
+    offset to the partition's end offset (the high watermark, the offset of the next
+    record) less those at or past the start offset already acknowledged or archived.
+    UNINITIALIZED when the state cannot tell."""
+    if not has_lag(start_offset, delivery_complete_count):
+        return UNINITIALIZED
+    return end_offset - start_offset - delivery_complete_count
+
+
 # --- the simple assignor ---------------------------------------------------------------------
 
 def simple_assign(subscriptions: Mapping[str, frozenset[uuid.UUID]],

@@ -1,6 +1,7 @@
 """Share groups (KIP-932) on one shard: ShareGroupHeartbeat and ShareGroupDescribe, the
-session timer that fences a silent member, and the replay of the share-group records
-(Kafka's GroupMetadataManager, its share-group half).
+session timer that fences a silent member, the group's part of the offsets admin APIs
+(empty groups only), and the replay of the share-group records (Kafka's
+GroupMetadataManager, its share-group half).
 
 As for consumer groups, every change is a record replayed first (``_apply``) and the
 handler reads the replayed state back, so a coordinator that loads the partition after a
@@ -48,6 +49,10 @@ class ShareHeartbeatRequest:
     subscribed_topic_names: tuple[str, ...] | None
     client_id: str
     client_host: str
+
+
+NON_EMPTY_GROUP = "The group is not empty."
+"""Kafka's message for NON_EMPTY_GROUP."""
 
 
 def _session_key(group_id: str, member_id: str) -> str:
@@ -349,6 +354,47 @@ class ShareGroupManager:
                     for tp in to_topic_partitions(m.assigned)]}}
                 for m in group.members.values()],
             "authorized_operations": -2147483648}
+
+    # --- the offsets admin APIs (KIP-932) ----------------------------------------------------
+
+    def alter_offsets(self, group_id: str) -> CoordinatorResult:
+        """The group's part of AlterShareGroupOffsets (Kafka 4.2+): a share group that does
+        not exist yet is created, so offsets can be set before its first member joins
+        (KAFKA-19662); one with members gets NON_EMPTY_GROUP, its leaders delivering from
+        the current offsets; the group epoch is bumped (KAFKA-20910). The response is the
+        new epoch, the least state epoch the offsets are initialized at."""
+        group = self._groups.get(group_id)
+        if group is not None and not isinstance(group, ShareGroup):
+            raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a share group.")
+        if group is not None and group.members:
+            raise KafkaError(E.non_empty_group, NON_EMPTY_GROUP)
+        epoch = 1 if group is None else group.group_epoch + 1
+        records: Records = []
+        self._emit(rec.CoordinatorRecord(
+            rec.ShareGroupMetadataKey(group_id=group_id),
+            rec.ShareGroupMetadataValue(
+                epoch=epoch, metadata_hash=0 if group is None else group.metadata_hash)),
+            records)
+        log.info("[GroupId %s] Share group offsets altered at group epoch %d.", group_id,
+                 epoch)
+        return CoordinatorResult(records, epoch, replay=False)
+
+    def validate_offsets_deletable(self, group_id: str) -> None:
+        """DeleteShareGroupOffsets needs an existing, empty share group (Kafka's
+        initiateDeleteShareGroupOffsets): GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP."""
+        group = self._groups.get(group_id)
+        if group is None:
+            raise KafkaError(E.group_id_not_found, f"Group {group_id} not found.")
+        if not isinstance(group, ShareGroup):
+            raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a share group.")
+        if group.members:
+            raise KafkaError(E.non_empty_group, NON_EMPTY_GROUP)
+
+    def is_empty_share_group(self, group_id: str) -> bool:
+        """Whether DeleteGroups deletes ``group_id`` as a share group: its share-partition
+        states go first, as Kafka's deleteShareGroups."""
+        group = self._groups.get(group_id)
+        return isinstance(group, ShareGroup) and not group.members
 
     def is_empty(self, group: ShareGroup) -> bool:
         return not group.members
