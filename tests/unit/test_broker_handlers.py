@@ -27,6 +27,7 @@ import inspect
 import os
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -1741,3 +1742,31 @@ async def test_an_acknowledgement_is_answered_only_once_its_state_is_written(bro
                               share_fetch_body(topic_id, "m3", 0))) == []
     assert restarted.partitions[("workers", "jobs", 0)].start_offset == 3
     restarted.shutdown()
+
+
+async def test_share_fetch_v2_limits_records_and_share_acknowledge_v2_renews(broker) -> None:
+    """ShareFetch v2's ShareAcquireMode 1 (share.acquire.mode=record_limit) acquires exactly
+    MaxRecords; ShareAcknowledge v2 with IsRenewAck renews a lock (RENEW, KIP-1222) and
+    answers the lock duration; RENEW in a request that does not say so is refused."""
+    from ottla.broker.share_fetch import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c", b"d"))
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    limited = await ask(broker, ApiKey.SHARE_FETCH, 2, {
+        **share_fetch_body(topic_id, "m1", 0), "max_records": 2, "share_acquire_mode": 1})
+    assert acquired(limited) == [(0, 1, 1)]
+    refused = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 2, {
+        **share_ack_body(topic_id, "m1", 1, 0, 1, 4), "is_renew_ack": False})
+    assert refused.responses[0].partitions[0].error_code == ErrorCode.invalid_request
+    renewed = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 2, {
+        **share_ack_body(topic_id, "m1", 2, 0, 1, 4), "is_renew_ack": True})
+    assert renewed.responses[0].partitions[0].error_code == ErrorCode.none
+    assert renewed.acquisition_lock_timeout == timedelta(milliseconds=30_000)
+    sp = broker.share_partitions.partitions[("workers", "jobs", 0)]
+    assert sp.acquired_count() == 2 and sp.start_offset == 0
+    broker.share_partitions.shutdown()

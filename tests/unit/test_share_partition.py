@@ -185,3 +185,17 @@ def test_markers_and_aborted_batches_are_archived_not_delivered() -> None:
         AcquiredRecords(0, 1, 1)]
     restored.acknowledge("m", [(0, 1, [ACCEPT])])
     assert restored.start_offset == 5  # the never-delivered marker at 2 was archived
+
+
+def test_renew_keeps_the_records_with_a_fresh_lock() -> None:
+    """KIP-1222: a member that needs longer renews its acquisition lock; the records stay
+    its own past the first deadline, and nothing is written as settled."""
+    sp = SharePartition(start_offset=0, lock_duration_ms=1_000)
+    sp.acquire("m", [(0, 4)], 500, T0)
+    assert sp.acknowledge("m", [(0, 4, [AcknowledgeType.RENEW])], now_ms=T0 + 900) == \
+        ErrorCode.none
+    assert sp.expire_locks(T0 + 1_000) == T0 + 1_900  # still held, until the new deadline
+    assert sp.acknowledge("x", [(0, 4, [AcknowledgeType.RENEW])], T0 + 901) == \
+        ErrorCode.invalid_record_state  # not its records
+    sp.expire_locks(T0 + 1_900)
+    assert sp.acquire("m2", [(0, 4)], 500, T0 + 1_901) == [AcquiredRecords(0, 4, 2)]

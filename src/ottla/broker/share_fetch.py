@@ -274,7 +274,8 @@ class SharePartitionManager:
 
     async def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
                           batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
-        """Apply the member's acknowledgements once their state is written."""
+        """Apply the member's acknowledgements once their state is written (RENEW ones
+        extend the member's locks)."""
         key = (group_id, *tp)
         held = self.held.get(key)
         if held is None:
@@ -282,7 +283,7 @@ class SharePartitionManager:
         async with held.lock:
             if self.held.get(key) is not held:
                 return ErrorCode.invalid_record_state  # dropped while waiting
-            update = held.sp.begin_acknowledge(member_id, batches)
+            update = held.sp.begin_acknowledge(member_id, batches, self.broker.now_ms())
             if isinstance(update, ErrorCode):
                 return update
             error = await self._write(key, held, update)

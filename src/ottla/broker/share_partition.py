@@ -55,6 +55,8 @@ class AcknowledgeType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
+    """KIP-1222: keep the records, with a fresh acquisition lock."""
 
 
 ACK_TARGET = {AcknowledgeType.GAP: RecordState.ARCHIVED,
@@ -385,21 +387,23 @@ class SharePartition:
     # --- acknowledging --------------------------------------------------------------------
 
     def acknowledge(self, member_id: str,
-                    acknowledgements: list[tuple[int, int, list[int]]]) -> ErrorCode:
+                    acknowledgements: list[tuple[int, int, list[int]]], now_ms: int = 0
+                    ) -> ErrorCode:
         """``begin_acknowledge`` and ``commit`` at once (nothing to persist)."""
-        update = self.begin_acknowledge(member_id, acknowledgements)
+        update = self.begin_acknowledge(member_id, acknowledgements, now_ms)
         if isinstance(update, ErrorCode):
             return update
         self.commit(update)
         return ErrorCode.none
 
     def begin_acknowledge(self, member_id: str,
-                          acknowledgements: list[tuple[int, int, list[int]]]
-                          ) -> PendingUpdate | ErrorCode:
+                          acknowledgements: list[tuple[int, int, list[int]]],
+                          now_ms: int = 0) -> PendingUpdate | ErrorCode:
         """ShareFetch's or ShareAcknowledge's (first, last, types) runs for this member: one
         type for the whole run, or one per offset. All apply tentatively, or none (a failed
-        run leaves the state as it was) with INVALID_RECORD_STATE. The driver writes one
-        update at a time per share-partition, so none is pending here."""
+        run leaves the state as it was) with INVALID_RECORD_STATE. RENEW keeps a record
+        leased, its lock running from ``now_ms``. The driver writes one update at a time
+        per share-partition, so none is pending here."""
         if self.pending is not None:
             raise RuntimeError("one acknowledgement write at a time")
         undo: Undo = []
@@ -407,7 +411,8 @@ class SharePartition:
             for first, last, types in acknowledgements:
                 if len(types) not in (1, last - first + 1) or last < first:
                     raise InvalidRecordState("acknowledgement types do not match the range")
-                self._acknowledge_run(member_id, first, last, types, undo)
+                self._acknowledge_run(member_id, first, last, types, undo,
+                                      now_ms + self.lock_duration_ms)
         except InvalidRecordState:
             self._undo(undo)
             return ErrorCode.invalid_record_state
@@ -445,7 +450,7 @@ class SharePartition:
                    if s.state.terminal and last >= start)
 
     def _acknowledge_run(self, member_id: str, first: int, last: int, types: list[int],
-                         undo: Undo) -> None:
+                         undo: Undo, renewed_until: int) -> None:
         covered = 0
         for key in list(self._firsts):
             batch = self.batches[key]
@@ -457,7 +462,8 @@ class SharePartition:
             exact = batch.first_offset == first and batch.last_offset == last
             if batch.offsets is None and exact and len(types) == 1 and \
                     batch.first_offset >= self.start_offset:
-                self._settle(batch.state, member_id, types[0])  # type: ignore[arg-type]
+                self._settle(batch.state, member_id, types[0],  # type: ignore[arg-type]
+                             renewed_until)
                 covered += last - first + 1
                 continue
             if batch.offsets is None and (batch.state is None or
@@ -467,16 +473,20 @@ class SharePartition:
                 if offset < first or offset > last or offset < self.start_offset:
                     continue
                 kind = types[0] if len(types) == 1 else types[offset - first]
-                self._settle(state, member_id, kind)
+                self._settle(state, member_id, kind, renewed_until)
                 covered += 1
         if covered == 0:
             raise InvalidRecordState(f"offsets {first}-{last} are not in flight")
 
-    def _settle(self, state: InFlightState, member_id: str, kind: int) -> None:
+    def _settle(self, state: InFlightState, member_id: str, kind: int,
+                renewed_until: int) -> None:
         if state.state is not RecordState.ACQUIRED:
             raise InvalidRecordState("the records are not acquired")
         if state.member_id != member_id:
             raise InvalidRecordState("the member does not hold the records")
+        if kind == AcknowledgeType.RENEW:
+            state.lock_deadline_ms = renewed_until
+            return
         try:
             target = ACK_TARGET[AcknowledgeType(kind)]
         except ValueError:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.share_fetch import FINAL_EPOCH, ShareFetchResult, ShareSession
+from ottla.broker.share_partition import AcknowledgeType
 from ottla.common.features import share_groups_enabled
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -16,7 +17,8 @@ from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, RequestContext
 
 TopicPartition = tuple[str, int]
-RECORD_LIMIT = 2  # ShareFetch v2's share.acquire.mode=record_limit
+RECORD_LIMIT = 1
+"""ShareFetch v2's ShareAcquireMode for share.acquire.mode=record_limit (0: batch_optimized)."""
 
 
 def _name(broker: Broker, topic_id: uuid.UUID) -> str | None:
@@ -24,10 +26,10 @@ def _name(broker: Broker, topic_id: uuid.UUID) -> str | None:
     return topic.name if topic is not None else None
 
 
-async def _acknowledge(broker: Broker, session: ShareSession, topics: Any
-                       ) -> dict[tuple[uuid.UUID, int], ErrorCode]:
+async def _acknowledge(broker: Broker, session: ShareSession, topics: Any,
+                       renew: bool = False) -> dict[tuple[uuid.UUID, int], ErrorCode]:
     """Apply the request's acknowledgement batches (each once its state is written);
-    each partition's outcome."""
+    each partition's outcome. RENEW (KIP-1222) only in a request that says IsRenewAck."""
     manager = broker.share_partitions
     outcome: dict[tuple[uuid.UUID, int], ErrorCode] = {}
     for topic in topics:
@@ -40,18 +42,17 @@ async def _acknowledge(broker: Broker, session: ShareSession, topics: Any
             if name is None:
                 outcome[(topic.topic_id, p.partition_index)] = ErrorCode.unknown_topic_id
                 continue
+            if not renew and any(AcknowledgeType.RENEW in types for _, _, types in batches):
+                outcome[(topic.topic_id, p.partition_index)] = ErrorCode.invalid_request
+                continue
             outcome[(topic.topic_id, p.partition_index)] = await manager.acknowledge(
                 session.group_id, session.member_id, (name, p.partition_index), batches)
     return outcome
 
 
 def _session_error(version: int, error: KafkaError, fetch: bool) -> dict[str, Any]:
-    answer: dict[str, Any] = {"throttle_time": 0, "error_code": error.code,
-                              "error_message": error.message, "responses": [],
-                              "node_endpoints": []}
-    if fetch:
-        answer["acquisition_lock_timeout"] = 0
-    return answer
+    return {"throttle_time": 0, "error_code": error.code, "error_message": error.message,
+            "responses": [], "node_endpoints": [], "acquisition_lock_timeout": 0}
 
 
 async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -79,10 +80,13 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
                 (name, p.partition_index) if name is not None else None
             if name is not None:
                 session.partitions.add((name, p.partition_index))
-    acks = await _acknowledge(broker, session, req.topics)
+    renew = getattr(req, "is_renew_ack", False)
+    acks = await _acknowledge(broker, session, req.topics, renew)
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
         return _fetch_response(broker, requested, {}, acks, 0)
+    if renew:  # KIP-1222: a fetch that renews locks acquires nothing
+        return _fetch_response(broker, requested, {}, acks, _lock_ms(manager, session))
     if acks:
         # Fetches already waiting take what the acknowledgements freed, and the next
         # records, before this member does (Kafka completes its delayed share fetches
@@ -102,10 +106,14 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
                 broker.now_ms() >= deadline:
             break
         await manager.changed((deadline - broker.now_ms()) / 1000)
-    lock_ms = max((manager.partitions[(session.group_id, *tp)].lock_duration_ms
-                   for tp in session.partitions
-                   if (session.group_id, *tp) in manager.partitions), default=30_000)
-    return _fetch_response(broker, requested, results, acks, lock_ms)
+    return _fetch_response(broker, requested, results, acks, _lock_ms(manager, session))
+
+
+def _lock_ms(manager: Any, session: ShareSession) -> int:
+    """The acquisition lock of the session's share-partitions (AcquisitionLockTimeoutMs)."""
+    held = manager.partitions
+    return max((held[(session.group_id, *tp)].lock_duration_ms for tp in session.partitions
+                if (session.group_id, *tp) in held), default=30_000)
 
 
 def _session_topics(broker: Broker, session: ShareSession
@@ -185,7 +193,7 @@ async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
         session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
     except KafkaError as e:
         return _session_error(ctx.api_version, e, False)
-    acks = await _acknowledge(broker, session, req.topics)
+    acks = await _acknowledge(broker, session, req.topics, getattr(req, "is_renew_ack", False))
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
@@ -195,10 +203,10 @@ async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
             "current_leader": {"leader_id": -1, "leader_epoch": -1}})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "responses": [{"topic_id": t, "partitions": ps} for t, ps in by_topic.items()],
-            "node_endpoints": []}
+            "node_endpoints": [], "acquisition_lock_timeout": _lock_ms(manager, session)}
 
 
 APIS: list[ApiSpec[Broker]] = [
-    ApiSpec(ApiKey.SHARE_FETCH, 1, 1, handle_share_fetch),
-    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, 1, 1, handle_share_acknowledge),
+    ApiSpec(ApiKey.SHARE_FETCH, 1, 2, handle_share_fetch),
+    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, 1, 2, handle_share_acknowledge),
 ]
