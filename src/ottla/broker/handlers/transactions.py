@@ -142,13 +142,24 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
         # partition is added here instead, as a v2 client sends no AddOffsetsToTxn.
         offsets_partition = (OFFSETS_TOPIC, partition_for(
             req.group_id, broker.group_coordinator.num_partitions))
+        add = ctx.api_version >= 5
+        hosted = broker.replica_manager.partitions.get(offsets_partition)
+        producer_state = hosted.log.producer_state if hosted is not None else None
+        guard = producer_state.verification_guard(req.producer_id) \
+            if producer_state is not None and not add else None
         try:
             verified = await broker.transaction_coordinator.verify_remote_or_local(
                 req.transactional_id, req.producer_id, req.producer_epoch,
-                frozenset({offsets_partition}), add=ctx.api_version >= 5)
+                frozenset({offsets_partition}), add=add)
             error = verified.get(offsets_partition, ErrorCode.invalid_txn_state)
         except KafkaError as e:
             error = e.code
+        if error == ErrorCode.none and guard is not None and producer_state is not None \
+                and not producer_state.has_ongoing(req.producer_id) \
+                and not producer_state.guard_holds(req.producer_id, guard):
+            # The transaction ended while the answer was on the wire (Kafka's
+            # VerificationGuard): written now, the offsets would stay pending forever.
+            error = ErrorCode.transaction_abortable
         if error != ErrorCode.none:
             error = _VERIFY_ERRORS.get(error, error)
             if error == ErrorCode.transaction_abortable and ctx.api_version < 4:
