@@ -856,7 +856,7 @@ class SimPartition:
     @property
     def last_stable_offset(self) -> int:
         """``Partition.last_stable_offset``."""
-        unstable = self.producer_state.first_unstable_offset()
+        unstable = self.producer_state.unstable_below(self.hw)
         return self.hw if unstable is None else min(unstable, self.hw)
 
     # --- appends (Log.append_as_leader) ------------------------------------------------

@@ -143,8 +143,11 @@ def make_log(path: str, clean: bool = False, **configs: str) -> Any:
 
 
 def lead(log: Any, data: bytes) -> int:
+    """Append as a single-replica leader: the high watermark follows the log end."""
     batch = bytearray(data)
-    return log.append_as_leader(batch, read_header(batch), 0, now_ms=1000).first_offset
+    first = log.append_as_leader(batch, read_header(batch), 0, now_ms=1000).first_offset
+    log.high_watermark = log.log_end_offset
+    return first
 
 
 def marker(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> bytes:
@@ -154,6 +157,22 @@ def marker(pid: int, epoch: int, commit: bool, coordinator_epoch: int = 0) -> by
 
 def transactions(log: Any) -> list[AbortedTxn]:
     return [t for s in log.segments for t in s.txn_index.entries]
+
+
+def test_a_marker_above_the_high_watermark_still_holds_the_last_stable_offset(
+        tmp_path) -> None:
+    """Kafka's unreplicatedTxns: until the high watermark passes a transaction's marker a
+    new leader could lack the marker, so the transaction still bounds the LSO."""
+    log = make_log(str(tmp_path / "t-0"))
+    lead(log, build_batch([(b"k", b"plain")]))  # 0
+    lead(log, txn_batch(1, 0, 0, 0, 2))  # 1-2
+    batch = bytearray(marker(1, 0, commit=True))
+    log.append_as_leader(batch, read_header(batch), 0, now_ms=1000)  # 3, not replicated
+    assert log.first_unstable_offset() == 1
+    log.high_watermark = 3
+    assert log.first_unstable_offset() == 1  # the marker itself is not below it yet
+    log.high_watermark = 4
+    assert log.first_unstable_offset() is None
 
 
 def test_a_log_tracks_open_transactions_and_indexes_the_aborted(tmp_path) -> None:
@@ -204,6 +223,8 @@ def test_a_reloaded_log_has_the_same_transactions(tmp_path, clean: bool) -> None
                 os.unlink(os.path.join(path, name))
     again = make_log(path, clean=clean)
     assert transactions(again) == expected == [AbortedTxn(1, 0, 2, 1), AbortedTxn(2, 1, 4, 3)]
+    assert again.first_unstable_offset() == 0  # no marker known to be replicated yet
+    again.high_watermark = again.log_end_offset  # the checkpoint, as a partition sets it
     assert again.first_unstable_offset() == 3  # producer 3 is still open
 
 

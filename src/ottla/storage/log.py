@@ -229,8 +229,9 @@ class Log:
         return self.segments[max(0, bisect.bisect_right(self._bases, offset) - 1)]
 
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the oldest open transaction (None if none is open)."""
-        return self.producer_state.first_unstable_offset()
+        """The first offset of the oldest transaction not yet decided for good: open, or
+        closed by a marker the high watermark has not passed (None if there is none)."""
+        return self.producer_state.unstable_below(self.high_watermark)
 
     def collect_aborted(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping [fetch_offset, upper_bound), for a

@@ -14,6 +14,7 @@ first offset of the oldest open transaction bounds the last stable offset, below
 
 from __future__ import annotations
 
+import collections
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -78,6 +79,10 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}
         """Producer id -> the first offset of its open transaction."""
+        self.unreplicated: collections.deque[CompletedTxn] = collections.deque()
+        """Transactions whose marker may be above the high watermark (Kafka's
+        ``unreplicatedTxns``): they count as open for the last stable offset until the
+        high watermark passes their marker, which a new leader could otherwise lack."""
         self._appends: dict[int, int] = {}
         """Producer id -> how many of its batches and markers were appended (the
         verification guard: see ``verification_guard``)."""
@@ -178,8 +183,23 @@ class ProducerStateManager:
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp)
         self.ongoing.pop(header.producer_id, None)
-        return CompletedTxn(header.producer_id, offset if first is None else first, offset,
-                            aborted)
+        completed = CompletedTxn(header.producer_id, offset if first is None else first,
+                                 offset, aborted)
+        self.unreplicated.append(completed)
+        return completed
+
+    def unstable_below(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest transaction not decided for good: open, or
+        closed by a marker at or above ``high_watermark`` (which a new leader could lack);
+        the last stable offset cannot pass it (Kafka's ``firstUnstableOffset``)."""
+        unreplicated = self.unreplicated
+        while unreplicated and unreplicated[0].last_offset < high_watermark:
+            unreplicated.popleft()
+        firsts = [t.first_offset for t in unreplicated]
+        unstable = self.first_unstable_offset()
+        if unstable is not None:
+            firsts.append(unstable)
+        return min(firsts, default=None)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction: the last stable offset cannot
@@ -189,6 +209,7 @@ class ProducerStateManager:
     def truncate(self) -> None:
         self.producers.clear()
         self.ongoing.clear()
+        self.unreplicated.clear()
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> None:
         """Forget producers idle longer than ``producer.id.expiration.ms``."""
