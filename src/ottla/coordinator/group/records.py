@@ -20,11 +20,11 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 
+from ottla.coordinator.record_codec import field_meta
+
 _INT16 = struct.Struct(">h")
 
 
-def _meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
-    return {"kafka_type": kafka_type} if tag is None else {"kafka_type": kafka_type, "tag": tag}
 
 
 class _Key:
@@ -44,19 +44,19 @@ class _Value:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetCommitKey(_Key):
     __version__: ClassVar[int] = 1
-    group: str = field(metadata=_meta("string"))
-    topic: str = field(metadata=_meta("string"))
-    partition: int = field(metadata=_meta("int32"))
+    group: str = field(metadata=field_meta("string"))
+    topic: str = field(metadata=field_meta("string"))
+    partition: int = field(metadata=field_meta("int32"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetCommitValue(_Value):
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 3
-    offset: int = field(metadata=_meta("int64"))
-    leader_epoch: int = field(metadata=_meta("int32"), default=-1)
-    metadata: str = field(metadata=_meta("string"), default="")
-    commit_timestamp: int = field(metadata=_meta("int64"))
+    offset: int = field(metadata=field_meta("int64"))
+    leader_epoch: int = field(metadata=field_meta("int32"), default=-1)
+    metadata: str = field(metadata=field_meta("string"), default="")
+    commit_timestamp: int = field(metadata=field_meta("int64"))
 
 
 # --- classic groups ---------------------------------------------------------------------
@@ -64,7 +64,7 @@ class OffsetCommitValue(_Value):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupMetadataKey(_Key):
     __version__: ClassVar[int] = 2
-    group: str = field(metadata=_meta("string"))
+    group: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,25 +72,25 @@ class MemberMetadata:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 3
-    member_id: str = field(metadata=_meta("string"))
-    group_instance_id: str | None = field(metadata=_meta("string"), default=None)
-    client_id: str = field(metadata=_meta("string"))
-    client_host: str = field(metadata=_meta("string"))
-    rebalance_timeout: int = field(metadata=_meta("int32"), default=-1)
-    session_timeout: int = field(metadata=_meta("int32"))
-    subscription: bytes = field(metadata=_meta("bytes"))
-    assignment: bytes = field(metadata=_meta("bytes"))
+    member_id: str = field(metadata=field_meta("string"))
+    group_instance_id: str | None = field(metadata=field_meta("string"), default=None)
+    client_id: str = field(metadata=field_meta("string"))
+    client_host: str = field(metadata=field_meta("string"))
+    rebalance_timeout: int = field(metadata=field_meta("int32"), default=-1)
+    session_timeout: int = field(metadata=field_meta("int32"))
+    subscription: bytes = field(metadata=field_meta("bytes"))
+    assignment: bytes = field(metadata=field_meta("bytes"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupMetadataValue(_Value):
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 3
-    protocol_type: str = field(metadata=_meta("string"))
-    generation: int = field(metadata=_meta("int32"))
-    protocol: str | None = field(metadata=_meta("string"))
-    leader: str | None = field(metadata=_meta("string"))
-    current_state_timestamp: int = field(metadata=_meta("int64"), default=-1)
+    protocol_type: str = field(metadata=field_meta("string"))
+    generation: int = field(metadata=field_meta("int32"))
+    protocol: str | None = field(metadata=field_meta("string"))
+    leader: str | None = field(metadata=field_meta("string"))
+    current_state_timestamp: int = field(metadata=field_meta("int64"), default=-1)
     members: tuple[MemberMetadata, ...] = ()
 
 
@@ -99,20 +99,20 @@ class GroupMetadataValue(_Value):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupMetadataKey(_Key):
     __version__: ClassVar[int] = 3
-    group_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupMetadataValue(_Value):
-    epoch: int = field(metadata=_meta("int32"))
-    metadata_hash: int = field(metadata=_meta("int64", tag=0), default=0)
+    epoch: int = field(metadata=field_meta("int32"))
+    metadata_hash: int = field(metadata=field_meta("int64", tag=0), default=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupMemberMetadataKey(_Key):
     __version__: ClassVar[int] = 5
-    group_id: str = field(metadata=_meta("string"))
-    member_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
+    member_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,8 +120,8 @@ class ClassicProtocol:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
-    name: str = field(metadata=_meta("string"))
-    metadata: bytes = field(metadata=_meta("bytes"))
+    name: str = field(metadata=field_meta("string"))
+    metadata: bytes = field(metadata=field_meta("bytes"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,20 +131,20 @@ class ClassicMemberMetadata:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
-    session_timeout_ms: int = field(metadata=_meta("int32"))
+    session_timeout_ms: int = field(metadata=field_meta("int32"))
     supported_protocols: tuple[ClassicProtocol, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupMemberMetadataValue(_Value):
-    instance_id: str | None = field(metadata=_meta("string"), default=None)
-    rack_id: str | None = field(metadata=_meta("string"), default=None)
-    client_id: str = field(metadata=_meta("string"))
-    client_host: str = field(metadata=_meta("string"))
-    subscribed_topic_names: tuple[str, ...] = field(metadata=_meta("string"), default=())
-    subscribed_topic_regex: str | None = field(metadata=_meta("string"), default=None)
-    rebalance_timeout_ms: int = field(metadata=_meta("int32"), default=-1)
-    server_assignor: str | None = field(metadata=_meta("string"), default=None)
+    instance_id: str | None = field(metadata=field_meta("string"), default=None)
+    rack_id: str | None = field(metadata=field_meta("string"), default=None)
+    client_id: str = field(metadata=field_meta("string"))
+    client_host: str = field(metadata=field_meta("string"))
+    subscribed_topic_names: tuple[str, ...] = field(metadata=field_meta("string"), default=())
+    subscribed_topic_regex: str | None = field(metadata=field_meta("string"), default=None)
+    rebalance_timeout_ms: int = field(metadata=field_meta("int32"), default=-1)
+    server_assignor: str | None = field(metadata=field_meta("string"), default=None)
     classic_member_metadata: ClassicMemberMetadata | None = field(
         metadata={"tag": 0}, default=None)
     """Tagged and nullable; set only for a member that uses the classic protocol."""
@@ -153,13 +153,13 @@ class ConsumerGroupMemberMetadataValue(_Value):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupTargetAssignmentMetadataKey(_Key):
     __version__: ClassVar[int] = 6
-    group_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupTargetAssignmentMetadataValue(_Value):
-    assignment_epoch: int = field(metadata=_meta("int32"))
-    assignment_timestamp: int = field(metadata=_meta("int64", tag=0), default=0)
+    assignment_epoch: int = field(metadata=field_meta("int32"))
+    assignment_timestamp: int = field(metadata=field_meta("int64", tag=0), default=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,15 +167,15 @@ class TopicPartitions:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
-    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
-    partitions: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    topic_id: uuid.UUID = field(metadata=field_meta("uuid"))
+    partitions: tuple[int, ...] = field(metadata=field_meta("int32"), default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupTargetAssignmentMemberKey(_Key):
     __version__: ClassVar[int] = 7
-    group_id: str = field(metadata=_meta("string"))
-    member_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
+    member_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,15 +186,15 @@ class ConsumerGroupTargetAssignmentMemberValue(_Value):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupCurrentMemberAssignmentKey(_Key):
     __version__: ClassVar[int] = 8
-    group_id: str = field(metadata=_meta("string"))
-    member_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
+    member_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerGroupCurrentMemberAssignmentValue(_Value):
-    member_epoch: int = field(metadata=_meta("int32"))
-    previous_member_epoch: int = field(metadata=_meta("int32"))
-    state: int = field(metadata=_meta("int8"))
+    member_epoch: int = field(metadata=field_meta("int32"))
+    previous_member_epoch: int = field(metadata=field_meta("int32"))
+    state: int = field(metadata=field_meta("int8"))
     assigned_partitions: tuple[TopicPartitions, ...] = ()
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
 
@@ -204,46 +204,46 @@ class ConsumerGroupCurrentMemberAssignmentValue(_Value):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupMemberMetadataKey(_Key):
     __version__: ClassVar[int] = 10
-    group_id: str = field(metadata=_meta("string"))
-    member_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
+    member_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupMemberMetadataValue(_Value):
-    rack_id: str | None = field(metadata=_meta("string"), default=None)
-    client_id: str = field(metadata=_meta("string"))
-    client_host: str = field(metadata=_meta("string"))
-    subscribed_topic_names: tuple[str, ...] = field(metadata=_meta("string"), default=())
+    rack_id: str | None = field(metadata=field_meta("string"), default=None)
+    client_id: str = field(metadata=field_meta("string"))
+    client_host: str = field(metadata=field_meta("string"))
+    subscribed_topic_names: tuple[str, ...] = field(metadata=field_meta("string"), default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupMetadataKey(_Key):
     __version__: ClassVar[int] = 11
-    group_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupMetadataValue(_Value):
-    epoch: int = field(metadata=_meta("int32"))
-    metadata_hash: int = field(metadata=_meta("int64", tag=0), default=0)
+    epoch: int = field(metadata=field_meta("int32"))
+    metadata_hash: int = field(metadata=field_meta("int64", tag=0), default=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupTargetAssignmentMetadataKey(_Key):
     __version__: ClassVar[int] = 12
-    group_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupTargetAssignmentMetadataValue(_Value):
-    assignment_epoch: int = field(metadata=_meta("int32"))
+    assignment_epoch: int = field(metadata=field_meta("int32"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupTargetAssignmentMemberKey(_Key):
     __version__: ClassVar[int] = 13
-    group_id: str = field(metadata=_meta("string"))
-    member_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
+    member_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,15 +254,15 @@ class ShareGroupTargetAssignmentMemberValue(_Value):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupCurrentMemberAssignmentKey(_Key):
     __version__: ClassVar[int] = 14
-    group_id: str = field(metadata=_meta("string"))
-    member_id: str = field(metadata=_meta("string"))
+    group_id: str = field(metadata=field_meta("string"))
+    member_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupCurrentMemberAssignmentValue(_Value):
-    member_epoch: int = field(metadata=_meta("int32"))
-    previous_member_epoch: int = field(metadata=_meta("int32"))
-    state: int = field(metadata=_meta("int8"))
+    member_epoch: int = field(metadata=field_meta("int32"))
+    previous_member_epoch: int = field(metadata=field_meta("int32"))
+    state: int = field(metadata=field_meta("int8"))
     assigned_partitions: tuple[TopicPartitions, ...] = ()
 
 

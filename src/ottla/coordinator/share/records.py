@@ -11,15 +11,13 @@ values, written only when it is not -1, so a value without it is what Kafka 4.1 
 # No ``from __future__ import annotations``: kio introspects the real field types.
 
 import enum
-import io
-import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from ottla.coordinator.record_codec import RecordCodec, field_meta, prefix_of
 from ottla.coordinator.share.state import (
     PersisterStateBatch,
     ShareGroupOffset,
@@ -27,7 +25,6 @@ from ottla.coordinator.share.state import (
     ShareUpdate,
 )
 
-_INT16 = struct.Struct(">h")
 VALUE_VERSION = 0
 
 
@@ -36,8 +33,6 @@ class RecordType(enum.IntEnum):
     UPDATE = 1
 
 
-def _meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
-    return {"kafka_type": kafka_type} if tag is None else {"kafka_type": kafka_type, "tag": tag}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,9 +42,9 @@ class _KeyLayout:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 0
-    group_id: str = field(metadata=_meta("string"))
-    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
-    partition: int = field(metadata=_meta("int32"))
+    group_id: str = field(metadata=field_meta("string"))
+    topic_id: uuid.UUID = field(metadata=field_meta("uuid"))
+    partition: int = field(metadata=field_meta("int32"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,10 +52,10 @@ class _StateBatch:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
-    first_offset: int = field(metadata=_meta("int64"))
-    last_offset: int = field(metadata=_meta("int64"))
-    delivery_state: int = field(metadata=_meta("int8"))
-    delivery_count: int = field(metadata=_meta("int16"))
+    first_offset: int = field(metadata=field_meta("int64"))
+    last_offset: int = field(metadata=field_meta("int64"))
+    delivery_state: int = field(metadata=field_meta("int8"))
+    delivery_count: int = field(metadata=field_meta("int16"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,13 +63,13 @@ class _SnapshotLayout:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
-    snapshot_epoch: int = field(metadata=_meta("int32"))
-    state_epoch: int = field(metadata=_meta("int32"))
-    leader_epoch: int = field(metadata=_meta("int32"))
-    start_offset: int = field(metadata=_meta("int64"))
-    delivery_complete_count: int = field(metadata=_meta("int32", tag=0), default=-1)
-    create_timestamp: int = field(metadata=_meta("int64"))
-    write_timestamp: int = field(metadata=_meta("int64"))
+    snapshot_epoch: int = field(metadata=field_meta("int32"))
+    state_epoch: int = field(metadata=field_meta("int32"))
+    leader_epoch: int = field(metadata=field_meta("int32"))
+    start_offset: int = field(metadata=field_meta("int64"))
+    delivery_complete_count: int = field(metadata=field_meta("int32", tag=0), default=-1)
+    create_timestamp: int = field(metadata=field_meta("int64"))
+    write_timestamp: int = field(metadata=field_meta("int64"))
     state_batches: tuple[_StateBatch, ...] = ()
 
 
@@ -83,16 +78,15 @@ class _UpdateLayout:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
-    snapshot_epoch: int = field(metadata=_meta("int32"))
-    leader_epoch: int = field(metadata=_meta("int32"))
-    start_offset: int = field(metadata=_meta("int64"))
-    delivery_complete_count: int = field(metadata=_meta("int32", tag=0), default=-1)
+    snapshot_epoch: int = field(metadata=field_meta("int32"))
+    leader_epoch: int = field(metadata=field_meta("int32"))
+    start_offset: int = field(metadata=field_meta("int64"))
+    delivery_complete_count: int = field(metadata=field_meta("int32", tag=0), default=-1)
     state_batches: tuple[_StateBatch, ...] = ()
 
 
 _LAYOUTS = (_KeyLayout, _SnapshotLayout, _UpdateLayout)
-_writers = {cls: entity_writer(cls) for cls in _LAYOUTS}
-_readers = {cls: entity_reader(cls) for cls in _LAYOUTS}
+_codec = RecordCodec(_LAYOUTS)
 
 
 class UnknownShareRecord(ValueError):
@@ -122,11 +116,6 @@ def tombstone(key: SharePartitionKey) -> ShareStateRecord:
     return ShareStateRecord(key, RecordType.SNAPSHOT, None)
 
 
-def _prefixed(prefix: int, entity: Any) -> bytes:
-    buf = io.BytesIO()
-    buf.write(_INT16.pack(prefix))
-    _writers[type(entity)](buf, entity)
-    return buf.getvalue()
 
 
 def _batches(batches: tuple[PersisterStateBatch, ...]) -> tuple[_StateBatch, ...]:
@@ -141,7 +130,7 @@ def _from_batches(batches: tuple[_StateBatch, ...]) -> tuple[PersisterStateBatch
 
 
 def encode_key(record_type: RecordType, key: SharePartitionKey) -> bytes:
-    return _prefixed(record_type, _KeyLayout(group_id=key.group_id, topic_id=key.topic_id,
+    return _codec.prefixed(record_type, _KeyLayout(group_id=key.group_id, topic_id=key.topic_id,
                                              partition=key.partition))
 
 
@@ -149,13 +138,13 @@ def encode_value(value: ShareGroupOffset | ShareUpdate | None) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, ShareGroupOffset):
-        return _prefixed(VALUE_VERSION, _SnapshotLayout(
+        return _codec.prefixed(VALUE_VERSION, _SnapshotLayout(
             snapshot_epoch=value.snapshot_epoch, state_epoch=value.state_epoch,
             leader_epoch=value.leader_epoch, start_offset=value.start_offset,
             delivery_complete_count=value.delivery_complete_count,
             create_timestamp=value.create_timestamp, write_timestamp=value.write_timestamp,
             state_batches=_batches(value.state_batches)))
-    return _prefixed(VALUE_VERSION, _UpdateLayout(
+    return _codec.prefixed(VALUE_VERSION, _UpdateLayout(
         snapshot_epoch=value.snapshot_epoch, leader_epoch=value.leader_epoch,
         start_offset=value.start_offset, delivery_complete_count=value.delivery_complete_count,
         state_batches=_batches(value.state_batches)))
@@ -169,27 +158,27 @@ def encode(record: ShareStateRecord) -> tuple[bytes, bytes | None]:
 
 
 def decode(key: bytes, value: bytes | None) -> ShareStateRecord:
-    (type_id,) = _INT16.unpack_from(key, 0)
+    type_id = prefix_of(key)
     try:
         record_type = RecordType(type_id)
     except ValueError:
         raise UnknownShareRecord(
             f"unknown __share_group_state record type {type_id}") from None
-    k, _ = _readers[_KeyLayout](key, 2)
+    k = _codec.read(_KeyLayout, key)
     spk = SharePartitionKey(k.group_id, k.topic_id, k.partition)
     if value is None:
         return ShareStateRecord(spk, record_type, None)
-    (version,) = _INT16.unpack_from(value, 0)
+    version = prefix_of(value)
     if version != VALUE_VERSION:
         raise UnknownShareRecord(
             f"Share{record_type.name.title()}Value version {version} is not supported")
     if record_type is RecordType.SNAPSHOT:
-        s, _ = _readers[_SnapshotLayout](value, 2)
+        s = _codec.read(_SnapshotLayout, value)
         return ShareStateRecord(spk, record_type, ShareGroupOffset(
             s.snapshot_epoch, s.state_epoch, s.leader_epoch, s.start_offset,
             s.delivery_complete_count, s.create_timestamp, s.write_timestamp,
             _from_batches(s.state_batches)))
-    u, _ = _readers[_UpdateLayout](value, 2)
+    u = _codec.read(_UpdateLayout, value)
     return ShareStateRecord(spk, record_type, ShareUpdate(
         u.snapshot_epoch, u.leader_epoch, u.start_offset, u.delivery_complete_count,
         _from_batches(u.state_batches)))

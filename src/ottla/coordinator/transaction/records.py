@@ -10,20 +10,16 @@ fields (KIP-890). A transaction in state Empty stores a null partition list.
 
 # No ``from __future__ import annotations``: kio introspects the real field types.
 
-import io
-import struct
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-_INT16 = struct.Struct(">h")
+from ottla.coordinator.record_codec import RecordCodec, field_meta, prefix_of
+
 KEY_VERSION = 0
 
 
-def _meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
-    return {"kafka_type": kafka_type} if tag is None else {"kafka_type": kafka_type, "tag": tag}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,7 +27,7 @@ class TransactionLogKey:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 0
-    transactional_id: str = field(metadata=_meta("string"))
+    transactional_id: str = field(metadata=field_meta("string"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,8 +35,8 @@ class PartitionsV0:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 0
-    topic: str = field(metadata=_meta("string"))
-    partition_ids: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    topic: str = field(metadata=field_meta("string"))
+    partition_ids: tuple[int, ...] = field(metadata=field_meta("int32"), default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,8 +44,8 @@ class PartitionsV1:
     __type__: ClassVar = EntityType.nested
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 1
-    topic: str = field(metadata=_meta("string"))
-    partition_ids: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    topic: str = field(metadata=field_meta("string"))
+    partition_ids: tuple[int, ...] = field(metadata=field_meta("int32"), default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,13 +53,13 @@ class TransactionLogValueV0:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = False
     __version__: ClassVar[int] = 0
-    producer_id: int = field(metadata=_meta("int64"))
-    producer_epoch: int = field(metadata=_meta("int16"))
-    transaction_timeout_ms: int = field(metadata=_meta("int32"))
-    transaction_status: int = field(metadata=_meta("int8"))
+    producer_id: int = field(metadata=field_meta("int64"))
+    producer_epoch: int = field(metadata=field_meta("int16"))
+    transaction_timeout_ms: int = field(metadata=field_meta("int32"))
+    transaction_status: int = field(metadata=field_meta("int8"))
     transaction_partitions: tuple[PartitionsV0, ...] | None = None
-    transaction_last_update_timestamp_ms: int = field(metadata=_meta("int64"))
-    transaction_start_timestamp_ms: int = field(metadata=_meta("int64"))
+    transaction_last_update_timestamp_ms: int = field(metadata=field_meta("int64"))
+    transaction_start_timestamp_ms: int = field(metadata=field_meta("int64"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,16 +67,16 @@ class TransactionLogValueV1:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 1
-    producer_id: int = field(metadata=_meta("int64"))
-    previous_producer_id: int = field(metadata=_meta("int64", tag=0), default=-1)
-    next_producer_id: int = field(metadata=_meta("int64", tag=1), default=-1)
-    producer_epoch: int = field(metadata=_meta("int16"))
-    transaction_timeout_ms: int = field(metadata=_meta("int32"))
-    transaction_status: int = field(metadata=_meta("int8"))
+    producer_id: int = field(metadata=field_meta("int64"))
+    previous_producer_id: int = field(metadata=field_meta("int64", tag=0), default=-1)
+    next_producer_id: int = field(metadata=field_meta("int64", tag=1), default=-1)
+    producer_epoch: int = field(metadata=field_meta("int16"))
+    transaction_timeout_ms: int = field(metadata=field_meta("int32"))
+    transaction_status: int = field(metadata=field_meta("int8"))
     transaction_partitions: tuple[PartitionsV1, ...] | None = None
-    transaction_last_update_timestamp_ms: int = field(metadata=_meta("int64"))
-    transaction_start_timestamp_ms: int = field(metadata=_meta("int64"))
-    client_transaction_version: int = field(metadata=_meta("int16", tag=2), default=0)
+    transaction_last_update_timestamp_ms: int = field(metadata=field_meta("int64"))
+    transaction_start_timestamp_ms: int = field(metadata=field_meta("int64"))
+    client_transaction_version: int = field(metadata=field_meta("int16", tag=2), default=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,25 +95,17 @@ class TransactionLogValue:
     client_transaction_version: int = 0
 
 
-_writers = {cls: entity_writer(cls) for cls in
-            (TransactionLogKey, TransactionLogValueV0, TransactionLogValueV1)}
-_readers = {cls: entity_reader(cls) for cls in
-            (TransactionLogKey, TransactionLogValueV0, TransactionLogValueV1)}
+_codec = RecordCodec((TransactionLogKey, TransactionLogValueV0, TransactionLogValueV1))
 
 
 class UnknownTransactionRecord(ValueError):
     pass
 
 
-def _prefixed(version: int, entity: Any) -> bytes:
-    buf = io.BytesIO()
-    buf.write(_INT16.pack(version))
-    _writers[type(entity)](buf, entity)
-    return buf.getvalue()
 
 
 def encode_key(transactional_id: str) -> bytes:
-    return _prefixed(KEY_VERSION, TransactionLogKey(transactional_id=transactional_id))
+    return _codec.prefixed(KEY_VERSION, TransactionLogKey(transactional_id=transactional_id))
 
 
 def encode_value(value: TransactionLogValue | None, version: int) -> bytes | None:
@@ -127,7 +115,7 @@ def encode_value(value: TransactionLogValue | None, version: int) -> bytes | Non
         return None
     parts = None if value.partitions is None else sorted(value.partitions.items())
     if version == 0:
-        return _prefixed(0, TransactionLogValueV0(
+        return _codec.prefixed(0, TransactionLogValueV0(
             producer_id=value.producer_id, producer_epoch=value.producer_epoch,
             transaction_timeout_ms=value.transaction_timeout_ms,
             transaction_status=value.transaction_status,
@@ -136,7 +124,7 @@ def encode_value(value: TransactionLogValue | None, version: int) -> bytes | Non
             transaction_last_update_timestamp_ms=value.last_update_timestamp_ms,
             transaction_start_timestamp_ms=value.start_timestamp_ms))
     if version == 1:
-        return _prefixed(1, TransactionLogValueV1(
+        return _codec.prefixed(1, TransactionLogValueV1(
             producer_id=value.producer_id, previous_producer_id=value.previous_producer_id,
             next_producer_id=value.next_producer_id, producer_epoch=value.producer_epoch,
             transaction_timeout_ms=value.transaction_timeout_ms,
@@ -150,24 +138,24 @@ def encode_value(value: TransactionLogValue | None, version: int) -> bytes | Non
 
 
 def decode_key(key: bytes) -> str:
-    (version,) = _INT16.unpack_from(key, 0)
+    version = prefix_of(key)
     if version != KEY_VERSION:
         raise UnknownTransactionRecord(f"unknown __transaction_state key version {version}")
-    decoded, _ = _readers[TransactionLogKey](key, 2)
+    decoded = _codec.read(TransactionLogKey, key)
     return str(decoded.transactional_id)
 
 
 def decode_value(value: bytes | None) -> TransactionLogValue | None:
     if value is None:
         return None
-    (version,) = _INT16.unpack_from(value, 0)
+    version = prefix_of(value)
     if version == 0:
-        v0, _ = _readers[TransactionLogValueV0](value, 2)
+        v0 = _codec.read(TransactionLogValueV0, value)
         previous, following, client_version = -1, -1, 0
         partitions = v0.transaction_partitions
         fields = v0
     elif version == 1:
-        v1, _ = _readers[TransactionLogValueV1](value, 2)
+        v1 = _codec.read(TransactionLogValueV1, value)
         previous, following = v1.previous_producer_id, v1.next_producer_id
         client_version = v1.client_transaction_version
         partitions = v1.transaction_partitions
