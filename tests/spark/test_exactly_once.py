@@ -58,6 +58,9 @@ def produce_input(bootstrap: str, topic: str) -> list[bytes]:
             if i % 500 == 0:
                 producer.poll(0)
         if aborted:
+            # Flushed first: librdkafka can fail an abort of records still queued with
+            # INVALID_TXN_STATE, against Kafka too (confluentinc/librdkafka#4849).
+            producer.flush(30)
             producer.abort_transaction(30)
         else:
             producer.commit_transaction(30)
