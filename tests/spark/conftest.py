@@ -8,10 +8,14 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.helpers import OttlaProcess
+
+if TYPE_CHECKING:
+    from tests.spark.cluster import ConnectServer, StandaloneCluster
 
 
 def _java_works() -> bool:
@@ -62,3 +66,44 @@ def topic(request) -> str:
     """A topic name of this test's own (the broker is shared by the session)."""
     name = re.sub(r"[^a-zA-Z0-9]+", "-", request.node.name)[:40]
     return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory) -> Iterator[StandaloneCluster]:
+    """A Spark standalone cluster of one master and two workers (one core and 512 MiB
+    each), started from the PySpark install; every JVM under it is killed at the end."""
+    from tests.spark.cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster")).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def executor_python(tmp_path_factory) -> str:
+    """A Python with the connector's dependencies but without ottla, for the executors
+    (PYSPARK_PYTHON) of jobs that must ship ottla themselves."""
+    from tests.spark.cluster import executor_python
+
+    return executor_python(tmp_path_factory.mktemp("executor-python") / "venv")
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory) -> Iterator[ConnectServer]:
+    """A Spark Connect server on local[2] started with the PySpark install's
+    start-connect-server.sh, its Python workers running this interpreter (with ottla)."""
+    from pyspark.sql.connect.utils import check_dependencies
+
+    from tests.spark.cluster import ConnectServer
+
+    try:  # a failure, not a skip: the test and spark extras install them
+        check_dependencies()
+    except ImportError as e:
+        pytest.fail(f"the Spark Connect client needs pyspark[connect]'s packages: {e}")
+    server = ConnectServer(tmp_path_factory.mktemp("spark-connect")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,13 +1,15 @@
 """``ottla pipeline``: run the Spark pipelines of ``ottla.spark.pipelines``.
 
-``ottla pipeline run NAME [--master URL] [--conf k=v] [pipeline options]`` starts a
-SparkSession (``local[*]`` unless ``--master`` says otherwise; on a cluster the ottla
-package is shipped to the executors) and runs the named pipeline.
+``ottla pipeline run NAME [--master URL | --remote sc://HOST:PORT] [--conf k=v]
+[pipeline options]`` starts a SparkSession (``local[*]`` unless ``--master`` says
+otherwise; on a cluster the ottla package is shipped to the executors), or a Spark
+Connect session of ``--remote`` (or ``$SPARK_REMOTE``), and runs the named pipeline.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ottla.cli.common import parse_properties
@@ -28,7 +30,11 @@ def add_parser(sub: Any) -> None:
         module = load(name)
         q = names.add_parser(name, help=module.HELP, description=module.__doc__,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-        q.add_argument("--master", help="Spark master URL (default local[*])")
+        where = q.add_mutually_exclusive_group()
+        where.add_argument("--master", help="Spark master URL (default local[*])")
+        where.add_argument("--remote", metavar="sc://HOST:PORT",
+                           help="run through a Spark Connect server (default $SPARK_REMOTE "
+                                "when --master is not given); its Python must have ottla")
         q.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="a Spark configuration property (repeatable)")
         module.add_arguments(q)
@@ -51,8 +57,9 @@ def run_pipeline(args: argparse.Namespace) -> int:
         return 1
     from ottla.spark.pipelines import load
 
+    remote = args.remote or (None if args.master else os.environ.get("SPARK_REMOTE"))
     spark = create_session(f"ottla-{args.pipeline}", args.master,
-                           parse_properties(args.conf, "--conf"))
+                           parse_properties(args.conf, "--conf"), remote=remote)
     try:
         return int(load(args.pipeline).run(spark, args) or 0)
     finally:

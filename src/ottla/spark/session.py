@@ -1,9 +1,12 @@
-"""A SparkSession ready for ``format("ottla")``, locally or on a cluster.
+"""A SparkSession ready for ``format("ottla")``: locally, on a cluster, or over Spark
+Connect.
 
 Python workers must import ``ottla`` and ``confluent_kafka``: locally they run this very
 interpreter (``PYSPARK_PYTHON`` defaults to it, not to whatever ``python3`` is first on
-the PATH); on a cluster the ``ottla`` package is shipped as a zip with ``addPyFile`` and
-the executors need ``confluent-kafka`` and ``pyarrow`` installed.
+the PATH); on a cluster the ``ottla`` package is shipped as a zip (``addPyFile`` for the
+executors, the driver JVM's ``PYTHONPATH`` for the Python workers that plan streaming
+reads on the driver) and the executors need ``confluent-kafka`` and ``pyarrow``
+installed; over Spark Connect the server's Python workers need ``ottla`` installed.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import sys
 import tempfile
 import zipfile
+import zipimport
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,12 +34,23 @@ def is_local(master: str) -> bool:
 
 
 def create_session(app_name: str, master: str | None = None,
-                   conf: Mapping[str, str] | None = None) -> SparkSession:
+                   conf: Mapping[str, str] | None = None,
+                   remote: str | None = None) -> SparkSession:
+    """A session with ``ottla`` registered: a Spark Connect client of ``remote``
+    (``sc://host:port``), or else a classic one on ``master`` (default ``local[*]``)."""
+    if remote is not None:
+        if master is not None:
+            raise ValueError("give a Spark master or a Spark Connect remote, not both")
+        return _connect(app_name, remote, conf or {})
     from pyspark.sql import SparkSession
 
     master = master or DEFAULT_MASTER
+    shipped = None
     if is_local(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    else:
+        shipped = package_zip()
+        _driver_pythonpath(shipped)
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
@@ -50,17 +65,55 @@ def create_session(app_name: str, master: str | None = None,
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("OTTLA_SPARK_LOG_LEVEL", "WARN"))
-    if not is_local(master):
-        spark.sparkContext.addPyFile(package_zip())
+    if shipped is not None:
+        spark.sparkContext.addPyFile(shipped)
     register(spark)
     return spark
 
 
+def _connect(app_name: str, remote: str, conf: Mapping[str, str]) -> SparkSession:
+    """A Spark Connect session. The server plans and runs everything, so its Python
+    workers import ``ottla`` (the data source class is pickled by reference): install
+    ``ottla[spark]`` in the server's ``PYSPARK_PYTHON``. Settings of ``conf`` that a
+    session may not change (the server's own) are ignored, as PySpark ignores them."""
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.remote(remote).appName(app_name)
+               .config("spark.sql.session.timeZone", "UTC"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def _driver_pythonpath(path: str) -> None:
+    """Put ``path`` on the ``PYTHONPATH`` that the driver JVM, about to be started from
+    this process, passes to its Python workers. ``addPyFile`` reaches every Python worker
+    but one: Spark 4.x starts the worker that plans a Python streaming source on the
+    driver with its files in a ``streaming_job`` subdirectory, where the zip is not."""
+    current = os.environ.get("PYTHONPATH")
+    if path not in (current or "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (path, current) if p)
+
+
 def package_zip(directory: str | None = None) -> str:
-    """The ``ottla`` package as a zip for ``--py-files`` / ``addPyFile``."""
-    root = Path(ottla.__file__).parent
+    """The ``ottla`` package as a zip for ``--py-files`` / ``addPyFile``: its ``.py``
+    files (compiled modules cannot be imported from a zip; the connector runs without
+    them). Made from the imported package, even one imported from such a zip."""
     target = Path(directory or tempfile.mkdtemp(prefix="ottla-pyfiles-")) / "ottla.zip"
+    root = Path(ottla.__file__).parent
+    loader = ottla.__spec__.loader if ottla.__spec__ else None
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path in root.rglob("*.py"):
-            zf.write(path, Path("ottla") / path.relative_to(root))
+        if isinstance(loader, zipimport.zipimporter):
+            inner = root.relative_to(loader.archive).as_posix() + "/"
+            with zipfile.ZipFile(loader.archive) as source:
+                for name in source.namelist():
+                    if name.startswith(inner) and name.endswith(".py"):
+                        zf.writestr("ottla/" + name[len(inner):], source.read(name))
+        else:
+            for path in root.rglob("*.py"):
+                zf.write(path, Path("ottla") / path.relative_to(root))
+        if "ottla/__init__.py" not in zf.namelist():
+            raise RuntimeError(f"no ottla package found at {root} to zip")
     return str(target)

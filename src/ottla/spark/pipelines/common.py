@@ -66,6 +66,8 @@ def start(writer: Any, args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         query.stop()
     progress = query.recentProgress
-    rows = sum(p["numInputRows"] for p in progress)
+    # The property, not p["numInputRows"]: over Spark Connect the key is missing and the
+    # property sums the sources.
+    rows = sum(p.numInputRows for p in progress)
     print(f"{args.pipeline}: {len(progress)} micro-batches, {rows} input records")
     return 0
