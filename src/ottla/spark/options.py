@@ -35,6 +35,8 @@ _FORBIDDEN_SINK_KEYS = {
     "transactional.id": "set the sink option exactlyOnce=true (and transactionalIdPrefix)",
 }
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+# How executors read: fetched batches decoded column-wise, or confluent-kafka's consumer.
+READERS = ("columnar", "consumer")
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "ottla-spark"
 
 
@@ -74,6 +76,7 @@ class SourceOptions:
     # kafka.isolation.level, kept out of ``client`` because the AdminClient (a producer
     # to librdkafka) refuses consumer settings; Spark's (Java's) default, not librdkafka's.
     isolation_level: str = "read_uncommitted"
+    reader: str = READERS[0]
 
     @property
     def read_committed(self) -> bool:
@@ -231,6 +234,9 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     if strategy not in ("error", "latest"):
         raise OptionError("option 'startingOffsetsByTimestampStrategy' must be 'error' or "
                           f"'latest', got {strategy!r}")
+    reader = opts.get("reader", READERS[0]).strip().lower()
+    if reader not in READERS:
+        raise OptionError(f"option 'reader' must be columnar or consumer, got {reader!r}")
     poll = _parse_positive("kafkaConsumer.pollTimeoutMs",
                            opts.get("kafkaconsumer.polltimeoutms")) or 120_000
     return SourceOptions(
@@ -245,6 +251,7 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
         include_headers=_parse_bool("includeHeaders", opts.get("includeheaders", "false")),
         poll_timeout_ms=poll,
         isolation_level=isolation,
+        reader=reader,
     )
 
 

@@ -20,18 +20,9 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from ottla.spark.arrow_records import HEADER_TYPE, arrow_schema
 from ottla.spark.offset_reader import OffsetRange, data_loss
 
-HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-BASE_FIELDS = [
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", pa.timestamp("us", tz="UTC")),
-    ("timestampType", pa.int32()),
-]
 SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
               "timestamp timestamp, timestampType int")
 HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
@@ -41,11 +32,6 @@ _CONSUME_MAX = 10_000
 # consume() returns when it has the number of messages asked for or after this wait; it
 # is asked for what is left of the range, so the wait is paid only where offsets are gaps.
 _CONSUME_WAIT_S = 0.1
-
-
-def arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = BASE_FIELDS + ([("headers", HEADER_TYPE)] if include_headers else [])
-    return pa.schema(fields)
 
 
 def consumer_config(client: dict[str, str], fail_on_data_loss: bool,

@@ -1,13 +1,16 @@
 """The ``ottla`` format: PySpark's Python Data Source API over the Kafka protocol.
 
 Planning (partitions, offsets) happens on the driver through :class:`OffsetReader`;
-records are read and written on executors with confluent-kafka and exchanged with Spark
-as Arrow batches. Streaming offsets are Spark's Kafka source JSON,
-``{"topic": {"0": 42}}``, so a checkpoint says exactly where each partition stands.
+records are read on executors by fetching raw batches and decoding them column-wise
+(:mod:`ottla.spark.fetch_reader`; ``reader=consumer`` uses confluent-kafka instead),
+written with confluent-kafka, and exchanged with Spark as Arrow batches. Streaming
+offsets are Spark's Kafka source JSON, ``{"topic": {"0": 42}}``, so a checkpoint says
+exactly where each partition stands.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +34,7 @@ from pyspark.sql.types import StructType
 
 from ottla.spark import offset_ranges, save_mode
 from ottla.spark.exactly_once import WriteTask, write_exactly_once
+from ottla.spark.fetch_reader import read_range_columnar, unusable_because
 from ottla.spark.offset_reader import TP, OffsetRange, OffsetReader, data_loss
 from ottla.spark.options import (
     OptionError,
@@ -43,6 +47,7 @@ from ottla.spark.partition_reader import HEADERS_DDL, SCHEMA_DDL, read_range
 from ottla.spark.producer_writer import check_columns, write_batches
 
 FORMAT = "ottla"
+log = logging.getLogger(__name__)
 
 
 class OttlaDataSource(DataSource):
@@ -87,9 +92,15 @@ class RangePartition(InputPartition):
 def _read(options: SourceOptions, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
     if partition is None or partition.value is None:
         return iter(())  # Spark reads one empty split when there are none
-    return read_range(partition.value, options.client, options.include_headers,
-                      options.fail_on_data_loss, options.poll_timeout_ms,
-                      options.isolation_level)
+    read = read_range
+    if options.reader == "columnar":
+        why_not = unusable_because(options.client)
+        if why_not is None:
+            read = read_range_columnar
+        else:
+            log.info("reading %s with the consumer reader: %s", partition.value, why_not)
+    return read(partition.value, options.client, options.include_headers,
+                options.fail_on_data_loss, options.poll_timeout_ms, options.isolation_level)
 
 
 class OttlaBatchReader(DataSourceReader):
