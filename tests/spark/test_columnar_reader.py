@@ -16,7 +16,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from ottla.spark.arrow_records import arrow_schema
 from ottla.spark.fetch_reader import read_range_columnar, unusable_because
@@ -242,6 +248,23 @@ def test_compacted_topic_with_gaps(spark, fast_broker, topic):
         read_both(fast_broker.bootstrap, OffsetRange(topic, 0, start, end))
 
 
+def stop_retention(bootstrap: str, topic: str) -> None:
+    """Retention.bytes back to unlimited, waited for on the broker: the log start stops
+    moving, so the earliest offset a test reads stays the earliest while Spark plans
+    (a retention pass between the two would be real data loss for the query)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+    def unlimited() -> bool:
+        described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC,
+                                                           topic)])
+        configs = next(iter(described.values())).result(30)
+        return configs["retention.bytes"].value == "-1"
+    wait_until(unlimited, 30, 0.1, "the broker to see retention.bytes=-1")
+
+
 def test_retention_truncated_start(spark, fast_broker, topic):
     create(fast_broker.bootstrap, topic, 1, **{"segment.bytes": "4096",
                                                "retention.bytes": "8192"})
@@ -251,6 +274,7 @@ def test_retention_truncated_start(spark, fast_broker, topic):
           for i in range(400)), **{"batch.size": 1024})
     wait_until(lambda: log_offsets(fast_broker.bootstrap, topic, 0)[0] > 0, 30, 0.2,
                "retention to delete the oldest segments")
+    stop_retention(fast_broker.bootstrap, topic)
     low, high = log_offsets(fast_broker.bootstrap, topic, 0)
 
     rows = same_dataframes(spark, fast_broker.bootstrap, subscribe=topic)
