@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import TopicPartition
@@ -174,3 +175,67 @@ def test_killed_stream_restarts_from_its_checkpoint(spark, broker, topic, tmp_pa
     rows = archived(spark, out)
     assert len(rows) == len(set(rows)), "a record was archived twice"
     assert sorted(rows) == sorted((t, p, o, v) for t, p, o, _k, v, _h in produced)
+
+
+def triggered_since(query, since: datetime) -> bool:
+    """Whether a trigger started after ``since`` (no-data triggers report progress when
+    spark.sql.streaming.noDataProgressEventInterval is 0)."""
+    return any(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")) > since
+               for p in query.recentProgress)
+
+
+def test_min_offsets_per_trigger_holds_a_batch_until_enough_records(
+        spark, broker, topic, tmp_path):
+    create_topics(broker.bootstrap, [topic], 2)
+    produce(broker.bootstrap, values(topic, 2, 0, 30))
+    sizes: list[int] = []
+
+    def collect(batch, _batch_id):
+        if n := batch.count():
+            sizes.append(n)
+
+    df = stream(spark, broker, subscribe=topic, startingOffsets="earliest",
+                minOffsetsPerTrigger="100", maxTriggerDelay="1h")
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    query = (df.writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        wait_until(lambda: sizes == [30], 120, message="the first trigger to run")
+        produce(broker.bootstrap, values(topic, 2, 30, 70))
+        after = datetime.now(UTC)
+        wait_until(lambda: triggered_since(query, after), 60,
+                   message="a trigger after the 40 records arrived")
+        assert sizes == [30], "a batch ran with fewer records than minOffsetsPerTrigger"
+        produce(broker.bootstrap, values(topic, 2, 70, 140))
+        wait_until(lambda: sum(sizes) == 140, 60, message="the held records to be read")
+        assert sizes == [30, 110]
+    finally:
+        query.stop()
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    assert query.exception() is None
+
+
+def test_max_trigger_delay_runs_a_small_batch_in_the_end(spark, broker, topic, tmp_path):
+    create_topics(broker.bootstrap, [topic], 1)
+    produce(broker.bootstrap, values(topic, 1, 0, 10))
+    batches: list[tuple[float, int]] = []
+
+    def collect(batch, _batch_id):
+        if n := batch.count():
+            batches.append((time.monotonic(), n))
+
+    df = stream(spark, broker, subscribe=topic, startingOffsets="earliest",
+                minOffsetsPerTrigger="1000", maxTriggerDelay="3s")
+    query = (df.writeStream.foreachBatch(collect).trigger(processingTime="200 milliseconds")
+             .option("checkpointLocation", str(tmp_path / "cp")).start())
+    try:
+        wait_until(lambda: len(batches) == 1, 120, message="the first trigger to run")
+        produce(broker.bootstrap, values(topic, 1, 10, 15))
+        wait_until(lambda: len(batches) == 2, 60, message="the delay to run the 5 records")
+    finally:
+        query.stop()
+    assert query.exception() is None
+    (first, n1), (second, n2) = batches
+    assert (n1, n2) == (10, 5)
+    # Measured from the end of the first batch's job, so a little over-generous.
+    assert second - first >= 2.5, f"a batch of 5 ran {second - first:.1f} s after the last"

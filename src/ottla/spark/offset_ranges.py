@@ -1,13 +1,16 @@
 """Turning per-partition offsets into Spark input splits, and rate limiting micro-batches.
 
-Both follow Spark's Kafka source: ``minPartitions`` divides large partitions into
+All follow Spark's Kafka source: ``minPartitions`` divides large partitions into
 contiguous offset ranges in proportion to their size, ``maxRecordsPerPartition`` caps a
-split, and ``maxOffsetsPerTrigger`` is shared among partitions in proportion to their lag.
+split, ``maxOffsetsPerTrigger`` is shared among partitions in proportion to their lag, and
+``minOffsetsPerTrigger`` holds a micro-batch back until enough records arrived or
+``maxTriggerDelay`` passed.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ottla.spark.offset_reader import TP, OffsetRange
 
@@ -58,3 +61,24 @@ def rate_limit(start: dict[TP, int], latest: dict[TP, int], limit: int) -> dict[
             end[tp] += 1
             left -= 1
     return end
+
+
+@dataclass
+class TriggerGate:
+    """``minOffsetsPerTrigger`` and ``maxTriggerDelay`` (Spark's delayBatch): a trigger
+    with fewer new records than the minimum is skipped, unless the delay has passed
+    since the last batch ran. The first trigger always runs (the last is at 0)."""
+
+    min_records: int
+    max_delay_ms: int
+    last_trigger_ms: int = 0
+
+    def holds_back(self, start: dict[TP, int], latest: dict[TP, int], now_ms: int) -> bool:
+        if now_ms - self.last_trigger_ms >= self.max_delay_ms:
+            self.last_trigger_ms = now_ms
+            return False
+        new = sum(until - start.get(tp, 0) for tp, until in latest.items())
+        if new < self.min_records:
+            return True
+        self.last_trigger_ms = now_ms
+        return False

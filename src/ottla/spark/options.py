@@ -8,6 +8,7 @@ use ``-2`` for earliest and ``-1`` for latest, exactly as Spark does.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -68,6 +69,8 @@ class SourceOptions:
     ending: OffsetSpec = field(default_factory=OffsetSpec)
     timestamp_strategy: str = "error"  # startingOffsetsByTimestampStrategy
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000  # Spark's default "15m"
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
@@ -138,6 +141,23 @@ def _parse_positive(name: str, value: str | None) -> int | None:
     if number <= 0:
         raise OptionError(f"option '{name}' must be positive, got {number}")
     return number
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
+                  "h": 3_600_000, "d": 86_400_000}
+
+
+def _parse_duration_ms(name: str, value: str) -> int:
+    """A time string as Spark reads one (JavaUtils.timeStringAsMs): a number and an
+    optional unit (us, ms, s, m/min, h, d), milliseconds when there is none."""
+    match = re.fullmatch(r"(-?[0-9]+)([a-z]+)?", value.strip().lower())
+    if not match or (match.group(2) or "ms") not in _TIME_UNITS_MS:
+        raise OptionError(f"option '{name}' must be a duration such as 30s, 5m or 100ms, "
+                          f"got {value!r}")
+    ms = int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
+    if ms < 0:
+        raise OptionError(f"option '{name}' must not be negative, got {value!r}")
+    return ms
 
 
 def _parse_partition_json(name: str, text: str) -> dict[TopicPartition, int]:
@@ -237,13 +257,20 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
     reader = opts.get("reader", READERS[0]).strip().lower()
     if reader not in READERS:
         raise OptionError(f"option 'reader' must be columnar or consumer, got {reader!r}")
+    max_per_trigger = _parse_positive("maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger"))
+    min_per_trigger = _parse_positive("minOffsetsPerTrigger", opts.get("minoffsetspertrigger"))
+    if min_per_trigger and max_per_trigger and min_per_trigger > max_per_trigger:
+        raise OptionError(f"the value of minOffsetsPerTrigger ({min_per_trigger}) is higher "
+                          f"than the maxOffsetsPerTrigger ({max_per_trigger})")
+    delay = _parse_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay", "15m"))
     poll = _parse_positive("kafkaConsumer.pollTimeoutMs",
                            opts.get("kafkaconsumer.polltimeoutms")) or 120_000
     return SourceOptions(
         client=client, subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
         starting=starting, ending=ending, timestamp_strategy=strategy,
-        max_offsets_per_trigger=_parse_positive(
-            "maxOffsetsPerTrigger", opts.get("maxoffsetspertrigger")),
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=delay,
         min_partitions=_parse_positive("minPartitions", opts.get("minpartitions")),
         max_records_per_partition=_parse_positive(
             "maxRecordsPerPartition", opts.get("maxrecordsperpartition")),

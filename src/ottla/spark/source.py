@@ -11,6 +11,7 @@ exactly where each partition stands.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
@@ -145,6 +147,9 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._offsets: OffsetReader | None = None
         self._target: dict[TP, int] | None = None  # fixed end for Trigger.AvailableNow
+        self._gate = (offset_ranges.TriggerGate(options.min_offsets_per_trigger,
+                                                options.max_trigger_delay_ms)
+                      if options.min_offsets_per_trigger else None)
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get a copy for read(); the admin client stays on the driver.
@@ -161,8 +166,12 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(self.offsets.resolve(self.options.starting, tps, starting=True))
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # Python has no composite limit: the minimum is applied from the options (see
+        # latestOffset); ReadAllAvailable from Spark (Trigger.Once) then means "all".
         if self.options.max_offsets_per_trigger:
             return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -187,6 +196,12 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                     f"to {latest[tp]}")
                 begin[tp] = latest[tp]
             latest[tp] = max(latest[tp], begin[tp])
+        # As Spark's Kafka source: all-available wins, AvailableNow reads everything up to
+        # its target, then the minimum may hold the batch back, then the maximum caps it.
+        if self._gate is not None and self._target is None and \
+                not isinstance(limit, ReadAllAvailable) and \
+                self._gate.holds_back(begin, latest, int(time.time() * 1000)):
+            return to_json(begin)
         if isinstance(limit, ReadMaxRows):
             latest = offset_ranges.rate_limit(begin, latest, limit.max_rows)
         return to_json(latest)
