@@ -8,7 +8,7 @@ import random
 
 import pytest
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.spark.kafka import create_topics, produce, rows_as_records
 
@@ -220,3 +220,41 @@ def test_workers_run_this_interpreter():
     import sys
 
     assert os.environ.get("PYSPARK_PYTHON") == sys.executable
+
+
+def test_a_record_the_broker_refuses_fails_the_write(spark, broker, topic):
+    """Only failures are reported back (delivery.report.only.error): one refused record
+    among many acknowledged ones still fails the task, with the broker's error."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"max.message.bytes": "2000"})])[
+        topic].result(30)
+    rows = [(b"%d" % i, b"v" * (5000 if i == 150 else 10)) for i in range(300)]
+    df = spark.createDataFrame(rows, "key binary, value binary").coalesce(1)
+    with pytest.raises(Exception, match=r"MSG_SIZE_TOO_LARGE|too large"):
+        df.write.format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+            .option("topic", topic).option("kafka.linger.ms", "0").save()
+
+
+def test_a_row_without_a_topic_fails_the_write(spark, broker, topic):
+    create_topics(broker.bootstrap, [topic], 1)
+    df = spark.createDataFrame([("v1", topic), ("v2", None)], "value string, topic string")
+    with pytest.raises(Exception, match="row 1 has a null or empty topic"):
+        df.coalesce(1).write.format("ottla") \
+            .option("kafka.bootstrap.servers", broker.bootstrap).save()
+
+
+def test_rows_go_to_the_partition_column_or_the_partitioner(spark, broker, topic):
+    """A null partition leaves the choice to the partitioner (by key), as Spark does."""
+    create_topics(broker.bootstrap, [topic], 4)
+    rows = [(b"k%d" % (i % 5), b"v%d" % i, 3 if i % 2 else None) for i in range(200)]
+    spark.createDataFrame(rows, "key binary, value binary, partition int").write \
+        .format("ottla").option("kafka.bootstrap.servers", broker.bootstrap) \
+        .option("topic", topic).save()
+    back = reader(spark, broker, subscribe=topic).collect()
+    placed = {bytes(r["value"]): r["partition"] for r in back}
+    assert len(placed) == 200
+    assert all(placed[b"v%d" % i] == 3 for i in range(1, 200, 2))
+    by_key: dict[bytes, set[int]] = {}
+    for i in range(0, 200, 2):
+        by_key.setdefault(b"k%d" % (i % 5), set()).add(placed[b"v%d" % i])
+    assert all(len(parts) == 1 for parts in by_key.values())  # a key keeps its partition

@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from pyspark import TaskContext
 
 from ottla.spark.options import OptionError, SinkOptions
-from ottla.spark.producer_writer import produce_row, producer_config, rows
+from ottla.spark.producer_writer import BatchSender, first_topic, producer_config
 
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -89,14 +89,17 @@ def write_exactly_once(batches: Iterator[pa.RecordBatch], options: SinkOptions,
                        task: WriteTask) -> TaskOutcome:
     """Write the task's rows in one transaction that also records ``task.batch_id``,
     unless a committed transaction of this task already recorded it (or a later one)."""
-    records = (row for batch in batches for row in rows(batch, options.topic))
-    first = next(records, None)
+    first = next((b for b in batches if b.num_rows), None)
     if first is None:
         return TaskOutcome(0, False)  # nothing to write, nothing to record
     # Deterministic on replay: the same rows come first to the same task.
-    marker = TopicPartition(first["topic"], 0)
+    topic = first_topic(first, options.topic)
+    assert topic is not None
+    marker = TopicPartition(topic, 0)
     transactional_id = task.transactional_id(options.transactional_id_prefix)
-    producer = Producer(transactional_config(options.client, transactional_id))
+    sender = BatchSender(transactional_config(options.client, transactional_id),
+                         options.topic)
+    producer = sender.producer
     group = Consumer(group_config(options.client, transactional_id))
     try:
         producer.init_transactions(_CALL_TIMEOUT_S)  # fences and aborts earlier attempts
@@ -106,7 +109,9 @@ def write_exactly_once(batches: Iterator[pa.RecordBatch], options: SinkOptions,
             return TaskOutcome(0, True)
         producer.begin_transaction()
         try:
-            sent = _send(producer, chain([first], records))
+            for batch in chain([first], batches):
+                sender.send(batch)
+            sent = sender.finish(_CALL_TIMEOUT_S)
             producer.send_offsets_to_transaction(
                 [TopicPartition(marker.topic, marker.partition, task.batch_id + 1)],
                 group.consumer_group_metadata(), _CALL_TIMEOUT_S)
@@ -125,27 +130,6 @@ def last_written_batch(group: Consumer, marker: TopicPartition) -> int:
     if committed.error is not None:
         raise KafkaException(committed.error)
     return committed.offset - 1 if committed.offset >= 0 else -1
-
-
-def _send(producer: Producer, records: Iterator[dict[str, Any]]) -> int:
-    errors: list[Any] = []
-
-    def delivered(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-
-    sent = 0
-    for row in records:
-        if errors:
-            break
-        produce_row(producer, row, delivered)
-        sent += 1
-        if sent % 1000 == 0:
-            producer.poll(0)
-    producer.flush(_CALL_TIMEOUT_S)
-    if errors:
-        raise KafkaException(errors[0])
-    return sent
 
 
 def _abort(producer: Producer) -> None:
