@@ -11,6 +11,8 @@ installed; over Spark Connect the server's Python workers need ``ottla`` install
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import sys
 import tempfile
@@ -100,20 +102,36 @@ def _driver_pythonpath(path: str) -> None:
 def package_zip(directory: str | None = None) -> str:
     """The ``ottla`` package as a zip for ``--py-files`` / ``addPyFile``: its ``.py``
     files (compiled modules cannot be imported from a zip; the connector runs without
-    them). Made from the imported package, even one imported from such a zip."""
+    them), each beside its bytecode for this interpreter, which ``zipimport`` would
+    otherwise compile from source in every Python worker Spark starts (half a second of
+    each). A worker on another Python version finds the bytecode's magic number wrong and
+    compiles the source. Made from the imported package, even one imported from a zip."""
     target = Path(directory or tempfile.mkdtemp(prefix="ottla-pyfiles-")) / "ottla.zip"
     root = Path(ottla.__file__).parent
     loader = ottla.__spec__.loader if ottla.__spec__ else None
+    sources: dict[str, bytes] = {}
+    if isinstance(loader, zipimport.zipimporter):
+        inner = root.relative_to(loader.archive).as_posix() + "/"
+        with zipfile.ZipFile(loader.archive) as source:
+            for name in source.namelist():
+                if name.startswith(inner) and name.endswith(".py"):
+                    sources["ottla/" + name[len(inner):]] = source.read(name)
+    else:
+        for path in root.rglob("*.py"):
+            sources[(Path("ottla") / path.relative_to(root)).as_posix()] = path.read_bytes()
+    if "ottla/__init__.py" not in sources:
+        raise RuntimeError(f"no ottla package found at {root} to zip")
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        if isinstance(loader, zipimport.zipimporter):
-            inner = root.relative_to(loader.archive).as_posix() + "/"
-            with zipfile.ZipFile(loader.archive) as source:
-                for name in source.namelist():
-                    if name.startswith(inner) and name.endswith(".py"):
-                        zf.writestr("ottla/" + name[len(inner):], source.read(name))
-        else:
-            for path in root.rglob("*.py"):
-                zf.write(path, Path("ottla") / path.relative_to(root))
-        if "ottla/__init__.py" not in zf.namelist():
-            raise RuntimeError(f"no ottla package found at {root} to zip")
+        for name, source in sorted(sources.items()):
+            zf.writestr(name, source)
+            zf.writestr(name + "c", _unchecked_pyc(source, name))
     return str(target)
+
+
+def _unchecked_pyc(source: bytes, name: str) -> bytes:
+    """Bytecode as a hash-based, unchecked ``.pyc`` (PEP 552): zipimport takes it as it
+    is, with no timestamp to compare against the zip entry's two-second DOS time."""
+    code = compile(source, name, "exec", dont_inherit=True)
+    flags = 0b01  # hash-based, not checked against the source
+    return (importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little")
+            + importlib.util.source_hash(source) + marshal.dumps(code))
