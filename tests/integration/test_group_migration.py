@@ -242,4 +242,4 @@ def test_consumers_roll_from_classic_to_consumer_and_back_without_a_stop(node) -
     log = node.log()
     assert "Upgrading classic group rolling" in log
     assert "Downgrading consumer group rolling" in log
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 180  # a bound on the whole, not a speed target

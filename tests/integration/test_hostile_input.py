@@ -344,7 +344,7 @@ def test_a_compression_bomb_neither_blocks_the_node_nor_is_stored(node) -> None:
             result = response.responses[0].partition_responses[0]
             assert result.error_code == ErrorCode.invalid_record
             assert "max.decompressed.batch.bytes" in result.error_message
-    assert slowest < 0.5, f"an ApiVersions round trip took {slowest:.2f} s"
+    assert slowest < 1.0, f"an ApiVersions round trip took {slowest:.2f} s"
     assert rss_mb(node) - before < 150
     with WireClient(node.bootstrap) as client:
         offsets = client.request(ApiKey.LIST_OFFSETS, 7, {

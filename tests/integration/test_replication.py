@@ -399,14 +399,19 @@ def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_return
     old_leader, replicas, _ = partitions(cluster, "diverged")[0]
     followers = [r for r in replicas if r != old_leader]
 
-    def produce(values: list[bytes], acks: str, via: int | None = None) -> None:
-        servers = cluster.nodes[via].bootstrap if via is not None else cluster.bootstrap
-        producer = Producer({"bootstrap.servers": servers, "acks": acks, "linger.ms": 0})
+    def produce(values: list[bytes], acks: str) -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": acks,
+                             "linger.ms": 0})
         for v in values:
             producer.produce("diverged", value=v, partition=0)
         assert producer.flush(30) == 0
 
     produce([b"kept-%d" % i for i in range(10)], "all")
+    # Ready before the followers stop: stopped longer than broker.session.timeout.ms
+    # (3 s here) they would be fenced and leave the ISR, and no follower could lead.
+    stale = Producer({"bootstrap.servers": cluster.nodes[old_leader].bootstrap,
+                      "acks": "1", "linger.ms": 0})
+    stale.list_topics("diverged", timeout=10)
     for f in followers:
         os.kill(cluster.nodes[f].proc.pid, signal.SIGSTOP)
     try:
@@ -414,7 +419,9 @@ def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_return
         # replica.fetch.wait.max.ms (500 ms); stopped, they send no other. After that
         # bound nothing the leader appends can reach them.
         time.sleep(1.0)
-        produce([b"stale-%d" % i for i in range(5)], "1", via=old_leader)
+        for i in range(5):
+            stale.produce("diverged", value=b"stale-%d" % i, partition=0)
+        assert stale.flush(30) == 0
         cluster.nodes[old_leader].kill9()
     finally:
         for f in followers:

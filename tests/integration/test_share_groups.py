@@ -79,9 +79,10 @@ def test_two_share_consumers_join_share_the_records_and_leave(node) -> None:
 
         # Each share-partition starts at the end of the log on first fetch
         # (share.auto.offset.reset=latest): let both fetch once before producing.
-        deadline = time.monotonic() + 2
-        while time.monotonic() < deadline:
+        def both_initialized():
             poll_all(consumers, got)
+            return all(node_has_share_partition(node, "sg", p) for p in (0, 1))
+        wait_until(both_initialized, timeout=30, message="both share-partitions initialized")
         produce(node, "queue", 200)
 
         def all_received():

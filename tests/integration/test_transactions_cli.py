@@ -64,7 +64,9 @@ def plain(node: OttlaProcess, topic: str, partition: int, *values: bytes) -> Non
 
 
 def transactional(node: OttlaProcess, transactional_id: str) -> Producer:
-    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": transactional_id})
+    # Open transactions outlive several CLI runs: longer than librdkafka's default 60 s.
+    p = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": transactional_id,
+                  "transaction.timeout.ms": 600_000})
     p.init_transactions(30)
     return p
 
@@ -91,7 +93,7 @@ def test_list_describe_and_describe_producers_show_an_ongoing_transaction(node) 
     assert described["CoordinatorId"] == "1"
     assert (described["ProducerId"], described["ProducerEpoch"]) == (producer_id, "0")
     assert (described["TransactionState"], described["TransactionTimeoutMs"]) == \
-        ("Ongoing", "60000")
+        ("Ongoing", "600000")
     assert described["TopicPartitions"] == "orders-0,orders-1"
     assert int(described["CurrentTransactionStartTimeMs"]) <= time.time() * 1000
     assert int(described["TransactionDurationMs"]) >= 0

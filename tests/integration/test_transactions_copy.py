@@ -25,7 +25,7 @@ RECORDS = 100_000
 PARTITIONS = 3
 PER_TRANSACTION = 1_000
 ABORT_EVERY = 3
-DEADLINE_S = 50.0
+DEADLINE_S = 150.0
 """For the whole copy; each step below has a bound of its own too."""
 
 

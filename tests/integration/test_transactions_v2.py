@@ -175,7 +175,7 @@ def test_transactions_v1_on_a_node_at_level_1_verifies_instead_of_adding(node) -
                 finalized = {f.name: f.max_version_level
                              for f in client.api_versions().finalized_features}
             return finalized.get("transaction.version") == 1
-        wait_until(at_level_1, 15, "transaction.version at level 1")
+        wait_until(at_level_1, 15, message="transaction.version at level 1")
         p = V2Producer(node, "not-added")
         p.init()
         assert p.produce(0, [b"stray"]) == ErrorCode.transaction_abortable

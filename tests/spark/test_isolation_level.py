@@ -17,7 +17,10 @@ from tests.spark.test_streaming import run_available_now
 def transaction(bootstrap: str, transactional_id: str) -> Iterator[Producer]:
     """A producer inside a begun transaction; the caller commits, aborts or leaves it."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                         "linger.ms": 5})
+                         "linger.ms": 5,
+                         # A transaction left open across Spark queries outlives
+                         # librdkafka's default 60 s timeout on a slow machine.
+                         "transaction.timeout.ms": 600_000})
     producer.init_transactions(30)
     producer.begin_transaction()
     yield producer
