@@ -62,6 +62,10 @@ def change_cleanup_policy(admin: AdminClient, topic: str, op: AlterConfigOpType,
 def produce_batch(ottla, topic: str, keys: list[bytes | None]) -> list[KafkaError | None]:
     """One batch (a long linger) of records with ``keys``; each record's delivery error."""
     producer = Producer({"bootstrap.servers": ottla.bootstrap, "linger.ms": 500})
+    # The topic's metadata first: records produced before it arrive wait in librdkafka's
+    # unassigned queue and move to the partition one by one when it comes, and on a
+    # loaded machine the linger has run out by then, so each went in a batch of its own.
+    producer.list_topics(topic, timeout=10)
     errors: dict[int, KafkaError | None] = {}
     for i, key in enumerate(keys):
         producer.produce(topic, f"v{i}".encode(), key=key, partition=0,

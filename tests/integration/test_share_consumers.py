@@ -25,7 +25,7 @@ from tests.helpers import OttlaProcess, WireClient, wait_until
 from tests.integration.test_groups import produce, read_line
 from tests.integration.test_share_groups import FAST, describe
 
-LOCK_MS = 3000
+LOCK_MS = 5000
 """The acquisition lock of the kill -9 test's group (its share.record.lock.duration.ms)."""
 
 
