@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ottla.broker.share_partition import RecordState, StateBatch
-from ottla.broker.share_persister import PersistedState, StateSummary
+from ottla.broker.share.persister import PersistedState, StateSummary
+from ottla.broker.share.share_partition import RecordState, StateBatch
 from ottla.coordinator.runtime import CoordinatorRuntime
 from ottla.coordinator.share.shard import (
     PersisterStateBatch,

@@ -65,8 +65,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ottla.broker.alter_partition_manager import NOT_MADE
-from ottla.broker.partition_state import (
+from ottla.broker.replication.alter_partition_manager import NOT_MADE
+from ottla.broker.replication.partition_state import (
     NO_EPOCH,
     LeaderAndIsr,
     PartitionState,

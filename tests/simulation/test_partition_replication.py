@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from ottla.broker.partition_state import LeaderAndIsr, PartitionState
+from ottla.broker.replication.partition_state import LeaderAndIsr, PartitionState
 from tests.simulation import partition_cluster
 from tests.simulation.partition_cluster import PartitionCluster, Stats
 

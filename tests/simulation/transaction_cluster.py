@@ -121,8 +121,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ottla.broker.coordinator_service import partition_for
-from ottla.broker.transaction_coordinator import (
+from ottla.broker.coordinators.coordinator_service import partition_for
+from ottla.broker.coordinators.transaction_coordinator import (
     _DONE,
     _GIVE_UP,
     MARKER_RETRY_S,

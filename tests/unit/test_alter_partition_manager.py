@@ -14,9 +14,9 @@ from typing import Any, cast
 
 import pytest
 
-from ottla.broker import alter_partition_manager
-from ottla.broker.alter_partition_manager import AlterPartitionManager, IsrChange
-from ottla.broker.partition import Partition
+from ottla.broker.replication import alter_partition_manager
+from ottla.broker.replication.alter_partition_manager import AlterPartitionManager, IsrChange
+from ottla.broker.replication.partition import Partition
 from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.messages import build

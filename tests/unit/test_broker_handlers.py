@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from ottla.broker.broker import Broker
-from ottla.broker.group_coordinator import GroupCoordinatorService
+from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
 from ottla.broker.handlers import (
     configs,
     fetch,
@@ -47,7 +47,7 @@ from ottla.broker.handlers import (
     transaction_admin,
     transactions,
 )
-from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.topics import OFFSETS_TOPIC
 from ottla.metadata import records as r
@@ -1056,7 +1056,7 @@ async def test_a_transactional_producer_is_initialized_by_its_transaction_coordi
     ``__transaction_state`` partition; InitProducerId gives a producer id from the
     controller's block at epoch 0, then bumps the epoch for the next instance; EndTxn
     without a transaction is INVALID_TXN_STATE."""
-    from ottla.broker.transaction_coordinator import TransactionCoordinatorService
+    from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
     from ottla.common.topics import TRANSACTION_STATE_TOPIC
 
     config = KafkaConfig({**dev_defaults(), "log.dirs": broker.config["log.dirs"][0],
@@ -1086,7 +1086,7 @@ async def test_a_transactional_producer_is_initialized_by_its_transaction_coordi
 def transaction_coordinator(broker: Broker, partitions: int = 1) -> Any:
     """A transaction coordinator over a ``__transaction_state`` of ``partitions``
     partitions this broker leads (loaded by ``on_metadata``)."""
-    from ottla.broker.transaction_coordinator import TransactionCoordinatorService
+    from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
     from ottla.common.topics import TRANSACTION_STATE_TOPIC
 
     config = KafkaConfig({**dev_defaults(), "log.dirs": broker.config["log.dirs"][0],
@@ -1668,7 +1668,7 @@ async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> Non
     they are held; RELEASE gives them back with a higher delivery count; an ACCEPT by
     the holder settles them, anyone else's acknowledgement is INVALID_RECORD_STATE; share
     sessions check their epochs."""
-    from ottla.broker.share_fetch import SharePartitionManager
+    from ottla.broker.share.partition_manager import SharePartitionManager
     from tests.share_state import ShardPersister
 
     topic_id = create_topic(broker, "jobs")
@@ -1711,7 +1711,7 @@ async def test_an_acknowledgement_is_answered_only_once_its_state_is_written(bro
     records stay its own (no other member gets them, the start offset stays); once
     writes go through the same ACCEPT settles them, and a new leader reading the state
     starts after them."""
-    from ottla.broker.share_fetch import SharePartitionManager
+    from ottla.broker.share.partition_manager import SharePartitionManager
     from tests.share_state import ShardPersister
 
     topic_id = create_topic(broker, "jobs")
@@ -1748,7 +1748,7 @@ async def test_share_fetch_v2_limits_records_and_share_acknowledge_v2_renews(bro
     """ShareFetch v2's ShareAcquireMode 1 (share.acquire.mode=record_limit) acquires exactly
     MaxRecords; ShareAcknowledge v2 with IsRenewAck renews a lock (RENEW, KIP-1222) and
     answers the lock duration; RENEW in a request that does not say so is refused."""
-    from ottla.broker.share_fetch import SharePartitionManager
+    from ottla.broker.share.partition_manager import SharePartitionManager
     from tests.share_state import ShardPersister
 
     topic_id = create_topic(broker, "jobs")

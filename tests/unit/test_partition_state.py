@@ -10,14 +10,18 @@ from dataclasses import dataclass
 
 import pytest
 
-from ottla.broker.delayed_operations import DelayedFetch, DelayedProduce, ProducePartitionStatus
-from ottla.broker.partition_state import (
+from ottla.broker.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
+from ottla.broker.purgatory.delayed_operations import (
+    DelayedFetch,
+    DelayedProduce,
+    ProducePartitionStatus,
+)
+from ottla.broker.replication.partition_state import (
     LeaderAndIsr,
     PartitionState,
     diverging_epoch,
     truncation_offset,
 )
-from ottla.broker.purgatory import DelayedOperation, DelayedOperationPurgatory
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.leader_epoch import epoch_end_offset
 

@@ -17,9 +17,13 @@ from typing import Any
 
 import pytest
 
-from ottla.broker.partition import Partition
-from ottla.broker.replica_fetcher import FollowerState, ReplicaFetcher, ReplicaFetcherManager
-from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.replica_fetcher import (
+    FollowerState,
+    ReplicaFetcher,
+    ReplicaFetcherManager,
+)
+from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage

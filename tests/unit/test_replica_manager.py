@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from ottla.broker.replica_manager import ReplicaManager
+from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.metadata import records as r
 from ottla.metadata.delta import MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ottla.broker.replication_quota import Rate, ReplicationQuota
+from ottla.broker.replication.replication_quota import Rate, ReplicationQuota
 from ottla.common.config import LONG_MAX, ConfigError
 from ottla.common.topic_configs import TOPIC_CONFIGS, throttled_partitions
 

@@ -9,10 +9,10 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from ottla.broker.group_coordinator import _described
+from ottla.broker.coordinators.group_coordinator import _described
 from ottla.broker.handlers import share_offsets
-from ottla.broker.share_fetch import SharePartitionManager
-from ottla.broker.share_persister import CoordinatorPersister, StateSummary
+from ottla.broker.share.partition_manager import SharePartitionManager
+from ottla.broker.share.persister import CoordinatorPersister, StateSummary
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.share_group import UNINITIALIZED, has_lag, share_partition_lag

@@ -4,7 +4,7 @@ leaving, the in-flight cap, and the share-partition start offset."""
 
 from __future__ import annotations
 
-from ottla.broker.share_partition import (
+from ottla.broker.share.share_partition import (
     DELIVERY_COUNT_EXCEEDED,
     REJECTED,
     RESTORED,

@@ -7,13 +7,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from ottla.broker.alter_partition_manager import AlterPartitionManager, IsrChange
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
-from ottla.broker.partition import Partition
-from ottla.broker.replica_fetcher import ReplicaFetcherManager
-from ottla.broker.replica_manager import ReplicaManager
-from ottla.broker.replication_quota import ReplicationQuota
+from ottla.broker.replication.alter_partition_manager import AlterPartitionManager, IsrChange
+from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
+from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.replication.replication_quota import ReplicationQuota
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import NewTopic
 from ottla.metadata.image import MetadataImage

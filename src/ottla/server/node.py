@@ -18,13 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.group_coordinator import GroupCoordinatorService
-from ottla.broker.replica_manager import ReplicaManager
-from ottla.broker.share_coordinator import ShareCoordinatorService
-from ottla.broker.share_dlq import DeadLetterQueue
-from ottla.broker.share_fetch import SharePartitionManager
-from ottla.broker.share_persister import CoordinatorPersister
-from ottla.broker.transaction_coordinator import TransactionCoordinatorService
+from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
+from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
+from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
+from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.share.dead_letter_queue import DeadLetterQueue
+from ottla.broker.share.partition_manager import SharePartitionManager
+from ottla.broker.share.persister import CoordinatorPersister
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid

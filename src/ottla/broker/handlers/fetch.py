@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.delayed_operations import DelayedFetch
 from ottla.broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -27,7 +26,8 @@ from ottla.broker.fetch_session import (
     CachedPartition,
     FetchSession,
 )
-from ottla.broker.partition import READ_COMMITTED, DivergingEpoch
+from ottla.broker.purgatory.delayed_operations import DelayedFetch
+from ottla.broker.replication.partition import READ_COMMITTED, DivergingEpoch
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response

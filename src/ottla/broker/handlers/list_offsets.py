@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.partition import READ_COMMITTED
+from ottla.broker.replication.partition import READ_COMMITTED
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext

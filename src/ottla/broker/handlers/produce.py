@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.delayed_operations import DelayedProduce, ProducePartitionStatus
 from ottla.broker.log_validator import PendingBatch, RecordValidationError
+from ottla.broker.purgatory.delayed_operations import DelayedProduce, ProducePartitionStatus
 from ottla.common.topics import is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError

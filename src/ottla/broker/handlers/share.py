@@ -8,8 +8,8 @@ import uuid
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.share_fetch import FINAL_EPOCH, ShareFetchResult, ShareSession
-from ottla.broker.share_partition import AcknowledgeType
+from ottla.broker.share.partition_manager import FINAL_EPOCH, ShareFetchResult, ShareSession
+from ottla.broker.share.share_partition import AcknowledgeType
 from ottla.common.features import share_groups_enabled
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError

@@ -9,8 +9,8 @@ from collections import defaultdict
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.coordinator_service import partition_for
-from ottla.broker.delayed_operations import DelayedProduce, ProducePartitionStatus
+from ottla.broker.coordinators.coordinator_service import partition_for
+from ottla.broker.purgatory.delayed_operations import DelayedProduce, ProducePartitionStatus
 from ottla.common.topics import OFFSETS_TOPIC
 from ottla.coordinator.transaction.shard import ProducerIdAndEpoch
 from ottla.protocol.api import ApiKey

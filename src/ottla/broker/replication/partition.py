@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ottla.broker.partition_state import (
+from ottla.broker.replication.partition_state import (
     NO_EPOCH,
     LeaderAndIsr,
     PartitionState,

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ottla.broker.fetch_session import FetchSessionHandler
-from ottla.broker.partition import Partition
-from ottla.broker.partition_state import truncation_offset
-from ottla.broker.replication_quota import ReplicationQuota
+from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.partition_state import truncation_offset
+from ottla.broker.replication.replication_quota import ReplicationQuota
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import cancel_and_wait, wait_event

@@ -18,7 +18,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from ottla.broker.coordinator_service import CoordinatorService
+from ottla.broker.coordinators.coordinator_service import CoordinatorService
 from ottla.broker.inter_broker import InterBrokerClients
 from ottla.common.features import TRANSACTION_VERSION
 from ottla.common.tasks import cancel_and_wait, wait_event

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import Any
 
-from ottla.broker.coordinator_service import CoordinatorService
+from ottla.broker.coordinators.coordinator_service import CoordinatorService
 from ottla.common.tasks import cancel_and_wait
 from ottla.common.topics import SHARE_GROUP_STATE_TOPIC
 from ottla.coordinator.runtime import CoordinatorState

@@ -21,9 +21,9 @@ from ottla.broker.log_validator import (
     PendingBatch,
     validate_batch,
 )
-from ottla.broker.partition import Partition
-from ottla.broker.partition_state import LeaderAndIsr
-from ottla.broker.purgatory import DelayedOperationPurgatory
+from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
+from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.partition_state import LeaderAndIsr
 from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
 from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ottla.broker.partition import Partition
+from ottla.broker.replication.partition import Partition
 from ottla.common.tasks import cancel_and_wait
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.broker.deadline_timer import DeadlineTimer
-from ottla.broker.share_dlq import DeadLetterQueue
-from ottla.broker.share_partition import AcquiredRecords, PendingUpdate, SharePartition
-from ottla.broker.share_persister import NO_STATE, StatePersister
+from ottla.broker.share.dead_letter_queue import DeadLetterQueue
+from ottla.broker.share.persister import NO_STATE, StatePersister
+from ottla.broker.share.share_partition import AcquiredRecords, PendingUpdate, SharePartition
 from ottla.common.features import share_dlq_enabled
 from ottla.common.group_configs import (
     IsolationLevel,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from ottla.broker.purgatory import DelayedOperation
+from ottla.broker.purgatory.delayed_operation import DelayedOperation
 from ottla.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]

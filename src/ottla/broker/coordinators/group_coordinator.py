@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ottla.broker.coordinator_service import (
+from ottla.broker.coordinators.coordinator_service import (
     LOAD_SLICE_RECORDS,
     CoordinatorService,
     LogPartitionWriter,
@@ -19,7 +19,7 @@ from ottla.broker.coordinator_service import (
     partition_for,
 )
 from ottla.broker.inter_broker import InterBrokerClients
-from ottla.broker.share_persister import StatePersister, StateSummary
+from ottla.broker.share.persister import StatePersister, StateSummary
 from ottla.common.topics import OFFSETS_TOPIC
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.inter_broker import InterBrokerClients
-from ottla.broker.share_coordinator import ShareCoordinatorService
-from ottla.broker.share_partition import RecordState, StateBatch
+from ottla.broker.share.share_partition import RecordState, StateBatch
 from ottla.coordinator.share.shard import PersisterStateBatch, SharePartitionKey
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
