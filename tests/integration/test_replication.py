@@ -28,7 +28,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from ottla.broker.coordinators.group_coordinator import partition_for
+from ottla.broker.coordinators.coordinator_service import partition_for
 from ottla.protocol.api import ApiKey
 from tests.helpers import KRaftCluster, WireClient, free_port, wait_until
 from tests.integration.test_quorum import create

@@ -34,6 +34,7 @@ import pytest
 
 from ottla.broker.broker import Broker
 from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
+from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
 from ottla.broker.handlers import (
     configs,
     fetch,
@@ -127,9 +128,14 @@ def register_broker(image: MetadataImage, broker_id: int, port: int, fenced: boo
 
 
 @pytest.fixture
-def broker(tmp_path) -> Iterator[Broker]:
+def broker(tmp_path, request) -> Iterator[Broker]:
+    """A broker whose coordinators' topics have one partition (indirect parametrization
+    with a dict of configs overrides them)."""
     config = KafkaConfig({**dev_defaults(), "log.dirs": str(tmp_path / "logs"),
-                          "offsets.topic.num.partitions": "1"})
+                          "offsets.topic.num.partitions": "1",
+                          "transaction.state.log.num.partitions": "1",
+                          "share.coordinator.state.topic.num.partitions": "1",
+                          **getattr(request, "param", {})})
     image = MetadataImage()
     register_broker(image, NODE, PORT)
     # As a cluster bootstraps: share groups on (share.version 1).
@@ -143,9 +149,7 @@ def broker(tmp_path) -> Iterator[Broker]:
                replica_manager=replicas, controller=FakeController(), clock=clock)
     b.broker_epoch = 10
     yield b
-    b.shutdown()  # answers what is parked in the purgatories
-    if b.group_coordinator is not None:
-        b.group_coordinator.shutdown()  # cancels its timers
+    b.shutdown()  # answers what is parked in the purgatories, cancels the timers
     logs.shutdown()
 
 
@@ -1056,14 +1060,7 @@ async def test_a_transactional_producer_is_initialized_by_its_transaction_coordi
     ``__transaction_state`` partition; InitProducerId gives a producer id from the
     controller's block at epoch 0, then bumps the epoch for the next instance; EndTxn
     without a transaction is INVALID_TXN_STATE."""
-    from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
-    from ottla.common.topics import TRANSACTION_STATE_TOPIC
-
-    config = KafkaConfig({**dev_defaults(), "log.dirs": broker.config["log.dirs"][0],
-                          "transaction.state.log.num.partitions": "1"})
-    create_topic(broker, TRANSACTION_STATE_TOPIC, configs={"cleanup.policy": "compact"})
-    service = TransactionCoordinatorService(broker, config)
-    broker.transaction_coordinator = service
+    service = transaction_coordinator(broker)
     service.on_metadata(NOW_MS)
     controller_of(broker).answers[ApiKey.ALLOCATE_PRODUCER_IDS] = allocation(7000)
     found = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
@@ -1083,19 +1080,16 @@ async def test_a_transactional_producer_is_initialized_by_its_transaction_coordi
     service.shutdown()
 
 
-def transaction_coordinator(broker: Broker, partitions: int = 1) -> Any:
-    """A transaction coordinator over a ``__transaction_state`` of ``partitions``
-    partitions this broker leads (loaded by ``on_metadata``)."""
-    from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
+def transaction_coordinator(broker: Broker) -> TransactionCoordinatorService:
+    """The broker's transaction coordinator over a ``__transaction_state`` of
+    ``transaction.state.log.num.partitions`` partitions this broker leads (loaded by
+    ``on_metadata``)."""
     from ottla.common.topics import TRANSACTION_STATE_TOPIC
 
-    config = KafkaConfig({**dev_defaults(), "log.dirs": broker.config["log.dirs"][0],
-                          "transaction.state.log.num.partitions": str(partitions)})
-    create_topic(broker, TRANSACTION_STATE_TOPIC, partitions=partitions,
+    create_topic(broker, TRANSACTION_STATE_TOPIC,
+                 partitions=broker.config["transaction.state.log.num.partitions"],
                  configs={"cleanup.policy": "compact"})
-    service = TransactionCoordinatorService(broker, config)
-    broker.transaction_coordinator = service
-    return service
+    return broker.transaction_coordinator
 
 
 def list_transactions_body(states: tuple[str, ...] = (), producer_ids: tuple[int, ...] = (),
@@ -1163,6 +1157,8 @@ async def test_describe_and_list_transactions_show_an_ongoing_transaction(broker
     service.shutdown()
 
 
+@pytest.mark.parametrize("broker", [{"transaction.state.log.num.partitions": "2"}],
+                         indirect=True)
 async def test_transaction_admin_answers_for_the_partitions_this_broker_leads(
         broker) -> None:
     """An id whose ``__transaction_state`` partition another broker leads is
@@ -1176,7 +1172,7 @@ async def test_transaction_admin_answers_for_the_partitions_this_broker_leads(
     from ottla.protocol.codec import encode_body
     from ottla.protocol.records import read_header
 
-    service = transaction_coordinator(broker, partitions=2)
+    service = transaction_coordinator(broker)
     register_broker(broker.image, OTHER, PORT + 1)
     topic_id = broker.image.topics_by_name[TRANSACTION_STATE_TOPIC].topic_id
     broker.image.replay(r.PartitionChangeRecord(partition_id=1, topic_id=topic_id,
@@ -1310,8 +1306,7 @@ async def coordinator(broker) -> GroupCoordinatorService:
     """A real group coordinator over a real ``__consumer_offsets`` partition this broker
     leads (offsets.topic.num.partitions=1)."""
     create_topic(broker, OFFSETS_TOPIC, configs={"cleanup.policy": "compact"})
-    service = GroupCoordinatorService(broker, broker.config)
-    broker.group_coordinator = service
+    service = broker.group_coordinator
     service.on_metadata(NOW_MS)
     return service
 
@@ -1331,8 +1326,7 @@ async def test_find_coordinator_answers_the_leader_of_the_groups_partition(
 async def test_find_coordinator_creates_the_offsets_topic_on_first_use(broker) -> None:
     # No __consumer_offsets yet: the coordinator is not available, and the broker asks the
     # controller to create the topic.
-    service = GroupCoordinatorService(broker, broker.config)
-    broker.group_coordinator = service
+    service = broker.group_coordinator
     controller = controller_of(broker)
     controller.answers[ApiKey.CREATE_TOPICS] = {"throttle_time": 0, "topics": [
         {"name": OFFSETS_TOPIC, "error_code": ErrorCode.none, "error_message": None,
@@ -1358,8 +1352,7 @@ async def test_group_requests_for_a_partition_led_elsewhere_answer_not_coordinat
     register_broker(broker.image, OTHER, 9094)
     create_topic(broker, OFFSETS_TOPIC, leader=OTHER)
     create_topic(broker, "orders", partitions=2)
-    service = GroupCoordinatorService(broker, broker.config)
-    broker.group_coordinator = service
+    service = broker.group_coordinator
     service.on_metadata(NOW_MS)
     found = await ask(broker, ApiKey.FIND_COORDINATOR, 4, {
         "key_type": 0, "coordinator_keys": ["g"]})

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ottla.broker.coordinators.group_coordinator import java_string_hash, partition_for
+from ottla.broker.coordinators.coordinator_service import java_string_hash, partition_for
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import (
     ClassicGroup,

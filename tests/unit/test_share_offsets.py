@@ -9,8 +9,8 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from ottla.broker.coordinators.group_coordinator import _described
 from ottla.broker.handlers import share_offsets
+from ottla.broker.share.offsets_admin import ShareGroupOffsetsAdmin, _described
 from ottla.broker.share.partition_manager import SharePartitionManager
 from ottla.broker.share.persister import CoordinatorPersister, StateSummary
 from ottla.coordinator.group import records as rec
@@ -130,6 +130,7 @@ def leading(broker: Any, group: str = "workers") -> tuple[uuid.UUID, ShardPersis
                                        value="earliest"))
     persister = ShardPersister()
     broker.share_partitions = SharePartitionManager(broker, persister)
+    broker.share_offsets = ShareGroupOffsetsAdmin(broker, broker.group_coordinator, persister)
     return topic_id, persister
 
 

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.broker.context import BrokerContext, Endpoint
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 
 class InterBrokerClients:
-    def __init__(self, broker: Any, purpose: str) -> None:
+    def __init__(self, broker: BrokerContext, purpose: str) -> None:
         self.broker = broker
         self.purpose = purpose
-        self._clients: dict[tuple[str, int], AsyncClient] = {}
+        self._clients: dict[Endpoint, AsyncClient] = {}
 
     async def request(self, node_id: int, api_key: int, version: int,
                       body: dict[str, Any], timeout: float = 30.0) -> Any:
         """The response of ``node_id``; KafkaError(COORDINATOR_NOT_AVAILABLE) if the node
         has no endpoint, cannot be reached or does not answer in time."""
-        endpoint = self.broker._endpoint_of(node_id)
+        endpoint = self.broker.endpoint_of(node_id)
         if endpoint is None:
             raise KafkaError(ErrorCode.coordinator_not_available,
                              f"Broker {node_id} has no endpoint")

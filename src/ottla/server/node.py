@@ -18,13 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
-from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
-from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
 from ottla.broker.replication.replica_manager import ReplicaManager
-from ottla.broker.share.dead_letter_queue import DeadLetterQueue
-from ottla.broker.share.partition_manager import SharePartitionManager
-from ottla.broker.share.persister import CoordinatorPersister
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
@@ -72,11 +66,9 @@ class Node:
         self.controller_driver: ControllerDriver | None = None
         self.lifecycle: BrokerLifecycle | None = None
         self.log_manager: LogManager | None = None
-        self.group_coordinator: GroupCoordinatorService | None = None
-        self.transaction_coordinator: TransactionCoordinatorService | None = None
-        self.share_coordinator: ShareCoordinatorService | None = None
-        self.share_persister: CoordinatorPersister | None = None
-        self.dead_letters: DeadLetterQueue | None = None
+        self.cleaner: LogCleaner | None = None
+        self.broker: Broker | None = None
+        """The broker role (None on a node that is only a controller)."""
         self.channel: ControllerChannel | None = None
 
     def now_ms(self) -> int:
@@ -140,7 +132,6 @@ class Node:
             node_id, self.raft, self.controller_driver, self.voters,
             describe=self._describe_quorum if self.is_controller else None)
 
-        replica_manager = None
         if self.is_broker:
             self.log_manager = LogManager(cfg.log_dirs, now,
                                           skip_dirs=frozenset({f"{METADATA_TOPIC}-0"}))
@@ -151,28 +142,17 @@ class Node:
             if cfg["log.page.cache.window.bytes"] > 0:
                 self.log_manager.use_page_cache_window(cfg["log.page.cache.window.bytes"])
             self.log_manager.discover()
-            self.cleaner = LogCleaner(lambda: self.log_manager.logs)  # type: ignore[union-attr]
+            logs = self.log_manager
+            self.cleaner = LogCleaner(lambda: logs.logs)
             replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults,
                                              cfg["max.decompressed.batch.bytes"])
-        self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
-                             image=self.image, replica_manager=replica_manager,
-                             controller=self.channel, clock=self.clock)
-        # One thread for large compressed batches: one decompression's memory at a time.
-        self._validation = ThreadPoolExecutor(1, thread_name_prefix="validation")
-        loop = asyncio.get_running_loop()
-        self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)
-        if self.is_broker:
+            self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
+                                 image=self.image, replica_manager=replica_manager,
+                                 controller=self.channel, clock=self.clock)
+            # One thread for large compressed batches: one decompression's memory at a time.
+            self._validation = ThreadPoolExecutor(1, thread_name_prefix="validation")
+            self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)
             self.broker.start_replication()
-            self.group_coordinator = GroupCoordinatorService(self.broker, cfg)
-            self.broker.group_coordinator = self.group_coordinator
-            self.transaction_coordinator = TransactionCoordinatorService(self.broker, cfg)
-            self.broker.transaction_coordinator = self.transaction_coordinator
-            self.share_coordinator = ShareCoordinatorService(self.broker, cfg)
-            self.broker.share_coordinator = self.share_coordinator
-            self.share_persister = CoordinatorPersister(self.broker, self.share_coordinator)
-            self.dead_letters = DeadLetterQueue(self.broker)
-            self.broker.share_partitions = SharePartitionManager(
-                self.broker, self.share_persister, self.dead_letters)
 
         await self._bind()
         self.raft.start()
@@ -195,11 +175,10 @@ class Node:
         the broker is unfenced (so no client sees a broker that has not caught up)."""
         cfg = self.config
         dispatchers: dict[str, RequestDispatcher[Any]] = {}
-        if self.is_broker:
+        if self.broker is not None:
             dispatchers["broker"] = broker_dispatcher(self.broker, self.clock)
-            if self.broker.share_partitions is not None:
-                dispatchers["broker"].disconnect_listeners.append(
-                    self.broker.share_partitions.on_disconnect)
+            dispatchers["broker"].disconnect_listeners.append(
+                self.broker.share_partitions.on_disconnect)
         if self.is_controller:
             assert self.channel is not None
             dispatchers["controller"] = controller_dispatcher(ControllerServices(
@@ -230,6 +209,7 @@ class Node:
     async def _start_broker(self) -> None:
         """Register, wait to be caught up and unfenced, then serve clients."""
         assert self.log_manager is not None and self.channel is not None
+        assert self.broker is not None
         cfg = self.config
         bound = {s.listener_name: s.port for s in self.servers}
         endpoints = [(ln.name, ln.host, ln.port or bound.get(ln.name, ln.port), ln.protocol_id)
@@ -269,18 +249,12 @@ class Node:
         Once serving, new logs are opened a slice of loop time at a time (a topic of
         thousands of partitions held every client up for seconds); before, all at once,
         because the stray-log sweep at startup deletes what is not open."""
-        if self._stopped.is_set() or not self.is_broker or \
-                self.broker.replica_manager is None:
+        if self._stopped.is_set() or self.broker is None:
             return
         now = self.now_ms()
         budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
         more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)
-        if self.group_coordinator is not None:
-            self.group_coordinator.on_metadata(now)
-        if self.transaction_coordinator is not None:
-            self.transaction_coordinator.on_metadata(now)
-        if self.share_coordinator is not None:
-            self.share_coordinator.on_metadata(now)
+        self.broker.on_metadata(now)
         if more and not self._opening_logs:
             self._opening_logs = True
             asyncio.get_running_loop().call_soon(self._open_more_logs)
@@ -328,36 +302,39 @@ class Node:
         marks_every = cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000
         last_checkpoint = last_expire = last_retention = last_isr = last_marks = \
             time.monotonic()
-        while self.log_manager is not None:
+        broker, logs = self.broker, self.log_manager
+        if broker is None or logs is None:
+            return  # a controller only
+        while True:
             await asyncio.sleep(min(1.0, retention_every, isr_every))
             now = self.now_ms()
             try:
-                self.log_manager.flush_dirty(now)
+                logs.flush_dirty(now)
                 mono = time.monotonic()
                 if mono - last_retention >= retention_every:
                     last_retention = mono
-                    self.log_manager.cleanup(now)
+                    logs.cleanup(now)
                 if (cfg["log.cleaner.enable"] and self._cleaning is None
                         and mono >= self._cleaner_due):
                     # As Kafka's cleaner threads: look again log.cleaner.backoff.ms after
                     # finding nothing to clean, at once (the next tick) after a clean.
-                    self._cleaner_due = mono + self.broker.dynamic_config(
+                    self._cleaner_due = mono + broker.dynamic_config(
                         "log.cleaner.backoff.ms") / 1000
                     self._start_cleaning(now)
                 if mono - last_isr >= isr_every:
                     last_isr = mono
-                    self.broker.replica_manager.maybe_shrink_isr(
+                    broker.replica_manager.maybe_shrink_isr(
                         now, cfg["replica.lag.time.max.ms"])
                 if mono - last_marks >= marks_every:
                     last_marks = mono
-                    self.log_manager.checkpoint_high_watermarks()
+                    logs.checkpoint_high_watermarks()
                 if mono - last_checkpoint >= checkpoint_every:
                     last_checkpoint = mono
-                    self.log_manager.checkpoint()
+                    logs.checkpoint()
                 if mono - last_expire >= expire_every:
                     last_expire = mono
-                    expiration = self.broker.dynamic_config("producer.id.expiration.ms")
-                    for lg in self.log_manager.logs.values():
+                    expiration = broker.dynamic_config("producer.id.expiration.ms")
+                    for lg in logs.logs.values():
                         lg.producer_state.remove_expired(now, expiration)
             except OSError:
                 log.exception("Housekeeping failed")
@@ -365,18 +342,20 @@ class Node:
     def _start_cleaning(self, now_ms: int) -> None:
         """Compact the dirtiest log: the rewrite on a worker thread, the swap back on the
         loop, so requests keep flowing while a big log is cleaned."""
-        chosen = self.cleaner.pick(now_ms)
+        cleaner = self.cleaner
+        assert cleaner is not None
+        chosen = cleaner.pick(now_ms)
         if chosen is None:
             return
         loop = asyncio.get_running_loop()
-        prepared = loop.run_in_executor(None, self.cleaner.prepare, *chosen, now_ms)
+        prepared = loop.run_in_executor(None, cleaner.prepare, *chosen, now_ms)
 
         def done(future: asyncio.Future[Any]) -> None:
             self._cleaning = None
             try:
                 plan = future.result()
                 if self.log_manager is not None and chosen[0] in self.log_manager.logs:
-                    self.cleaner.commit(plan)
+                    cleaner.commit(plan)
                     self._cleaner_due = 0.0
                 else:
                     for _, swap in plan.swaps:
@@ -415,28 +394,13 @@ class Node:
                 await asyncio.wait_for(asyncio.shield(self._cleaning), 30)
             except (TimeoutError, Exception):
                 pass
-        if self.group_coordinator is not None:
-            self.group_coordinator.shutdown()
-        if self.transaction_coordinator is not None:
-            await self.transaction_coordinator.close()
-            self.transaction_coordinator.shutdown()
-        if hasattr(self, "broker") and self.broker.share_partitions is not None:
-            self.broker.share_partitions.shutdown()
-        if self.share_persister is not None:
-            await self.share_persister.close()
-        if self.dead_letters is not None:
-            await self.dead_letters.close()
-        if self.share_coordinator is not None:
-            await self.share_coordinator.close()
-            self.share_coordinator.shutdown()
-        if hasattr(self, "broker"):  # set by start
-            await self.broker.stop_replication()
-            self.broker.shutdown()
+        if self.broker is not None:
+            await self.broker.close()
         if self._validation is not None:
             self._validation.shutdown(wait=True, cancel_futures=True)
         if self.log_manager is not None:
             self.log_manager.shutdown(
-                broker_epoch=self.broker.broker_epoch if hasattr(self, "broker") else -1)
+                broker_epoch=self.broker.broker_epoch if self.broker is not None else -1)
         if self.channel is not None:
             await self.channel.close()
         if self.raft is not None:

@@ -17,8 +17,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from ottla.broker.broker import create_topics
+from ottla.broker.context import BrokerContext
+from ottla.broker.controller_client import create_topics
 from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.topics import NewTopic
 from ottla.coordinator.runtime import (
     CoordinatorResult,
@@ -29,6 +32,7 @@ from ottla.coordinator.runtime import (
     TransactionalRecord,
     TransactionMarker,
 )
+from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import (
     CONTROL_ABORT,
@@ -71,14 +75,15 @@ Decode = Callable[[bytes, bytes | None], Any]
 class LogPartitionWriter:
     """The runtime's view of an internal topic through the replica manager."""
 
-    def __init__(self, replica_manager: Any, image: Callable[[], Any], encode: Encode,
+    def __init__(self, replica_manager: ReplicaManager, image: Callable[[], MetadataImage],
+                 encode: Encode,
                  decode: Decode) -> None:
         self.replica_manager = replica_manager
         self.image = image
         self.encode = encode
         self.decode = decode
 
-    def _partition(self, tp: tuple[str, int]) -> Any:
+    def _partition(self, tp: tuple[str, int]) -> Partition:
         return self.replica_manager.require(tp[0], tp[1], self.image())
 
     def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
@@ -135,7 +140,7 @@ class CoordinatorService(Generic[S]):
     kind: str
     """For log lines: "group coordinator", "transaction coordinator"."""
 
-    def __init__(self, broker: Any, num_partitions: int, replication_factor: int,
+    def __init__(self, broker: BrokerContext, num_partitions: int, replication_factor: int,
                  topic_configs: dict[str, str], shard_factory: Callable[[ShardContext], S],
                  encode: Encode, decode: Decode) -> None:
         self.broker = broker

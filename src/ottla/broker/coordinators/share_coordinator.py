@@ -13,17 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
+from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.coordinator_service import CoordinatorService
 from ottla.common.tasks import cancel_and_wait
 from ottla.common.topics import SHARE_GROUP_STATE_TOPIC
 from ottla.coordinator.runtime import CoordinatorState
 from ottla.coordinator.share.shard import (
+    DeleteStateAnswer,
+    InitializeStateAnswer,
     PersisterStateBatch,
+    ReadStateAnswer,
+    ReadStateSummaryAnswer,
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
     SharePartitionKey,
+    WriteStateAnswer,
     decode_record,
     encode_record,
 )
@@ -35,7 +40,8 @@ class ShareCoordinatorService(CoordinatorService[ShareCoordinatorShard]):
     topic_name = SHARE_GROUP_STATE_TOPIC
     kind = "share coordinator"
 
-    def __init__(self, broker: Any, config: Any) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
+        config = broker.config
         self.share_config = ShareCoordinatorConfig(
             snapshot_update_records_per_snapshot=config[
                 "share.coordinator.snapshot.update.records.per.snapshot"],
@@ -57,28 +63,36 @@ class ShareCoordinatorService(CoordinatorService[ShareCoordinatorShard]):
     # --- the APIs ---------------------------------------------------------------------------
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int,
-                               start_offset: int) -> Any:
-        return await self.write(key.coordinator_key, lambda shard, now: shard.initialize_state(
-            now, key, state_epoch, start_offset))
+                               start_offset: int) -> InitializeStateAnswer:
+        answer: InitializeStateAnswer = await self.write(
+            key.coordinator_key, lambda shard, now: shard.initialize_state(
+                now, key, state_epoch, start_offset))
+        return answer
 
     async def write_state(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int,
                           start_offset: int, delivery_complete_count: int,
-                          batches: list[PersisterStateBatch]) -> Any:
-        return await self.write(key.coordinator_key, lambda shard, now: shard.write_state(
-            now, key, state_epoch, leader_epoch, start_offset, delivery_complete_count,
-            batches))
+                          batches: list[PersisterStateBatch]) -> WriteStateAnswer:
+        answer: WriteStateAnswer = await self.write(
+            key.coordinator_key, lambda shard, now: shard.write_state(
+                now, key, state_epoch, leader_epoch, start_offset, delivery_complete_count,
+                batches))
+        return answer
 
-    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> Any:
-        return await self.write(key.coordinator_key, lambda shard, now: shard.read_state(
-            now, key, leader_epoch))
+    async def read_state(self, key: SharePartitionKey, leader_epoch: int) -> ReadStateAnswer:
+        answer: ReadStateAnswer = await self.write(
+            key.coordinator_key, lambda shard, now: shard.read_state(now, key, leader_epoch))
+        return answer
 
-    def read_state_summary(self, key: SharePartitionKey, leader_epoch: int) -> Any:
-        return self.read(key.coordinator_key,
+    def read_state_summary(self, key: SharePartitionKey, leader_epoch: int
+                           ) -> ReadStateSummaryAnswer:
+        answer: ReadStateSummaryAnswer = self.read(key.coordinator_key,
                          lambda shard: shard.read_state_summary(key, leader_epoch))
+        return answer
 
-    async def delete_state(self, key: SharePartitionKey) -> Any:
-        return await self.write(key.coordinator_key,
-                                lambda shard, now: shard.delete_state(now, key))
+    async def delete_state(self, key: SharePartitionKey) -> DeleteStateAnswer:
+        answer: DeleteStateAnswer = await self.write(
+            key.coordinator_key, lambda shard, now: shard.delete_state(now, key))
+        return answer
 
     # --- pruning ----------------------------------------------------------------------------
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from typing import Any
 
+from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.coordinator_service import CoordinatorService
+from ottla.broker.coordinators.producer_id_manager import ProducerIdManager
 from ottla.broker.inter_broker import InterBrokerClients
 from ottla.common.features import TRANSACTION_VERSION
 from ottla.common.tasks import cancel_and_wait, wait_event
@@ -54,7 +55,9 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
     topic_name = TRANSACTION_STATE_TOPIC
     kind = "transaction coordinator"
 
-    def __init__(self, broker: Any, config: Any) -> None:
+    def __init__(self, broker: BrokerContext, producer_ids: ProducerIdManager) -> None:
+        config = broker.config
+        self.producer_ids = producer_ids
         self.txn_config = TransactionConfig(
             max_timeout_ms=config["transaction.max.timeout.ms"],
             id_expiration_ms=config["transactional.id.expiration.ms"],
@@ -93,7 +96,7 @@ class TransactionCoordinatorService(CoordinatorService[TransactionCoordinatorSha
         to run, as Kafka's coordinator takes one synchronously."""
         if self._spare_producer_id is None:
             try:
-                self._spare_producer_id = await self.broker.producer_ids.generate(
+                self._spare_producer_id = await self.producer_ids.generate(
                     self.broker.broker_epoch)
             except (KafkaError, ConnectionError) as e:
                 raise KafkaError(ErrorCode.coordinator_load_in_progress,

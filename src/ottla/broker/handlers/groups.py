@@ -284,7 +284,7 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) ->
         try:
             # An empty share group's share-partition states go first (Kafka's
             # deleteShareGroups); if one cannot be deleted, the group stays.
-            await broker.group_coordinator.delete_share_group_states(group_id)
+            await broker.share_offsets.delete_share_group_states(group_id)
             outcome = await broker.group_coordinator.write(
                 group_id, lambda shard, now, g=group_id: shard.delete_groups(now, [g]))
             error = outcome[group_id]

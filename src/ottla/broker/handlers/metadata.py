@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ottla.broker.broker import Broker, create_topics
+from ottla.broker.broker import Broker
+from ottla.broker.controller_client import create_topics
 from ottla.common.topics import NewTopic, is_internal_topic, topic_name_problem
 from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ottla.protocol.api import ApiKey

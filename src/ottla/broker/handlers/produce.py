@@ -112,9 +112,8 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     coordinator = broker.transaction_coordinator
     # Transactions v2 (Produce v12+, a client that saw transaction.version 2) sends no
     # AddPartitionsToTxn: its first batch on a partition adds it to the transaction.
-    add = ctx.api_version >= 12 and coordinator is not None and \
-        coordinator.transaction_version >= 2
-    verify = req.transactional_id is not None and coordinator is not None and \
+    add = ctx.api_version >= 12 and coordinator.transaction_version >= 2
+    verify = req.transactional_id is not None and \
         (add or broker.config["transaction.partition.verification.enable"])
     if pending or verify:
         return _finish_then_append(broker, ctx, acks, timeout_ms, topics,

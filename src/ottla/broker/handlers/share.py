@@ -59,7 +59,7 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
     if not share_groups_enabled(broker.image.features):  # Kafka's answer at share.version 0
         return _session_error(ctx.api_version, KafkaError(ErrorCode.unsupported_version), True)
     manager = broker.share_partitions
-    if manager is None or not req.group_id or not req.member_id:
+    if not req.group_id or not req.member_id:
         return _session_error(ctx.api_version, KafkaError(
             ErrorCode.invalid_request, "ShareFetch needs a group id and a member id"), True)
     try:
@@ -181,7 +181,7 @@ async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
     if not share_groups_enabled(broker.image.features):  # Kafka's answer at share.version 0
         return _session_error(ctx.api_version, KafkaError(ErrorCode.unsupported_version), False)
     manager = broker.share_partitions
-    if manager is None or not req.group_id or not req.member_id:
+    if not req.group_id or not req.member_id:
         return _session_error(ctx.api_version, KafkaError(
             ErrorCode.invalid_request, "ShareAcknowledge needs a group id and a member id"),
             False)

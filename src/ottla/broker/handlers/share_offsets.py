@@ -37,7 +37,7 @@ async def handle_describe_share_group_offsets(broker: Broker, ctx: RequestContex
     for group in req.groups:
         topics = None if group.topics is None else \
             [(t.topic_name, list(t.partitions)) for t in group.topics]
-        groups.append(await broker.group_coordinator.describe_share_group_offsets(
+        groups.append(await broker.share_offsets.describe_share_group_offsets(
             group.group_id, topics))
     return {"throttle_time": 0, "groups": groups}
 
@@ -49,7 +49,7 @@ async def handle_alter_share_group_offsets(broker: Broker, ctx: RequestContext, 
         return disabled
     topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions])
               for t in req.topics]
-    altered = await broker.group_coordinator.alter_share_group_offsets(req.group_id, topics)
+    altered = await broker.share_offsets.alter_share_group_offsets(req.group_id, topics)
     return {"throttle_time": 0, **altered}
 
 
@@ -58,7 +58,7 @@ async def handle_delete_share_group_offsets(broker: Broker, ctx: RequestContext,
     disabled = _disabled(broker)
     if disabled is not None:
         return disabled
-    deleted = await broker.group_coordinator.delete_share_group_offsets(
+    deleted = await broker.share_offsets.delete_share_group_offsets(
         req.group_id, [t.topic_name for t in req.topics])
     return {"throttle_time": 0, **deleted}
 

@@ -35,9 +35,6 @@ async def _each_partition(broker: Broker, req: Any, answer: PartitionAnswer,
             key = SharePartitionKey(req.group_id, topic.topic_id or uuid.UUID(int=0),
                                     p.partition)
             try:
-                if broker.share_coordinator is None:
-                    raise KafkaError(ErrorCode.coordinator_not_available,
-                                     "The share coordinator is not running")
                 result = await answer(key, p)
             except KafkaError as e:
                 result = {**defaults, **_error(e.code, e.message)}

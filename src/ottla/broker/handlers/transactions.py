@@ -211,7 +211,7 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                         waiting[tp] = ProducePartitionStatus(
                             info.last_offset + 1, partition.leader_epoch, 1)
                         parked.append((errors, tp))
-                    if topic.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
+                    if topic.name == OFFSETS_TOPIC:
                         broker.group_coordinator.transaction_ended(
                             tp, marker.producer_id, marker.transaction_result,
                             info.first_offset)

@@ -17,9 +17,9 @@ archive is written) sends them again: at least once, never dropped.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from ottla.broker.broker import create_topics
+from ottla.broker.context import BrokerContext
+from ottla.broker.controller_client import create_topics
 from ottla.broker.inter_broker import InterBrokerClients
 from ottla.common.topics import NewTopic
 from ottla.protocol.api import ApiKey
@@ -38,7 +38,7 @@ READ_BYTES = 1 << 20
 
 
 class DeadLetterQueue:
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self._peers = InterBrokerClients(broker, "share-dlq")
 

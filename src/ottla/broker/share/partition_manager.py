@@ -27,9 +27,10 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
+from ottla.broker.context import BrokerContext
 from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.replication.partition import Partition
 from ottla.broker.share.dead_letter_queue import DeadLetterQueue
 from ottla.broker.share.persister import NO_STATE, StatePersister
 from ottla.broker.share.share_partition import AcquiredRecords, PendingUpdate, SharePartition
@@ -107,7 +108,7 @@ _RETRIABLE = {ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Any, persister: StatePersister,
+    def __init__(self, broker: BrokerContext, persister: StatePersister,
                  dead_letters: DeadLetterQueue | None = None) -> None:
         self.broker = broker
         self.persister = persister
@@ -147,7 +148,7 @@ class SharePartitionManager:
         sp.max_record_locks = settings.partition_max_record_locks
         sp.dead_letter = self._dead_letter_topic(settings) is not None
 
-    async def share_partition(self, group_id: str, topic: str, index: int, partition: Any
+    async def share_partition(self, group_id: str, topic: str, index: int, partition: Partition
                               ) -> HeldPartition:
         """The group's in-flight state of a partition this broker leads: as the share
         coordinator holds it, read once per leadership (a new leader epoch reads again)."""
@@ -162,7 +163,7 @@ class SharePartitionManager:
             loading.add_done_callback(lambda _: self._loading.pop(key, None))
         return await asyncio.shield(loading)
 
-    async def _load(self, key: SharePartitionKey, partition: Any) -> HeldPartition:
+    async def _load(self, key: SharePartitionKey, partition: Partition) -> HeldPartition:
         group_id, topic, index = key
         registration = self.broker.image.topics_by_name.get(topic)
         if registration is None:
@@ -193,7 +194,7 @@ class SharePartitionManager:
                   group_id, topic, index, sp.start_offset, state_epoch, len(state.batches))
         return held
 
-    def _reset_offset(self, group_id: str, partition: Any) -> int:
+    def _reset_offset(self, group_id: str, partition: Partition) -> int:
         """Where a share-partition with no stored state starts (``share.auto.offset.reset``:
         ``latest``, the default, ``earliest``, or ``by_duration:`` the first record at or
         after that long ago, the end if none)."""

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.inter_broker import InterBrokerClients
 from ottla.broker.share.share_partition import RecordState, StateBatch
@@ -75,7 +76,7 @@ class CoordinatorPersister:
     """Kafka's DefaultStatePersister: each call goes to the share coordinator that owns
     the key, this broker's own service or another broker's over the state RPCs."""
 
-    def __init__(self, broker: Any, coordinator: ShareCoordinatorService) -> None:
+    def __init__(self, broker: BrokerContext, coordinator: ShareCoordinatorService) -> None:
         self.broker = broker
         self.coordinator = coordinator
         self._peers = InterBrokerClients(broker, "share-state")

@@ -1,0 +1,81 @@
+"""The ground every part of the broker role stands on: who this broker is, its config,
+the metadata image it follows, the partitions it hosts, its way to the active controller
+and its clock.
+
+The broker's services (the coordinators, the share-partition manager, the persister,
+the dead-letter queue) take a ``BrokerContext`` rather than the ``Broker``, so that the
+``Broker`` stands above everything it holds and holds it typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ottla.broker.controller_client import ControllerClient
+from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.common.server_config import KafkaConfig
+from ottla.metadata.image import MetadataImage
+
+T = TypeVar("T")
+
+Endpoint = tuple[str, int]
+"""(host, port)."""
+
+
+def run_now(job: Callable[[], T]) -> Awaitable[T]:
+    """``BrokerContext.offload`` where no worker thread is set up (tests, tools): run the
+    job at once and hand its result (or error) over as a future."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    try:
+        future.set_result(job())
+    except Exception as e:
+        future.set_exception(e)
+    return future
+
+
+class BrokerContext:
+    def __init__(self, *, node_id: int, cluster_id: str, config: KafkaConfig,
+                 image: MetadataImage, replica_manager: ReplicaManager,
+                 controller: ControllerClient,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.config = config
+        """The node's config (``server.properties``); ``dynamic_config`` for keys that
+        AlterConfigs may override."""
+        self.image = image
+        """The committed metadata, updated in place by the node's metadata publisher."""
+        self.replica_manager = replica_manager
+        self.controller = controller
+        self.clock = clock
+        self.broker_epoch = -1
+        """This broker's registration epoch, set by the node's lifecycle once registered."""
+        self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
+        """Runs CPU-heavy request work off the event loop (the node's validation thread):
+        a large compressed batch's decompression and record walk."""
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def dynamic_config(self, name: str) -> Any:
+        """A broker config, taking AlterConfigs overrides (per broker, then cluster)
+        first. Its value is of the key's type (int, str, list, ...)."""
+        for scope in (self.node_id, None):
+            overrides = self.image.broker_configs(scope)
+            if name in overrides:
+                return self.config.definitions[name].parse(overrides[name])
+        return self.config[name]
+
+    def endpoint_of(self, broker_id: int) -> Endpoint | None:
+        """Where this broker reaches ``broker_id``: its inter-broker listener."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None:
+            return None
+        name = self.config["inter.broker.listener.name"]
+        endpoint = registration.endpoints.get(name) if name else None
+        if endpoint is None and registration.endpoints:
+            endpoint = next(iter(registration.endpoints.values()))
+        return (endpoint.host, endpoint.port) if endpoint is not None else None
