@@ -122,7 +122,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ottla.broker.coordinators.coordinator_service import partition_for
-from ottla.broker.coordinators.transaction_coordinator import (
+from ottla.broker.coordinators.transaction_markers import (
     _DONE,
     _GIVE_UP,
     MARKER_RETRY_S,

@@ -5,8 +5,9 @@ and held typed, so a handler reaches each through one object.
 What it holds, from the bottom up: replication (the replica manager given to it, the
 replica fetchers, the ISR changes sent to the controller, the replication throttles),
 fetch sessions, producer ids, the coordinators over their internal topics (group,
-transaction, share), and share groups on the leaders (the share-state persister, the
-dead-letter queue, the share-partition manager, the share-group offsets admin).
+transaction, share) and the leaders' transaction verification (KIP-890), and share
+groups on the leaders (the share-state persister, the dead-letter queue, the
+share-partition manager, the share-group offsets admin).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ottla.broker.share.dead_letter_queue import DeadLetterQueue
 from ottla.broker.share.offsets_admin import ShareGroupOffsetsAdmin
 from ottla.broker.share.partition_manager import SharePartitionManager
 from ottla.broker.share.persister import CoordinatorPersister
+from ottla.broker.transaction_verification import AddPartitionsToTxnManager
 from ottla.common.server_config import KafkaConfig
 from ottla.metadata.image import MetadataImage
 
@@ -79,6 +81,7 @@ class Broker(BrokerContext):
         self.group_coordinator = GroupCoordinatorService(self)
         self.transaction_coordinator = TransactionCoordinatorService(self, self.producer_ids)
         self.share_coordinator = ShareCoordinatorService(self)
+        self.txn_verification = AddPartitionsToTxnManager(self, self.transaction_coordinator)
         # Share groups on the leaders.
         self.share_persister = CoordinatorPersister(self, self.share_coordinator)
         self.dead_letters = DeadLetterQueue(self)
@@ -172,6 +175,7 @@ class Broker(BrokerContext):
         manager's writes before the persister they go through, the persister before the
         share coordinator it calls), then replication, then what ``shutdown`` stops."""
         await self.transaction_coordinator.close()
+        await self.txn_verification.close()
         self.share_partitions.shutdown()
         await self.share_persister.close()
         await self.dead_letters.close()

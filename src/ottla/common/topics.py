@@ -6,6 +6,9 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+TopicPartition = tuple[str, int]
+"""A partition by topic name and index (Kafka's TopicPartition)."""
+
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 """Kafka's ``Uuid.METADATA_TOPIC_ID`` (0, 1): how Fetch v13+ names the metadata log."""

@@ -22,7 +22,7 @@ from ottla.broker.controller_client import create_topics
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_manager import ReplicaManager
-from ottla.common.topics import NewTopic
+from ottla.common.topics import NewTopic, TopicPartition
 from ottla.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
@@ -83,10 +83,10 @@ class LogPartitionWriter:
         self.encode = encode
         self.decode = decode
 
-    def _partition(self, tp: tuple[str, int]) -> Partition:
+    def _partition(self, tp: TopicPartition) -> Partition:
         return self.replica_manager.require(tp[0], tp[1], self.image())
 
-    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+    def append(self, tp: TopicPartition, records: list[Any], now_ms: int) -> int:
         """One batch; transactional (with that producer id and epoch) when the records
         are a producer's ``TransactionalRecord``s."""
         partition = self._partition(tp)
@@ -101,10 +101,10 @@ class LogPartitionWriter:
         self.replica_manager.append_internal(partition, batch, read_header(batch), now_ms)
         return partition.log.log_end_offset
 
-    def high_watermark(self, tp: tuple[str, int]) -> int:
+    def high_watermark(self, tp: TopicPartition) -> int:
         return self._partition(tp).high_watermark
 
-    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+    def read(self, tp: TopicPartition) -> Iterator[tuple[int, Any]]:
         log_ = self._partition(tp).log
         offset = log_.log_start_offset
         while offset < log_.log_end_offset:
@@ -154,12 +154,12 @@ class CoordinatorService(Generic[S]):
         self.runtime.on_timer_change = self._timer.deadline_changed
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
         self._creating: asyncio.Future[Any] | None = None
-        self._loading: dict[tuple[str, int], asyncio.Future[None]] = {}
+        self._loading: dict[TopicPartition, asyncio.Future[None]] = {}
         """Partitions whose records are being replayed in slices."""
 
     # --- where keys live -----------------------------------------------------------------
 
-    def partition_for(self, key: str) -> tuple[str, int]:
+    def partition_for(self, key: str) -> TopicPartition:
         return self.topic_name, partition_for(key, self.num_partitions)
 
     def coordinator_for(self, key: str) -> int:
@@ -225,7 +225,7 @@ class CoordinatorService(Generic[S]):
                     # its keys answering COORDINATOR_LOAD_IN_PROGRESS meanwhile.
                     self._loading[tp] = asyncio.ensure_future(self._load(job))
 
-    def on_loaded(self, tp: tuple[str, int]) -> None:
+    def on_loaded(self, tp: TopicPartition) -> None:
         """A partition's shard became active (subclasses resume its work)."""
 
     async def _load(self, job: Loading) -> None:
@@ -244,7 +244,7 @@ class CoordinatorService(Generic[S]):
                      job.count, (time.monotonic() - started) * 1000)
             self.on_loaded(tp)
 
-    def _on_high_watermark(self, tp: tuple[str, int]) -> None:
+    def _on_high_watermark(self, tp: TopicPartition) -> None:
         """A partition's high watermark moved: release the responses it covers."""
         if tp[0] == self.topic_name:
             self.runtime.on_high_watermark(tp)
@@ -288,6 +288,13 @@ class CoordinatorService(Generic[S]):
             self.runtime.write(tp, operation, reply, self.broker.now_ms())
         return future
 
+    def write_to(self, tp: TopicPartition, operation: Callable[..., CoordinatorResult]
+                 ) -> asyncio.Future[Any]:
+        """``write`` on a partition this service leads rather than on a key's."""
+        future, reply = self._future()
+        self.runtime.write(tp, operation, reply, self.broker.now_ms())
+        return future
+
     def read(self, key: str, operation: Callable[[S], Any]) -> Any:
         self.coordinator_for(key)
         return self.runtime.read(self.partition_for(key), operation)
@@ -298,7 +305,7 @@ class CoordinatorService(Generic[S]):
         self.coordinator_for(key)
         return self._read_committed(self.partition_for(key), operation)
 
-    def _read_committed(self, tp: tuple[str, int], operation: Callable[[S], Any]
+    def _read_committed(self, tp: TopicPartition, operation: Callable[[S], Any]
                         ) -> asyncio.Future[Any]:
         future, reply = self._future()
         try:

@@ -20,7 +20,8 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.broker.log_validator import PendingBatch, RecordValidationError
 from ottla.broker.purgatory.delayed_operations import DelayedProduce, ProducePartitionStatus
-from ottla.common.topics import is_internal_topic
+from ottla.broker.replication.partition import Partition
+from ottla.common.topics import TopicPartition, is_internal_topic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
@@ -155,14 +156,13 @@ _VERIFY_ERRORS = {
 async def _verify_transaction(broker: Broker, transactional_id: str,
                               topics: list[tuple[str | None, Any, list[_Entry]]],
                               add: bool, abortable: bool) -> None:
-    """KIP-890 part 1: a transactional batch that would open the producer's transaction
-    on a partition is appended only if the coordinator has the partition in the
-    producer's ongoing transaction; otherwise (a late write after an abort, a producer
-    that skipped AddPartitionsToTxn) it gets TRANSACTION_ABORTABLE (INVALID_TXN_STATE
-    before Produce v11) instead of leaving a transaction open on the partition that
-    nobody will end. With ``add`` (part 2) the coordinator adds the partition instead,
-    and the producer's current epoch is what keeps a late write out."""
-    unverified: dict[tuple[str, int], _Entry] = {}
+    """KIP-890 (``broker.transaction_verification``): each transactional batch that
+    would open the producer's transaction on a partition is verified with (or, with
+    ``add``, added by) the coordinator first; one that is not in the transaction gets
+    TRANSACTION_ABORTABLE (INVALID_TXN_STATE before Produce v11) instead of leaving a
+    transaction open on the partition that nobody will end."""
+    verification = broker.txn_verification
+    unverified: dict[TopicPartition, tuple[_Entry, Partition]] = {}
     producer: tuple[int, int] | None = None
     for name, _, entries in topics:
         for entry in entries:
@@ -174,31 +174,24 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
             partition = broker.replica_manager.partitions.get((name, entry.index))
             if partition is None:
                 continue  # the append answers NOT_LEADER_OR_FOLLOWER
-            producer_state = partition.log.producer_state
-            state = producer_state.producers.get(header.producer_id)
-            if state is not None and state.current_txn_first_offset is not None and \
-                    state.producer_epoch == header.producer_epoch:
-                continue  # already in this transaction here
-            if not add:
-                # With transactions v2 the marker ending the transaction verified here
-                # has a newer epoch than the batch, which the append refuses anyway;
-                # markers appended while the add waits end the one before (v1 markers
-                # keep the epoch: the guard tells them apart).
-                entry.guard = producer_state.verification_guard(header.producer_id)
+            if verification.in_transaction(partition, header.producer_id,
+                                           header.producer_epoch):
+                continue
             entry.abortable = abortable
-            unverified[(name, entry.index)] = entry
+            unverified[(name, entry.index)] = (entry, partition)
             producer = (header.producer_id, header.producer_epoch)
     if not unverified or producer is None:
         return
-    try:
-        answers = await broker.transaction_coordinator.verify_remote_or_local(
-            transactional_id, producer[0], producer[1], frozenset(unverified), add)
-    except KafkaError as e:
-        answers = dict.fromkeys(unverified, e.code)
-    for tp, entry in unverified.items():
-        error = answers.get(tp, ErrorCode.invalid_txn_state)
-        if error != ErrorCode.none:
-            error = _VERIFY_ERRORS.get(error, error)
+    answers = await verification.verify(
+        transactional_id, producer[0], producer[1],
+        {tp: partition for tp, (_, partition) in unverified.items()}, add)
+    for tp, (entry, _) in unverified.items():
+        answer = answers[tp]
+        # With transactions v2 the marker ending the transaction verified here has a
+        # newer epoch than the batch, which the append refuses anyway: no guard then.
+        entry.guard = answer.guard
+        if answer.error != ErrorCode.none:
+            error = _VERIFY_ERRORS.get(answer.error, answer.error)
             if error == ErrorCode.transaction_abortable and not abortable:
                 error = ErrorCode.invalid_txn_state
             entry.fail(KafkaError(error, f"Partition {tp[0]}-{tp[1]} is not in the "
@@ -207,14 +200,12 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
                                                ErrorCode.transaction_abortable) else None))
 
 
-def _check_guard(partition: Any, header: BatchHeader, entry: _Entry) -> None:
-    """A verified batch that would open a transaction is appended only if nothing of its
-    producer was appended since the verification began (Kafka's VerificationGuard): else
-    a marker ended the transaction meanwhile, and the batch would open one that nobody
-    ends."""
-    producer_state = partition.log.producer_state
-    if entry.guard is None or producer_state.has_ongoing(header.producer_id) or \
-            producer_state.guard_holds(header.producer_id, entry.guard):
+def _check_guard(broker: Broker, partition: Partition, header: BatchHeader,
+                 entry: _Entry) -> None:
+    """A verified batch that would open a transaction is appended only if its
+    verification still holds: else a marker ended the transaction meanwhile, and the
+    batch would open one that nobody ends."""
+    if broker.txn_verification.guard_holds(partition, header.producer_id, entry.guard):
         return
     raise KafkaError(ErrorCode.transaction_abortable if entry.abortable
                      else ErrorCode.invalid_txn_state,
@@ -235,7 +226,7 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                 try:
                     partition = replica_manager.require(name, entry.index, broker.image)
                     if entry.guard is not None:
-                        _check_guard(partition, batch[1], entry)
+                        _check_guard(broker, partition, batch[1], entry)
                     info = replica_manager.append_validated(partition, *batch, acks, now_ms)
                     entry.result["base_offset"] = info.first_offset
                     entry.result["log_append_time"] = info.log_append_time \

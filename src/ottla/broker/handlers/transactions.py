@@ -11,13 +11,12 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.broker.coordinators.coordinator_service import partition_for
 from ottla.broker.purgatory.delayed_operations import DelayedProduce, ProducePartitionStatus
-from ottla.common.topics import OFFSETS_TOPIC
+from ottla.common.topics import OFFSETS_TOPIC, TopicPartition
 from ottla.coordinator.transaction.shard import ProducerIdAndEpoch
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
 
-TopicPartition = tuple[str, int]
 MARKER_TIMEOUT_MS = 30_000
 
 # A coordinator that cannot answer now is retriable for the client, as is a transaction
@@ -144,21 +143,15 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
             req.group_id, broker.group_coordinator.num_partitions))
         add = ctx.api_version >= 5
         hosted = broker.replica_manager.partitions.get(offsets_partition)
-        producer_state = hosted.log.producer_state if hosted is not None else None
-        guard = producer_state.verification_guard(req.producer_id) \
-            if producer_state is not None and not add else None
-        try:
-            verified = await broker.transaction_coordinator.verify_remote_or_local(
-                req.transactional_id, req.producer_id, req.producer_epoch,
-                frozenset({offsets_partition}), add=add)
-            error = verified.get(offsets_partition, ErrorCode.invalid_txn_state)
-        except KafkaError as e:
-            error = e.code
-        if error == ErrorCode.none and guard is not None and producer_state is not None \
-                and not producer_state.has_ongoing(req.producer_id) \
-                and not producer_state.guard_holds(req.producer_id, guard):
-            # The transaction ended while the answer was on the wire (Kafka's
-            # VerificationGuard): written now, the offsets would stay pending forever.
+        verification = broker.txn_verification
+        answer = (await verification.verify(
+            req.transactional_id, req.producer_id, req.producer_epoch,
+            {offsets_partition: hosted}, add=add))[offsets_partition]
+        error = answer.error
+        if error == ErrorCode.none and hosted is not None and \
+                not verification.guard_holds(hosted, req.producer_id, answer.guard):
+            # The transaction ended while the answer was on the wire: written now, the
+            # offsets would stay pending forever.
             error = ErrorCode.transaction_abortable
         if error != ErrorCode.none:
             error = _VERIFY_ERRORS.get(error, error)
