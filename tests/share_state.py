@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from ottla.broker.share.persister import PersistedState, StateSummary
-from ottla.broker.share.share_partition import RecordState, StateBatch
 from ottla.coordinator.runtime import CoordinatorRuntime
 from ottla.coordinator.share.shard import (
     PersisterStateBatch,
@@ -63,9 +62,7 @@ class ShardPersister:
         if answer.error != ErrorCode.none:
             return PersistedState(answer.error)
         return PersistedState(answer.error, answer.state_epoch, answer.start_offset,
-                              [StateBatch(b.first_offset, b.last_offset,
-                                          RecordState(b.delivery_state), b.delivery_count)
-                               for b in answer.state_batches])
+                              list(answer.state_batches))
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                                state_epoch: int, start_offset: int) -> ErrorCode:
@@ -76,13 +73,12 @@ class ShardPersister:
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                           state_epoch: int, leader_epoch: int, start_offset: int,
-                          delivery_complete_count: int, batches: list[StateBatch]
+                          delivery_complete_count: int, batches: list[PersisterStateBatch]
                           ) -> ErrorCode:
         if self.fail_writes:
             return ErrorCode.coordinator_not_available
         key = SharePartitionKey(group_id, topic_id, partition)
-        stored = [PersisterStateBatch(b.first_offset, b.last_offset, int(b.state),
-                                      b.delivery_count) for b in batches]
+        stored = list(batches)
         answer = self._call(lambda shard, now: shard.write_state(
             now, key, state_epoch, leader_epoch, start_offset, delivery_complete_count,
             stored))

@@ -51,6 +51,7 @@ from ottla.broker.handlers import (
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.topics import OFFSETS_TOPIC
+from ottla.coordinator.share.state import SharePartitionKey
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import ApiKey, request_schema, response_schema
@@ -1688,7 +1689,8 @@ async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> Non
     done = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(
         topic_id, "m2", 2, acks=((0, 2, [1]),)))
     assert done.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
-    assert broker.share_partitions.partitions[("workers", "jobs", 0)].start_offset == 3
+    key = SharePartitionKey("workers", topic_id, 0)
+    assert broker.share_partitions.partitions[key].start_offset == 3
     state = await persister.read_state("workers", topic_id, 0, 0)
     assert (state.error, state.start_offset) == (ErrorCode.none, 3)  # written first
     stale = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m2", 7))
@@ -1723,7 +1725,8 @@ async def test_an_acknowledgement_is_answered_only_once_its_state_is_written(bro
         ErrorCode.coordinator_not_available
     assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
                               share_fetch_body(topic_id, "m2", 0))) == []
-    assert broker.share_partitions.partitions[("workers", "jobs", 0)].start_offset == 0
+    key = SharePartitionKey("workers", topic_id, 0)
+    assert broker.share_partitions.partitions[key].start_offset == 0
     persister.fail_writes = False
     accepted = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
                          share_ack_body(topic_id, "m1", 2, 0, 2, 1))
@@ -1733,7 +1736,7 @@ async def test_an_acknowledgement_is_answered_only_once_its_state_is_written(bro
     broker.share_partitions = restarted
     assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
                               share_fetch_body(topic_id, "m3", 0))) == []
-    assert restarted.partitions[("workers", "jobs", 0)].start_offset == 3
+    assert restarted.partitions[key].start_offset == 3
     restarted.shutdown()
 
 
@@ -1760,6 +1763,6 @@ async def test_share_fetch_v2_limits_records_and_share_acknowledge_v2_renews(bro
         **share_ack_body(topic_id, "m1", 2, 0, 1, 4), "is_renew_ack": True})
     assert renewed.responses[0].partitions[0].error_code == ErrorCode.none
     assert renewed.acquisition_lock_timeout == timedelta(milliseconds=30_000)
-    sp = broker.share_partitions.partitions[("workers", "jobs", 0)]
+    sp = broker.share_partitions.partitions[SharePartitionKey("workers", topic_id, 0)]
     assert sp.acquired_count() == 2 and sp.start_offset == 0
     broker.share_partitions.shutdown()

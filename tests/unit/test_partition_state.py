@@ -10,12 +10,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from ottla.broker.purgatory.delayed_fetch import DelayedFetch
 from ottla.broker.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
-from ottla.broker.purgatory.delayed_operations import (
-    DelayedFetch,
-    DelayedProduce,
-    ProducePartitionStatus,
-)
+from ottla.broker.purgatory.delayed_produce import DelayedProduce, ProducePartitionStatus
 from ottla.broker.replication.partition_state import (
     LeaderAndIsr,
     PartitionState,

@@ -12,8 +12,8 @@ from ottla.broker.share.share_partition import (
     AcquiredRecords,
     RecordState,
     SharePartition,
-    StateBatch,
 )
+from ottla.coordinator.share.state import PersisterStateBatch
 from ottla.protocol.errors import ErrorCode
 
 ACCEPT, RELEASE, REJECT, GAP = (AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE,
@@ -29,7 +29,7 @@ def test_a_batch_is_leased_whole_and_accepted_whole() -> None:
     assert sp.acquire("m2", [(100, 109)], 500, T0) == []  # held by m1
     assert sp.acknowledge("m1", [(100, 109, [ACCEPT])]) == ErrorCode.none
     assert sp.start_offset == 110  # the terminal prefix is gone
-    assert sp.state_batches() == [StateBatch(110, 119, RecordState.AVAILABLE, 1)]
+    assert sp.state_batches() == [PersisterStateBatch(110, 119, RecordState.AVAILABLE, 1)]
 
 
 def test_acknowledging_part_of_a_batch_splits_it_per_offset() -> None:
@@ -41,9 +41,10 @@ def test_acknowledging_part_of_a_batch_splits_it_per_offset() -> None:
     assert sp.next_fetch_offset() == 4
     assert sp.acquire("m2", [(0, 9)], 500, T0 + 1) == [AcquiredRecords(4, 4, 2)]
     assert sp.state_batches() == [
-        StateBatch(4, 4, RecordState.AVAILABLE, 2), StateBatch(5, 5, RecordState.ARCHIVED, 1),
-        StateBatch(6, 6, RecordState.ACKNOWLEDGED, 1),
-        StateBatch(7, 9, RecordState.AVAILABLE, 1)]
+        PersisterStateBatch(4, 4, RecordState.AVAILABLE, 2),
+        PersisterStateBatch(5, 5, RecordState.ARCHIVED, 1),
+        PersisterStateBatch(6, 6, RecordState.ACKNOWLEDGED, 1),
+        PersisterStateBatch(7, 9, RecordState.AVAILABLE, 1)]
 
 
 def test_bad_acknowledgements_are_invalid_record_state_and_change_nothing() -> None:
@@ -111,8 +112,8 @@ def test_an_acknowledgement_settles_only_once_written_and_a_failed_write_undoes_
     sp.acquire("m1", [(0, 4), (5, 9)], 500, T0)
     update = sp.begin_acknowledge("m1", [(0, 4, [RELEASE]), (5, 9, [ACCEPT])])
     assert not isinstance(update, ErrorCode)
-    assert update.batches == [StateBatch(0, 4, RecordState.AVAILABLE, 1),
-                              StateBatch(5, 9, RecordState.ACKNOWLEDGED, 1)]
+    assert update.batches == [PersisterStateBatch(0, 4, RecordState.AVAILABLE, 1),
+                              PersisterStateBatch(5, 9, RecordState.ACKNOWLEDGED, 1)]
     assert (update.start_offset, update.delivery_complete_count) == (0, 5)
     assert sp.acquire("m2", [(0, 9)], 500, T0 + 1) == []  # released, not yet written
     assert sp.next_fetch_offset() == 10
@@ -132,9 +133,9 @@ def test_an_acknowledgement_settles_only_once_written_and_a_failed_write_undoes_
 def test_a_new_leader_rebuilds_the_partition_from_the_stored_state() -> None:
     """Stored batches come back with their delivery counts; what was leased and never
     settled (a gap in the stored state) is delivered again as new."""
-    stored = [StateBatch(10, 14, RecordState.ACKNOWLEDGED, 1),
-              StateBatch(20, 24, RecordState.AVAILABLE, 3),
-              StateBatch(25, 29, RecordState.ARCHIVED, 5)]
+    stored = [PersisterStateBatch(10, 14, RecordState.ACKNOWLEDGED, 1),
+              PersisterStateBatch(20, 24, RecordState.AVAILABLE, 3),
+              PersisterStateBatch(25, 29, RecordState.ARCHIVED, 5)]
     sp = SharePartition.from_state(5, stored, max_delivery_count=5)
     assert sp.start_offset == 5 and sp.end_offset == 30
     assert sp.next_fetch_offset() == 5
@@ -155,13 +156,13 @@ def test_with_a_dead_letter_queue_spent_and_rejected_records_wait_for_it() -> No
     assert sp.acknowledge("m", [(0, 0, [RELEASE])]) == ErrorCode.none  # its last delivery
     assert sp.archiving() == [(0, 0, 2, DELIVERY_COUNT_EXCEEDED), (1, 1, 1, REJECTED)]
     assert sp.start_offset == 0  # pinned until the queue has them
-    assert [b.state for b in sp.state_batches()[:2]] == [RecordState.ARCHIVING] * 2
+    assert [b.delivery_state for b in sp.state_batches()[:2]] == [RecordState.ARCHIVING] * 2
     assert sp.acquire("m", [(0, 4)], 500, T0) == []  # never delivered again
     assert sp.archived(0, 1) == 2
     assert sp.archiving() == [] and sp.start_offset == 5
 
     restored = SharePartition.from_state(
-        10, [StateBatch(10, 12, RecordState.ARCHIVING, 5)], dead_letter=True)
+        10, [PersisterStateBatch(10, 12, RecordState.ARCHIVING, 5)], dead_letter=True)
     assert restored.archiving() == [(10, 12, 5, RESTORED)]
 
 
@@ -180,7 +181,8 @@ def test_markers_and_aborted_batches_are_archived_not_delivered() -> None:
         AcquiredRecords(0, 4, 1), AcquiredRecords(6, 9, 1)]
     assert sp.acknowledge("m", [(0, 4, [ACCEPT]), (6, 9, [ACCEPT])]) == ErrorCode.none
     assert sp.start_offset == 10
-    restored = SharePartition.from_state(0, [StateBatch(3, 4, RecordState.ACKNOWLEDGED, 1)])
+    restored = SharePartition.from_state(
+        0, [PersisterStateBatch(3, 4, RecordState.ACKNOWLEDGED, 1)])
     assert restored.acquire("m", [(0, 1)], 500, T0, skipped=[(2, 2)]) == [
         AcquiredRecords(0, 1, 1)]
     restored.acknowledge("m", [(0, 1, [ACCEPT])])

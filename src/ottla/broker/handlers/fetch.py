@@ -26,7 +26,7 @@ from ottla.broker.fetch_session import (
     CachedPartition,
     FetchSession,
 )
-from ottla.broker.purgatory.delayed_operations import DelayedFetch
+from ottla.broker.purgatory.delayed_fetch import DelayedFetch
 from ottla.broker.replication.partition import READ_COMMITTED, DivergingEpoch
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError

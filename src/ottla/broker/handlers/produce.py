@@ -19,7 +19,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.log_validator import PendingBatch, RecordValidationError
-from ottla.broker.purgatory.delayed_operations import DelayedProduce, ProducePartitionStatus
+from ottla.broker.purgatory.delayed_produce import DelayedProduce, ProducePartitionStatus
 from ottla.broker.replication.partition import Partition
 from ottla.common.topics import TopicPartition, is_internal_topic
 from ottla.protocol.api import ApiKey

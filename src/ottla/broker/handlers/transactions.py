@@ -10,7 +10,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.coordinators.coordinator_service import partition_for
-from ottla.broker.purgatory.delayed_operations import DelayedProduce, ProducePartitionStatus
+from ottla.broker.purgatory.delayed_produce import DelayedProduce, ProducePartitionStatus
 from ottla.common.topics import OFFSETS_TOPIC, TopicPartition
 from ottla.coordinator.transaction.shard import ProducerIdAndEpoch
 from ottla.protocol.api import ApiKey

@@ -1,14 +1,15 @@
 """The leader's side of share groups (Kafka's SharePartitionManager): one
-``SharePartition`` per (share group, partition) this broker leads, the share sessions of
-the members fetching from it, and the timer that ends acquisition locks.
+``SharePartition`` per share-partition (share group, topic id, partition) this broker
+leads, the members' share sessions, and the timers that end acquisition locks and
+waiting fetches.
 
-A ShareFetch acquires records for its member from each partition of its session (reading
-the log from the share-partition's next fetch offset up to the high watermark) and
-answers the batches read with the ranges the member now holds; acknowledgements ride on
-it or on ShareAcknowledge. A fetch that acquired nothing waits, up to its ``max_wait``,
-for a partition's high watermark to move. A session closed by its member (epoch -1)
-gives its records back at once; a member that just goes silent loses them when its
-locks expire.
+A ShareFetch acquires records for its member from each partition of its session
+(reading the log from the share-partition's next fetch offset up to the high watermark)
+and answers the batches read with the ranges the member now holds; acknowledgements ride
+on it or on ShareAcknowledge. A fetch that acquired nothing parks in the purgatory
+(``DelayedShareFetch``) until one of its share-partitions moves or its ``max_wait``
+passes. A session closed by its member (epoch -1) gives its records back at once; a
+member that just goes silent loses them when its locks expire.
 
 Durability (seed 001): a share-partition starts from the state the share coordinator
 holds for it (``StatePersister.read_state``; a partition with none is initialized where
@@ -26,13 +27,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 
 from ottla.broker.context import BrokerContext
 from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
+from ottla.broker.purgatory.delayed_share_fetch import DelayedShareFetch
 from ottla.broker.replication.partition import Partition
 from ottla.broker.share.dead_letter_queue import DeadLetterQueue
 from ottla.broker.share.persister import NO_STATE, StatePersister
+from ottla.broker.share.session import (
+    Connection,
+    ShareSession,
+    ShareSessionCache,
+    TopicIdPartition,
+)
 from ottla.broker.share.share_partition import AcquiredRecords, PendingUpdate, SharePartition
 from ottla.common.features import share_dlq_enabled
 from ottla.common.group_configs import (
@@ -41,38 +51,22 @@ from ottla.common.group_configs import (
     ShareGroupSettings,
     share_group_settings,
 )
-from ottla.common.tasks import wait_event
+from ottla.common.topics import TopicPartition
+from ottla.coordinator.share.state import SharePartitionKey
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import scan_batches
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-SharePartitionKey = tuple[str, str, int]
-"""(group id, topic, partition)."""
-
-INITIAL_EPOCH = 0
-FINAL_EPOCH = -1
 WRITE_RETRY_S = 1.0
 """How soon a failed write of ended leases is tried again."""
 DLQ_BACKOFF_S = 0.1
 DLQ_BACKOFF_MAX_S = 30.0
 """Retries of the dead-letter queue back off exponentially up to this."""
-
-
-@dataclass(slots=True)
-class ShareSession:
-    """What a member fetches from this broker: its partitions, and the epoch its next
-    request must carry."""
-
-    group_id: str
-    member_id: str
-    epoch: int
-    partitions: set[TopicPartition] = field(default_factory=set)
-    connection: tuple[str, str, int] | None = None
-    """(listener, host, port) the member last fetched on: its records go back when that
-    connection closes (Kafka 4.1+'s share session disconnect listener)."""
+DEFAULT_LOCK_MS = 30_000
+"""AcquisitionLockTimeoutMs of a session that holds no share-partition yet
+(``group.share.record.lock.duration.ms``'s default)."""
 
 
 @dataclass(slots=True)
@@ -82,6 +76,9 @@ class ShareFetchResult:
     records: bytes = b""
     acquired: list[AcquiredRecords] = field(default_factory=list)
     error: ErrorCode = ErrorCode.none
+
+
+ShareFetchResults = dict[TopicIdPartition, ShareFetchResult]
 
 
 @dataclass(slots=True)
@@ -100,6 +97,16 @@ class HeldPartition:
     """Sending its ARCHIVING records to the dead-letter queue."""
 
 
+@dataclass(frozen=True, slots=True)
+class FetchLimits:
+    """What one ShareFetch may take: ``max_records`` over all its partitions (whole
+    batches, or exactly with ``record_limit``: share.acquire.mode=record_limit)."""
+
+    max_bytes: int
+    max_records: int
+    record_limit: bool
+
+
 _FENCED = (ErrorCode.fenced_state_epoch, ErrorCode.fenced_leader_epoch)
 _NOT_YET = (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
             ErrorCode.not_coordinator)
@@ -114,12 +121,16 @@ class SharePartitionManager:
         self.persister = persister
         self.dead_letters = dead_letters
         self.held: dict[SharePartitionKey, HeldPartition] = {}
+        self.sessions = ShareSessionCache()
         self._loading: dict[SharePartitionKey, asyncio.Future[HeldPartition]] = {}
         self._writers: set[asyncio.Task[None]] = set()
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self._moved = asyncio.Event()
-        """Set when a high watermark moved: a waiting share fetch looks again."""
-        self._timer = DeadlineTimer("share locks", broker.now_ms, self._expire)
+        self.fetch_purgatory: DelayedOperationPurgatory[SharePartitionKey] = \
+            DelayedOperationPurgatory("ShareFetch")
+        """ShareFetches that acquired nothing, under the share-partitions they read."""
+        self._fetch_timer = DeadlineTimer("share fetches", broker.now_ms,
+                                          self._expire_fetches)
+        self.fetch_purgatory.on_deadline_change = self._fetch_timer.deadline_changed
+        self._lock_timer = DeadlineTimer("share locks", broker.now_ms, self._expire_locks)
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
 
     # --- configuration ------------------------------------------------------------------
@@ -133,6 +144,18 @@ class SharePartitionManager:
     @property
     def partitions(self) -> dict[SharePartitionKey, SharePartition]:
         return {key: held.sp for key, held in self.held.items()}
+
+    def lock_duration_ms(self, session: ShareSession) -> int:
+        """The acquisition lock of the session's share-partitions
+        (AcquisitionLockTimeoutMs of the response)."""
+        return max((held.sp.lock_duration_ms for held in
+                    (self.held.get(self._key(session.group_id, tip))
+                     for tip in session.partitions) if held is not None),
+                   default=DEFAULT_LOCK_MS)
+
+    @staticmethod
+    def _key(group_id: str, tip: TopicIdPartition) -> SharePartitionKey:
+        return SharePartitionKey(group_id, tip[0], tip[1])
 
     def _dead_letter_topic(self, settings: ShareGroupSettings) -> str | None:
         """The group's dead-letter queue: ``errors.deadletterqueue.topic.name`` once the
@@ -148,27 +171,35 @@ class SharePartitionManager:
         sp.max_record_locks = settings.partition_max_record_locks
         sp.dead_letter = self._dead_letter_topic(settings) is not None
 
-    async def share_partition(self, group_id: str, topic: str, index: int, partition: Partition
+    # --- loading ------------------------------------------------------------------------
+
+    def _partition(self, key: SharePartitionKey) -> Partition:
+        """The partition of ``key`` this broker leads (UNKNOWN_TOPIC_ID,
+        NOT_LEADER_OR_FOLLOWER otherwise)."""
+        topic = self.broker.image.topics_by_id.get(key.topic_id)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_id, f"Unknown topic id {key.topic_id}")
+        partition = self.broker.replica_manager.require(topic.name, key.partition,
+                                                        self.broker.image)
+        partition.check_leader_epoch(-1)
+        return partition
+
+    async def share_partition(self, key: SharePartitionKey, partition: Partition
                               ) -> HeldPartition:
         """The group's in-flight state of a partition this broker leads: as the share
         coordinator holds it, read once per leadership (a new leader epoch reads again)."""
-        key = (group_id, topic, index)
         held = self.held.get(key)
         if held is not None and held.leader_epoch == partition.leader_epoch:
             return held
         loading = self._loading.get(key)
         if loading is None:
-            loading = self._loading[key] = asyncio.ensure_future(
-                self._load(key, partition))
+            loading = self._loading[key] = asyncio.ensure_future(self._load(key, partition))
             loading.add_done_callback(lambda _: self._loading.pop(key, None))
         return await asyncio.shield(loading)
 
     async def _load(self, key: SharePartitionKey, partition: Partition) -> HeldPartition:
-        group_id, topic, index = key
-        registration = self.broker.image.topics_by_name.get(topic)
-        if registration is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Unknown topic {topic}")
-        topic_id = registration.topic_id
+        group_id, topic_id, index = key.group_id, key.topic_id, key.partition
+        where = f"{group_id} on {partition.topic}-{index}"
         leader_epoch = partition.leader_epoch
         state = await self.persister.read_state(group_id, topic_id, index, leader_epoch)
         if state.error == ErrorCode.invalid_request:
@@ -177,12 +208,11 @@ class SharePartitionManager:
             error = await self.persister.initialize_state(
                 group_id, topic_id, index, 0, self._reset_offset(group_id, partition))
             if error != ErrorCode.none:
-                raise KafkaError(_RETRIABLE.get(error, error),
-                                 f"Initializing the state of {group_id} on {topic}-{index}")
+                raise KafkaError(_RETRIABLE.get(error, error), f"Initializing the state of {where}")
             state = await self.persister.read_state(group_id, topic_id, index, leader_epoch)
         if state.error != ErrorCode.none:
             raise KafkaError(_RETRIABLE.get(state.error, state.error),
-                             f"Reading the state of {group_id} on {topic}-{index}")
+                             f"Reading the state of {where}")
         start, state_epoch = state.start_offset, state.state_epoch
         if start == NO_STATE:  # initialized without an offset (by the group coordinator)
             start = self._reset_offset(group_id, partition)
@@ -190,8 +220,8 @@ class SharePartitionManager:
         self._apply(sp, self.settings(group_id))
         held = self.held[key] = HeldPartition(sp, topic_id, state_epoch, leader_epoch)
         self._dead_letter_later(key, held)  # archiving a former leader left unfinished
-        log.debug("Share-partition %s of %s-%d starts at %d (state epoch %d, %d batches)",
-                  group_id, topic, index, sp.start_offset, state_epoch, len(state.batches))
+        log.debug("Share-partition %s starts at %d (state epoch %d, %d batches)", where,
+                  sp.start_offset, state_epoch, len(state.batches))
         return held
 
     def _reset_offset(self, group_id: str, partition: Partition) -> int:
@@ -210,36 +240,24 @@ class SharePartitionManager:
     # --- sessions -----------------------------------------------------------------------
 
     def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
-        """The member's session for this request: a new one at epoch 0, else the one
-        whose epoch matches (INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOUND)."""
-        key = (group_id, member_id)
-        if epoch == INITIAL_EPOCH:
-            old = self.sessions.pop(key, None)
-            if old is not None:
-                self.release(old)
-            session = self.sessions[key] = ShareSession(group_id, member_id, 1)
-            return session
-        session = self.sessions.get(key)
-        if session is None:
-            raise KafkaError(ErrorCode.share_session_not_found,
-                             f"No share session for member {member_id}")
-        if epoch != FINAL_EPOCH and epoch != session.epoch:
-            raise KafkaError(ErrorCode.invalid_share_session_epoch,
-                             f"Expected share session epoch {session.epoch}, got {epoch}")
-        if epoch != FINAL_EPOCH:
-            session.epoch += 1
+        """The member's session for this request: a new one at epoch 0 (the records of
+        the one it replaces go back), else the one whose epoch matches
+        (INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOUND)."""
+        session, replaced = self.sessions.get_or_open(group_id, member_id, epoch)
+        if replaced is not None:
+            self.release(replaced)
         return session
 
     def close(self, session: ShareSession) -> None:
-        self.sessions.pop((session.group_id, session.member_id), None)
+        self.sessions.remove(session)
         self.release(session)
         self._forget_if_empty(session.group_id)
 
     def on_disconnect(self, listener: str, host: str, port: int) -> None:
         """A client connection closed: the share sessions last used on it end, and their
         records are available to the other members at once."""
-        for session in [s for s in self.sessions.values()
-                        if s.connection == (listener, host, port)]:
+        connection: Connection = (listener, host, port)
+        for session in self.sessions.on(connection):
             log.debug("Share session of %s in %s ends with its connection",
                       session.member_id, session.group_id)
             self.close(session)
@@ -249,10 +267,10 @@ class SharePartitionManager:
         state is all written, so the next member reads them again from the share
         coordinator (and sees an offset reset or delete made meanwhile; Kafka's
         ShareGroupListener.onGroupEmpty)."""
-        if any(s.group_id == group_id for s in self.sessions.values()):
+        if self.sessions.has_members(group_id):
             return
         for key, held in list(self.held.items()):
-            if key[0] == group_id and self._idle(held):
+            if key.group_id == group_id and self._idle(held):
                 del self.held[key]
 
     @staticmethod
@@ -263,21 +281,21 @@ class SharePartitionManager:
 
     def release(self, session: ShareSession) -> None:
         """A member's records go back: available to the others at once."""
-        for topic, index in session.partitions:
-            key = (session.group_id, topic, index)
+        for tip in session.partitions:
+            key = self._key(session.group_id, tip)
             held = self.held.get(key)
             if held is not None and held.sp.release_member(session.member_id):
-                self._moved.set()
                 self._write_later(key, held)
                 self._dead_letter_later(key, held)
+                self._moved(key)
 
-    # --- fetching and acknowledging -------------------------------------------------------
+    # --- acknowledging ------------------------------------------------------------------
 
-    async def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
+    async def acknowledge(self, group_id: str, member_id: str, tip: TopicIdPartition,
                           batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
         """Apply the member's acknowledgements once their state is written (RENEW ones
         extend the member's locks)."""
-        key = (group_id, *tp)
+        key = self._key(group_id, tip)
         held = self.held.get(key)
         if held is None:
             return ErrorCode.invalid_record_state
@@ -288,8 +306,8 @@ class SharePartitionManager:
             if isinstance(update, ErrorCode):
                 return update
             error = await self._write(key, held, update)
-        self._moved.set()  # released records may be fetched again
         self._dead_letter_later(key, held)
+        self._moved(key)  # released records may be fetched again at once
         return error
 
     async def _write(self, key: SharePartitionKey, held: HeldPartition,
@@ -306,8 +324,8 @@ class SharePartitionManager:
                                         sp.delivery_complete_count())
         try:
             error = await self.persister.write_state(
-                key[0], held.topic_id, key[2], held.state_epoch, held.leader_epoch, start,
-                complete, batches)
+                key.group_id, held.topic_id, key.partition, held.state_epoch,
+                held.leader_epoch, start, complete, batches)
         except Exception:
             log.exception("Writing the state of share-partition %s failed", key)
             error = ErrorCode.coordinator_not_available
@@ -316,7 +334,7 @@ class SharePartitionManager:
                 sp.commit(update)
             else:
                 sp.rollback(update)
-                self._timer.deadline_changed(self.broker.now_ms())  # leases that ran out
+                self._lock_timer.deadline_changed(self.broker.now_ms())  # leases that ran out
         if error in _FENCED:
             log.info("Share-partition %s was fenced (%s): it is read again", key, error.name)
             if self.held.get(key) is held:
@@ -336,10 +354,15 @@ class SharePartitionManager:
             async with held.lock:
                 if held.dirty and self.held.get(key) is held:
                     await self._write(key, held, None)
-            self._forget_if_empty(key[0])
-        task = asyncio.ensure_future(write())
+            self._forget_if_empty(key.group_id)
+        self._spawn(write())
+
+    def _spawn(self, work: Coroutine[object, object, None]) -> asyncio.Task[None]:
+        """Run ``work`` as a task that ``shutdown`` cancels."""
+        task = asyncio.ensure_future(work)
         self._writers.add(task)
         task.add_done_callback(self._writers.discard)
+        return task
 
     def _dead_letter_later(self, key: SharePartitionKey, held: HeldPartition) -> None:
         """Send the partition's ARCHIVING records to the dead-letter queue (one task per
@@ -347,57 +370,121 @@ class SharePartitionManager:
         if not held.sp.archiving() or \
                 (held.dead_lettering is not None and not held.dead_lettering.done()):
             return
-        held.dead_lettering = asyncio.ensure_future(self._dead_letter(key, held))
-        self._writers.add(held.dead_lettering)
-        held.dead_lettering.add_done_callback(self._writers.discard)
+        held.dead_lettering = self._spawn(self._dead_letter(key, held))
 
     async def _dead_letter(self, key: SharePartitionKey, held: HeldPartition) -> None:
-        group_id, topic, index = key
         attempt = 0
         while self.held.get(key) is held:
             runs = held.sp.archiving()
             if not runs:
                 return
-            settings = self.settings(group_id)
+            topic = self.broker.image.topics_by_id.get(key.topic_id)
+            if topic is None:
+                return  # the topic went: nothing left to send or to keep
+            settings = self.settings(key.group_id)
             dlq_topic = self._dead_letter_topic(settings)
-            copy = settings.dlq_copy_record
             first, last, count, cause = runs[0]
             try:
                 if dlq_topic is not None and self.dead_letters is not None:
-                    await self.dead_letters.send(dlq_topic, group_id, topic, index, first,
-                                                 last, count, cause, copy)
+                    await self.dead_letters.send(
+                        dlq_topic, key.group_id, topic.name, key.partition, first, last,
+                        count, cause, settings.dlq_copy_record)
             except KafkaError as e:
                 attempt += 1
                 delay = min(DLQ_BACKOFF_MAX_S, DLQ_BACKOFF_S * 2 ** min(attempt, 10))
                 log.log(logging.WARNING if attempt % 10 == 1 else logging.DEBUG,
                         "Share group %s: records %d-%d of %s-%d wait for the dead-letter "
-                        "queue (attempt %d): %s", group_id, first, last, topic, index,
-                        attempt, e)
+                        "queue (attempt %d): %s", key.group_id, first, last, topic.name,
+                        key.partition, attempt, e)
                 await asyncio.sleep(delay)
                 continue
             attempt = 0
             async with held.lock:
                 if held.sp.archived(first, last):
                     await self._write(key, held, None)
-            self._moved.set()
+            self._moved(key)
 
-    async def acquire(self, group_id: str, member_id: str, tp: TopicPartition,
-                      max_bytes: int, max_records: int, record_limit: bool
-                      ) -> ShareFetchResult:
-        replica_manager = self.broker.replica_manager
-        partition = replica_manager.require(tp[0], tp[1], self.broker.image)
-        partition.check_leader_epoch(-1)
+    # --- fetching -----------------------------------------------------------------------
+
+    async def fetch(self, session: ShareSession, partitions: list[TopicIdPartition],
+                    limits: FetchLimits, max_wait_ms: int) -> ShareFetchResults:
+        """Acquire records for the session's member from ``partitions`` (in order, the
+        fetch's record budget shared among them); if none could be had, wait in the
+        purgatory for up to ``max_wait_ms`` for one of them to move."""
+        group_id = session.group_id
+        ready: dict[TopicIdPartition, HeldPartition | ShareFetchResult] = {}
+        for tip in partitions:
+            ready[tip] = await self._ready(self._key(group_id, tip))
+        now = self.broker.now_ms()
+        results = self._acquire_all(session, ready, limits, now)
+        if max_wait_ms <= 0 or _answers(results):
+            return results
+        answered: asyncio.Future[ShareFetchResults] = \
+            asyncio.get_running_loop().create_future()
+
+        def acquire(now_ms: int) -> ShareFetchResults | None:
+            if not self.sessions.is_open(session):
+                return results  # the member left while its fetch waited: nothing for it
+            found = self._acquire_all(session, self._still_held(group_id, ready), limits,
+                                      now_ms)
+            return found if _answers(found) else None
+
+        def respond(found: ShareFetchResults) -> None:
+            if not answered.done():
+                answered.set_result(found)
+
+        self.fetch_purgatory.try_complete_else_watch(
+            DelayedShareFetch(now + max_wait_ms, acquire, lambda: results, respond),
+            [self._key(group_id, tip) for tip in partitions], now)
+        return await answered
+
+    async def _ready(self, key: SharePartitionKey) -> HeldPartition | ShareFetchResult:
+        """The share-partition to acquire from, or the partition's answer without it: its
+        error, or nothing while the share coordinator is not there yet (its topic being
+        created, a partition loading), as Kafka answers: the member fetches again."""
         try:
-            held = await self.share_partition(group_id, tp[0], tp[1], partition)
+            partition = self._partition(key)
+            return await self.share_partition(key, partition)
         except KafkaError as e:
             if e.code not in _NOT_YET:
-                raise
-            # As Kafka: the share coordinator is not there yet (its topic being created,
-            # a partition loading); the member's next fetch tries again.
-            log.debug("Share-partition %s of %s-%d not ready: %s", group_id, *tp, e)
+                return ShareFetchResult(error=e.code)
+            log.debug("Share-partition %s not ready: %s", key, e)
             return ShareFetchResult()
+
+    def _still_held(self, group_id: str,
+                    ready: dict[TopicIdPartition, HeldPartition | ShareFetchResult]
+                    ) -> dict[TopicIdPartition, HeldPartition | ShareFetchResult]:
+        """A waiting fetch's share-partitions as they are now: one dropped meanwhile (a
+        fenced write, a new leader epoch) is answered empty, and read again by the
+        member's next fetch."""
+        return {tip: self.held.get(self._key(group_id, tip), ShareFetchResult())
+                if isinstance(held, HeldPartition) else held for tip, held in ready.items()}
+
+    def _acquire_all(self, session: ShareSession,
+                     ready: dict[TopicIdPartition, HeldPartition | ShareFetchResult],
+                     limits: FetchLimits, now_ms: int) -> ShareFetchResults:
+        results: ShareFetchResults = {}
+        budget = limits.max_records
+        for tip, held in ready.items():
+            if isinstance(held, ShareFetchResult) or budget <= 0:
+                results[tip] = held if isinstance(held, ShareFetchResult) \
+                    else ShareFetchResult()
+                continue
+            try:
+                partition = self._partition(self._key(session.group_id, tip))
+                result = self._acquire(session, held, partition, limits.max_bytes, budget,
+                                       limits.record_limit, now_ms)
+            except KafkaError as e:
+                result = ShareFetchResult(error=e.code)
+            budget -= sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
+            results[tip] = result
+        return results
+
+    def _acquire(self, session: ShareSession, held: HeldPartition, partition: Partition,
+                 max_bytes: int, max_records: int, record_limit: bool, now_ms: int
+                 ) -> ShareFetchResult:
         sp = held.sp
-        settings = self.settings(group_id)
+        settings = self.settings(session.group_id)
         self._apply(sp, settings)
         offset = sp.next_fetch_offset()
         committed = settings.isolation_level == IsolationLevel.READ_COMMITTED
@@ -423,35 +510,53 @@ class SharePartitionManager:
                 skipped.append(run)
             else:
                 fetched.append(run)
-        now = self.broker.now_ms()
-        acquired = sp.acquire(member_id, fetched, max_records, now, record_limit, skipped)
-        if acquired:
-            self._timer.deadline_changed(now + sp.lock_duration_ms)
-            return ShareFetchResult(records=data, acquired=acquired)
-        return ShareFetchResult()
+        acquired = sp.acquire(session.member_id, fetched, max_records, now_ms, record_limit,
+                              skipped)
+        if not acquired:
+            return ShareFetchResult()
+        self._lock_timer.deadline_changed(now_ms + sp.lock_duration_ms)
+        return ShareFetchResult(records=data, acquired=acquired)
 
-    async def changed(self, timeout_s: float) -> None:
-        """Wait for a high watermark to move or records to be given back (or time out)."""
-        self._moved.clear()
-        await wait_event(self._moved, timeout_s)
+    # --- what wakes waiting fetches ---------------------------------------------------------
+
+    def _moved(self, key: SharePartitionKey) -> None:
+        """Records of ``key`` may be acquirable now: try the fetches waiting on it."""
+        self.fetch_purgatory.check_and_complete(key, self.broker.now_ms())
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
-        self._moved.set()
+        topic = self.broker.image.topics_by_name.get(tp[0])
+        if topic is None:
+            return
+        for key in [k for k in self.held
+                    if k.topic_id == topic.topic_id and k.partition == tp[1]]:
+            self._moved(key)
 
-    def _expire(self, now_ms: int) -> int | None:
+    def _expire_fetches(self, now_ms: int) -> int | None:
+        self.fetch_purgatory.expire(now_ms)
+        return self.fetch_purgatory.next_deadline()
+
+    def _expire_locks(self, now_ms: int) -> int | None:
         deadlines = []
         for key, held in list(self.held.items()):
             before = held.sp.acquired_count()
             deadline = held.sp.expire_locks(now_ms)
             if held.sp.acquired_count() != before:
-                self._moved.set()
                 self._write_later(key, held)
                 self._dead_letter_later(key, held)
+                self._moved(key)
             if deadline is not None:
                 deadlines.append(deadline)
         return min(deadlines, default=None)
 
     def shutdown(self) -> None:
-        self._timer.cancel()
+        """Answer the waiting fetches, stop the timers and the writes in flight."""
+        self.fetch_purgatory.complete_all()
+        self._fetch_timer.cancel()
+        self._lock_timer.cancel()
         for task in list(self._writers):
             task.cancel()
+
+
+def _answers(results: ShareFetchResults) -> bool:
+    """A fetch answers once a partition has records for it or an error."""
+    return any(r.acquired or r.error != ErrorCode.none for r in results.values())

@@ -20,7 +20,6 @@ from typing import Any, Protocol
 from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.inter_broker import InterBrokerClients
-from ottla.broker.share.share_partition import RecordState, StateBatch
 from ottla.coordinator.share.shard import PersisterStateBatch, SharePartitionKey
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -36,7 +35,7 @@ class PersistedState:
     error: ErrorCode
     state_epoch: int = NO_STATE
     start_offset: int = NO_STATE
-    batches: list[StateBatch] = field(default_factory=list)
+    batches: list[PersisterStateBatch] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +61,7 @@ class StatePersister(Protocol):
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                           state_epoch: int, leader_epoch: int, start_offset: int,
-                          delivery_complete_count: int, batches: list[StateBatch]
+                          delivery_complete_count: int, batches: list[PersisterStateBatch]
                           ) -> ErrorCode: ...
 
     async def read_state_summary(self, group_id: str, topic_id: uuid.UUID, partition: int,
@@ -108,9 +107,7 @@ class CoordinatorPersister:
         if error != ErrorCode.none:
             return PersistedState(error)
         return PersistedState(error, answer.state_epoch, answer.start_offset,
-                              [StateBatch(b.first_offset, b.last_offset,
-                                          RecordState(b.delivery_state), b.delivery_count)
-                               for b in answer.state_batches])
+                              list(answer.state_batches))
 
     async def initialize_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                                state_epoch: int, start_offset: int) -> ErrorCode:
@@ -123,10 +120,9 @@ class CoordinatorPersister:
 
     async def write_state(self, group_id: str, topic_id: uuid.UUID, partition: int,
                           state_epoch: int, leader_epoch: int, start_offset: int,
-                          delivery_complete_count: int, batches: list[StateBatch]
+                          delivery_complete_count: int, batches: list[PersisterStateBatch]
                           ) -> ErrorCode:
-        stored = [PersisterStateBatch(b.first_offset, b.last_offset, int(b.state),
-                                      b.delivery_count) for b in batches]
+        stored = list(batches)
         error, _ = await self._call(
             group_id, topic_id, partition,
             lambda key: self.coordinator.write_state(

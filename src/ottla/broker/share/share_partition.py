@@ -31,6 +31,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ottla.coordinator.share.state import PersisterStateBatch
 from ottla.protocol.errors import ErrorCode
 
 
@@ -149,16 +150,6 @@ class AcquiredRecords:
     delivery_count: int
 
 
-@dataclass(frozen=True, slots=True)
-class StateBatch:
-    """A run of offsets as the share coordinator stores it (PersisterStateBatch)."""
-
-    first_offset: int
-    last_offset: int
-    state: RecordState
-    delivery_count: int
-
-
 Undo = list[tuple["InFlightBatch", InFlightState | None, dict[int, InFlightState] | None]]
 
 
@@ -167,7 +158,7 @@ class PendingUpdate:
     """Acknowledgements applied tentatively: what to write to the share coordinator
     (the changed runs and the start offset they would give), and how to undo them."""
 
-    batches: list[StateBatch]
+    batches: list[PersisterStateBatch]
     start_offset: int
     delivery_complete_count: int
     ranges: list[tuple[int, int]]
@@ -192,7 +183,7 @@ class SharePartition:
     """The acknowledgements being written, if any (one at a time)."""
 
     @classmethod
-    def from_state(cls, start_offset: int, batches: list[StateBatch], **limits: int
+    def from_state(cls, start_offset: int, batches: list[PersisterStateBatch], **limits: int
                    ) -> SharePartition:
         """A share-partition as the share coordinator last stored it (a new leader, or
         this one after a restart). Offsets between the stored batches (leased but never
@@ -206,8 +197,9 @@ class SharePartition:
             if first > expected:
                 sp._insert(InFlightBatch(expected, first - 1,
                                          InFlightState(RecordState.AVAILABLE, 0)))
-            state = RecordState.AVAILABLE if b.state in (RecordState.ACQUIRED,
-                                                         RecordState.AVAILABLE) else b.state
+            stored = RecordState(b.delivery_state)
+            state = RecordState.AVAILABLE if stored in (RecordState.ACQUIRED,
+                                                        RecordState.AVAILABLE) else stored
             cause = RESTORED if state is RecordState.ARCHIVING else ""
             sp._insert(InFlightBatch(first, b.last_offset,
                                      InFlightState(state, b.delivery_count, cause=cause)))
@@ -246,14 +238,15 @@ class SharePartition:
                    for first, last, s in self._runs()
                    if s.state.terminal and last >= self.start_offset)
 
-    def state_batches(self) -> list[StateBatch]:
+    def state_batches(self) -> list[PersisterStateBatch]:
         """The durable view: ACQUIRED records are stored as AVAILABLE with their count
         (a lease does not survive a leader change), runs of equal state merged."""
         return self._durable(self._runs(), self.start_offset)
 
     @staticmethod
-    def _durable(runs: list[tuple[int, int, InFlightState]], start: int) -> list[StateBatch]:
-        out: list[StateBatch] = []
+    def _durable(runs: list[tuple[int, int, InFlightState]], start: int
+                 ) -> list[PersisterStateBatch]:
+        out: list[PersisterStateBatch] = []
         for first, last, s in runs:
             if last < start:
                 continue
@@ -261,10 +254,11 @@ class SharePartition:
             state = RecordState.AVAILABLE if s.state is RecordState.ACQUIRED else s.state
             previous = out[-1] if out else None
             if previous is not None and previous.last_offset + 1 == first and \
-                    previous.state is state and previous.delivery_count == s.delivery_count:
-                out[-1] = StateBatch(previous.first_offset, last, state, s.delivery_count)
+                    previous.delivery_state == state and \
+                    previous.delivery_count == s.delivery_count:
+                out[-1] = PersisterStateBatch(previous.first_offset, last, state, s.delivery_count)
             else:
-                out.append(StateBatch(first, last, state, s.delivery_count))
+                out.append(PersisterStateBatch(first, last, state, s.delivery_count))
         return out
 
     # --- acquiring ----------------------------------------------------------------------

@@ -1,22 +1,19 @@
-"""The two requests a broker parks: an ``acks=all`` produce waiting for its in-sync
-replicas, and a fetch waiting for data (Kafka's ``DelayedProduce`` and ``DelayedFetch``).
+"""An ``acks=all`` produce waiting for its in-sync replicas (Kafka's DelayedProduce).
 
-Both are sans-I/O: they read partition state through narrow views and answer through a
-callback; the replica manager's purgatories try them when a partition's high watermark or
-log end moves, and expire them at their deadline.
+Sans-I/O: it reads partition state through a narrow view and answers through a
+callback; the replica manager's produce purgatory tries it when a partition's high
+watermark moves, and expires it at its deadline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
 from ottla.broker.purgatory.delayed_operation import DelayedOperation
+from ottla.common.topics import TopicPartition
 from ottla.protocol.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
-R = TypeVar("R")
 
 
 class ReplicatedPartition(Protocol):
@@ -71,29 +68,3 @@ class DelayedProduce(DelayedOperation):
 
     def on_complete(self) -> None:
         self._respond(self.statuses)
-
-
-class DelayedFetch(DelayedOperation, Generic[R]):
-    """A fetch that found less than ``min_bytes``. ``read`` reads its partitions again and
-    returns the result when the fetch may answer (enough bytes, an error, news for a
-    session), else None; at the deadline ``read_anyway`` gives what there is."""
-
-    def __init__(self, deadline_ms: int, read: Callable[[], R | None],
-                 read_anyway: Callable[[], R], respond: Callable[[R], None]) -> None:
-        super().__init__(deadline_ms)
-        self._read = read
-        self._read_anyway = read_anyway
-        self._respond = respond
-        self._result: R | None = None
-
-    def try_complete(self, now_ms: int) -> bool:
-        result = self._read()
-        if result is None:
-            return False
-        self._result = result
-        return self.force_complete()
-
-    def on_complete(self) -> None:
-        result = self._result if self._result is not None else self._read_anyway()
-        self._respond(result)
-
