@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ottla.broker.controller_client import ControllerClient
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig
+from ottla.common.topics import NewTopic
 from ottla.metadata.image import MetadataImage
 
 T = TypeVar("T")
@@ -68,6 +69,16 @@ class BrokerContext:
             if name in overrides:
                 return self.config.definitions[name].parse(overrides[name])
         return self.config[name]
+
+    def auto_created(self, name: str, configs: dict[str, str | None] | None = None
+                     ) -> NewTopic:
+        """A topic this broker creates on its own (a client's Metadata for an unknown
+        topic, a share group's dead-letter queue): with this broker's ``num.partitions``
+        and ``default.replication.factor``, as Kafka's AutoTopicCreationManager sends
+        them, not the controller's defaults a CreateTopics with -1 would take."""
+        return NewTopic(name, self.config["num.partitions"],
+                        self.config["default.replication.factor"],
+                        configs=dict(configs or {}))
 
     def endpoint_of(self, broker_id: int) -> Endpoint | None:
         """Where this broker reaches ``broker_id``: its inter-broker listener."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.controller_client import create_topics
-from ottla.common.topics import NewTopic, is_internal_topic, topic_name_problem
+from ottla.common.topics import is_internal_topic, topic_name_problem
 from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -137,7 +137,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
 
 
 async def _auto_create(broker: Broker, names: list[str]) -> dict[str, ErrorCode]:
-    """Create unknown topics with the broker defaults; returns the errors by name."""
+    """Create unknown topics with this broker's defaults; returns the errors by name."""
     errors: dict[str, ErrorCode] = {}
     valid = []
     for name in names:
@@ -147,7 +147,7 @@ async def _auto_create(broker: Broker, names: list[str]) -> dict[str, ErrorCode]
         if is_internal_topic(name):
             errors[name] = ErrorCode.unknown_topic_or_partition
             continue
-        valid.append(NewTopic(name))
+        valid.append(broker.auto_created(name))
     if valid:
         for name, error in (await create_topics(broker.controller, valid)).items():
             if error not in (ErrorCode.none, ErrorCode.topic_already_exists):

@@ -21,7 +21,6 @@ import logging
 from ottla.broker.context import BrokerContext
 from ottla.broker.controller_client import create_topics
 from ottla.broker.inter_broker import InterBrokerClients
-from ottla.common.topics import NewTopic
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import build_batch, decode_records, scan_batches
@@ -122,8 +121,8 @@ class DeadLetterQueue:
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"The dead-letter queue topic {name} does not exist and "
                              "errors.deadletterqueue.auto.create.topics.enable is false")
-        errors = await create_topics(self.broker.controller, [NewTopic(
-            name, configs={GROUP_ENABLE: "true"})])
+        errors = await create_topics(self.broker.controller, [
+            self.broker.auto_created(name, {GROUP_ENABLE: "true"})])
         if errors.get(name) not in (ErrorCode.none, ErrorCode.topic_already_exists):
             raise KafkaError(errors.get(name, ErrorCode.unknown_server_error),
                              f"Creating the dead-letter queue topic {name}")
