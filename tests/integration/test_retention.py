@@ -31,6 +31,9 @@ def dir_bytes(path: str) -> int:
 
 
 def test_time_retention_moves_the_log_start(make_ottla) -> None:
+    """Once every record has expired, Kafka's log rolls a new empty segment and deletes
+    all the others, the active one included (UnifiedLog.deleteSegments): log start =
+    log end, and a consumer from the beginning reads what comes next."""
     node = make_ottla(**FAST)
     with WireClient(node.bootstrap) as client:
         client.create_topic("short", configs={"segment.bytes": "2048", "retention.ms": "1500",
@@ -41,22 +44,30 @@ def test_time_retention_moves_the_log_start(make_ottla) -> None:
         assert producer.flush(10) == 0  # one batch each, four to a segment
     part = os.path.join(node.data_dir, "short-0")
 
-    def only_the_active_segment() -> bool:
-        # Segments may expire over several retention passes on a slow machine; the active
-        # one is never deleted. With file.delete.delay.ms=0 a pass unlinks what it renamed.
+    def all_expired() -> bool:
+        # Segments may expire over several retention passes on a slow machine. With
+        # file.delete.delay.ms=0 a pass unlinks what it renamed.
         names = os.listdir(part)
-        return len([f for f in names if f.endswith(".log")]) == 1 and \
+        return [f for f in names if f.endswith(".log")] == [f"{60:020d}.log"] and \
             not [f for f in names if f.endswith(".deleted")]
-    wait_until(only_the_active_segment, 30,
-               message="retention to delete every segment but the active one")
+    wait_until(all_expired, 30, message=lambda: f"retention to delete every segment "
+                                                f"(files: {sorted(os.listdir(part))})")
     with WireClient(node.bootstrap) as client:
-        start = list_offset(client, "short", -2)[1]
-        assert 0 < start < 60
+        assert list_offset(client, "short", -2)[1] == 60  # earliest
+        assert list_offset(client, "short", -1)[1] == 60  # latest
         data = partition_data(client.fetch("short", 0, 0))
         assert data.error_code == ErrorCode.offset_out_of_range
-        assert data.log_start_offset == start
-    assert not [f for f in os.listdir(part) if f.endswith(".deleted")]
-    assert min(int(f[:20]) for f in os.listdir(part) if f.endswith(".log")) == start
+        assert data.log_start_offset == 60
+    producer.produce("short", b"after", partition=0)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "after-retention",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("short", 0, OFFSET_BEGINNING)])
+        msg = wait_until(lambda: consumer.poll(0.5), 30, message="the record after retention")
+        assert (msg.error(), msg.offset(), msg.value()) == (None, 60, b"after")
+    finally:
+        consumer.close()
 
 
 def test_a_consumer_that_keeps_up_never_falls_off_a_size_bounded_log(make_ottla) -> None:

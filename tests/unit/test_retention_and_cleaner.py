@@ -44,7 +44,7 @@ def records_of(lg: Log) -> list[tuple[int, bytes | None, bytes | None]]:
 
 # --- retention ------------------------------------------------------------------------------
 
-def test_retention_by_time_deletes_old_segments_but_never_the_active_one(tmp_path) -> None:
+def test_retention_by_time_deletes_the_oldest_segments(tmp_path) -> None:
     lg = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "300", "retention.ms": "10000"})
     for i in range(30):
         append(lg, [(None, b"x" * 60)], ts=1000 + i * 1000)
@@ -56,10 +56,28 @@ def test_retention_by_time_deletes_old_segments_but_never_the_active_one(tmp_pat
     assert all(s.largest_timestamp >= now - 10_000 for s in lg.segments[:-1])
     assert lg.log_start_offset == lg.segments[0].base_offset
     assert all(os.path.exists(s.path + ".deleted") for s in doomed)
-    # Everything expired: all segments but the active one go.
+    # Everything expired: as Kafka's UnifiedLog.deleteSegments, the log rolls a new empty
+    # segment and deletes every other one, the active one included; log start = log end.
     lg.delete_old_segments(now + 1_000_000)
-    assert len(lg.segments) == 1 and lg.log_start_offset == lg.active_segment.base_offset
-    assert [o for o, _, _ in records_of(lg)] == list(range(lg.log_start_offset, 30))
+    assert len(lg.segments) == 1 and lg.active_segment.size == 0
+    assert lg.log_start_offset == lg.log_end_offset == 30
+    assert records_of(lg) == []
+    # An empty active segment is never deleted (nothing to roll over to).
+    assert lg.delete_old_segments(now + 2_000_000) == []
+    append(lg, [(None, b"after")], ts=now + 2_000_000)
+    assert [o for o, _, _ in records_of(lg)] == [30]
+
+
+def test_retention_by_time_takes_a_single_expired_segment(tmp_path) -> None:
+    """A topic with ``retention.ms`` whose records all sit in one (active) segment:
+    Kafka deletes them once they expire; a reader starts again at the log end."""
+    lg = make_log(str(tmp_path / "t-0"), **{"retention.ms": "2000"})
+    for i in range(100):
+        append(lg, [(None, b"r%d" % i)], ts=1000)
+    assert len(lg.segments) == 1
+    assert lg.delete_old_segments(1000 + 2000) == []  # not expired yet
+    assert len(lg.delete_old_segments(1000 + 2001)) == 1
+    assert lg.log_start_offset == lg.log_end_offset == 100
 
 
 def test_retention_by_size_keeps_the_newest_bytes(tmp_path) -> None:
@@ -68,8 +86,9 @@ def test_retention_by_size_keeps_the_newest_bytes(tmp_path) -> None:
     for i in range(30):
         append(lg, [(None, b"y" * 60)], ts=1000 + i)
     lg.delete_old_segments(10_000)
-    assert lg.size - lg.active_segment.size <= 700
-    assert lg.size + lg.segments[0].size > 700  # one more deletion would go below the bound
+    # As Kafka's retention.bytes (the active segment counted too): a segment goes only if
+    # what stays is still at least the bound, so one more deletion would go below it.
+    assert 700 <= lg.size < 700 + lg.segments[0].size
     compacted = make_log(str(tmp_path / "c-0"), **{"segment.bytes": "300",
                                                     "retention.bytes": "1",
                                                     "cleanup.policy": "compact"})

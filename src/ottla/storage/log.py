@@ -531,15 +531,18 @@ class Log:
         return offset
 
     def retention_candidates(self, now_ms: int) -> list[LogSegment]:
-        """The oldest segments that ``retention.ms`` or ``retention.bytes`` allow to delete:
-        never the active segment, never above the high watermark, only with
-        ``cleanup.policy`` containing ``delete``."""
+        """The oldest segments that ``retention.ms`` or ``retention.bytes`` allow to delete
+        (Kafka's ``UnifiedLog.deleteOldSegments``): only with ``cleanup.policy``
+        containing ``delete``, only segments wholly below the high watermark, the active
+        segment too (when it has records), never an empty active segment."""
         if "delete" not in self.config["cleanup.policy"]:
             return []
         retention_ms = self.config["retention.ms"]
         retention_bytes = self.config["retention.bytes"]
         doomed: list[LogSegment] = []
-        candidates = [s for s in self.segments[:-1] if s.next_offset <= self.high_watermark]
+        active = self.active_segment
+        candidates = [s for s in self.segments if s.next_offset <= self.high_watermark
+                      and not (s is active and s.size == 0)]
         if retention_ms >= 0:
             for segment in candidates:
                 newest = segment.largest_timestamp if segment.largest_timestamp >= 0 \
@@ -561,6 +564,11 @@ class Log:
         offset past them and rename their files to ``.deleted``. The caller closes and
         unlinks them after ``file.delete.delay.ms`` (fetches may still read them)."""
         doomed = self.retention_candidates(now_ms)
+        if doomed and len(doomed) == len(self.segments):
+            # A log always has a segment: when every one has expired, a new empty one
+            # takes over at the log end first (Kafka's deleteSegments), so the log start
+            # offset moves to the log end offset.
+            self.roll(now_ms)
         for segment in doomed:
             self.segments.remove(segment)
             self._bases.remove(segment.base_offset)
