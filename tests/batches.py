@@ -38,6 +38,32 @@ def record(key: bytes | None = b"k", value: bytes | None = b"v", delta: int = 0,
     return bytes(out)
 
 
+def _varint(value: int) -> bytes:
+    """A zigzag varint, as a v2 record writes its lengths."""
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        byte = zigzag & 0x7F
+        zigzag >>= 7
+        if zigzag:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def record_with_lengths(key_len: int, value_len: int,
+                        headers: tuple[tuple[int, int], ...] = ()) -> bytes:
+    """One record whose key, value and header lengths are what is given, even a length
+    no client writes (below -1): a field of length n >= 0 holds n bytes ``x``, a
+    negative one none."""
+    def field(length: int) -> bytes:
+        return _varint(length) + b"x" * max(length, 0)
+    body = b"\x00" + _varint(0) + _varint(0) + field(key_len) + field(value_len)
+    body += _varint(len(headers)) + b"".join(field(k) + field(v) for k, v in headers)
+    return _varint(len(body)) + body
+
+
 def zstd_bomb(records: int, value_bytes: int) -> bytes:
     """The zstd-compressed records of a batch of ``records`` records, each a value of
     ``value_bytes`` zeros: a few KiB that decompress to ``records * value_bytes``.

@@ -126,6 +126,15 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             problem = "Found invalid record structure";
             break;
         }
+        if (key_len < -1 || value_len < -1) {
+            /* Kafka reads any negative length as null; no client writes one below -1,
+             * and librdkafka consumers stall on such a record: refused here. */
+            snprintf(detail, sizeof detail, "Invalid negative record %s size %d (only -1, "
+                     "null, may be negative)", key_len < -1 ? "key" : "value",
+                     key_len < -1 ? key_len : value_len);
+            problem = detail;
+            break;
+        }
         if (offset_delta != index) {
             snprintf(detail, sizeof detail, "Inner record offset delta %d does not follow "
                      "the one before it (expected %zd)", offset_delta, index);
@@ -155,8 +164,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                 problem = "Found invalid record structure";
             } else {
                 r.p += hkey;
-                if (skip_bytes(&r, &hvalue))
+                if (skip_bytes(&r, &hvalue)) {
                     problem = "Found invalid record structure";
+                } else if (hvalue < -1) {
+                    snprintf(detail, sizeof detail, "Invalid negative header value size %d "
+                             "(only -1, null, may be negative)", hvalue);
+                    problem = detail;
+                }
             }
         }
         if (problem != NULL)

@@ -18,7 +18,7 @@ from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.messages import build
-from tests.batches import raw_batch, record, zstd_bomb
+from tests.batches import raw_batch, record, record_with_lengths, zstd_bomb
 from tests.helpers import OttlaProcess, WireClient, wait_until
 
 PARTITION_EOF = KafkaError._PARTITION_EOF
@@ -281,6 +281,12 @@ MALFORMED = {
     "codec-5": raw_batch(record(), 1, attributes=5),
     "codec-6": raw_batch(record(), 1, attributes=6),
     "codec-7": raw_batch(record(), 1, attributes=7),
+    # Kafka reads a length below -1 as null and stores the record; librdkafka consumers
+    # then stall on the partition. Ottla refuses them (docs/compatibility.md).
+    "key-length-below-minus-one": raw_batch(record_with_lengths(-2, 1), 1),
+    "value-length-below-minus-one": raw_batch(record_with_lengths(1, -3), 1),
+    "header-value-length-below-minus-one": raw_batch(record_with_lengths(1, 1, ((1, -2),)), 1),
+    "header-key-length-negative": raw_batch(record_with_lengths(1, 1, ((-1, 1),)), 1),
 }
 
 
@@ -300,6 +306,9 @@ def test_malformed_records_are_refused_and_later_records_stay_readable(node) -> 
         result = produce_raw(node, "poison", batch)
         assert result.error_code == ErrorCode.invalid_record, (name, result)
         assert result.error_message, name
+        if "length" in name:  # KIP-467: the record at fault is named
+            assert [e.batch_index for e in result.record_errors] == [0], (name, result)
+            assert "size" in result.record_errors[0].batch_index_error_message, name
     producer.produce("poison", b"last", partition=0)
     assert producer.flush(10) == 0
     expected.append(b"last")
