@@ -15,8 +15,9 @@ from typing import Any, cast
 import pytest
 
 from ottla.broker.replication import alter_partition_manager
-from ottla.broker.replication.alter_partition_manager import AlterPartitionManager, IsrChange
+from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
 from ottla.broker.replication.partition import Partition
+from ottla.metadata.isr_change import IsrChange
 from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.messages import build
@@ -42,8 +43,9 @@ def partition(topic_id: uuid.UUID, index: int) -> Partition:
 
 def change(p: Partition, isr: list[int], partition_epoch: int = 4, leader_epoch: int = 7,
            epochs: dict[int, int] | None = None) -> IsrChange:
-    return IsrChange(p, isr, epochs if epochs is not None else
-                     {LEADER: BROKER_EPOCH, F1: 11, F2: 12}, leader_epoch, partition_epoch)
+    return IsrChange.proposed(p.topic_id, p.index, leader_epoch, isr,
+                              epochs if epochs is not None else
+                              {LEADER: BROKER_EPOCH, F1: 11, F2: 12}, partition_epoch)
 
 
 class Controller:
@@ -103,9 +105,9 @@ async def test_changes_of_one_loop_turn_go_in_one_request() -> None:
     controller = Controller()
     manager, answers = manager_with(controller)
     a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(EVENTS, 0)
-    manager.submit(change(a, [LEADER, F1, F2], partition_epoch=4))
-    manager.submit(change(b, [LEADER, F1], partition_epoch=9, leader_epoch=8))
-    manager.submit(change(c, [LEADER, F2], epochs={LEADER: BROKER_EPOCH}))
+    manager.submit(a, change(a, [LEADER, F1, F2], partition_epoch=4))
+    manager.submit(b, change(b, [LEADER, F1], partition_epoch=9, leader_epoch=8))
+    manager.submit(c, change(c, [LEADER, F2], epochs={LEADER: BROKER_EPOCH}))
     await eventually(lambda: len(answers) == 3)
     assert len(controller.requests) == 1
     api_key, version, body = controller.requests[0]
@@ -131,8 +133,8 @@ async def test_a_committed_change_is_answered_with_its_isr_and_partition_epoch()
     controller = Controller()
     manager, answers = manager_with(controller)
     a, b = partition(ORDERS, 0), partition(EVENTS, 3)
-    manager.submit(change(a, [LEADER, F1, F2], partition_epoch=4))
-    manager.submit(change(b, [LEADER], partition_epoch=0))
+    manager.submit(a, change(a, [LEADER, F1, F2], partition_epoch=4))
+    manager.submit(b, change(b, [LEADER], partition_epoch=0))
     await eventually(lambda: len(answers) == 2)
     assert sorted(answers, key=lambda x: x[0].topic) == [
         (b, [LEADER], 1), (a, [LEADER, F1, F2], 5)]
@@ -149,7 +151,7 @@ async def test_a_refused_change_is_answered_with_no_isr_only_if_it_was_not_made(
     manager, answers = manager_with(controller)
     a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(ORDERS, 2)
     for p in (a, b, c):
-        manager.submit(change(p, [LEADER, F1]))
+        manager.submit(p, change(p, [LEADER, F1]))
     await eventually(lambda: len(answers) == 2)
     for _ in range(10):
         await asyncio.sleep(0)
@@ -167,11 +169,11 @@ async def test_a_request_that_fails_is_sent_again_and_answered_once_it_gets_thro
     controller.fail = ConnectionError("the controller is unreachable")
     manager, answers = manager_with(controller)
     a, b = partition(ORDERS, 0), partition(EVENTS, 0)
-    manager.submit(change(a, [LEADER, F1]))
-    manager.submit(change(b, [LEADER, F2]))
+    manager.submit(a, change(a, [LEADER, F1]))
+    manager.submit(b, change(b, [LEADER, F2]))
     await eventually(lambda: len(controller.requests) >= 3)
     assert answers == []
-    manager.submit(change(a, [LEADER, F1, F2]))
+    manager.submit(a, change(a, [LEADER, F1, F2]))
     controller.fail = None
     await eventually(lambda: len(answers) == 2)
     assert sorted(answers, key=lambda x: x[0].topic) == [
@@ -183,7 +185,7 @@ async def test_a_top_level_error_answers_every_change_with_no_isr() -> None:
     controller.top_error = ErrorCode.not_controller
     manager, answers = manager_with(controller)
     a = partition(ORDERS, 0)
-    manager.submit(change(a, [LEADER, F1]))
+    manager.submit(a, change(a, [LEADER, F1]))
     await eventually(lambda: len(answers) == 1)
     assert answers == [(a, None, -1)]
 
@@ -193,10 +195,10 @@ async def test_changes_submitted_while_a_request_is_out_go_in_the_next_one() -> 
     controller.gate = asyncio.Event()
     manager, answers = manager_with(controller)
     a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(EVENTS, 0)
-    manager.submit(change(a, [LEADER, F1]))
+    manager.submit(a, change(a, [LEADER, F1]))
     await eventually(lambda: len(controller.requests) == 1)
-    manager.submit(change(b, [LEADER, F1, F2]))
-    manager.submit(change(c, [LEADER, F2]))
+    manager.submit(b, change(b, [LEADER, F1, F2]))
+    manager.submit(c, change(c, [LEADER, F2]))
     for _ in range(10):  # the loop runs, but nothing more goes while one is out
         await asyncio.sleep(0)
     assert len(controller.requests) == 1 and answers == []
@@ -216,8 +218,8 @@ async def test_a_later_change_of_the_same_partition_in_one_turn_replaces_the_fir
     controller = Controller()
     manager, answers = manager_with(controller)
     a = partition(ORDERS, 0)
-    manager.submit(change(a, [LEADER, F1]))
-    manager.submit(change(a, [LEADER, F1, F2], partition_epoch=5))
+    manager.submit(a, change(a, [LEADER, F1]))
+    manager.submit(a, change(a, [LEADER, F1, F2], partition_epoch=5))
     await eventually(lambda: len(answers) == 1)
     (body,) = [body for _, _, body in controller.requests]
     (p,) = body["topics"][0]["partitions"]
@@ -234,6 +236,7 @@ async def test_a_closed_manager_sends_nothing_more() -> None:
 
     manager = AlterPartitionManager(1, lambda: 5, send, lambda p, isr, epoch: None)
     await manager.close()
-    manager.submit(change(partition(ORDERS, 0), [LEADER, F1]))
+    a = partition(ORDERS, 0)
+    manager.submit(a, change(a, [LEADER, F1]))
     await asyncio.sleep(0)
     assert sent == []

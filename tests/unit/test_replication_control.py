@@ -123,7 +123,7 @@ def test_preferred_and_unclean_elections() -> None:
 
 
 def test_alter_partition_validates_the_leaders_isr_change() -> None:
-    from ottla.controller.replication_control import IsrChange
+    from ottla.metadata.isr_change import IsrChange
 
     c = QuorumController(1, rng=random.Random(1))
     for b in (1, 2, 3):
@@ -276,7 +276,7 @@ def four_brokers_and_a_topic() -> tuple[QuorumController, uuid.UUID]:
 
 
 def test_a_reassignment_adds_replicas_then_completes_when_they_are_in_sync() -> None:
-    from ottla.controller.replication_control import IsrChange
+    from ottla.metadata.isr_change import IsrChange
 
     c, topic_id = four_brokers_and_a_topic()
     started = c.replication.alter_partition_reassignments([("t", 0, [2, 3, 4])])
@@ -391,7 +391,7 @@ def test_without_elr_the_last_isr_member_stays_and_nobody_else_may_lead() -> Non
 
 
 def test_an_isr_back_at_min_isr_clears_the_elr() -> None:
-    from ottla.controller.replication_control import IsrChange
+    from ottla.metadata.isr_change import IsrChange
 
     c = elr_cluster(True)
     fence(c, 3)

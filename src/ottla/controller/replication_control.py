@@ -31,19 +31,8 @@ from ottla.metadata.image import (
     PartitionRegistration,
     TopicImage,
 )
+from ottla.metadata.isr_change import IsrChange
 from ottla.protocol.errors import ErrorCode
-
-
-@dataclass(frozen=True, slots=True)
-class IsrChange:
-    """One partition of an AlterPartition request; ``new_isr``: (broker, epoch or -1)."""
-
-    topic_id: uuid.UUID
-    partition: int
-    leader_epoch: int
-    new_isr: tuple[tuple[int, int], ...]
-    leader_recovery_state: int
-    partition_epoch: int
 
 
 @dataclass(slots=True)
@@ -416,7 +405,7 @@ class ReplicationControlManager:
         results: dict[tuple[uuid.UUID, int], AlterPartitionResult] = {}
         for change in changes:
             topic = self.image.topics_by_id.get(change.topic_id)
-            key = (change.topic_id, change.partition)
+            key = change.key
             if topic is None:
                 results[key] = AlterPartitionResult(ErrorCode.unknown_topic_id)
                 continue
@@ -430,7 +419,7 @@ class ReplicationControlManager:
                                                     list(part.isr), part.leader_recovery_state,
                                                     part.partition_epoch)
                 continue
-            isr = [b for b, _ in change.new_isr]
+            isr = change.isr
             builder = self._builder(topic, change.partition, part, self._live() | {broker_id}) \
                 .with_isr(isr).with_recovery_state(change.leader_recovery_state)
             self._maybe_complete_reassignment(builder, part, isr)
@@ -531,7 +520,8 @@ class ReplicationControlManager:
                                         list(part.removing_replicas))
         return ControllerResult([], found)
 
-    def _check_isr_change(self, broker_id: int, part: Any, change: IsrChange) -> ErrorCode:
+    def _check_isr_change(self, broker_id: int, part: PartitionRegistration,
+                          change: IsrChange) -> ErrorCode:
         if change.leader_epoch != part.leader_epoch:
             return ErrorCode.fenced_leader_epoch
         if broker_id != part.leader:
@@ -541,7 +531,7 @@ class ReplicationControlManager:
         if change.leader_recovery_state not in (0, 1) or \
                 (part.leader_recovery_state == 0 and change.leader_recovery_state == 1):
             return ErrorCode.invalid_request
-        members = [b for b, _ in change.new_isr]
+        members = change.isr
         if len(set(members)) != len(members) or part.leader not in members:
             return ErrorCode.invalid_request
         for member, epoch in change.new_isr:

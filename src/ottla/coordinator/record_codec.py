@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any
 
 from kio.serial import entity_reader, entity_writer
 
 INT16 = struct.Struct(">h")
+
+EntityWriter = Callable[[IO[bytes], Any], None]
+"""Writes one entity's fields (kio's ``entity_writer`` of its class, or a replacement)."""
 
 
 def field_meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
@@ -23,9 +26,13 @@ def field_meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
 class RecordCodec:
     """Writers and readers of one coordinator's record entities."""
 
-    def __init__(self, entities: Iterable[type]) -> None:
+    def __init__(self, entities: Iterable[type],
+                 writers: Mapping[type, EntityWriter] | None = None) -> None:
+        """``writers`` replace kio's writer of some entities (where kio's bytes are not
+        Kafka's)."""
         entities = list(entities)
-        self._writers = {cls: entity_writer(cls) for cls in entities}
+        self._writers: dict[type, EntityWriter] = {cls: entity_writer(cls) for cls in entities}
+        self._writers.update(writers or {})
         self._readers = {cls: entity_reader(cls) for cls in entities}
 
     def prefixed(self, prefix: int, entity: Any) -> bytes:

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 Reply = Callable[[Any], None]
 S = TypeVar("S", bound="CoordinatorShard")
+R = TypeVar("R")
 
 
 DEFERRED: Any = object()
@@ -45,12 +46,14 @@ class CoordinatorState(enum.Enum):
 
 
 @dataclass(slots=True)
-class CoordinatorResult:
-    """What a write operation produces. ``replay=False`` is for state the handler already
-    changed in memory (Kafka's classic groups do this); the records are still written."""
+class CoordinatorResult(Generic[R]):
+    """What a write operation produces: records, and the operation's answer (``R``;
+    DEFERRED when the shard answers later, None from a timer, which answers no one).
+    ``replay=False`` is for state the handler already changed in memory (Kafka's classic
+    groups do this); the records are still written."""
 
     records: list[Any] = field(default_factory=list)
-    response: Any = None
+    response: R = None  # type: ignore[assignment]  # R is None where nothing is answered
     replay: bool = True
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.common.backoff import ExponentialBackoff
 from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
@@ -103,7 +104,8 @@ class ControllerChannel:
                     "client_host_address": LOOPBACK}
         deadline = time.monotonic() + timeout
         last_error = "no controller answered"
-        backoff = RETRY_BACKOFF_S
+        backoff = ExponentialBackoff(RETRY_BACKOFF_S * 1000, RETRY_BACKOFF_MAX_S * 1000)
+        attempts = 0
         while True:
             target = self._target()
             remaining = deadline - time.monotonic()
@@ -122,8 +124,9 @@ class ControllerChannel:
                     raise KafkaError(code, f"The controller refused the request: "
                                            f"{code.name}")
                 last_error = f"controller {target} is not active"
-            await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
-            backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
+            await asyncio.sleep(min(backoff.backoff(attempts) / 1000,
+                                    max(0.0, deadline - time.monotonic())))
+            attempts += 1
         raise ControllerUnavailable(f"no active controller within {timeout:.0f} s "
                                     f"({last_error})")
 

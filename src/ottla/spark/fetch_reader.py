@@ -35,8 +35,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import decode_response, skip_tagged_fields
 from ottla.protocol.errors import ErrorCode, MalformedRequest
 from ottla.protocol.varint import read_unsigned_varint
-from ottla.spark import arrow_records
-from ottla.spark.arrow_records import AbortedTransactions, select_batches, to_arrow
+from ottla.spark.arrow_records import AbortedTransactions, available, select_batches, to_arrow
 from ottla.spark.offset_reader import OffsetRange, data_loss
 
 FETCH_VERSION = 12  # the first flexible version; topics by name (v13+ want topic ids)
@@ -56,7 +55,7 @@ _SIZE = struct.Struct(">i")
 def unusable_because(client: Mapping[str, str]) -> str | None:
     """Why the columnar reader cannot read with these ``kafka.*`` settings on this
     machine (None when it can): it needs the compiled decoder and a plaintext listener."""
-    if not arrow_records.available():
+    if not available():
         return "the compiled decoder ottla._records is not importable"
     protocol = client.get("security.protocol", "plaintext").strip().lower()
     if protocol != "plaintext":

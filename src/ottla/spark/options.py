@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from ottla.common.topics import is_internal_topic
 from ottla.spark.java_regex import JavaRegexError, compile_java_regex, finds
 
+FORMAT = "ottla"
+"""The name ``format()`` takes for this source and sink."""
+
 EARLIEST = -2
 LATEST = -1
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ottla.spark import FORMAT
-from ottla.spark.options import OptionError
+from ottla.spark.options import FORMAT, OptionError
 
 REFUSED = "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"
 ALLOWED = "use mode(\"append\") or the default mode (ErrorIfExists), as with Spark's Kafka sink"

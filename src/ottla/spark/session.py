@@ -23,12 +23,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import ottla
-from ottla.spark import register
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``spark.read/readStream/write/writeStream.format("ottla")`` available, with
+    the batch save modes of Spark's Kafka sink (the default ErrorIfExists writes; see
+    :mod:`ottla.spark.save_mode`)."""
+    from ottla.spark.save_mode import install
+    from ottla.spark.source import OttlaDataSource
+
+    spark.dataSource.register(OttlaDataSource)
+    install(_writer_class(spark))
+
+
+def _writer_class(spark: SparkSession) -> type:
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.readwriter import DataFrameWriter as ConnectWriter
+
+        return ConnectWriter
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    return DataFrameWriter
 
 
 def is_local(master: str) -> bool:

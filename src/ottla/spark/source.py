@@ -34,11 +34,12 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ottla.spark import offset_ranges, save_mode
 from ottla.spark.exactly_once import WriteTask, write_exactly_once
 from ottla.spark.fetch_reader import read_range_columnar, unusable_because
+from ottla.spark.offset_ranges import TriggerGate, rate_limit, split
 from ottla.spark.offset_reader import TP, OffsetRange, OffsetReader, data_loss
 from ottla.spark.options import (
+    FORMAT,
     OptionError,
     SinkOptions,
     SourceOptions,
@@ -47,8 +48,8 @@ from ottla.spark.options import (
 )
 from ottla.spark.partition_reader import HEADERS_DDL, SCHEMA_DDL, read_range
 from ottla.spark.producer_writer import check_columns, write_batches
+from ottla.spark.save_mode import refused
 
-FORMAT = "ottla"
 log = logging.getLogger(__name__)
 
 
@@ -71,7 +72,7 @@ class OttlaDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> OttlaWriter:
         if overwrite:
-            raise save_mode.refused("Overwrite")
+            raise refused("Overwrite")
         options = parse_sink(self.options)
         if options.exactly_once:
             raise OptionError(
@@ -120,8 +121,8 @@ class OttlaBatchReader(DataSourceReader):
                 raise OptionError(f"starting offset {start[(t, p)]} of {t}-{p} is after "
                                   f"its ending offset {end[(t, p)]}")
             ranges.append(OffsetRange(t, p, start[(t, p)], end[(t, p)]))
-        splits = offset_ranges.split(ranges, self.options.min_partitions,
-                                     self.options.max_records_per_partition)
+        splits = split(ranges, self.options.min_partitions,
+                       self.options.max_records_per_partition)
         return [RangePartition(r) for r in splits]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -147,8 +148,8 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._offsets: OffsetReader | None = None
         self._target: dict[TP, int] | None = None  # fixed end for Trigger.AvailableNow
-        self._gate = (offset_ranges.TriggerGate(options.min_offsets_per_trigger,
-                                                options.max_trigger_delay_ms)
+        self._gate = (TriggerGate(options.min_offsets_per_trigger,
+                                  options.max_trigger_delay_ms)
                       if options.min_offsets_per_trigger else None)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -203,7 +204,7 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 self._gate.holds_back(begin, latest, int(time.time() * 1000)):
             return to_json(begin)
         if isinstance(limit, ReadMaxRows):
-            latest = offset_ranges.rate_limit(begin, latest, limit.max_rows)
+            latest = rate_limit(begin, latest, limit.max_rows)
         return to_json(latest)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -213,8 +214,8 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A new partition's range starts at earliest (-2), so its size is unknown here.
         known = [r for r in ranges if r.from_offset >= 0]
         fresh = [r for r in ranges if r.from_offset < 0 and r.until_offset > 0]
-        splits = offset_ranges.split(known, self.options.min_partitions,
-                                     self.options.max_records_per_partition)
+        splits = split(known, self.options.min_partitions,
+                       self.options.max_records_per_partition)
         return [RangePartition(r) for r in splits + fresh]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

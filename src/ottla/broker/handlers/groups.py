@@ -14,6 +14,16 @@ from ottla.broker.broker import Broker
 from ottla.broker.handlers.metadata import leader_endpoint
 from ottla.common.features import share_groups_enabled
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
+from ottla.coordinator.group.responses import (
+    DescribedConsumerGroup,
+    DescribedGroup,
+    DescribedShareGroup,
+    GroupErrors,
+    JoinGroupResponse,
+    LeaveGroupAnswer,
+    OffsetDeleteAnswer,
+    PartitionErrors,
+)
 from ottla.coordinator.group.shard import JoinRequest
 from ottla.coordinator.group.share_group_manager import ShareHeartbeatRequest
 from ottla.metadata.image import MetadataImage
@@ -96,6 +106,7 @@ async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> di
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
         session_timeout_ms=session_timeout, rebalance_timeout_ms=rebalance_timeout,
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}", version=version)
+    response: JoinGroupResponse
     try:
         response = await broker.group_coordinator.write(
             req.group_id, lambda shard, now, reply: shard.join_group(now, join, reply),
@@ -124,6 +135,7 @@ async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> di
 
 
 async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    error: ErrorCode
     try:
         error = await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.heartbeat(
@@ -142,16 +154,18 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> d
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         members = [(req.member_id, None)]
+    answer: LeaveGroupAnswer
     try:
-        error, results = await broker.group_coordinator.write(
+        answer = await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.leave_group(now, req.group_id, members))
     except KafkaError as e:
-        error, results = e.code, []
-    if version < 3 and error == ErrorCode.none and results:
-        error = results[0][2]
+        answer = LeaveGroupAnswer(e.code, [])
+    error = answer.error
+    if version < 3 and error == ErrorCode.none and answer.members:
+        error = answer.members[0].error
     return {"throttle_time": 0, "error_code": error, "members": [
-        {"member_id": member_id, "group_instance_id": instance_id, "error_code": code}
-        for member_id, instance_id, code in results]}
+        {"member_id": m.member_id, "group_instance_id": m.instance_id, "error_code": m.error}
+        for m in answer.members]}
 
 
 # --- offsets --------------------------------------------------------------------------------
@@ -177,7 +191,7 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions
                if (t.name, p.partition_index) not in unknown]
-    results = {tp: ErrorCode.unknown_topic_or_partition for tp in unknown}
+    results: PartitionErrors = {tp: ErrorCode.unknown_topic_or_partition for tp in unknown}
     if offsets:  # with none left, Kafka answers without asking the coordinator
         try:
             results.update(await broker.group_coordinator.write(
@@ -234,15 +248,18 @@ def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
 
 async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    answer: OffsetDeleteAnswer
     try:
-        error, results = await broker.group_coordinator.write(
+        answer = await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.delete_offsets(now, req.group_id, topics))
     except KafkaError as e:
-        error, results = e.code, {}
-    return {"throttle_time": 0, "error_code": error, "topics": [
+        answer = OffsetDeleteAnswer(e.code, {})
+    return {"throttle_time": 0, "error_code": answer.error, "topics": [
         {"name": name, "partitions": [
-            {"partition_index": p, "error_code": results.get((name, p), ErrorCode.none)}
-            for p in parts]} for name, parts in topics] if error == ErrorCode.none else []}
+            {"partition_index": p,
+             "error_code": answer.partitions.get((name, p), ErrorCode.none)}
+            for p in parts]} for name, parts in topics]
+        if answer.error == ErrorCode.none else []}
 
 
 # --- administration ---------------------------------------------------------------------
@@ -259,8 +276,9 @@ async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any
 async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any
                                  ) -> dict[str, Any]:
     version = ctx.api_version
-    groups = []
+    groups: list[DescribedGroup] = []
     for group_id in req.groups:
+        described: DescribedGroup | None
         try:
             described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_group(g))
@@ -285,7 +303,7 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) ->
             # An empty share group's share-partition states go first (Kafka's
             # deleteShareGroups); if one cannot be deleted, the group stays.
             await broker.share_offsets.delete_share_group_states(group_id)
-            outcome = await broker.group_coordinator.write(
+            outcome: GroupErrors = await broker.group_coordinator.write(
                 group_id, lambda shard, now, g=group_id: shard.delete_groups(now, [g]))
             error = outcome[group_id]
         except KafkaError as e:
@@ -322,8 +340,9 @@ async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, r
 
 async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any
                                          ) -> dict[str, Any]:
-    groups = []
+    groups: list[DescribedConsumerGroup] = []
     for group_id in req.group_ids:
+        described: DescribedConsumerGroup | None
         try:
             described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_consumer_group(g))
@@ -373,8 +392,9 @@ async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: 
              "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
              "assignor_name": "", "members": [], "authorized_operations": -2147483648}
             for group_id in req.group_ids]}
-    groups = []
+    groups: list[DescribedShareGroup] = []
     for group_id in req.group_ids:
+        described: DescribedShareGroup
         try:
             described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_share_group(g))

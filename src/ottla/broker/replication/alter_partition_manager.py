@@ -22,10 +22,10 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ottla.broker.replication.partition import Partition
 from ottla.common.tasks import cancel_and_wait
+from ottla.metadata.isr_change import IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 
@@ -37,14 +37,7 @@ NOT_MADE = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_atte
 """Partition errors that say the controller did not make the change and the partition is
 as the leader knows it."""
 
-
-@dataclass(slots=True)
-class IsrChange:
-    partition: Partition
-    isr: list[int]
-    broker_epochs: dict[int, int]
-    leader_epoch: int
-    partition_epoch: int
+TopicIdPartition = tuple[uuid.UUID, int]
 
 
 class AlterPartitionManager:
@@ -55,7 +48,9 @@ class AlterPartitionManager:
         self._broker_epoch = broker_epoch
         self._send = send
         self._on_answer = on_answer
-        self._queued: dict[tuple[uuid.UUID, int], IsrChange] = {}
+        self._queued: dict[TopicIdPartition, IsrChange] = {}
+        self._partitions: dict[TopicIdPartition, Partition] = {}
+        """The partition of each change queued or in flight: its answer goes back to it."""
         self._in_flight = False
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -65,13 +60,16 @@ class AlterPartitionManager:
         left to the next leader, which decides its ISR from the metadata."""
         self._closed = True
         self._queued.clear()
+        self._partitions.clear()
         await cancel_and_wait(self._task)
 
-    def submit(self, change: IsrChange) -> None:
-        """Queue ``change``; it goes with the next AlterPartition."""
+    def submit(self, partition: Partition, change: IsrChange) -> None:
+        """Queue ``change``, the ISR ``partition``'s leader proposes; it goes with the next
+        AlterPartition, in place of an earlier change of the partition still queued."""
         if self._closed:
             return
-        self._queued[(change.partition.topic_id, change.partition.index)] = change
+        self._queued[change.key] = change
+        self._partitions[change.key] = partition
         if not self._in_flight:
             self._in_flight = True
             asyncio.get_running_loop().call_soon(self._send_queued)
@@ -83,18 +81,19 @@ class AlterPartitionManager:
             return
         self._task = asyncio.ensure_future(self._round(changes))
 
-    async def _round(self, changes: dict[tuple[uuid.UUID, int], IsrChange]) -> None:
+    async def _round(self, changes: dict[TopicIdPartition, IsrChange]) -> None:
+        partitions = {key: self._partitions[key] for key in changes}
         topics: dict[uuid.UUID, list[dict[str, object]]] = {}
-        for (topic_id, index), change in changes.items():
-            topics.setdefault(topic_id, []).append({
-                "partition_index": index, "leader_epoch": change.leader_epoch,
-                "new_isr_with_epochs": [{"broker_id": b,
-                                         "broker_epoch": change.broker_epochs.get(b, -1)}
-                                        for b in change.isr],
-                "leader_recovery_state": 0, "partition_epoch": change.partition_epoch})
+        for change in changes.values():
+            topics.setdefault(change.topic_id, []).append({
+                "partition_index": change.partition, "leader_epoch": change.leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": epoch}
+                                        for b, epoch in change.new_isr],
+                "leader_recovery_state": change.leader_recovery_state,
+                "partition_epoch": change.partition_epoch})
         body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(),
                 "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
-        answered: dict[tuple[uuid.UUID, int], tuple[list[int] | None, int]] = {}
+        answered: dict[TopicIdPartition, tuple[list[int] | None, int]] = {}
         failed = False
         try:
             response = await self._send(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body)
@@ -112,7 +111,7 @@ class AlterPartitionManager:
                             # The change moved the leadership: the metadata will say.
                             answered[key] = (None, -1)
                         else:
-                            log.info("AlterPartition of %s-%d: %s", changes[key].partition.topic,
+                            log.info("AlterPartition of %s-%d: %s", partitions[key].topic,
                                      p.partition_index, ErrorCode(p.error_code).name)
                             if p.error_code in NOT_MADE:
                                 answered[key] = (None, -1)
@@ -131,11 +130,15 @@ class AlterPartitionManager:
                 if key not in answered:
                     if failed:  # ask again; meanwhile it stays pending
                         self._queued[key] = change
+                        continue
+                    self._partitions.pop(key, None)
                     continue  # pending until the metadata settles it
+                self._partitions.pop(key, None)
                 isr, epoch = answered[key]
+                partition = partitions[key]
                 try:
-                    self._on_answer(change.partition, isr, epoch)
+                    self._on_answer(partition, isr, epoch)
                 except Exception:  # one partition's trouble must not stop later rounds
                     log.exception("Applying the AlterPartition answer of %s-%d failed",
-                                  change.partition.topic, change.partition.index)
+                                  partition.topic, partition.index)
             self._send_queued()

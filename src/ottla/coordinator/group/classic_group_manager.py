@@ -14,13 +14,22 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
 from ottla.coordinator.group.config import GroupConfig
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.responses import (
+    DescribedGroup,
+    DescribedGroupMember,
+    JoinGroupMember,
+    JoinGroupResponse,
+    LeaveGroupAnswer,
+    LeftMember,
+    SyncGroupResponse,
+)
 from ottla.coordinator.runtime import DEFERRED, CoordinatorResult, Reply, ShardContext
 from ottla.protocol.errors import ErrorCode, KafkaError
 
@@ -45,14 +54,14 @@ class JoinRequest:
     version: int
 
 
-def join_error(member_id: str, error: ErrorCode) -> dict[str, Any]:
+def join_error(member_id: str, error: ErrorCode) -> JoinGroupResponse:
     return {"throttle_time": 0, "error_code": error, "generation_id": -1,
             "protocol_type": None, "protocol_name": None, "leader": "",
             "skip_assignment": False, "member_id": member_id, "members": []}
 
 
 def sync_response(error: ErrorCode, group: ClassicGroup | None = None,
-                   assignment: bytes = b"") -> dict[str, Any]:
+                   assignment: bytes = b"") -> SyncGroupResponse:
     return {"throttle_time": 0, "error_code": error,
             "protocol_type": group.protocol_type if group else None,
             "protocol_name": group.protocol_name if group else None,
@@ -132,7 +141,8 @@ class ClassicGroupManager:
             return E.invalid_session_timeout
         return None
 
-    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
+    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply
+                   ) -> CoordinatorResult[JoinGroupResponse]:
         """A JoinGroup to a classic group, or to no group (the GroupMetadataManager sends
         the ones for consumer groups elsewhere)."""
         error = self.validate_join(req)
@@ -271,9 +281,9 @@ class ClassicGroupManager:
         return None
 
     def _join_response(self, group: ClassicGroup, member: ClassicMember,
-                       with_members: bool | None = None) -> dict[str, Any]:
+                       with_members: bool | None = None) -> JoinGroupResponse:
         leader = member.member_id == group.leader_id
-        members = []
+        members: list[JoinGroupMember] = []
         if with_members if with_members is not None else leader:
             members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "metadata": m.metadata(group.protocol_name or "")}
@@ -373,7 +383,7 @@ class ClassicGroupManager:
     def sync_group(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                    instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: dict[str, bytes],
-                   reply: Reply) -> CoordinatorResult:
+                   reply: Reply) -> CoordinatorResult[SyncGroupResponse]:
         group = self._groups.classic(group_id)
         if group is None or group.is_in(S.DEAD):
             return CoordinatorResult(response=sync_response(E.unknown_member_id))
@@ -410,7 +420,7 @@ class ClassicGroupManager:
     # --- Heartbeat and liveness --------------------------------------------------------------
 
     def heartbeat(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
-                  instance_id: str | None) -> CoordinatorResult:
+                  instance_id: str | None) -> CoordinatorResult[ErrorCode]:
         group = self._groups.classic(group_id)
         if group is None or group.is_in(S.EMPTY):
             return CoordinatorResult(response=E.unknown_member_id)
@@ -471,12 +481,12 @@ class ClassicGroupManager:
 
     # --- LeaveGroup ------------------------------------------------------------------------
 
-    def leave_group(self, now_ms: int, group_id: str,
-                    members: list[tuple[str, str | None]]) -> CoordinatorResult:
+    def leave_group(self, now_ms: int, group_id: str, members: list[tuple[str, str | None]]
+                    ) -> CoordinatorResult[LeaveGroupAnswer]:
         group = self._groups.classic(group_id)
         if group is None or group.is_in(S.DEAD):
-            return CoordinatorResult(response=(E.unknown_member_id, []))
-        results = []
+            return CoordinatorResult(response=LeaveGroupAnswer(E.unknown_member_id, []))
+        results: list[LeftMember] = []
         removed = False
         for member_id, instance_id in members:
             error = E.none
@@ -498,9 +508,9 @@ class ClassicGroupManager:
                 removed = True
             else:
                 error = E.unknown_member_id
-            results.append((member_id, instance_id, error))
+            results.append(LeftMember(member_id, instance_id, error))
         records = self._after_removal(now_ms, group) if removed else []
-        return CoordinatorResult(records, (E.none, results), replay=False)
+        return CoordinatorResult(records, LeaveGroupAnswer(E.none, results), replay=False)
 
     # --- online migration between the group protocols --------------------------------------
 
@@ -531,12 +541,12 @@ class ClassicGroupManager:
 
     # --- DescribeGroups ---------------------------------------------------------------------
 
-    def describe_group(self, group_id: str) -> dict[str, Any] | None:
+    def describe_group(self, group_id: str) -> DescribedGroup | None:
         group = self._groups.classic(group_id)
         if group is None:
             return None
         stable = group.is_in(S.STABLE)
-        members = []
+        members: list[DescribedGroupMember] = []
         for m in group.members.values():
             members.append({
                 "member_id": m.member_id, "group_instance_id": m.group_instance_id,

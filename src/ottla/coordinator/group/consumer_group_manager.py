@@ -16,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.assignors import ASSIGNORS, Assignment, MemberSpec
@@ -49,6 +49,15 @@ from ottla.coordinator.group.consumer_protocol import (
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.responses import (
+    DescribedAssignment,
+    DescribedConsumerGroup,
+    GroupHeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupAnswer,
+    LeftMember,
+    SyncGroupResponse,
+)
 from ottla.coordinator.group.topic_regex import (
     InvalidTopicRegex,
     compile_topic_regex,
@@ -90,7 +99,7 @@ def _metadata_hash(topics: Topics, names: set[str]) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
-def _heartbeat_error(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _heartbeat_error(error: ErrorCode, message: str | None = None) -> GroupHeartbeatResponse:
     return {"throttle_time": 0, "error_code": error, "error_message": message,
             "member_id": None, "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
 
@@ -228,7 +237,8 @@ class ConsumerGroupManager:
 
     # --- ConsumerGroupHeartbeat ------------------------------------------------------------
 
-    def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+    def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest
+                                 ) -> CoordinatorResult[GroupHeartbeatResponse]:
         try:
             self._validate_heartbeat(req)
             if req.member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
@@ -265,7 +275,8 @@ class ConsumerGroupManager:
             except InvalidTopicRegex as e:
                 raise KafkaError(E.invalid_regular_expression, str(e)) from None
 
-    def _consumer_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+    def _consumer_heartbeat(self, now_ms: int, req: HeartbeatRequest
+                            ) -> CoordinatorResult[GroupHeartbeatResponse]:
         """A join or heartbeat, in Kafka's steps: find the group and the member, record
         what changed in the member, bump the group epoch if the subscriptions or their
         topics changed, maybe compute a new target assignment, then move the member one
@@ -434,12 +445,12 @@ class ConsumerGroupManager:
             self._ctx.cancel(_rebalance_key(group_id, member.member_id))
 
     def _heartbeat_response(self, req: HeartbeatRequest, member: ConsumerMember,
-                            previous: ConsumerMember) -> dict[str, Any]:
+                            previous: ConsumerMember) -> GroupHeartbeatResponse:
         """The assignment is sent when it changed, when the client's view of it is off, or
         in full (a join, or a request with its whole state)."""
         full = req.member_epoch == 0 or (req.owned is not None and
                                          req.subscribed_topic_names is not None)
-        response: dict[str, Any] = {
+        response: GroupHeartbeatResponse = {
             "throttle_time": 0, "error_code": E.none, "error_message": None,
             "member_id": member.member_id, "member_epoch": member.member_epoch,
             "heartbeat_interval": self._config.heartbeat_interval(req.group_id),
@@ -581,7 +592,8 @@ class ConsumerGroupManager:
         self._apply(bump)
         return bump
 
-    def _consumer_leave(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+    def _consumer_leave(self, now_ms: int, req: HeartbeatRequest
+                        ) -> CoordinatorResult[GroupHeartbeatResponse]:
         group = self._group(req.group_id)
         if group is None:
             raise KafkaError(E.unknown_member_id, f"Group {req.group_id} does not exist.")
@@ -597,9 +609,10 @@ class ConsumerGroupManager:
         member = group.members.get(member_id)
         if member is None:
             raise KafkaError(E.unknown_member_id, f"Member {member_id} is unknown.")
-        response = {"throttle_time": 0, "error_code": E.none, "error_message": None,
-                    "member_id": member_id, "member_epoch": req.member_epoch,
-                    "heartbeat_interval": 0, "assignment": None}
+        response: GroupHeartbeatResponse = {
+            "throttle_time": 0, "error_code": E.none, "error_message": None,
+            "member_id": member_id, "member_epoch": req.member_epoch,
+            "heartbeat_interval": 0, "assignment": None}
         if req.member_epoch == LEAVE_STATIC_EPOCH:
             # A static member that leaves keeps its place until its session times out.
             held = replace(member, previous_member_epoch=member.member_epoch,
@@ -652,7 +665,8 @@ class ConsumerGroupManager:
 
     # --- classic members in a consumer group (online migration) ---------------------------
 
-    def classic_group_join(self, now_ms: int, req: JoinRequest) -> CoordinatorResult:
+    def classic_group_join(self, now_ms: int, req: JoinRequest
+                           ) -> CoordinatorResult[JoinGroupResponse]:
         """Kafka's classicGroupJoinToConsumerGroup: the member's embedded subscription
         makes it a member like any other, reconciled toward the server-side target in one
         step per JoinGroup (its owned partitions come in the subscription). The response
@@ -770,7 +784,7 @@ class ConsumerGroupManager:
     def classic_group_sync(self, now_ms: int, group_id: str, generation_id: int,
                            member_id: str, instance_id: str | None,
                            protocol_type: str | None, protocol_name: str | None
-                           ) -> CoordinatorResult:
+                           ) -> CoordinatorResult[SyncGroupResponse]:
         """Kafka's classicGroupSyncToConsumerGroup: the member's current assignment,
         encoded in the version of its subscription, unless it must rejoin first."""
         try:
@@ -805,7 +819,8 @@ class ConsumerGroupManager:
             "protocol_name": protocol_name, "assignment": assignment})
 
     def classic_group_heartbeat(self, now_ms: int, group_id: str, generation_id: int,
-                                member_id: str, instance_id: str | None) -> CoordinatorResult:
+                                member_id: str, instance_id: str | None
+                                ) -> CoordinatorResult[ErrorCode]:
         """Kafka's classicGroupHeartbeatToConsumerGroup: REBALANCE_IN_PROGRESS whenever a
         JoinGroup would move the member on (a newer group epoch, partitions to revoke, or
         partitions it waits for that are now free)."""
@@ -826,11 +841,12 @@ class ConsumerGroupManager:
         return CoordinatorResult(response=E.none)
 
     def classic_group_leave(self, now_ms: int, group_id: str,
-                            members: list[tuple[str, str | None]]) -> CoordinatorResult:
+                            members: list[tuple[str, str | None]]
+                            ) -> CoordinatorResult[LeaveGroupAnswer]:
         """Kafka's classicGroupLeaveToConsumerGroup: classic members leave (by member id,
         or by instance id as an admin does); one epoch bump for all of them."""
         group = self._stored_group(group_id)
-        results: list[tuple[str, str | None, ErrorCode]] = []
+        results: list[LeftMember] = []
         leaving: list[str] = []
         for member_id, instance_id in members:
             try:
@@ -847,9 +863,9 @@ class ConsumerGroupManager:
                     leaving.append(member.member_id)
                 log.info("Member %s has left consumer group %s through an explicit "
                          "LeaveGroup request", member.member_id, group_id)
-                results.append((member.member_id, instance_id, E.none))
+                results.append(LeftMember(member.member_id, instance_id, E.none))
             except KafkaError as e:
-                results.append((member_id, instance_id, e.code))
+                results.append(LeftMember(member_id, instance_id, e.code))
         records: list[rec.CoordinatorRecord] = []
         for member_id in leaving:
             self._cancel_timers(group_id, member_id)
@@ -858,7 +874,7 @@ class ConsumerGroupManager:
             records += tombstones
         if leaving:
             records += self._bump_after_removal(group, now_ms)
-        return CoordinatorResult(records, (E.none, results), replay=False)
+        return CoordinatorResult(records, LeaveGroupAnswer(E.none, results), replay=False)
 
     def _schedule_join_timeout(self, group_id: str, member: ConsumerMember) -> None:
         """Told to rejoin, the member has its rebalance timeout to do so (if not already
@@ -882,13 +898,13 @@ class ConsumerGroupManager:
 
     # --- ConsumerGroupDescribe ---------------------------------------------------------------
 
-    def describe_consumer_group(self, group_id: str) -> dict[str, Any] | None:
+    def describe_consumer_group(self, group_id: str) -> DescribedConsumerGroup | None:
         group = self._group(group_id)
         if group is None:
             return None
         names = {topic_id: name for name, (topic_id, _) in self._topics().items()}
 
-        def assignment(a: Assignment) -> dict[str, Any]:
+        def assignment(a: Assignment) -> DescribedAssignment:
             return {"topic_partitions": [
                 {"topic_id": tp.topic_id, "topic_name": names.get(tp.topic_id, ""),
                  "partitions": list(tp.partitions)} for tp in to_topic_partitions(a)]}

@@ -14,7 +14,7 @@ of another protocol for a share group's id gets Kafka's error for a group of ano
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import ClassicGroup, ClassicState
@@ -34,6 +34,13 @@ from ottla.coordinator.group.consumer_protocol import (
 from ottla.coordinator.group.group_store import Group, GroupStore
 from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.responses import (
+    GroupHeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupAnswer,
+    ListedGroup,
+    SyncGroupResponse,
+)
 from ottla.coordinator.group.share_group import ShareGroup, ShareGroupConfig
 from ottla.coordinator.group.share_group_manager import ShareGroupManager
 from ottla.coordinator.runtime import CoordinatorResult, Reply, ShardContext
@@ -96,7 +103,8 @@ class GroupMetadataManager:
 
     # --- the classic protocol, routed by the kind of group -----------------------------------
 
-    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
+    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply
+                   ) -> CoordinatorResult[JoinGroupResponse]:
         """A non-empty consumer group takes the member in; an empty one is deleted and a
         classic group takes its place (whatever the migration policy, as in Kafka)."""
         if self.groups.share(req.group_id) is not None:
@@ -118,7 +126,7 @@ class GroupMetadataManager:
     def sync_group(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                    instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: dict[str, bytes],
-                   reply: Reply) -> CoordinatorResult:
+                   reply: Reply) -> CoordinatorResult[SyncGroupResponse]:
         group = self.groups.consumer(group_id)
         if group is None:
             return self.classic.sync_group(now_ms, group_id, generation_id, member_id,
@@ -130,21 +138,21 @@ class GroupMetadataManager:
                                                 instance_id, protocol_type, protocol_name)
 
     def heartbeat(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
-                  instance_id: str | None) -> CoordinatorResult:
+                  instance_id: str | None) -> CoordinatorResult[ErrorCode]:
         if self.groups.consumer(group_id) is None:
             return self.classic.heartbeat(now_ms, group_id, generation_id, member_id,
                                           instance_id)
         return self.consumer.classic_group_heartbeat(now_ms, group_id, generation_id,
                                                      member_id, instance_id)
 
-    def leave_group(self, now_ms: int, group_id: str,
-                    members: list[tuple[str, str | None]]) -> CoordinatorResult:
+    def leave_group(self, now_ms: int, group_id: str, members: list[tuple[str, str | None]]
+                    ) -> CoordinatorResult[LeaveGroupAnswer]:
         if self.groups.consumer(group_id) is None:
             return self.classic.leave_group(now_ms, group_id, members)
         return self.consumer.classic_group_leave(now_ms, group_id, members)
 
     def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest
-                                 ) -> CoordinatorResult:
+                                 ) -> CoordinatorResult[GroupHeartbeatResponse]:
         """A share group's id is not a consumer group's (Kafka: GROUP_ID_NOT_FOUND)."""
         if self.groups.share(req.group_id) is not None:
             return CoordinatorResult(response={
@@ -156,8 +164,8 @@ class GroupMetadataManager:
 
     # --- ListGroups, DeleteGroups ---------------------------------------------------------
 
-    def list_groups(self, states: set[str], types: set[str]) -> list[dict[str, Any]]:
-        result = []
+    def list_groups(self, states: set[str], types: set[str]) -> list[ListedGroup]:
+        result: list[ListedGroup] = []
         for group in self.groups.values():
             if self._is_dead(group):
                 continue

@@ -15,6 +15,7 @@ from typing import ClassVar, Protocol
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.config import GroupConfig
+from ottla.coordinator.group.responses import OffsetDeleteAnswer, PartitionErrors
 from ottla.coordinator.runtime import CoordinatorResult, TransactionalRecord
 from ottla.protocol.errors import ErrorCode
 
@@ -209,9 +210,8 @@ class OffsetMetadataManager:
     def commit_offsets(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                        instance_id: str | None,
                        offsets: Iterable[tuple[str, int, int, int, str | None]],
-                       version: int) -> CoordinatorResult:
-        """``offsets`` are (topic, partition, offset, leader epoch, metadata); the response
-        is {(topic, partition): error}."""
+                       version: int) -> CoordinatorResult[PartitionErrors]:
+        """``offsets`` are (topic, partition, offset, leader epoch, metadata)."""
         offsets = list(offsets)
         error = self._groups.validate_offset_commit(group_id, generation_id, member_id,
                                                     instance_id, version)
@@ -219,7 +219,7 @@ class OffsetMetadataManager:
             return CoordinatorResult(response={(t, p): error for t, p, *_ in offsets})
         self._groups.offsets_committed(group_id, member_id)
         records = []
-        results = {}
+        results: PartitionErrors = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
             metadata = metadata or ""
             if len(metadata.encode()) > self._config.offset_metadata_max_bytes:
@@ -234,7 +234,7 @@ class OffsetMetadataManager:
                            producer_epoch: int, generation_id: int, member_id: str,
                            instance_id: str | None,
                            offsets: Iterable[tuple[str, int, int, int, str | None]]
-                           ) -> CoordinatorResult:
+                           ) -> CoordinatorResult[PartitionErrors]:
         """TxnOffsetCommit: the offsets are written in the producer's transaction and
         stay pending until its marker; a member that names itself must be current
         (KIP-447: a zombie of an older generation is fenced)."""
@@ -245,7 +245,7 @@ class OffsetMetadataManager:
             if error is not None:
                 return CoordinatorResult(response={(t, p): error for t, p, *_ in offsets})
         records: list[TransactionalRecord] = []
-        results = {}
+        results: PartitionErrors = {}
         for topic, partition, offset, leader_epoch, metadata in offsets:
             metadata = metadata or ""
             if len(metadata.encode()) > self._config.offset_metadata_max_bytes:
@@ -291,14 +291,13 @@ class OffsetMetadataManager:
         return result
 
     def delete_offsets(self, now_ms: int, group_id: str, topics: list[tuple[str, list[int]]]
-                       ) -> CoordinatorResult:
-        """The response is (group error, {(topic, partition): error}); a topic the group
-        still subscribes to keeps its offsets."""
+                       ) -> CoordinatorResult[OffsetDeleteAnswer]:
+        """A topic the group still subscribes to keeps its offsets."""
         error = self._groups.validate_offset_delete(group_id)
         if error is not None:
-            return CoordinatorResult(response=(error, {}))
+            return CoordinatorResult(response=OffsetDeleteAnswer(error, {}))
         records = []
-        results = {}
+        results: PartitionErrors = {}
         for topic, partitions in topics:
             subscribed = self._groups.is_subscribed_to_topic(group_id, topic)
             for p in partitions:
@@ -308,7 +307,7 @@ class OffsetMetadataManager:
                 results[(topic, p)] = E.none
                 if self.committed(group_id, topic, p) is not None:
                     records.append(tombstone(group_id, topic, p))
-        return CoordinatorResult(records, (E.none, results))
+        return CoordinatorResult(records, OffsetDeleteAnswer(E.none, results))
 
     # --- deleting groups and expiring offsets ----------------------------------------------
 

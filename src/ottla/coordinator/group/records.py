@@ -11,20 +11,15 @@ KIP-848 consumer-group records, 10 to 14 the share-group records (KIP-932). Layo
 
 import dataclasses
 import io
-import struct
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 
-from ottla.coordinator.record_codec import field_meta
-
-_INT16 = struct.Struct(">h")
-
-
+from ottla.coordinator.record_codec import RecordCodec, field_meta, prefix_of
 
 
 class _Key:
@@ -290,9 +285,7 @@ VALUE_TYPES: dict[type, type] = {
     ShareGroupTargetAssignmentMemberKey: ShareGroupTargetAssignmentMemberValue,
     ShareGroupCurrentMemberAssignmentKey: ShareGroupCurrentMemberAssignmentValue,
 }
-_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values()) | {ClassicMemberMetadata}
-_writers = {cls: entity_writer(cls) for cls in _ALL}
-_readers = {cls: entity_reader(cls) for cls in _ALL}
+_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values())
 
 
 class UnknownRecord(ValueError):
@@ -307,29 +300,23 @@ class CoordinatorRecord:
     value: Any | None
 
 
-def _encode(entity: Any, version: int) -> bytes:
-    buf = io.BytesIO()
-    buf.write(_INT16.pack(version))
-    if isinstance(entity, ConsumerGroupMemberMetadataValue) and \
-            entity.classic_member_metadata is not None:
-        _write_member_metadata(buf, entity)
-    else:
-        _writers[type(entity)](buf, entity)
-    return buf.getvalue()
+_member_metadata_writer = entity_writer(ConsumerGroupMemberMetadataValue)
+_classic_member_writer = entity_writer(ClassicMemberMetadata)
 
 
-def _write_member_metadata(buf: io.BytesIO, value: ConsumerGroupMemberMetadataValue) -> None:
+def _write_member_metadata(buf: IO[bytes], value: ConsumerGroupMemberMetadataValue) -> None:
     """kio leaves out the presence byte Kafka writes before a nullable struct in a tagged
-    field (KIP-893), so the one tagged field of this value is written here."""
+    field (KIP-893), so a value with the one tagged field set is written here."""
     classic = value.classic_member_metadata
-    assert classic is not None
+    if classic is None:
+        _member_metadata_writer(buf, value)
+        return
     body = io.BytesIO()
-    _writers[ConsumerGroupMemberMetadataValue](
-        body, dataclasses.replace(value, classic_member_metadata=None))
+    _member_metadata_writer(body, dataclasses.replace(value, classic_member_metadata=None))
     untagged = body.getvalue()
     assert untagged[-1] == 0  # no tagged fields
     struct_bytes = io.BytesIO()
-    _writers[ClassicMemberMetadata](struct_bytes, classic)
+    _classic_member_writer(struct_bytes, classic)
     buf.write(untagged[:-1])
     write_unsigned_varint(buf, 1)  # one tagged field
     write_unsigned_varint(buf, 0)  # tag 0: ClassicMemberMetadata
@@ -338,24 +325,26 @@ def _write_member_metadata(buf: io.BytesIO, value: ConsumerGroupMemberMetadataVa
     buf.write(struct_bytes.getvalue())
 
 
+_codec = RecordCodec(_ALL, writers={ConsumerGroupMemberMetadataValue: _write_member_metadata})
+
+
 def encode(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
-    key = _encode(record.key, type(record.key).__version__)
-    value = None if record.value is None else _encode(record.value,
-                                                       type(record.value).__version__)
+    key = _codec.prefixed(type(record.key).__version__, record.key)
+    value = None if record.value is None else \
+        _codec.prefixed(type(record.value).__version__, record.value)
     return key, value
 
 
 def decode(key: bytes, value: bytes | None) -> CoordinatorRecord:
-    (key_version,) = _INT16.unpack_from(key, 0)
+    key_version = prefix_of(key)
     key_cls = KEY_TYPES.get(key_version)
     if key_cls is None:
         raise UnknownRecord(f"unknown __consumer_offsets key version {key_version}")
-    decoded_key, _ = _readers[key_cls](key, 2)
+    decoded_key = _codec.read(key_cls, key)
     if value is None:
         return CoordinatorRecord(decoded_key, None)
     value_cls = VALUE_TYPES[key_cls]
-    (value_version,) = _INT16.unpack_from(value, 0)
+    value_version = prefix_of(value)
     if value_version != value_cls.__version__:
         raise UnknownRecord(f"{value_cls.__name__} version {value_version} is not supported")
-    decoded_value, _ = _readers[value_cls](value, 2)
-    return CoordinatorRecord(decoded_key, decoded_value)
+    return CoordinatorRecord(decoded_key, _codec.read(value_cls, value))

@@ -8,14 +8,15 @@ lives here, as in Kafka: deleting groups (their offsets, then the groups) and th
 offset expiration that deletes groups left with nothing.
 
 Sans-I/O: every handler takes ``now_ms`` and returns a CoordinatorResult (records and a
-response), or parks its request and answers later through ``ctx.respond``.
+response, of the type its signature names: ``responses.py``), or parks its request and
+answers later through ``ctx.respond``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.assignors import Assignment
@@ -31,6 +32,19 @@ from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.offset_metadata_manager import (
     CommittedOffsets,
     OffsetMetadataManager,
+)
+from ottla.coordinator.group.responses import (
+    DescribedConsumerGroup,
+    DescribedGroup,
+    DescribedShareGroup,
+    GroupErrors,
+    GroupHeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupAnswer,
+    ListedGroup,
+    OffsetDeleteAnswer,
+    PartitionErrors,
+    SyncGroupResponse,
 )
 from ottla.coordinator.group.share_group import ShareGroupConfig
 from ottla.coordinator.group.share_group_manager import ShareHeartbeatRequest
@@ -113,35 +127,37 @@ class GroupCoordinatorShard:
 
     # --- classic groups ----------------------------------------------------------------------
 
-    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply) -> CoordinatorResult:
+    def join_group(self, now_ms: int, req: JoinRequest, reply: Reply
+                   ) -> CoordinatorResult[JoinGroupResponse]:
         return self.group_metadata.join_group(now_ms, req, reply)
 
     def sync_group(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                    instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: dict[str, bytes],
-                   reply: Reply) -> CoordinatorResult:
+                   reply: Reply) -> CoordinatorResult[SyncGroupResponse]:
         return self.group_metadata.sync_group(
             now_ms, group_id, generation_id, member_id, instance_id, protocol_type,
             protocol_name, assignments, reply)
 
     def heartbeat(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
-                  instance_id: str | None) -> CoordinatorResult:
+                  instance_id: str | None) -> CoordinatorResult[ErrorCode]:
         return self.group_metadata.heartbeat(now_ms, group_id, generation_id, member_id,
                                              instance_id)
 
-    def leave_group(self, now_ms: int, group_id: str,
-                    members: list[tuple[str, str | None]]) -> CoordinatorResult:
+    def leave_group(self, now_ms: int, group_id: str, members: list[tuple[str, str | None]]
+                    ) -> CoordinatorResult[LeaveGroupAnswer]:
         return self.group_metadata.leave_group(now_ms, group_id, members)
 
-    def describe_group(self, group_id: str) -> dict[str, Any] | None:
+    def describe_group(self, group_id: str) -> DescribedGroup | None:
         return self.group_metadata.classic.describe_group(group_id)
 
     # --- consumer groups (KIP-848) -----------------------------------------------------------
 
-    def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest) -> CoordinatorResult:
+    def consumer_group_heartbeat(self, now_ms: int, req: HeartbeatRequest
+                                 ) -> CoordinatorResult[GroupHeartbeatResponse]:
         return self.group_metadata.consumer_group_heartbeat(now_ms, req)
 
-    def describe_consumer_group(self, group_id: str) -> dict[str, Any] | None:
+    def describe_consumer_group(self, group_id: str) -> DescribedConsumerGroup | None:
         return self.group_metadata.consumer.describe_consumer_group(group_id)
 
     def consumer_target(self, group_id: str, member_id: str) -> Assignment:
@@ -150,13 +166,14 @@ class GroupCoordinatorShard:
     # --- share groups (KIP-932) -------------------------------------------------------------
 
     def share_group_heartbeat(self, now_ms: int, req: ShareHeartbeatRequest
-                              ) -> CoordinatorResult:
+                              ) -> CoordinatorResult[GroupHeartbeatResponse]:
         return self.group_metadata.share.share_group_heartbeat(now_ms, req)
 
-    def describe_share_group(self, group_id: str) -> dict[str, Any]:
+    def describe_share_group(self, group_id: str) -> DescribedShareGroup:
         return self.group_metadata.share.describe_share_group(group_id)
 
-    def alter_share_group_offsets(self, now_ms: int, group_id: str) -> CoordinatorResult:
+    def alter_share_group_offsets(self, now_ms: int, group_id: str) -> CoordinatorResult[int]:
+        """The response is the group's new epoch (see ShareGroupManager.alter_offsets)."""
         return self.group_metadata.share.alter_offsets(group_id)
 
     def validate_share_group_offsets_deletable(self, group_id: str) -> None:
@@ -170,7 +187,7 @@ class GroupCoordinatorShard:
     def commit_offsets(self, now_ms: int, group_id: str, generation_id: int, member_id: str,
                        instance_id: str | None,
                        offsets: Iterable[tuple[str, int, int, int, str | None]],
-                       version: int) -> CoordinatorResult:
+                       version: int) -> CoordinatorResult[PartitionErrors]:
         return self.offset_metadata.commit_offsets(now_ms, group_id, generation_id, member_id,
                                                    instance_id, offsets, version)
 
@@ -178,13 +195,13 @@ class GroupCoordinatorShard:
                            producer_epoch: int, generation_id: int, member_id: str,
                            instance_id: str | None,
                            offsets: Iterable[tuple[str, int, int, int, str | None]]
-                           ) -> CoordinatorResult:
+                           ) -> CoordinatorResult[PartitionErrors]:
         return self.offset_metadata.txn_commit_offsets(
             now_ms, group_id, producer_id, producer_epoch, generation_id, member_id,
             instance_id, offsets)
 
     def transaction_ended(self, now_ms: int, producer_id: int, commit: bool, offset: int
-                          ) -> CoordinatorResult:
+                          ) -> CoordinatorResult[None]:
         """A marker for the producer was written to this partition at ``offset``
         (WriteTxnMarkers): decide its pending offsets as the log's replay will."""
         self.offset_metadata.replay_marker(producer_id, commit, offset)
@@ -200,18 +217,19 @@ class GroupCoordinatorShard:
         return self.offset_metadata.unstable_offsets(group_id, topics)
 
     def delete_offsets(self, now_ms: int, group_id: str, topics: list[tuple[str, list[int]]]
-                       ) -> CoordinatorResult:
+                       ) -> CoordinatorResult[OffsetDeleteAnswer]:
         return self.offset_metadata.delete_offsets(now_ms, group_id, topics)
 
     # --- across groups and offsets -----------------------------------------------------------
 
-    def list_groups(self, states: set[str], types: set[str]) -> list[dict[str, Any]]:
+    def list_groups(self, states: set[str], types: set[str]) -> list[ListedGroup]:
         return self.group_metadata.list_groups(states, types)
 
-    def delete_groups(self, now_ms: int, group_ids: list[str]) -> CoordinatorResult:
+    def delete_groups(self, now_ms: int, group_ids: list[str]
+                      ) -> CoordinatorResult[GroupErrors]:
         """An empty group goes with its offsets: their tombstones, then the group's."""
         records: list[rec.CoordinatorRecord] = []
-        results = {}
+        results: GroupErrors = {}
         for group_id in group_ids:
             error = self.group_metadata.validate_delete_group(group_id)
             if error is not None:
@@ -222,7 +240,7 @@ class GroupCoordinatorShard:
             results[group_id] = ErrorCode.none
         return CoordinatorResult(records, results)
 
-    def expire_offsets(self, now_ms: int) -> CoordinatorResult:
+    def expire_offsets(self, now_ms: int) -> CoordinatorResult[None]:
         """offsets.retention.minutes: an empty group's offsets expire that long after it
         became empty; a consumer group's, that long after their commit once it no longer
         subscribes to their topic. A group left empty with no offsets is deleted."""

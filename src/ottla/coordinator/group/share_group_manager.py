@@ -21,6 +21,7 @@ from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_group import from_topic_partitions, to_topic_partitions
 from ottla.coordinator.group.consumer_protocol import TopicsView
 from ottla.coordinator.group.group_store import GroupStore
+from ottla.coordinator.group.responses import DescribedShareGroup, GroupHeartbeatResponse
 from ottla.coordinator.group.share_group import (
     ASSIGNOR_NAME,
     LEAVE_EPOCH,
@@ -59,7 +60,7 @@ def _session_key(group_id: str, member_id: str) -> str:
     return f"share-session/{group_id}/{member_id}"
 
 
-def _error(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def _error(error: ErrorCode, message: str | None = None) -> GroupHeartbeatResponse:
     return {"throttle_time": 0, "error_code": error, "error_message": message,
             "member_id": None, "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
 
@@ -141,7 +142,7 @@ class ShareGroupManager:
     # --- ShareGroupHeartbeat -----------------------------------------------------------------
 
     def share_group_heartbeat(self, now_ms: int, req: ShareHeartbeatRequest
-                              ) -> CoordinatorResult:
+                              ) -> CoordinatorResult[GroupHeartbeatResponse]:
         try:
             self._validate(req)
             if req.member_epoch == LEAVE_EPOCH:
@@ -179,7 +180,8 @@ class ShareGroupManager:
             raise KafkaError(E.group_id_not_found, f"Group {group_id} is not a share group.")
         return group
 
-    def _heartbeat(self, req: ShareHeartbeatRequest) -> CoordinatorResult:
+    def _heartbeat(self, req: ShareHeartbeatRequest
+                   ) -> CoordinatorResult[GroupHeartbeatResponse]:
         """Kafka's steps: the member's metadata, a group epoch bump if its subscription or
         the subscribed topics changed, the target assignment of a new epoch, then the
         member moves straight to its target."""
@@ -218,10 +220,11 @@ class ShareGroupManager:
             self._update_target_assignment(group, topics, records)
         member = self._reconcile(group, member_id, records)
         self._schedule_session(req.group_id, member_id)
-        response = {"throttle_time": 0, "error_code": E.none, "error_message": None,
-                    "member_id": member_id, "member_epoch": member.member_epoch,
-                    "heartbeat_interval": self._config.heartbeat_interval(req.group_id),
-                    "assignment": None}
+        response: GroupHeartbeatResponse = {
+            "throttle_time": 0, "error_code": E.none, "error_message": None,
+            "member_id": member_id, "member_epoch": member.member_epoch,
+            "heartbeat_interval": self._config.heartbeat_interval(req.group_id),
+            "assignment": None}
         if joining or member.assigned != was_assigned:
             response["assignment"] = {"topic_partitions": [
                 {"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
@@ -294,7 +297,7 @@ class ShareGroupManager:
 
     # --- leaving and fencing -----------------------------------------------------------------
 
-    def _leave(self, req: ShareHeartbeatRequest) -> CoordinatorResult:
+    def _leave(self, req: ShareHeartbeatRequest) -> CoordinatorResult[GroupHeartbeatResponse]:
         group = self._share_group(req.group_id, create=False)
         if req.member_id not in group.members:
             raise KafkaError(E.unknown_member_id, f"Member {req.member_id} is not a member "
@@ -335,7 +338,7 @@ class ShareGroupManager:
 
     # --- ShareGroupDescribe, and what spans the kinds ----------------------------------------
 
-    def describe_share_group(self, group_id: str) -> dict[str, Any]:
+    def describe_share_group(self, group_id: str) -> DescribedShareGroup:
         """Raises GROUP_ID_NOT_FOUND for a missing group or one of another type."""
         group = self._share_group(group_id, create=False)
         names = {topic_id: name for name, (topic_id, _) in self._topics().items()}
@@ -357,7 +360,7 @@ class ShareGroupManager:
 
     # --- the offsets admin APIs (KIP-932) ----------------------------------------------------
 
-    def alter_offsets(self, group_id: str) -> CoordinatorResult:
+    def alter_offsets(self, group_id: str) -> CoordinatorResult[int]:
         """The group's part of AlterShareGroupOffsets (Kafka 4.2+): a share group that does
         not exist yet is created, so offsets can be set before its first member joins
         (KAFKA-19662); one with members gets NON_EMPTY_GROUP, its leaders delivering from

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.controller.replication_control import IsrChange
 from ottla.controller.results import ControllerError
+from ottla.metadata.isr_change import UNKNOWN_BROKER_EPOCH, IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
@@ -60,7 +60,7 @@ async def handle_alter_partition(controller: ControllerServices, ctx: RequestCon
             if ctx.api_version >= 3:
                 isr = tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs)
             else:
-                isr = tuple((b, -1) for b in p.new_isr)
+                isr = tuple((b, UNKNOWN_BROKER_EPOCH) for b in p.new_isr)
             changes.append(IsrChange(topic.topic_id, p.partition_index, p.leader_epoch, isr,
                                      p.leader_recovery_state, p.partition_epoch))
     try:
