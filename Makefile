@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh machine (Python 3.11 and the package registries):
 #   make run   - install Ottla in .venv and start a single node on 127.0.0.1:9092
 #   make test  - install the test dependencies in .venv and run the whole test suite
+#                (pytest -rs: the reason of every skip is printed)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -33,7 +34,7 @@ lint: install-test
 test: install-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 clean:
 	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache

@@ -1,27 +1,29 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import OttlaProcess
+from tests.helpers import OttlaProcess, stop_all
 
 
 @pytest.fixture
 def ottla(tmp_path) -> Iterator[OttlaProcess]:
-    """A fresh ``ottla server`` process with its own data directory."""
+    """A fresh ``ottla server`` process with its own data directory; the test fails if
+    it does not exit cleanly at the end (``OttlaProcess.stop`` checks)."""
     node = OttlaProcess(str(tmp_path / "data")).start()
     try:
         yield node
     finally:
-        code = node.stop()
-        assert code in (0, None), f"ottla exited with {code}:\n{node.log()}"
+        node.stop()
 
 
 @pytest.fixture
 def make_ottla(tmp_path) -> Iterator:
-    """Start ottla processes with custom overrides; all are stopped at the end."""
+    """Start ottla processes with custom overrides; all are stopped at the end, and the
+    test fails if one that was running does not exit cleanly."""
     nodes: list[OttlaProcess] = []
 
     def make(data_dir: str | None = None, start: bool = True, **overrides: str) -> OttlaProcess:
@@ -31,14 +33,38 @@ def make_ottla(tmp_path) -> Iterator:
         return node.start() if start else node
 
     yield make
-    for node in nodes:
-        node.stop()
+    stop_all(nodes)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if os.sep + "integration" + os.sep in str(item.fspath):
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Name the fresh simulation seeds this run tried (tests/simulation draws them anew
+    each run, ids ``fresh ... seed <n>``), so that a quiet run still says what it
+    covered; a failing one replays with the command its module's docstring gives."""
+    seeds: dict[str, dict[int, str]] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid = getattr(report, "nodeid", "")
+            found = re.search(r"\[fresh\b.*\bseed (\d+)\]$", nodeid)
+            if found and getattr(report, "when", "") in ("setup", "call"):
+                outcomes = seeds.setdefault(nodeid.split("::")[0], {})
+                if outcomes.get(int(found.group(1))) != "failed":
+                    outcomes[int(found.group(1))] = report.outcome
+    if not seeds:
+        return
+    terminalreporter.section("fresh simulation seeds")
+    for module, outcomes in sorted(seeds.items()):
+        failed = sorted(seed for seed, outcome in outcomes.items() if outcome == "failed")
+        terminalreporter.write_line(
+            f"{module}: {len(outcomes)} seed{'s' if len(outcomes) > 1 else ''} in "
+            f"{min(outcomes)}..{max(outcomes)}"
+            + (f"; failed: {', '.join(map(str, failed))} (replay: see the module's "
+               f"docstring)" if failed else ""))
 
 
 @pytest.fixture

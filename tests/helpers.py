@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,41 +144,87 @@ class OttlaProcess:
             return True
         wait_until(ready, timeout, 0.1, f"ottla node {self.node_id} ({self.roles})")
 
-    def log(self) -> str:
+    def log(self, tail: int = 20000) -> str:
         try:
             with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read()[-20000:]
+                return f.read()[-tail:]
         except OSError:
             return ""
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int | None:
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0, check: bool = True
+             ) -> int | None:
+        """Stop the process with ``sig`` (SIGKILL after ``timeout`` seconds) and return
+        its exit code; None if none runs (never started, already stopped, or ``kill9``ed
+        on purpose). With ``check``, the default, anything but a clean exit (0) fails
+        the test with the log's tail: a crash or a hang on shutdown is a bug, and a
+        teardown that drops the code would hide it. SIGKILL is never checked."""
         if self.proc is None:
             return None
+        how = f"had exited on its own before {signal.Signals(sig).name}"
         if self.proc.poll() is None:
+            how = f"on {signal.Signals(sig).name}"
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
+                how = f"hung for {timeout:g} s after {signal.Signals(sig).name}, then SIGKILL"
                 self.proc.kill()
                 self.proc.wait(10)
         code = self.proc.returncode
         self.proc = None
+        if check and code != 0 and sig != signal.SIGKILL:
+            raise AssertionError(f"ottla node {self.node_id} ({self.roles}, {self.bootstrap}) "
+                                 f"did not exit cleanly: {exit_status(code)} ({how}); the "
+                                 f"end of its log {self.log_path}:\n{self.log(8000)}")
         return code
 
     def kill9(self) -> None:
+        """SIGKILL it on purpose: its exit status is not checked (``stop`` returns None)."""
         assert self.proc is not None
         self.proc.kill()
         self.proc.wait(10)
         self.proc = None
 
 
+def exit_status(code: int) -> str:
+    """``code`` as a reader wants it: a negative one is the signal that killed it."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def stop_all(nodes: Iterable[OttlaProcess], check: bool = True) -> None:
+    """Stop every node in order, each checked as ``OttlaProcess.stop`` does; one that
+    fails leaves none of the others running, and the error names every one that did not
+    exit cleanly."""
+    failures: list[str] = []
+    for node in nodes:
+        try:
+            node.stop(check=check)
+        except Exception as e:  # the next nodes are stopped all the same
+            failures.append(f"{type(e).__name__}: {e}" if not isinstance(e, AssertionError)
+                            else str(e))
+    if failures:
+        raise AssertionError("\n\n".join(failures))
+
+
 @contextlib.contextmanager
 def running_ottla(data_dir: str, **overrides: str) -> Iterator[OttlaProcess]:
+    """A node for the ``with`` block, stopped and checked at its end. If the block fails,
+    that failure is raised, with the node's unclean exit (if any) as a note on it."""
     node = OttlaProcess(data_dir, overrides=dict(overrides)).start()
     try:
         yield node
-    finally:
-        node.stop()
+    except BaseException as failure:
+        try:
+            node.stop()
+        except AssertionError as e:
+            failure.add_note(str(e))
+        raise
+    node.stop()
 
 
 WireClient = BlockingClient
@@ -259,13 +305,14 @@ class KRaftCluster:
             for node in self.nodes.values():
                 node.wait_ready(60)
         except BaseException:
-            self.stop()
+            self.stop(check=False)  # the node that did not come up says why
             raise
         return self
 
-    def stop(self) -> None:
-        for i in self.broker_ids + self.controller_ids:
-            self.nodes[i].stop()
+    def stop(self, check: bool = True) -> None:
+        """Stop the brokers, then the controllers; with ``check`` fail if any node that
+        was running did not exit cleanly (see ``stop_all``)."""
+        stop_all((self.nodes[i] for i in self.broker_ids + self.controller_ids), check)
 
     def describe_quorum(self, via: int | None = None) -> Any:
         """The DescribeQuorum partition as a live controller (or ``via``) reports it."""

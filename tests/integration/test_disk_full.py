@@ -28,10 +28,10 @@ def small_dir(tmp_path) -> Iterator[str]:
         mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", path],
                                  capture_output=True, text=True, timeout=30)
     except OSError as e:
-        pytest.skip(f"no size-limited file system to fill: cannot run mount ({e})")
+        pytest.skip(f"needs root to mount an 8 MiB tmpfs to fill: cannot run mount ({e})")
     if mounted.returncode != 0:
-        pytest.skip("no size-limited file system to fill: mounting an 8 MiB tmpfs failed "
-                    f"({mounted.stderr.strip()}); it needs root")
+        pytest.skip("needs root (CAP_SYS_ADMIN) to mount an 8 MiB tmpfs to fill: mount "
+                    f"failed ({mounted.stderr.strip()})")
     try:
         yield path
     finally:

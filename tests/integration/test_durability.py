@@ -197,7 +197,8 @@ def test_a_failed_log_dir_takes_only_its_partitions_offline(tmp_path) -> None:
 
 def test_a_broker_with_a_page_cache_window_drops_old_bytes_and_loses_none(tmp_path) -> None:
     if on_tmpfs(str(tmp_path)):
-        pytest.skip("on tmpfs the page cache is the file: nothing can be dropped")
+        pytest.skip("needs tmp_path on a disk-backed file system, not tmpfs, whose page "
+                    "cache is the file and cannot be dropped (pytest --basetemp=DIR)")
     window = 256 * 1024
     node = OttlaProcess(str(tmp_path / "data"),
                         overrides={"log.page.cache.window.bytes": str(window)}).start()

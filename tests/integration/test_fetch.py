@@ -40,20 +40,24 @@ def topic(ottla):
 
 
 def test_long_poll_waits_for_max_wait_then_returns_empty(ottla, topic) -> None:
-    with WireClient(ottla.bootstrap) as client:
+    """An empty fetch is parked for its max_wait, then answered empty. The lower bound is
+    the point (a broker that answers at once fails it; a slow machine cannot); the
+    client's 10 s timeout only keeps a broker that never answers from hanging the test."""
+    with WireClient(ottla.bootstrap, timeout=10) as client:
         started = time.monotonic()
         response = client.fetch(topic, 0, 0, max_wait_ms=800)
         waited = time.monotonic() - started
     assert partition_data(response).error_code == ErrorCode.none
     assert partition_data(response).records in (b"", None)
-    assert 0.7 <= waited < 5, f"an empty fetch with max_wait 800ms answered after {waited:.2f}s"
+    assert waited >= 0.8, f"an empty fetch with max_wait 800 ms answered after {waited:.2f} s"
 
 
 def test_long_poll_is_woken_by_new_data(ottla, topic) -> None:
+    """A fetch parked for 10 minutes is answered with the record produced meanwhile: an
+    answer at all, within the poller's 30 s timeout, is the fetch woken by the data."""
     with WireClient(ottla.bootstrap, timeout=30) as poller, \
             WireClient(ottla.bootstrap) as writer:
-        started = time.monotonic()
-        correlation_id = poller.send_fetch(topic, 1, 0, max_wait_ms=20_000)
+        correlation_id = poller.send_fetch(topic, 1, 0, max_wait_ms=600_000)
         # A round trip on another connection after the fetch was sent: the node has read
         # the fetch (its bytes were waiting first) and, finding nothing, parked it.
         assert writer.api_versions().error_code == 0
@@ -61,9 +65,7 @@ def test_long_poll_is_woken_by_new_data(ottla, topic) -> None:
         assert writer.produce(topic, 1, batch).responses[0].partition_responses[0] \
             .error_code == 0
         response = poller.receive(ApiKey.FETCH, 11, correlation_id)
-        waited = time.monotonic() - started
     assert values_of(partition_data(response).records) == [b"wake up"]
-    assert waited < 10, "the fetch sat out its max_wait although data arrived"
 
 
 def test_fetch_reports_watermarks_and_out_of_range(ottla, topic) -> None:

@@ -6,9 +6,10 @@ varints and tagged fields inserted, the frame cut short or its size prefix made 
 or a Produce carrying a record batch that is valid, mutated below a correct CRC,
 compressed, or a small compression bomb. Meanwhile a producer writes with acks=all, a
 bystander keeps asking for ApiVersions, and the node's RSS is sampled. At the end the
-node must be up, must have answered the bystander within a bound all along, must have
-stayed under an RSS bound, and after kill -9 and a restart must return every
-acknowledged record, unchanged, at its offset.
+node must be up, must have answered every one of the bystander's requests (each within a
+timeout that only tells a hung node from a slow machine), must not have grown its RSS past
+what the load can account for above what it was just before, and after kill -9 and a
+restart must return every acknowledged record, unchanged, at its offset.
 
 The run is bounded in time (``OTTLA_FUZZ_SECONDS``, 30 s by default; longer runs for
 hunting). It is seeded: a failure names its seed, and ``OTTLA_FUZZ_SEED=<seed>`` replays
@@ -42,11 +43,14 @@ from tests.helpers import OttlaProcess, WireClient
 from tests.strategies import RandomMessages
 
 FUZZ_SECONDS = float(os.environ.get("OTTLA_FUZZ_SECONDS", "30"))
-BYSTANDER_BOUND_S = 2.0
-"""The longest an ApiVersions round trip of another client may take while fuzzed."""
-RSS_BOUND_MB = 600
-"""Baseline (~70 MB) + the request pool (100 MiB) + one decompression room (64 MiB) +
-what the fuzzed topics and groups hold, with room to spare."""
+BYSTANDER_TIMEOUT_S = 10.0
+"""How long the bystander waits for an answer before it counts the node as hung (its
+round trips are printed; how slow they get under attack is not asserted here)."""
+RSS_GROWTH_MB = 100 + 64 + 64 + 32
+"""What the load may add to the node's RSS: the request pool (queued.max.request.bytes,
+100 MiB), one decompression room (max.decompressed.batch.bytes, 64 MiB), what the fuzzed
+topics, groups and the precious log hold (64 MiB at the most in 30 s), and allocator
+noise (32 MiB). A bomb expanded whole would be 128 MiB a request."""
 NAMES = ("fuzz-a", "fuzz-b", "fuzz-group", "", "fuzz-member", "precious-not")
 TOPICS = ("fuzz-a", "fuzz-b")
 PRECIOUS = "precious"
@@ -121,6 +125,7 @@ class Watch:
     slowest_s: float = 0.0
     bystander_errors: list[str] = field(default_factory=list)
     max_rss_mb: float = 0.0
+    """The largest RSS sampled while fuzzed (psutil's current RSS, not a lifetime peak)."""
     acked: list[tuple[int, int, bytes]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -131,13 +136,13 @@ def bystander(node: OttlaProcess, watch: Watch) -> None:
         start = time.monotonic()
         try:
             if client is None:
-                client = WireClient(node.bootstrap, timeout=BYSTANDER_BOUND_S * 5)
+                client = WireClient(node.bootstrap, timeout=BYSTANDER_TIMEOUT_S)
             assert client.api_versions().error_code == ErrorCode.none
         except Exception as e:
             watch.bystander_errors.append(repr(e))
             client = None
         watch.slowest_s = max(watch.slowest_s, time.monotonic() - start)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the bystander's pace: a client asking now and then
     if client is not None:
         client.close()
 
@@ -147,7 +152,7 @@ def sample_rss(node: OttlaProcess, watch: Watch) -> None:
     process = psutil.Process(node.proc.pid)
     while not watch.stop.is_set():
         watch.max_rss_mb = max(watch.max_rss_mb, process.memory_info().rss / 2**20)
-        time.sleep(0.1)
+        time.sleep(0.1)  # the sampling interval
 
 
 def produce_precious(node: OttlaProcess, watch: Watch) -> None:
@@ -164,7 +169,7 @@ def produce_precious(node: OttlaProcess, watch: Watch) -> None:
                          on_delivery=delivered)
         producer.poll(0)
         i += 1
-        time.sleep(0.002)
+        time.sleep(0.002)  # the producer's pace: a steady stream, not a flood
     producer.flush(30)
 
 
@@ -259,6 +264,8 @@ def test_fuzzed_node_stays_up_answers_others_and_keeps_acked_records(tmp_path) -
         with WireClient(node.bootstrap) as client:
             for topic in (*TOPICS, PRECIOUS):
                 assert client.create_topic(topic, partitions=2).topics[0].error_code == 0
+        assert node.proc is not None
+        baseline_mb = psutil.Process(node.proc.pid).memory_info().rss / 2**20
         threads = [threading.Thread(target=job, args=(node, watch), daemon=True)
                    for job in (bystander, sample_rss, produce_precious)]
         for thread in threads:
@@ -271,10 +278,9 @@ def test_fuzzed_node_stays_up_answers_others_and_keeps_acked_records(tmp_path) -
             f"the node died (seed {seed}; replay: {replay}):\n{node.log()}"
         assert not watch.bystander_errors, \
             f"the bystander failed (seed {seed}): {watch.bystander_errors[:3]}"
-        assert watch.slowest_s < BYSTANDER_BOUND_S, \
-            f"an ApiVersions round trip took {watch.slowest_s:.2f} s (seed {seed}; {replay})"
-        assert watch.max_rss_mb < RSS_BOUND_MB, \
-            f"RSS reached {watch.max_rss_mb:.0f} MB (seed {seed}; {replay})"
+        assert watch.max_rss_mb - baseline_mb < RSS_GROWTH_MB, \
+            f"RSS grew from {baseline_mb:.0f} MB to {watch.max_rss_mb:.0f} MB " \
+            f"(seed {seed}; {replay})"
         assert outcomes["answered"] > 50 and outcomes["closed"] > 10, outcomes
         assert len(watch.acked) > 100
         with open(node.log_path, encoding="utf-8", errors="replace") as log:
@@ -291,7 +297,7 @@ def test_fuzzed_node_stays_up_answers_others_and_keeps_acked_records(tmp_path) -
                          f"{lost[:3]} (seed {seed}; {replay})"
         print(f"fuzz seed {seed}: {outcomes}, {len(watch.acked)} acked records kept, "
               f"slowest bystander {watch.slowest_s * 1000:.0f} ms, "
-              f"max RSS {watch.max_rss_mb:.0f} MB")
+              f"RSS {baseline_mb:.0f} MB before, {watch.max_rss_mb:.0f} MB at most")
     finally:
         watch.stop.set()
         node.stop()

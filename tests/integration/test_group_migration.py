@@ -163,7 +163,7 @@ class NumberedStream:
                                       partition=self.count % PARTITIONS)
                 self.count += 1
             self.producer.poll(0)
-            time.sleep(0.02)
+            time.sleep(0.02)  # the writer's pace: a steady stream while the group rolls
         assert self.producer.flush(30) == 0
 
     def finish(self) -> int:

@@ -42,8 +42,24 @@ def node(tmp_path_factory) -> Iterator[OttlaProcess]:
 
 
 def rss_mb(node: OttlaProcess) -> float:
+    """The node's resident memory now (not its peak): tests take it just before a load
+    and again after it, in the same process, and bound the difference."""
     assert node.proc is not None
     return psutil.Process(node.proc.pid).memory_info().rss / 2**20
+
+
+SMALL_REQUEST_MARGIN_MB = 32
+"""What handling a few small requests may add to RSS: allocator noise, nothing the
+request asked for (2**31 partitions would be GiBs)."""
+ANNOUNCERS, ANNOUNCED_MB = 20, 8
+ANNOUNCE_MARGIN_MB = ANNOUNCERS * 0.25 + 2 * 1 + SMALL_REQUEST_MARGIN_MB
+"""What twenty announcing connections may cost: a 256 KiB read buffer each, a 1 MiB start
+of a frame for each of the two the 16 MiB pool lets reserve, and the noise above; the
+frames they announce would be 160 MiB."""
+BOMB_MARGIN_MB = 64 + SMALL_REQUEST_MARGIN_MB
+"""What refusing bombs may cost: one room of max.decompressed.batch.bytes (64 MiB, the
+default) if its pages were not yet given back, and the noise above; one bomb expands to
+1.25 GiB."""
 
 
 def closed(sock: socket.socket, timeout: float = 10.0) -> bool:
@@ -54,11 +70,27 @@ def closed(sock: socket.socket, timeout: float = 10.0) -> bool:
         return False
 
 
-def healthy(node: OttlaProcess, within_s: float = 2.0) -> None:
-    start = time.monotonic()
-    with WireClient(node.bootstrap, timeout=within_s) as client:
+def healthy(node: OttlaProcess) -> None:
+    """The node answers another client. The 10 s timeout only tells a node that stopped
+    answering from a slow machine; how fast it answers under attack is
+    benchmarks/bystander_latency.py's figure."""
+    with WireClient(node.bootstrap, timeout=10) as client:
         assert client.api_versions().error_code == ErrorCode.none
-    assert time.monotonic() - start < within_s
+
+
+def unread_bytes(port: int, peers: list[int]) -> dict[int, int]:
+    """For each connection to ``port`` from one of the local ``peers`` ports, the bytes
+    that arrived and its owner has not read yet (the kernel's receive queue of the
+    accepting side, from /proc/net/tcp)."""
+    unread = {}
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            local, remote = fields[1].split(":")[1], fields[2].split(":")[1]
+            if int(local, 16) == port and int(remote, 16) in peers:
+                unread[int(remote, 16)] = int(fields[4].split(":")[1], 16)
+    return unread
 
 
 def raw(api_key: int, version: int, body: bytes, flexible: bool) -> bytes:
@@ -117,22 +149,31 @@ def test_unknown_tagged_fields_are_skipped(node, api_key: int, version: int) -> 
 @pytest.mark.parametrize("validate_only", [True, False])
 def test_create_topics_for_2_31_partitions_is_refused_at_once(node, validate_only: bool
                                                              ) -> None:
+    """Refused before any of it is built: an answer at all (within the client's 10 s;
+    2**31 partitions could not be built in that time, nor in the memory bound below),
+    nothing created, and the node's RSS, measured just before, grown by no more than the
+    handling of one small request and allocator noise could account for."""
     before = rss_mb(node)
-    start = time.monotonic()
+    names = [f"huge-{validate_only}", f"fine-{validate_only}"]
     with WireClient(node.bootstrap, timeout=10) as client:
         response = client.request(ApiKey.CREATE_TOPICS, 7, {
-            "topics": [{"name": f"huge-{validate_only}", "num_partitions": 2**31 - 1,
+            "topics": [{"name": names[0], "num_partitions": 2**31 - 1,
                         "replication_factor": 1, "assignments": [], "configs": []},
-                       {"name": f"fine-{validate_only}", "num_partitions": 1,
+                       {"name": names[1], "num_partitions": 1,
                         "replication_factor": 1, "assignments": [], "configs": []}],
             "timeout": 5000, "validate_only": validate_only})
-    assert time.monotonic() - start < 5
     assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
-        (f"huge-{validate_only}", ErrorCode.policy_violation,
+        (names[0], ErrorCode.policy_violation,
          "Unable to perform excessively large batch operation."),
-        (f"fine-{validate_only}", ErrorCode.policy_violation,
+        (names[1], ErrorCode.policy_violation,
          "Unable to perform excessively large batch operation.")]
-    assert rss_mb(node) - before < 50
+    assert rss_mb(node) - before < SMALL_REQUEST_MARGIN_MB
+    with WireClient(node.bootstrap) as client:
+        listed = client.request(ApiKey.METADATA, 12, {
+            "topics": [{"name": name, "topic_id": None} for name in names],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False})
+    assert [t.error_code for t in listed.topics] == [ErrorCode.unknown_topic_or_partition] * 2
     healthy(node)
 
 
@@ -154,13 +195,22 @@ def test_clients_announcing_large_frames_wait_for_memory_instead_of_taking_it(no
     before = rss_mb(node)
     attackers = []
     try:
-        for _ in range(20):
+        for _ in range(ANNOUNCERS):
             sock = socket.create_connection(("127.0.0.1", node.port))
-            sock.sendall(struct.pack(">i", 8 * 1024 * 1024) + b"\x00" * 1000)
+            sock.sendall(struct.pack(">i", ANNOUNCED_MB * 1024 * 1024) + b"\x00" * 1000)
             attackers.append(sock)
-        time.sleep(0.5)
+        peers = [sock.getsockname()[1] for sock in attackers]
+
+        def announcements_read() -> bool:
+            """The node accepted every connection and read at least its 4-byte size."""
+            unread = unread_bytes(node.port, peers)
+            return len(unread) == ANNOUNCERS and max(unread.values()) <= 1000
+        wait_until(announcements_read, 10,
+                   message=lambda: f"the node to read every announcement (unread bytes by "
+                                   f"port: {unread_bytes(node.port, peers)})")
         healthy(node)
-        assert rss_mb(node) - before < 40, "the node buffered what clients only announced"
+        assert rss_mb(node) - before < ANNOUNCE_MARGIN_MB, \
+            "the node buffered what clients only announced"
         # A legitimate large produce waits for the pool while the attackers hold it, and
         # goes through once they are gone.
         with WireClient(node.bootstrap) as client:
@@ -172,6 +222,8 @@ def test_clients_announcing_large_frames_wait_for_memory_instead_of_taking_it(no
         for _ in range(600):
             producer.produce("big-frames", b"x" * 4000, partition=0,
                              on_delivery=lambda err, msg: delivered.append(err))
+        # Nothing may go through while the pool is held: a bounded look (2 s) is the
+        # point, there being no event to wait for; the delivery once freed is checked below.
         producer.flush(2)
         assert delivered == [], "a frame larger than the read buffer skipped the pool"
         for sock in attackers:
@@ -209,9 +261,10 @@ def test_idle_and_half_sent_connections_are_closed(node) -> None:
                     pass
                 except (BrokenPipeError, ConnectionResetError):
                     done.add("trickle")
-            time.sleep(0.2)
+            time.sleep(0.2)  # the poll interval of this bounded wait (15 s)
         assert done == {"silent", "half", "trickle"}
-        assert time.monotonic() - start > 2.5  # not before the limit
+        # A lower bound on the idle limit (3 s): only a node closing early fails it.
+        assert time.monotonic() - start > 2.5
     healthy(node)
 
 
@@ -332,29 +385,26 @@ def test_record_errors_name_each_record_at_fault(node) -> None:
 
 def test_a_compression_bomb_neither_blocks_the_node_nor_is_stored(node) -> None:
     """A zstd batch of about 40 KiB that expands to 1.25 GiB: INVALID_RECORD, other
-    clients answered meanwhile, memory not spent on it."""
+    clients answered while bombs are in flight (how fast is
+    benchmarks/bystander_latency.py's figure), memory not spent on it, nothing stored."""
     bomb = raw_batch(zstd_bomb(1250, 1024 * 1024), 1250, codec=4, compressed=True)
     assert len(bomb) < 100 * 1024
     with WireClient(node.bootstrap) as client:
         assert client.create_topic("bombed").topics[0].error_code == ErrorCode.none
     before = rss_mb(node)
-    slowest = 0.0
     with WireClient(node.bootstrap, timeout=30) as attacker, \
-            WireClient(node.bootstrap) as bystander:
+            WireClient(node.bootstrap, timeout=10) as bystander:
         for _ in range(3):
             correlation_id = attacker.send(ApiKey.PRODUCE, 9, {
                 "transactional_id": None, "acks": 1, "timeout": 10000,
                 "topic_data": [{"name": "bombed", "partition_data": [
                     {"index": 0, "records": bomb}]}]})
-            start = time.monotonic()
             assert bystander.api_versions().error_code == ErrorCode.none
-            slowest = max(slowest, time.monotonic() - start)
             response = attacker.receive(ApiKey.PRODUCE, 9, correlation_id)
             result = response.responses[0].partition_responses[0]
             assert result.error_code == ErrorCode.invalid_record
             assert "max.decompressed.batch.bytes" in result.error_message
-    assert slowest < 1.0, f"an ApiVersions round trip took {slowest:.2f} s"
-    assert rss_mb(node) - before < 150
+    assert rss_mb(node) - before < BOMB_MARGIN_MB
     with WireClient(node.bootstrap) as client:
         offsets = client.request(ApiKey.LIST_OFFSETS, 7, {
             "replica_id": -1, "isolation_level": 0, "topics": [{"name": "bombed",

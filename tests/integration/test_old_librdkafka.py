@@ -11,7 +11,6 @@ Needs the ``kcat`` command (``apt-get install kcat``; ``.ci/run`` installs it).
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -20,15 +19,21 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ottla.protocol.records import scan_batches
 from tests.helpers import OttlaProcess
+from tests.segments import CODEC_IDS, stored_codecs
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
-CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+CODECS = {name: CODEC_IDS[name] for name in ("gzip", "snappy", "lz4", "zstd")}
 RECORDS = 500
 
-pytestmark = pytest.mark.skipif(
-    KCAT is None, reason="kcat is not installed (apt-get install kcat; .ci/run installs it)")
+
+@pytest.fixture(scope="module", autouse=True)
+def kcat_installed() -> None:
+    """``.ci/run`` installs kcat: without it these tests fail rather than skip, so that a
+    broken install cannot pass for a green run."""
+    if KCAT is None:
+        pytest.fail("kcat is not installed (apt-get install kcat; .ci/run installs it)",
+                    pytrace=False)
 
 
 def librdkafka_version() -> tuple[int, ...]:
@@ -43,17 +48,6 @@ def node(tmp_path_factory):
     node = OttlaProcess(str(tmp_path_factory.mktemp("kcat") / "data")).start()
     yield node
     assert node.stop() == 0, node.log()
-
-
-def stored_codecs(node: OttlaProcess, topic: str) -> list[int]:
-    """The compression of every batch in the partition's segment files, in order."""
-    directory = os.path.join(node.data_dir, f"{topic}-0")
-    codecs = []
-    for name in sorted(os.listdir(directory)):
-        if name.endswith(".log"):
-            with open(os.path.join(directory, name), "rb") as f:
-                codecs += [h.compression for _, h in scan_batches(f.read(), verify=True)]
-    return codecs
 
 
 def consume(node: OttlaProcess, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -92,7 +86,7 @@ def test_kcat_batches_are_stored_with_the_codec_it_was_asked_for(node, codec: st
         input=lines, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
-    codecs = stored_codecs(node, topic)
+    codecs = stored_codecs(node.data_dir, topic)
     assert codecs, "nothing was stored"
     assert set(codecs) == {CODECS[codec]}, (
         f"kcat asked for {codec} ({CODECS[codec]}) but the log holds codecs {set(codecs)}")

@@ -4,7 +4,6 @@ kafka-python and aiokafka, every compression codec, keys, headers and timestamps
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections import defaultdict
 
@@ -12,12 +11,11 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ottla.protocol.records import scan_batches
 from tests.helpers import OttlaProcess, wait_until
+from tests.segments import CODEC_IDS, stored_codecs
 
 PARTITIONS = 6
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +56,14 @@ def consume_all(node: OttlaProcess, topic: str, count: int, partitions: int = PA
     return got
 
 
-def on_disk_codecs(node: OttlaProcess, topic: str) -> set[int]:
-    codecs = set()
-    for p in range(PARTITIONS):
-        directory = os.path.join(node.data_dir, f"{topic}-{p}")
-        for name in os.listdir(directory):
-            if name.endswith(".log"):
-                with open(os.path.join(directory, name), "rb") as f:
-                    codecs |= {h.compression for _, h in scan_batches(f.read())}
-    return codecs
+def assert_stored_with(node: OttlaProcess, topic: str, partitions: int,
+                       codec: str | None) -> None:
+    """Every batch the client's records made is on disk with the codec it was asked for
+    (the topic's compression.type is ``producer``: the broker keeps the client's)."""
+    codecs = stored_codecs(node.data_dir, topic, partitions)
+    assert codecs, "nothing was stored"
+    assert set(codecs) == {CODEC_IDS[codec or "none"]}, \
+        f"the client was asked for {codec}; the log holds codecs {sorted(set(codecs))}"
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -103,8 +100,7 @@ def test_confluent_kafka_round_trip_with_each_codec(node, codec: str) -> None:
             assert (headers, ts) == by_key[(key, value)]
     # Same key, same partition, in produce order:
     assert len({p for p, rows in got.items() for r in rows if r[1] == b"key-5"}) == 1
-    if codec != "none":
-        assert CODEC_IDS[codec] in on_disk_codecs(node, topic)
+    assert_stored_with(node, topic, PARTITIONS, codec)
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
@@ -137,6 +133,7 @@ def test_kafka_python_round_trip(node, codec: str | None) -> None:
     assert len(got) == len(records)
     for meta, (k, v, h, ts) in zip(metas, records):
         assert got[(meta.partition, meta.offset)] == (k, v, h, ts)
+    assert_stored_with(node, topic, 3, codec)
 
 
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
@@ -179,6 +176,7 @@ def test_aiokafka_round_trip(node, codec: str | None) -> None:
     assert len(got) == len(records)
     for meta, (k, v, h, ts) in zip(metas, records):
         assert got[(meta.partition, meta.offset)] == (k, v, h, ts)
+    assert_stored_with(node, topic, 3, codec)
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])

@@ -417,7 +417,9 @@ def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_return
     try:
         # A fetch the followers had parked at the leader is answered (empty) within
         # replica.fetch.wait.max.ms (500 ms); stopped, they send no other. After that
-        # bound nothing the leader appends can reach them.
+        # bound nothing the leader appends can reach them. This sleep stays: whether a
+        # stopped follower's last fetch has been answered shows nowhere outside it (the
+        # node reports no purgatory), so it waits out twice the protocol's bound.
         time.sleep(1.0)
         for i in range(5):
             stale.produce("diverged", value=b"stale-%d" % i, partition=0)

@@ -100,7 +100,7 @@ def test_a_consumer_that_keeps_up_never_falls_off_a_size_bounded_log(make_ottla)
                                  on_delivery=delivered)
                 produced[0] += 1
             producer.poll(0)
-            time.sleep(0.025)
+            time.sleep(0.025)  # the writer's pace (the load's shape, not a wait)
         producer.flush(10)
 
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "keeps-up",

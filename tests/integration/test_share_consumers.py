@@ -25,8 +25,10 @@ from tests.helpers import OttlaProcess, WireClient, wait_until
 from tests.integration.test_groups import produce, read_line
 from tests.integration.test_share_groups import FAST, describe
 
-LOCK_MS = 5000
-"""The acquisition lock of the kill -9 test's group (its share.record.lock.duration.ms)."""
+SESSION_MS = 60_000
+"""The share session timeout of the holder tests' groups (Kafka's largest by default,
+group.share.max.session.timeout.ms): longer than any wait below, so that records that
+come back while the holder is still a member were not released by its session expiring."""
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +233,7 @@ HOLDER = textwrap.dedent("""
             print(json.dumps([[m.offset(), m.delivery_count()] for m in messages]),
                   flush=True)
             break
-    time.sleep(600)
+    time.sleep(600)  # holds them until the test signals it (SIGKILL or SIGSTOP)
 """)
 
 
@@ -249,14 +251,18 @@ def set_group_config(node, group: str, key: str, value: str) -> None:
     admin.incremental_alter_configs([resource])[resource].result(30)
 
 
-def held_records_return(node, how: signal.Signals, name: str) -> tuple[float, float]:
+def held_records_return(node, how: signal.Signals, name: str, lock_ms: int,
+                        wait_s: float) -> tuple[float, float]:
     """A consumer process polls records in explicit mode and holds them unacknowledged,
     then gets ``how``: its records go to another member of the group with delivery count
-    2, each once. Seconds after the holder reported them until the first came back, and
+    2, each once, while the holder is still a member (its session, SESSION_MS, has not
+    run out, so that is not what released them). Seconds after the records were
+    produced (their lock cannot have started earlier) until the first came back, and
     until the other member was in the group's assignment."""
     topic, group, total = name, f"{name}-g", 20
     create_topic(node, topic, 1)
-    set_group_config(node, group, "share.record.lock.duration.ms", str(LOCK_MS))
+    set_group_config(node, group, "share.record.lock.duration.ms", str(lock_ms))
+    set_group_config(node, group, "share.session.timeout.ms", str(SESSION_MS))
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, node.bootstrap, group, topic],
                               stdout=subprocess.PIPE, text=True)
     survivor: ShareConsumer | None = None
@@ -269,9 +275,9 @@ def held_records_return(node, how: signal.Signals, name: str) -> tuple[float, fl
                 share_start_offset(node, group, topic, 0) is not None
         wait_until(holder_ready, timeout=30, message=lambda: str(describe(node, group)))
         holder_id = describe(node, group).members[0].member_id
+        produced = time.monotonic()
         produce(node, topic, total)
         line = read_line(holder, 20)
-        reported = time.monotonic()
         held = {offset: count for offset, count in json.loads(line)}
         assert held and set(held.values()) == {1}, held
         holder.send_signal(how)
@@ -280,7 +286,7 @@ def held_records_return(node, how: signal.Signals, name: str) -> tuple[float, fl
 
         survivor = share_consumer(node, group, topic, explicit=True)
         got: dict[int, tuple[int, float]] = {}
-        """offset -> (delivery count, seconds after the holder reported) of its delivery."""
+        """offset -> (delivery count, seconds after the records were produced)."""
         again: list[int] = []
         joined: list[float] = []
 
@@ -289,16 +295,18 @@ def held_records_return(node, how: signal.Signals, name: str) -> tuple[float, fl
                 if m.error() is None:
                     if m.offset() in got:
                         again.append(m.offset())
-                    got[m.offset()] = (m.delivery_count(), time.monotonic() - reported)
+                    got[m.offset()] = (m.delivery_count(), time.monotonic() - produced)
                     survivor.acknowledge(m, AcknowledgeType.ACCEPT)
 
         def all_back() -> bool:
             poll_survivor()
             if not joined and survivor_assigned(node, group, holder_id):
-                joined.append(time.monotonic() - reported)
+                joined.append(time.monotonic() - produced)
             return set(got) >= set(range(total))
-        wait_until(all_back, timeout=LOCK_MS / 1000 + 15,
+        wait_until(all_back, timeout=wait_s,
                    message=lambda: f"got {sorted(got)}, the holder had {sorted(held)}")
+        members = {m.member_id for m in describe(node, group).members}
+        assert holder_id in members, "the holder's session ran out: that released them"
         assert all(e is None for e in survivor.commit_sync(30).values())
     finally:
         if holder.poll() is None:
@@ -311,8 +319,8 @@ def held_records_return(node, how: signal.Signals, name: str) -> tuple[float, fl
     assert {count for count, _ in returned.values()} == {2}, returned
     first_back = min(at for _, at in returned.values())
     assert joined, first_back
-    print(f"{len(held)} held records back after {first_back:.2f} s (lock {LOCK_MS} ms, "
-          f"survivor in the group after {joined[0]:.2f} s)")
+    print(f"{len(held)} held records back {first_back:.2f} s after they were produced "
+          f"(lock {lock_ms} ms, survivor in the group after {joined[0]:.2f} s)")
     return first_back, joined[0]
 
 
@@ -320,17 +328,24 @@ def test_records_of_a_consumer_killed_with_kill_9_return_when_its_connection_clo
         node) -> None:
     """Kill -9: the kernel closes the consumer's connection, and the broker gives its
     records back at once (Kafka 4.1+'s share session disconnect listener), well before
-    their acquisition lock would have run out."""
-    first_back, _ = held_records_return(node, signal.SIGKILL, "killed")
-    assert first_back < 0.8 * LOCK_MS / 1000, f"back after {first_back:.2f} s"
+    their acquisition lock would have run out. The lock and the session are 60 s and the
+    wait 30 s: records back within it, the holder still a member, can only be the
+    disconnect's doing."""
+    held_records_return(node, signal.SIGKILL, "killed", lock_ms=60_000, wait_s=30)
 
 
 def test_records_of_a_frozen_consumer_return_when_their_lock_runs_out(node) -> None:
     """SIGSTOP: the consumer's connection stays open but it acknowledges nothing; its
     records go to another member once their acquisition lock (the group's
-    ``share.record.lock.duration.ms``) has run out, not before."""
-    first_back, joined = held_records_return(node, signal.SIGSTOP, "frozen")
-    # The survivor was in the group and fetching before the locks ran out, so when the
+    ``share.record.lock.duration.ms``, 15 s) has run out, not before, while the frozen
+    consumer is still a member."""
+    lock_s = 15.0
+    first_back, joined = held_records_return(node, signal.SIGSTOP, "frozen",
+                                             lock_ms=int(lock_s * 1000), wait_s=lock_s + 30)
+    # The survivor was in the group and fetching before the locks could have run out
+    # (a bound with 10 s to spare: it joins within a heartbeat or two), so when the
     # records came back is the lock's doing, not the join's.
-    assert joined < 0.8 * LOCK_MS / 1000, (joined, first_back)
-    assert first_back >= 0.8 * LOCK_MS / 1000, f"back after {first_back:.2f} s"
+    assert joined < lock_s, (joined, first_back)
+    # The lock started after the records were produced: no earlier than lock_s after
+    # that is a bound only a broker releasing early fails (0.1 s for timer granularity).
+    assert first_back >= lock_s - 0.1, f"back {first_back:.2f} s after they were produced"

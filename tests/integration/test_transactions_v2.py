@@ -55,7 +55,7 @@ class V2Producer:
             error = ErrorCode(error_of(response))
             if error == ErrorCode.none or not error.retriable or time.monotonic() > deadline:
                 return response
-            time.sleep(0.05)
+            time.sleep(0.05)  # the client's retry backoff (bounded by ``timeout``)
 
     def init(self) -> None:
         response = self.retry(lambda: self.client.request(ApiKey.INIT_PRODUCER_ID, 5, {

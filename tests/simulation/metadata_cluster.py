@@ -13,11 +13,12 @@ snapshots carry the image as records, so a node far behind loads it from there.
 Checked as the run goes: at every offset that is a multiple of ``DIGEST_EVERY`` and a
 batch boundary, all nodes' images have the same digest; a controller that claims or
 renounces outside a transaction has exactly its node's committed image; replay never
-fails.
+fails. A broken rule raises a ``Violation`` naming its ``MetadataInvariant``.
 """
 
 from __future__ import annotations
 
+import enum
 import random
 import uuid
 from typing import Any
@@ -33,9 +34,16 @@ from ottla.metadata.loader import MetadataLoader
 from ottla.raft.messages import Committed, Snapshot
 from ottla.raft.quorum import RaftReplica
 from ottla.timeline import SnapshotRegistry
-from tests.simulation.raft_cluster import SimulatedQuorum
+from tests.simulation.raft_cluster import SimulatedQuorum, Violation
 
 DIGEST_EVERY = 8
+
+
+class MetadataInvariant(enum.Enum):
+    """The metadata state machine's rules, beside the quorum's ``Invariant``."""
+
+    IMAGES_AGREE = "every node's image has one digest at each sampled offset"
+    CONTROLLER_IS_COMMITTED = "a controller claims and renounces with its node's committed image"
 
 
 class MetadataQuorum(SimulatedQuorum):
@@ -96,7 +104,9 @@ class MetadataQuorum(SimulatedQuorum):
             return
         digest = self.loaders[n].image.digest()
         expected = self.digests.setdefault(end_offset, digest)
-        assert digest == expected, f"node {n}'s metadata at offset {end_offset} differs"
+        if digest != expected:
+            raise Violation(MetadataInvariant.IMAGES_AGREE,
+                            f"node {n}'s metadata at offset {end_offset} differs")
 
     # --- leadership -------------------------------------------------------------------------
 
@@ -117,9 +127,9 @@ class MetadataQuorum(SimulatedQuorum):
     def _check_controller(self, n: int, problem: str) -> None:
         """Outside transactions, a standby's controller state is its node's image."""
         control, loader = self.controls[n], self.loaders[n]
-        if control.transaction_start < 0 and not loader.in_transaction:
-            assert control.controller.image.digest() == loader.image.digest(), \
-                f"controller {n} {problem}"
+        if control.transaction_start < 0 and not loader.in_transaction and \
+                control.controller.image.digest() != loader.image.digest():
+            raise Violation(MetadataInvariant.CONTROLLER_IS_COMMITTED, f"controller {n} {problem}")
 
     def propose(self, n: int, replica: RaftReplica) -> bool:
         control = self.controls.get(n)

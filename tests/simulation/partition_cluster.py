@@ -37,8 +37,8 @@ restarts. A crash keeps the log (a killed process keeps the page cache) and the 
 high-watermark checkpoint and loses the rest; the restarted broker registers again,
 applies metadata from its registration on, and rebuilds its ``PartitionState``.
 
-Invariants, checked as the run goes (``AssertionError`` naming what broke, with the last
-steps of the run in the test's failure message):
+Invariants, checked as the run goes (a ``Violation``, an ``AssertionError`` naming the
+``Invariant`` that broke, with the last steps of the run in the test's failure message):
 
 1. every acknowledged write is, at its offset and with its value, in the log of every
    replica that becomes leader afterwards (checked when it becomes leader, and for the
@@ -48,7 +48,8 @@ steps of the run in the test's failure message):
    consumer reads) is the one committed history; a follower's too (consumers may read
    followers, KIP-392);
 3. leader epochs only grow: in each broker's ``PartitionState`` across metadata updates
-   and restarts, and in the controller (strictly, on every change of leader);
+   and restarts, along each log, and in the controller (strictly, on every change of
+   leader);
 4. the ISR the controller commits always holds a replica with every acknowledged write;
    and, the rule that keeps it so, the leader of the controller's current epoch counts
    its high watermark over every member of that ISR (its maximal ISR);
@@ -58,6 +59,7 @@ steps of the run in the test's failure message):
 from __future__ import annotations
 
 import collections
+import enum
 import heapq
 import itertools
 import random
@@ -75,10 +77,10 @@ from ottla.broker.replication.partition_state import (
 )
 from ottla.common.topics import NewTopic
 from ottla.controller.quorum_controller import QuorumController
-from ottla.controller.replication_control import IsrChange
 from ottla.controller.results import ControllerError
 from ottla.metadata import records as r
 from ottla.metadata.image import NO_LEADER, PartitionRegistration
+from ottla.metadata.isr_change import IsrChange
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.leader_epoch import epoch_end_offset
 
@@ -116,6 +118,32 @@ HW_CHECKPOINT_MS = 400
 """replica.high.watermark.checkpoint.interval.ms: what a restart finds of the HW."""
 TRACE_LENGTH = 80
 NO_INCARNATION = uuid.UUID(int=0)
+
+
+# --- what the checker checks ---------------------------------------------------------------
+
+
+class Invariant(enum.Enum):
+    """The rules a run is held to (numbered as in the module's docstring), one member per
+    rule, so that a test can tell which rule caught a run."""
+
+    ACKED_IN_LEADER = "1. every later leader's log holds every acknowledged write"
+    COMMITTED_KEPT = "1. no replica truncates a committed record"
+    ONE_HISTORY = "2. what is served below a high watermark or acknowledged is one history"
+    EPOCHS_GROW = "3. leader epochs only grow"
+    ISR_HAS_ACKED = "4. the controller's ISR holds a replica with every acknowledged write"
+    HW_OVER_ISR = "4. the current leader counts its high watermark over the controller's ISR"
+    CONVERGES = "5. after healing: one leader, a full ISR, one log, new writes acknowledged"
+
+
+class Violation(AssertionError):
+    """A broken invariant: the message starts with ``[NAME]`` of its ``invariant``, which a
+    mutation test compares with the rule its mutation breaks (a catch by another rule, or
+    by the convergence bound only, is not the checker seeing the bug)."""
+
+    def __init__(self, invariant: Invariant, detail: str) -> None:
+        super().__init__(f"[{invariant.name}] {detail}")
+        self.invariant = invariant
 
 
 # --- messages ----------------------------------------------------------------------------
@@ -185,7 +213,7 @@ class AlterPartition:
     incarnation: int
     attempt: int
     broker_epoch: int
-    change: PendingChange
+    change: IsrChange
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,16 +225,6 @@ class AlterPartitionAnswer:
     top_level: bool
     leader: int
     isr: list[int] | None
-    partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class PendingChange:
-    """An ISR change a leader decided (the broker's ``IsrChange``)."""
-
-    isr: list[int]
-    broker_epochs: dict[int, int]
-    leader_epoch: int
     partition_epoch: int
 
 
@@ -247,8 +265,9 @@ class SimLog:
 
     def append(self, epoch: int, value: str) -> None:
         offset = len(self.records)
-        assert epoch >= self.latest_epoch, \
-            f"appending epoch {epoch} at {offset} after epoch {self.latest_epoch}"
+        if epoch < self.latest_epoch:
+            raise Violation(Invariant.EPOCHS_GROW, f"appending epoch {epoch} at {offset} after "
+                                                   f"epoch {self.latest_epoch}")
         if epoch > self.latest_epoch:
             self.epochs.append((epoch, offset))
         self.records.append((offset, epoch, value))
@@ -278,7 +297,7 @@ class AlterCall:
     """An AlterPartition round in flight (``AlterPartitionManager._round``)."""
 
     attempt: int
-    change: PendingChange
+    change: IsrChange
     broker_epoch: int
     deadline: int
     attempt_deadline: int
@@ -311,7 +330,7 @@ class SimBroker:
     fetch_leader_epoch: int = NO_EPOCH
     produces: list[PendingProduce] = field(default_factory=list)
     alter_call: AlterCall | None = None
-    alter_queued: PendingChange | None = None
+    alter_queued: IsrChange | None = None
     alter_retry_due: int = 0
     register_due: int = 0
     heartbeat_due: int = 0
@@ -562,15 +581,17 @@ class PartitionCluster:
         if not self.controller.image.topics_by_name:
             return  # the topic is not created yet
         part = self.partition
-        assert part.leader_epoch >= self.ctrl_leader_epoch and \
-            part.partition_epoch >= self.ctrl_partition_epoch, (
+        if part.leader_epoch < self.ctrl_leader_epoch or \
+                part.partition_epoch < self.ctrl_partition_epoch:
+            raise Violation(Invariant.EPOCHS_GROW, (
                 f"the controller's epochs went back: leader epoch {self.ctrl_leader_epoch} -> "
                 f"{part.leader_epoch}, partition epoch {self.ctrl_partition_epoch} -> "
-                f"{part.partition_epoch}")
+                f"{part.partition_epoch}"))
         if part.leader != self.ctrl_leader:
-            assert part.leader_epoch > self.ctrl_leader_epoch, (
-                f"the leader changed from {self.ctrl_leader} to {part.leader} without a new "
-                f"leader epoch ({part.leader_epoch})")
+            if part.leader_epoch <= self.ctrl_leader_epoch:
+                raise Violation(Invariant.EPOCHS_GROW, (
+                    f"the leader changed from {self.ctrl_leader} to {part.leader} without a "
+                    f"new leader epoch ({part.leader_epoch})"))
             if part.leader == NO_LEADER:
                 self.stats.leaderless += 1
             else:
@@ -635,10 +656,8 @@ class PartitionCluster:
     def alter_partition(self, source: int, message: AlterPartition) -> None:
         change = message.change
         before = list(self.partition.isr)
-        result = self.controller.replication.alter_partition(source, message.broker_epoch, [
-            IsrChange(self.topic_id, 0, change.leader_epoch,
-                      tuple((b, change.broker_epochs.get(b, -1)) for b in change.isr), 0,
-                      change.partition_epoch)])
+        result = self.controller.replication.alter_partition(source, message.broker_epoch,
+                                                             [change])
         self.commit(result.records)
         after = self.partition.isr
         if len(after) < len(before):
@@ -770,9 +789,10 @@ class PartitionCluster:
                   a.leader_epoch, a.partition_epoch, a.isr, broker.log.end,
                   state.high_watermark)
         b = broker.broker_id
-        assert state.leader_epoch >= self.max_leader_epoch[b], (
-            f"broker {b}'s leader epoch went back from {self.max_leader_epoch[b]} to "
-            f"{state.leader_epoch}")
+        if state.leader_epoch < self.max_leader_epoch[b]:
+            raise Violation(Invariant.EPOCHS_GROW, (
+                f"broker {b}'s leader epoch went back from {self.max_leader_epoch[b]} to "
+                f"{state.leader_epoch}"))
         self.max_leader_epoch[b] = state.leader_epoch
         if state.is_leader and (not was_leading or state.leader_epoch != old_epoch):
             self.check_leader_has_acked(broker, "became leader")
@@ -840,12 +860,15 @@ class PartitionCluster:
         for i, value in enumerate(pending.values):
             offset = pending.base_offset + i
             record = (offset, pending.leader_epoch, value)
-            assert offset < len(self.committed) and self.committed[offset] == record, (
-                f"broker {b} acknowledged {record}, but the committed history has "
-                f"{self.committed[offset] if offset < len(self.committed) else 'nothing'} "
-                f"there")
+            if offset >= len(self.committed) or self.committed[offset] != record:
+                raise Violation(Invariant.ONE_HISTORY, (
+                    f"broker {b} acknowledged {record}, but the committed history has "
+                    f"{self.committed[offset] if offset < len(self.committed) else 'nothing'} "
+                    f"there"))
             previous = self.acked.setdefault(offset, record)
-            assert previous == record, f"offset {offset} acknowledged as {previous} and {record}"
+            if previous != record:
+                raise Violation(Invariant.ONE_HISTORY,
+                                f"offset {offset} acknowledged as {previous} and {record}")
             self.stats.acked += 1
         self.acked_end = max(self.acked_end, pending.required_offset)
         self.note("broker {} acknowledges offsets {}..{} (epoch {})", b, pending.base_offset,
@@ -917,10 +940,11 @@ class PartitionCluster:
         self.stats.truncations += 1
         self.note("broker {} truncates from {} to {}", broker.broker_id, log.end, offset)
         agree = self.sync_agree(broker.broker_id)
-        assert agree <= offset, (
-            f"broker {broker.broker_id} truncates from {log.end} to {offset}, cutting "
-            f"committed records from {broker.log.records[offset]} on (it agrees with the "
-            f"committed history up to {agree})")
+        if agree > offset:
+            raise Violation(Invariant.COMMITTED_KEPT, (
+                f"broker {broker.broker_id} truncates from {log.end} to {offset}, cutting "
+                f"committed records from {broker.log.records[offset]} on (it agrees with the "
+                f"committed history up to {agree})"))
         self.stats.truncated_records += log.end - offset
         log.truncate_to(offset)
         assert broker.state is not None
@@ -984,8 +1008,8 @@ class PartitionCluster:
         assert state is not None
         epochs = {f.replica_id: f.broker_epoch for f in state.followers.values()}
         epochs[broker.broker_id] = broker.broker_epoch
-        broker.alter_queued = PendingChange(list(isr), epochs, state.leader_epoch,
-                                            state.assignment.partition_epoch)
+        broker.alter_queued = IsrChange.proposed(self.topic_id, 0, state.leader_epoch, isr,
+                                                 epochs, state.assignment.partition_epoch)
         if broker.alter_call is None and self.now >= broker.alter_retry_due:
             self.send_alter_round(broker)
 
@@ -1064,10 +1088,11 @@ class PartitionCluster:
             return
         counted = state.maximal_isr
         missing = [b for b in self.ctrl_isr if b not in counted]
-        assert not missing, (
-            f"leader {broker.broker_id} (epoch {state.leader_epoch}) counts its high watermark "
-            f"over {counted} (ISR {state.isr}, pending {state.pending_isr}), but the "
-            f"controller's ISR is {self.ctrl_isr}: {missing} may lack what it commits")
+        if missing:
+            raise Violation(Invariant.HW_OVER_ISR, (
+                f"leader {broker.broker_id} (epoch {state.leader_epoch}) counts its high "
+                f"watermark over {counted} (ISR {state.isr}, pending {state.pending_isr}), but "
+                f"the controller's ISR is {self.ctrl_isr}: {missing} may lack what it commits"))
 
     def sync_agree(self, b: int) -> int:
         records = self.brokers[b].log.records
@@ -1092,13 +1117,14 @@ class PartitionCluster:
             return
         role = "leader" if state.is_leader else "follower"
         if agree < min(high_watermark, len(committed)):
-            raise AssertionError(
+            raise Violation(Invariant.ONE_HISTORY, (
                 f"{role} {b} (epoch {state.leader_epoch}) serves {broker.log.records[agree]} "
                 f"below its high watermark {high_watermark}, but the committed history has "
-                f"{committed[agree]}")
-        assert state.is_leader, (
-            f"follower {b}'s high watermark {high_watermark} is past every leader's "
-            f"({len(committed)})")
+                f"{committed[agree]}"))
+        if not state.is_leader:
+            raise Violation(Invariant.ONE_HISTORY, (
+                f"follower {b}'s high watermark {high_watermark} is past every leader's "
+                f"({len(committed)})"))
         committed.extend(broker.log.records[len(committed):high_watermark])
         self.agree[b] = high_watermark
 
@@ -1116,10 +1142,11 @@ class PartitionCluster:
     def check_leader_has_acked(self, broker: SimBroker, when: str) -> None:
         """Invariant 1."""
         missing = self.missing_acked(broker.broker_id)
-        assert missing is None, (
-            f"broker {broker.broker_id} {when}, but its log lacks the acknowledged record "
-            f"{missing} (log end {broker.log.end}, has "
-            f"{self._at(broker.broker_id, missing[0])})")
+        if missing is not None:
+            raise Violation(Invariant.ACKED_IN_LEADER, (
+                f"broker {broker.broker_id} {when}, but its log lacks the acknowledged record "
+                f"{missing} (log end {broker.log.end}, has "
+                f"{self._at(broker.broker_id, missing[0])})"))
 
     def check_isr_has_acked(self, when: str) -> None:
         """Invariant 4: the controller's ISR holds a replica with every acknowledged write."""
@@ -1129,9 +1156,9 @@ class PartitionCluster:
         for b in isr:
             if self.missing_acked(b) is None:
                 return
-        raise AssertionError(
+        raise Violation(Invariant.ISR_HAS_ACKED, (
             f"{when}: no replica in the controller's ISR {isr} has every acknowledged write: "
-            + "; ".join(f"broker {b} lacks {self.missing_acked(b)}" for b in isr))
+            + "; ".join(f"broker {b} lacks {self.missing_acked(b)}" for b in isr)))
 
     def _at(self, b: int, offset: int) -> tuple[int, int, str] | None:
         records = self.brokers[b].log.records
@@ -1155,10 +1182,10 @@ class PartitionCluster:
         if served != expected:
             bad = next(i for i in range(len(served))
                        if i >= len(expected) or served[i] != expected[i])
-            raise AssertionError(
+            raise Violation(Invariant.ONE_HISTORY, (
                 f"a consumer read {served[bad]} from {role} {broker.broker_id} below its "
                 f"high watermark {high_watermark}; the committed history has "
-                f"{expected[bad] if bad < len(expected) else 'nothing'} there")
+                f"{expected[bad] if bad < len(expected) else 'nothing'} there"))
 
     # --- the end ------------------------------------------------------------------------
 
@@ -1190,5 +1217,6 @@ class PartitionCluster:
 
     def check_final(self) -> None:
         leader = self.leader()
-        assert leader is not None, "no leader at the end"
+        if leader is None:
+            raise Violation(Invariant.CONVERGES, "no leader at the end")
         self.check_leader_has_acked(leader, "leads at the end")

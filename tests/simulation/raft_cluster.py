@@ -9,11 +9,13 @@ finds it written (the next start adopts it, as ``FileRaftLog`` does) or not, at 
 Proposals are batches of one to three offsets, and observers (brokers) follow the log
 beside the voters. Invariants are checked as the run goes: one leader per epoch, every node's
 committed entries equal one global committed log (nothing committed is lost or
-reordered), and no replica ever truncates below its high watermark (``RaftError``).
+reordered), and no replica ever truncates below its high watermark (``RaftError``, raised
+by ``RaftReplica`` itself). A broken one raises a ``Violation`` naming its ``Invariant``.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import heapq
 import itertools
@@ -28,6 +30,25 @@ from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 TICK_MS = 10
 SNAPSHOT_EVERY = 40  # offsets applied beyond the last snapshot before taking another
 MAX_FSYNC_MS = 60
+
+
+class Invariant(enum.Enum):
+    """The rules a run of the quorum is held to, one member per rule, so that a test can
+    tell which rule caught a run."""
+
+    ONE_LEADER_PER_EPOCH = "one leader per epoch"
+    ONE_COMMITTED_LOG = "every node applies a prefix of one committed log, skipping nothing"
+    RECOVERS = "after healing a leader is elected, commits, and the nodes catch up"
+
+
+class Violation(AssertionError):
+    """A broken invariant: the message starts with ``[NAME]`` of its ``invariant`` (an
+    ``Invariant`` here, or a ``MetadataInvariant`` of ``metadata_cluster``), which a test
+    compares with the rule it expects broken."""
+
+    def __init__(self, invariant: enum.Enum, detail: str) -> None:
+        super().__init__(f"[{invariant.name}] {detail}")
+        self.invariant = invariant
 
 
 class SimulatedDisk(MemoryLog):
@@ -127,7 +148,9 @@ class SimulatedQuorum:
         self.durable[n] = (replica.epoch, replica.voted_for)
         if replica.role is Role.LEADER:
             first = self.leaders.setdefault(replica.epoch, n)
-            assert first == n, f"epoch {replica.epoch} has two leaders: {first} and {n}"
+            if first != n:
+                raise Violation(Invariant.ONE_LEADER_PER_EPOCH,
+                                f"epoch {replica.epoch} has two leaders: {first} and {n}")
         committed = replica.take_committed()
         if committed is not None:
             self.on_committed(n, replica, committed)
@@ -172,7 +195,10 @@ class SimulatedQuorum:
         self.applied[n] = []
         self.applied_end[n] = 0
         self._record_applied(n, 0, list(snapshot.data[0]))
-        assert self.applied_end[n] == snapshot.end_offset
+        if self.applied_end[n] != snapshot.end_offset:
+            raise Violation(Invariant.ONE_COMMITTED_LOG,
+                            f"node {n} loaded a snapshot ending at {snapshot.end_offset} whose "
+                            f"entries end at {self.applied_end[n]}")
         self.snapshots_loaded += 1
 
     def apply(self, n: int, base: int, entries: list[Entry]) -> None:
@@ -181,14 +207,16 @@ class SimulatedQuorum:
     def _record_applied(self, n: int, base: int, entries: list[Entry]) -> None:
         """Check entries a node applies against the one committed log, and keep them."""
         applied = self.applied[n]
-        assert base == self.applied_end[n], \
-            f"node {n} skipped committed offsets {self.applied_end[n]}..{base}"
+        if base != self.applied_end[n]:
+            raise Violation(Invariant.ONE_COMMITTED_LOG,
+                            f"node {n} skipped committed offsets {self.applied_end[n]}..{base}")
         for entry in entries:
             i = len(applied)
             if i < len(self.committed):
-                assert (self.committed[i], self.committed_bases[i]) == (entry, base), (
-                    f"node {n} committed {entry} at {base}, others {self.committed[i]} "
-                    f"at {self.committed_bases[i]}")
+                if (self.committed[i], self.committed_bases[i]) != (entry, base):
+                    raise Violation(Invariant.ONE_COMMITTED_LOG,
+                                    f"node {n} committed {entry} at {base}, others "
+                                    f"{self.committed[i]} at {self.committed_bases[i]}")
             else:
                 self.committed.append(entry)
                 self.committed_bases.append(base)

@@ -1,22 +1,42 @@
 """KRaft under simulated loss, delay, reordering, partitions and crashes, one test per seed.
 
+Replay a failing seed (fixed or fresh, either quorum size) alone with::
+
+    OTTLA_SIM_SEED=<n> .venv/bin/pytest tests/simulation/test_raft_simulation.py -k fresh
+
 Each seed is its own test, named by its real value: a failure reads
-``test_raft_is_safe_under_faults_and_recovers_after_healing[3 voters, seed 17]`` and
-replays alone with ``OTTLA_SIM_SEED=17 python -m pytest tests/simulation``.
-``OTTLA_SIM_SEEDS`` sets how many seeds run (200 by default, half per quorum size).
+``test_raft_is_safe_under_faults_and_recovers_after_healing[3 voters, seed 17]``, names the
+broken invariant and ends with the replay command. ``OTTLA_SIM_SEEDS`` sets how many fixed
+seeds run (200 by default, half per quorum size); beside them ``OTTLA_SIM_FRESH_SEEDS``
+fresh ones (``DEFAULT_FRESH`` by default, about a fifth more time, the quorum sizes in
+turn), from a start drawn at random each run (ids ``fresh: 3 voters, seed <n>``), explore
+what the fixed ones do not. ``OTTLA_SIM_SEED=<n>`` runs seed ``n`` with 3 and 5 voters
+instead of the fixed seeds and starts the fresh ones at ``n`` (one seed, both sizes,
+unless ``OTTLA_SIM_FRESH_SEEDS`` says more).
 """
 
 from __future__ import annotations
 
 import os
+import random
+from collections.abc import Callable
+from enum import Enum
 
 import pytest
 
-from tests.simulation.metadata_cluster import MetadataQuorum
-from tests.simulation.raft_cluster import SimulatedQuorum
+from ottla.controller.offset_control import OffsetControl
+from ottla.raft.messages import Outgoing
+from ottla.raft.quorum import RaftReplica, Role
+from tests.simulation.metadata_cluster import MetadataInvariant, MetadataQuorum
+from tests.simulation.raft_cluster import Invariant, SimulatedQuorum, Violation
 
+DEFAULT_FRESH = 40
 SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "200"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
+FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS",
+                           "1" if ONLY is not None else str(DEFAULT_FRESH)))
+FRESH_START = int(ONLY) if ONLY is not None else random.SystemRandom().randrange(10**6, 2**31)
+"""The first fresh seed: ``OTTLA_SIM_SEED``, or drawn anew each run, far above the fixed."""
 CHAOS_MS = 15_000
 RECOVERY_BOUND_MS = 10_000
 COVERAGE_SEEDS = 12
@@ -30,12 +50,28 @@ def cases() -> list[tuple[int, int]]:
     return [(voters, n * 2 + voters) for voters in (3, 5) for n in range(SEEDS // 2)]
 
 
-CASES = cases()
-IDS = [f"{voters} voters, seed {seed}" for voters, seed in CASES]
+def fresh_cases() -> list[tuple[int, int]]:
+    """(voters, seed) from ``FRESH_START``: both sizes for a replayed seed, else the
+    sizes in turn."""
+    if ONLY is not None:
+        return [(voters, FRESH_START + i) for i in range(FRESH) for voters in (3, 5)]
+    return [((3, 5)[i % 2], FRESH_START + i) for i in range(FRESH)]
+
+
+CASES = cases() + fresh_cases()
+IDS = [f"{voters} voters, seed {seed}" for voters, seed in cases()] + \
+    [f"fresh: {voters} voters, seed {seed}" for voters, seed in fresh_cases()]
 
 
 def replay(seed: int) -> str:
-    return f"replay: OTTLA_SIM_SEED={seed} .venv/bin/python -m pytest tests/simulation"
+    return (f"replay: OTTLA_SIM_SEED={seed} .venv/bin/pytest "
+            "tests/simulation/test_raft_simulation.py -k fresh")
+
+
+def failed(seed: int, voters: int, e: Exception) -> AssertionError:
+    """``e`` (a ``Violation`` names its invariant) with the seed and its replay."""
+    return AssertionError(f"seed {seed} ({voters} voters): {type(e).__name__}: {e}; "
+                          f"{replay(seed)}")
 
 
 def run_raft(seed: int, voters: int) -> SimulatedQuorum:
@@ -51,19 +87,25 @@ def run_raft(seed: int, voters: int) -> SimulatedQuorum:
         while sim.now < deadline and (sim.leader() is None
                                       or sim.committed_end <= committed_before):
             sim.run_until(sim.now + 100, chaos=False)
-        assert sim.leader() is not None, "no leader elected after the partition healed"
-        assert sim.committed_end > committed_before, "nothing committed after healing"
+        if sim.leader() is None:
+            raise Violation(Invariant.RECOVERS, "no leader elected after the partition healed")
+        if sim.committed_end <= committed_before:
+            raise Violation(Invariant.RECOVERS, "nothing committed after healing")
         sim.run_until(sim.now + 3_000, chaos=False)
         # Every live node applied a prefix of the one committed log, and they agree.
         for n, applied in sim.applied.items():
-            assert sim.digest(applied) == sim.digest(sim.committed[:len(applied)]), n
+            if sim.digest(applied) != sim.digest(sim.committed[:len(applied)]):
+                raise Violation(Invariant.ONE_COMMITTED_LOG,
+                                f"node {n} applied other entries than the committed log's")
         caught_up = [n for n in sim.voter_ids if sim.applied_end[n] >= sim.committed_end - 64]
-        assert len(caught_up) >= voters // 2 + 1
+        if len(caught_up) < voters // 2 + 1:
+            raise Violation(Invariant.RECOVERS, f"only voters {caught_up} caught up with the "
+                                                f"committed end {sim.committed_end}")
         for observer in sim.ids[voters:]:
-            assert sim.applied_end[observer] >= committed_before, \
-                f"observer {observer} did not catch up"
-    except AssertionError as e:
-        raise AssertionError(f"seed {seed} ({voters} voters): {e}; {replay(seed)}") from e
+            if sim.applied_end[observer] < committed_before:
+                raise Violation(Invariant.RECOVERS, f"observer {observer} did not catch up")
+    except Exception as e:
+        raise failed(seed, voters, e) from e
     return sim
 
 
@@ -77,11 +119,15 @@ def run_metadata(seed: int, voters: int) -> MetadataQuorum:
         sim.run_until(CHAOS_MS, chaos=True)
         sim.heal()
         sim.run_until(sim.now + 5_000, chaos=False)
-        assert sim.leader() is not None
+        if sim.leader() is None:
+            raise Violation(Invariant.RECOVERS, "no leader 5 s after healing")
         observer = sim.ids[-1]
-        assert sim.applied_end[observer] >= sim.committed_end - 64
-    except AssertionError as e:
-        raise AssertionError(f"seed {seed} ({voters} voters): {e}; {replay(seed)}") from e
+        if sim.applied_end[observer] < sim.committed_end - 64:
+            raise Violation(Invariant.RECOVERS,
+                            f"observer {observer} applied up to {sim.applied_end[observer]} of "
+                            f"{sim.committed_end}")
+    except Exception as e:
+        raise failed(seed, voters, e) from e
     return sim
 
 
@@ -122,3 +168,51 @@ def test_a_single_voter_commits_alone() -> None:
     sim.run_until(1_000, chaos=False)
     assert sim.leader() == 1
     assert len(sim.committed) > 10
+
+
+# --- the checker has teeth: a broken rule fails some of the first seeds ------------------
+
+
+def assert_caught(run: Callable[[int, int], object], tries: int, invariant: Enum) -> None:
+    """The first of the first ``tries`` three-voter seeds of the fixed range that fails
+    does so by breaking ``invariant``, the rule the mutation breaks: not by the recovery
+    bound, another rule or an exception of the replicas (those propagate as they are)."""
+    for n in range(tries):
+        try:
+            run(n * 2 + 3, 3)
+        except AssertionError as e:
+            violation = e.__cause__
+            if not isinstance(violation, Violation):
+                raise
+            assert violation.invariant is invariant, (
+                f"caught by {violation.invariant.name}, not by {invariant.name}: {e}")
+            return
+    raise AssertionError(f"none of the first {tries} seeds caught it")
+
+
+def test_a_candidate_that_forgets_its_own_vote_is_caught(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A candidate free to vote again in its own epoch: two candidates can both win it."""
+    become_candidate = RaftReplica._become_candidate
+
+    def forgets(self: RaftReplica, now_ms: int) -> list[Outgoing]:
+        out = become_candidate(self, now_ms)
+        if self.role is Role.CANDIDATE:
+            self.voted_for = None
+        return out
+
+    monkeypatch.setattr(RaftReplica, "_become_candidate", forgets)
+    assert_caught(run_raft, 30, Invariant.ONE_LEADER_PER_EPOCH)
+
+
+def test_a_controller_that_renounces_without_reverting_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controller losing its leadership keeps the records it replayed but that never
+    committed: its state is no longer its node's committed image."""
+
+    def keeps_uncommitted(self: OffsetControl) -> None:
+        self.claim_epoch = -1
+        self.replayed_end = self.committed_end
+
+    monkeypatch.setattr(OffsetControl, "renounce", keeps_uncommitted)
+    assert_caught(run_metadata, 12, MetadataInvariant.CONTROLLER_IS_COMMITTED)

@@ -1,33 +1,53 @@
 """Transactions under simulated loss, delay, duplication, slow replication, coordinator and
 partition leader crashes, dying, stalling and pausing producers, one test per seed.
 
+Replay a failing seed (fixed or fresh) alone with::
+
+    OTTLA_TXN_SIM_SEED=<n> .venv/bin/pytest tests/simulation/test_transaction_simulation.py -k fresh
+
 The coordinator is the real ``CoordinatorRuntime`` with ``TransactionCoordinatorShard``s,
 the partition leaders keep their producer state in the real ``ProducerStateManager``;
 ``transaction_cluster`` says what is real and what is modelled, and which invariants are
 checked as a run goes. Each seed is its own test, named by its value: a failure reads
-``test_transactions_are_atomic_under_faults_and_complete_after_healing[seed 17]``, ends
-with the last steps of the run, and replays alone with ``OTTLA_TXN_SIM_SEED=17
-.venv/bin/python -m pytest tests/simulation/test_transaction_simulation.py``.
-``OTTLA_TXN_SIM_SEEDS`` sets how many seeds run (``DEFAULT_SEEDS`` by default, about 20 s
-for the module on a 2-core machine), ``OTTLA_TXN_SIM_CHAOS_MS`` how long each is under
-faults (15 s of simulated time by default).
+``test_transactions_are_atomic_under_faults_and_complete_after_healing[seed 17]``, names the
+broken ``Invariant``, ends with the last steps of the run and the replay command.
+
+The seeds 1..``OTTLA_TXN_SIM_SEEDS`` (``DEFAULT_SEEDS`` by default, about 45 s for the module
+on a 2-core machine) run every time; beside them ``OTTLA_TXN_SIM_FRESH_SEEDS`` fresh ones
+(``DEFAULT_FRESH`` by default, about a sixth more time), from a start drawn at random each
+run (ids ``fresh seed <n>``), explore what the fixed ones do not. ``OTTLA_TXN_SIM_SEED=<n>``
+runs seed ``n`` instead of the fixed seeds and starts the fresh ones at ``n`` (one of them,
+unless ``OTTLA_TXN_SIM_FRESH_SEEDS`` says more). ``OTTLA_TXN_SIM_CHAOS_MS`` sets how long
+each seed is under faults (15 s of simulated time by default).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import random
+from typing import NamedTuple
 
 import pytest
 
 from ottla.coordinator.transaction.metadata import TransactionMetadata
 from ottla.storage.producer_state import ProducerStateManager
 from tests.simulation import transaction_cluster
-from tests.simulation.transaction_cluster import Stats, TransactionCluster
+from tests.simulation.transaction_cluster import (
+    Invariant,
+    Stats,
+    TransactionCluster,
+    Violation,
+)
 
 DEFAULT_SEEDS = 150
+DEFAULT_FRESH = 30
 SEEDS = int(os.environ.get("OTTLA_TXN_SIM_SEEDS", str(DEFAULT_SEEDS)))
 ONLY = os.environ.get("OTTLA_TXN_SIM_SEED")
+FRESH = int(os.environ.get("OTTLA_TXN_SIM_FRESH_SEEDS",
+                           "1" if ONLY is not None else str(DEFAULT_FRESH)))
+FRESH_START = int(ONLY) if ONLY is not None else random.SystemRandom().randrange(10**6, 2**31)
+"""The first fresh seed: ``OTTLA_TXN_SIM_SEED``, or drawn anew each run, far above the fixed."""
 CHAOS_MS = int(os.environ.get("OTTLA_TXN_SIM_CHAOS_MS", "15000"))
 """Simulated time under faults; the healed cluster then has ``HEAL_BOUND_MS`` to be quiet."""
 HEAL_BOUND_MS = 15_000
@@ -35,19 +55,28 @@ COVERAGE_SEEDS = 20
 """How many seeds the coverage test runs to show the faults reach what they should."""
 
 CASES = [int(ONLY)] if ONLY is not None else list(range(1, SEEDS + 1))
+FRESH_CASES = [FRESH_START + i for i in range(FRESH)]
 
 
 def replay(seed: int) -> str:
     chaos = f"OTTLA_TXN_SIM_CHAOS_MS={CHAOS_MS} " if "OTTLA_TXN_SIM_CHAOS_MS" in os.environ \
         else ""
-    return (f"replay: {chaos}OTTLA_TXN_SIM_SEED={seed} .venv/bin/python -m pytest "
-            "tests/simulation/test_transaction_simulation.py")
+    return (f"replay: {chaos}OTTLA_TXN_SIM_SEED={seed} .venv/bin/pytest "
+            "tests/simulation/test_transaction_simulation.py -k fresh")
 
 
-def simulate(seed: int) -> tuple[TransactionCluster, str | None]:
+class Failure(NamedTuple):
+    """What broke a seed: the exception (a ``Violation`` names its invariant) and the
+    report a reader needs (seed, exception, replay command, the last steps)."""
+
+    error: Exception
+    report: str
+
+
+def simulate(seed: int) -> tuple[TransactionCluster, Failure | None]:
     """Faults for ``CHAOS_MS``, then heal and wait, up to ``HEAL_BOUND_MS``, for every
     transaction to be complete everywhere; then the final checks. Returns the cluster and
-    what broke (None if nothing), with the replay command and the last steps."""
+    what broke (None if nothing)."""
     sim = TransactionCluster(seed)
     try:
         sim.run_until(CHAOS_MS, chaos=True)
@@ -56,19 +85,22 @@ def simulate(seed: int) -> tuple[TransactionCluster, str | None]:
         while sim.now < deadline and sim.convergence_problem() is not None:
             sim.run_until(sim.now + 100)
         problem = sim.convergence_problem()
-        assert problem is None, f"not quiet {HEAL_BOUND_MS} ms after healing: {problem}"
+        if problem is not None:
+            raise Violation(Invariant.QUIET,
+                            f"not quiet {HEAL_BOUND_MS} ms after healing: {problem}")
         sim.check_final()
     except Exception as e:
-        return sim, (f"seed {seed} at {sim.now} ms: {type(e).__name__}: {e}; {replay(seed)}\n"
-                     f"The last steps:\n{sim.history()}")
+        return sim, Failure(e, f"seed {seed} at {sim.now} ms: {type(e).__name__}: {e}; "
+                               f"{replay(seed)}\nThe last steps:\n{sim.history()}")
     return sim, None
 
 
-@pytest.mark.parametrize("seed", CASES, ids=[f"seed {s}" for s in CASES])
+@pytest.mark.parametrize("seed", CASES + FRESH_CASES, ids=[f"seed {s}" for s in CASES]
+                         + [f"fresh seed {s}" for s in FRESH_CASES])
 def test_transactions_are_atomic_under_faults_and_complete_after_healing(seed: int) -> None:
     _, failure = simulate(seed)
     if failure is not None:
-        pytest.fail(failure, pytrace=False)
+        pytest.fail(failure.report, pytrace=False)
 
 
 def test_the_faults_reach_crashes_lost_markers_timeouts_and_fencing() -> None:
@@ -96,20 +128,26 @@ def test_the_model_answers_a_failed_verification_as_the_produce_handler_does() -
 # --- the checker has teeth: a broken rule fails the first seeds ----------------------------
 
 
-def first_failure(seeds: int) -> str | None:
+def assert_caught(seeds: int, invariant: Invariant) -> None:
+    """The first of seeds 1..``seeds`` that fails does so by breaking ``invariant``, the
+    rule the mutation breaks: not by the healing bound, another rule or an exception of
+    the model."""
     for seed in range(1, seeds + 1):
         failure = simulate(seed)[1]
-        if failure is not None:
-            return failure
-    return None
+        if failure is None:
+            continue
+        assert isinstance(failure.error, Violation), f"not a violation: {failure.report}"
+        assert failure.error.invariant is invariant, (
+            f"caught by {failure.error.invariant.name}, not by {invariant.name}: "
+            f"{failure.report}")
+        return
+    raise AssertionError(f"none of the first {seeds} seeds caught it")
 
 
 def test_a_last_stable_offset_that_ignores_open_transactions_is_caught(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ProducerStateManager, "first_unstable_offset", lambda self: None)
-    failure = first_failure(3)
-    assert failure is not None and "passed the open transaction" in failure.split(";")[0], \
-        failure
+    assert_caught(3, Invariant.LAST_STABLE_OFFSET)
 
 
 def test_a_log_value_that_loses_the_partitions_is_caught(monkeypatch: pytest.MonkeyPatch
@@ -122,5 +160,13 @@ def test_a_log_value_that_loses_the_partitions_is_caught(monkeypatch: pytest.Mon
                                    partitions=frozenset())
 
     monkeypatch.setattr(TransactionMetadata, "from_value", staticmethod(without_partitions))
-    failure = first_failure(3)
-    assert failure is not None and "the live shard has" in failure.split(";")[0], failure
+    assert_caught(3, Invariant.REPLAY)
+
+
+def test_a_scanner_that_restarts_a_completed_marker_job_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SCAN_RECHECKS`` off: a job the scanner read before its sender completed it starts
+    again, and its markers end the id's next transaction, which then completes with a
+    partition that never had its own marker."""
+    monkeypatch.setattr(transaction_cluster, "SCAN_RECHECKS", False)
+    assert_caught(20, Invariant.MARKERS_BEFORE_COMPLETE)

@@ -18,15 +18,30 @@ if TYPE_CHECKING:
     from tests.spark.cluster import ConnectServer, StandaloneCluster
 
 
-def _java_works() -> bool:
+def _java_major() -> int | None:
+    """The major version of the ``java`` on PATH (``1.8`` is 8), None if none runs."""
     if shutil.which("java") is None:
-        return False
-    return subprocess.run(["java", "-version"], capture_output=True).returncode == 0
+        return None
+    done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60)
+    found = re.search(r'version "(?:1\.)?(\d+)', done.stderr + done.stdout)
+    return int(found.group(1)) if done.returncode == 0 and found else None
 
 
-pytest.importorskip("pyspark", reason="the Spark tests need pyspark (pip install ottla[spark])")
-if not _java_works():
-    pytest.skip("the Spark tests need Java 17+", allow_module_level=True)
+@pytest.fixture(scope="session", autouse=True)
+def spark_runtime() -> None:
+    """What every Spark test needs: pyspark (the test and spark extras install it) and
+    Java 17+ (``.ci/run`` installs it). Missing, they fail the tests rather than skip
+    them, so that a broken install cannot pass for a green run."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        pytest.fail(f"the Spark tests need pyspark (pip install -e '.[test]'): {e}",
+                    pytrace=False)
+    major = _java_major()
+    if major is None or major < 17:
+        pytest.fail(f"the Spark tests need Java 17+ on PATH, found {major or 'none'} "
+                    "(apt-get install openjdk-17-jre-headless; .ci/run installs it)",
+                    pytrace=False)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -37,6 +52,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory) -> Iterator[OttlaProcess]:
+    """One broker for the session; the last test fails if it does not exit cleanly."""
     node = OttlaProcess(str(tmp_path_factory.mktemp("spark-broker") / "data")).start()
     try:
         yield node

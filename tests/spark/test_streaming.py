@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -152,17 +151,24 @@ def test_killed_stream_restarts_from_its_checkpoint(spark, broker, topic, tmp_pa
     proc = subprocess.Popen([*args, "--trigger", "1 second"], stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        commits = os.path.join(checkpoint, "commits")
+        def batches(kind: str) -> int:
+            """Micro-batches with a file in the checkpoint's ``kind`` log: ``offsets``
+            is written when one starts, ``commits`` when it is done."""
+            where = os.path.join(checkpoint, kind)
+            return len([n for n in os.listdir(where) if n.isdigit()]) \
+                if os.path.isdir(where) else 0
 
         def committed() -> int:
-            return len([n for n in os.listdir(commits) if n.isdigit()]) \
-                if os.path.isdir(commits) else 0
+            return batches("commits")
 
         wait_until(lambda: committed() >= 2 or proc.poll() is not None, timeout=120,
                    message="two committed micro-batches")
         assert proc.poll() is None, (tmp_path / "pipeline.log").read_text()[-3000:]
         produced += produce(broker.bootstrap, values(topic, 2, 200, 400))
-        time.sleep(0.5)  # let the query be somewhere inside its next micro-batch
+        # Killed inside a micro-batch: one started (its offsets written), not committed.
+        wait_until(lambda: batches("offsets") > committed() or proc.poll() is not None,
+                   timeout=120, interval=0.02, message="a micro-batch under way")
+        assert proc.poll() is None, (tmp_path / "pipeline.log").read_text()[-3000:]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)

@@ -12,10 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pa = pytest.importorskip("pyarrow")
-
-from ottla.protocol.compression import CompressionType  # noqa: E402
-from ottla.protocol.records import (  # noqa: E402
+from ottla.protocol.compression import CompressionType
+from ottla.protocol.records import (
     LOG_APPEND_TIME,
     CorruptRecord,
     build_batch,
@@ -24,17 +22,23 @@ from ottla.protocol.records import (  # noqa: E402
     read_header,
     scan_batches,
 )
-from ottla.spark import arrow_records  # noqa: E402
-from ottla.spark.arrow_records import (  # noqa: E402
+from ottla.spark import arrow_records
+from ottla.spark.arrow_records import (
     AbortedTransactions,
     decode_columns,
     select_batches,
     to_arrow,
 )
-from tests.batches import mutate_bytes, raw_batch, record  # noqa: E402
+from tests.batches import mutate_bytes, raw_batch, record
 
-pytestmark = pytest.mark.skipif(not arrow_records.available(),
-                                reason="ottla._records is not compiled")
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_decoder() -> None:
+    """Every install compiles ``ottla._records`` (pyproject's ext-modules): without it
+    these tests fail rather than skip, as a broken install must."""
+    if not arrow_records.available():
+        pytest.fail("ottla._records is not compiled: reinstall (pip install -e '.[test]') "
+                    "with a C compiler and the Python headers", pytrace=False)
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 Row = tuple[int, int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pyarrow")
-
 from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import decode_response, response_header_bytes
 from ottla.protocol.errors import ErrorCode

@@ -22,7 +22,8 @@ VALUE = 16 * 1024
 @pytest.fixture
 def log_dir(tmp_path) -> str:
     if on_tmpfs(str(tmp_path)):
-        pytest.skip("on tmpfs the page cache is the file: nothing can be dropped")
+        pytest.skip("needs tmp_path on a disk-backed file system, not tmpfs, whose page "
+                    "cache is the file and cannot be dropped (pytest --basetemp=DIR)")
     return str(tmp_path / "t-0")
 
 
@@ -114,7 +115,8 @@ def test_a_log_manager_hands_the_work_to_its_current_runner(tmp_path) -> None:
     manager's ``in_background`` points when they come (a worker thread while the node
     serves, inline once it shuts down)."""
     if on_tmpfs(str(tmp_path)):
-        pytest.skip("on tmpfs the page cache is the file: nothing can be dropped")
+        pytest.skip("needs tmp_path on a disk-backed file system, not tmpfs, whose page "
+                    "cache is the file and cannot be dropped (pytest --basetemp=DIR)")
     earlier: list = []
     jobs: list = []
     manager = LogManager([str(tmp_path)], now_ms=1000)

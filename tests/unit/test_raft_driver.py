@@ -137,7 +137,16 @@ async def test_a_follower_installs_a_snapshot_on_a_worker_thread_and_waits_for_i
         sent.clear()
         deliver(FetchSnapshotResponse(1, 1, Snapshot(5, 1, b"leader state")))
         await until(lambda: slow.threads)
-        await asyncio.sleep(0.1)  # ticks run: the follower must not fetch meanwhile
+        # Timers tick while the install is stuck on its thread: the follower must not
+        # fetch meanwhile. Waited for as ticks counted, not as time slept.
+        ticks: list[int] = []
+        tick = driver.replica.tick
+
+        def counted(now_ms: int) -> Any:
+            ticks.append(now_ms)
+            return tick(now_ms)
+        driver.replica.tick = counted  # type: ignore[method-assign]
+        await until(lambda: len(ticks) >= 5)
         assert slow.threads[0] != threading.get_ident()
         assert not [o for o in sent if isinstance(o.message, FetchRequest)]
         assert (driver.log.end_offset, driver.high_watermark) == (0, 0)
