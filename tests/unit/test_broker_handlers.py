@@ -909,9 +909,11 @@ async def test_metadata_auto_creates_a_missing_topic_through_the_controller(brok
         "allow_auto_topic_creation": True, "include_topic_authorized_operations": False})
     ((api_key, _, body),) = controller.calls
     assert api_key == ApiKey.CREATE_TOPICS
-    # Only the valid name is asked for, with the cluster's defaults (-1).
+    # Only the valid name is asked for, with this broker's num.partitions and
+    # default.replication.factor (Kafka's AutoTopicCreationManager), not -1.
     assert [(t["name"], t["num_partitions"], t["replication_factor"])
-            for t in body["topics"]] == [("fresh", -1, -1)]
+            for t in body["topics"]] == [("fresh", broker.config["num.partitions"],
+                                          broker.config["default.replication.factor"])]
     assert [(t.name, t.error_code, len(t.partitions)) for t in response.topics] == [
         ("fresh", ErrorCode.none, 1), ("bad name!", ErrorCode.invalid_topic_exception, 0)]
 
@@ -1738,6 +1740,64 @@ async def test_an_acknowledgement_is_answered_only_once_its_state_is_written(bro
                               share_fetch_body(topic_id, "m3", 0))) == []
     assert restarted.partitions[key].start_offset == 3
     restarted.shutdown()
+
+
+async def test_a_share_fetch_that_may_take_nothing_is_answered_at_once(broker) -> None:
+    """As Kafka's SharePartitionManager: MaxBytes 0 (what the Java client sends when it
+    only acknowledges) or MaxRecords 0 acquires nothing and does not wait, even with
+    records there and a long MaxWait; the acknowledgements riding on it still apply."""
+    from ottla.broker.share.partition_manager import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    held = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m1", 0))
+    assert acquired(held) == [(0, 2, 1)]
+    for epoch, limits in ((1, {"max_bytes": 0}), (2, {"max_records": 0})):
+        body = {**share_fetch_body(topic_id, "m1", epoch,
+                                   acks=((0, 0, [1]),) if epoch == 1 else ()),
+                "max_wait": 60_000, **limits}
+        if epoch == 2:  # release 1-2 first so that records are there to take
+            released = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
+                                 share_ack_body(topic_id, "m1", 2, 1, 2, 2))
+            assert released.responses[0].partitions[0].error_code == ErrorCode.none
+            body["share_session_epoch"] = 3
+        answer = await asyncio.wait_for(ask(broker, ApiKey.SHARE_FETCH, 1, body), 5)
+        assert acquired(answer) == [], limits
+    key = SharePartitionKey("workers", topic_id, 0)
+    assert broker.share_partitions.partitions[key].start_offset == 1  # offset 0 accepted
+    broker.share_partitions.shutdown()
+
+
+async def test_a_waiting_share_fetch_takes_what_an_acknowledgement_releases(broker) -> None:
+    """A ShareFetch that finds nothing waits in the purgatory (Kafka's DelayedShareFetch)
+    and is completed by the other member's RELEASE, before that member fetches again."""
+    from ottla.broker.share.partition_manager import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
+                              share_fetch_body(topic_id, "m1", 0))) == [(0, 2, 1)]
+    waiting = asyncio.ensure_future(ask(broker, ApiKey.SHARE_FETCH, 1, {
+        **share_fetch_body(topic_id, "m2", 0), "max_wait": 60_000}))
+    async with asyncio.timeout(5):  # nothing to take yet: it parks
+        while broker.share_partitions.fetch_purgatory.watched() != 1:
+            await asyncio.sleep(0.01)
+    assert not waiting.done()
+    released = await ask(broker, ApiKey.SHARE_FETCH, 1, {
+        **share_fetch_body(topic_id, "m1", 1, acks=((0, 2, [2]),)), "max_wait": 0})
+    assert acquired(released) == []  # the waiting member took them first
+    assert acquired(await asyncio.wait_for(waiting, 5)) == [(0, 2, 2)]
+    broker.share_partitions.shutdown()
 
 
 async def test_share_fetch_v2_limits_records_and_share_acknowledge_v2_renews(broker) -> None:

@@ -4,6 +4,8 @@ leaving, the in-flight cap, and the share-partition start offset."""
 
 from __future__ import annotations
 
+import random
+
 from ottla.broker.share.share_partition import (
     DELIVERY_COUNT_EXCEEDED,
     REJECTED,
@@ -94,6 +96,58 @@ def test_the_in_flight_cap_and_record_limit_bound_what_is_leased() -> None:
     assert exact.next_fetch_offset() == 4
     assert exact.acquire("m", [(4, 9)], 4, T0, record_limit=True) == [
         AcquiredRecords(4, 7, 1)]
+
+
+def test_records_in_flight_count_from_the_start_offset_as_in_kafka() -> None:
+    """Kafka's numInFlightRecords is the cached span from the start offset: records
+    settled behind one still leased count too. At the cap no new batch is leased, but
+    records released inside the span still are (lastOffsetAndMaxRecordsToAcquire)."""
+    sp = SharePartition(start_offset=0, max_record_locks=20)
+    assert sp.acquire("m", [(0, 9), (10, 19)], 500, T0) == [
+        AcquiredRecords(0, 9, 1), AcquiredRecords(10, 19, 1)]
+    # 1-19 settle; record 0 stays leased, so the start offset stays at 0: 20 in flight.
+    sp.acknowledge("m", [(1, 9, [ACCEPT]), (10, 19, [RELEASE])])
+    assert sp.acquired_count() == 1 and sp.in_flight_count() == 20
+    assert sp.acquire("m", [(10, 19), (20, 29)], 500, T0) == [AcquiredRecords(10, 19, 2)]
+    assert sp.acquire("m", [(20, 29)], 500, T0) == []  # at the cap: nothing new
+    sp.acknowledge("m", [(0, 0, [ACCEPT]), (10, 19, [ACCEPT])])
+    assert sp.in_flight_count() == 0
+    assert sp.acquire("m", [(20, 29)], 500, T0) == [AcquiredRecords(20, 29, 1)]
+
+
+def test_a_single_large_batch_is_leased_whole_in_batch_mode_exactly_in_record_limit() -> None:
+    """MaxRecords is a soft limit in batch_optimized mode (Kafka leases up to the end of
+    the batch holding the last wanted offset) and exact in record_limit mode."""
+    sp = SharePartition(start_offset=0)
+    assert sp.acquire("m", [(0, 4999)], 500, T0) == [AcquiredRecords(0, 4999, 1)]
+    exact = SharePartition(start_offset=0)
+    assert exact.acquire("m", [(0, 4999)], 500, T0, record_limit=True) == [
+        AcquiredRecords(0, 499, 1)]
+
+
+def test_acknowledging_record_by_record_is_linear() -> None:
+    """A client acknowledging 5,000 records of one batch with random types sends
+    thousands of runs; each touches only its own offsets (this took minutes, and held
+    the broker's event loop, when every run copied and sorted the whole batch)."""
+    rng = random.Random(7)
+    sp = SharePartition(start_offset=0)
+    sp.acquire("m", [(0, 4999)], 5000, T0)
+    runs = []
+    for offset in range(5000):
+        kind = rng.choice([ACCEPT, RELEASE, REJECT])
+        if runs and runs[-1][2] == [kind] and runs[-1][1] == offset - 1:
+            runs[-1] = (runs[-1][0], offset, [kind])
+        else:
+            runs.append((offset, offset, [kind]))
+    assert len(runs) > 2000
+    update = sp.begin_acknowledge("m", runs, T0)
+    assert not isinstance(update, ErrorCode)
+    sp.commit(update)
+    released = {o for f, la, (k,) in runs if k == RELEASE for o in range(f, la + 1)}
+    assert sp.acquired_count() == 0
+    again = sp.acquire("m2", [(0, 4999)], 5000, T0)
+    assert {o for a in again for o in range(a.first_offset, a.last_offset + 1)} == released
+    assert {a.delivery_count for a in again} == {2}
 
 
 def test_gaps_are_archived_and_the_start_offset_moves_past_them() -> None:

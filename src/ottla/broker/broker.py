@@ -23,7 +23,7 @@ from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
-from ottla.broker.replication.alter_partition_manager import AlterPartitionManager, IsrChange
+from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
@@ -34,7 +34,9 @@ from ottla.broker.share.partition_manager import SharePartitionManager
 from ottla.broker.share.persister import CoordinatorPersister
 from ottla.broker.transaction_verification import AddPartitionsToTxnManager
 from ottla.common.server_config import KafkaConfig
+from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
+from ottla.metadata.isr_change import IsrChange
 
 LeaderHint = dict[str, int]
 """KIP-951's CurrentLeader of a partition: ``leader_id`` and ``leader_epoch``."""
@@ -115,8 +117,9 @@ class Broker(BrokerContext):
     def _alter_isr(self, partition: Partition, isr: list[int]) -> None:
         epochs = {f.replica_id: f.broker_epoch for f in partition.replication.followers.values()}
         epochs[self.node_id] = self.broker_epoch
-        self.alter_partitions.submit(IsrChange(partition, isr, epochs, partition.leader_epoch,
-                                               partition.state.partition_epoch))
+        self.alter_partitions.submit(partition, IsrChange.proposed(
+            partition.topic_id, partition.index, partition.leader_epoch, isr, epochs,
+            partition.state.partition_epoch))
 
     # --- what handlers ask of the image -----------------------------------------------------
 
@@ -155,11 +158,15 @@ class Broker(BrokerContext):
 
     # --- following the metadata and stopping --------------------------------------------------
 
-    def on_metadata(self, now_ms: int) -> None:
+    def on_metadata(self, delta: MetadataDelta, now_ms: int) -> None:
         """Committed metadata moved: each coordinator loads the partitions of its topic
-        this broker now leads and unloads the rest."""
+        this broker now leads and unloads the rest; share groups forget deleted topics
+        (their share-partitions here, and their state in the share coordinators)."""
         for coordinator in self.coordinators:
             coordinator.on_metadata(now_ms)
+        if delta.removed_topics:
+            self.share_partitions.on_topics_deleted(set(delta.removed_topics))
+            self.share_offsets.on_topics_deleted(dict(delta.removed_partition_counts))
 
     def shutdown(self) -> None:
         """Answer the requests parked in purgatories and stop the timers (what can stop
@@ -177,6 +184,7 @@ class Broker(BrokerContext):
         await self.transaction_coordinator.close()
         await self.txn_verification.close()
         self.share_partitions.shutdown()
+        await self.share_offsets.close()
         await self.share_persister.close()
         await self.dead_letters.close()
         await self.share_coordinator.close()

@@ -27,6 +27,8 @@ class MetadataDelta:
     """(topic id, partition) created or changed (leader, ISR, replicas)."""
     removed_topics: dict[uuid.UUID, str] = field(default_factory=dict)
     """Topics deleted, by id, with the name they had."""
+    removed_partition_counts: dict[uuid.UUID, int] = field(default_factory=dict)
+    """How many partitions each deleted topic had."""
     topic_configs: set[str] = field(default_factory=set)
     """Topics whose dynamic configs changed."""
     broker_configs: bool = False
@@ -45,6 +47,7 @@ class MetadataDelta:
                 topic = image.topics_by_id.get(record.topic_id)
                 if topic is not None:
                     self.removed_topics[record.topic_id] = topic.name
+                    self.removed_partition_counts[record.topic_id] = len(topic.partitions)
                     self.partitions = {p for p in self.partitions if p[0] != record.topic_id}
             case r.ConfigRecord():
                 if record.resource_type == ConfigResourceType.TOPIC:

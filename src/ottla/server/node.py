@@ -254,7 +254,7 @@ class Node:
         now = self.now_ms()
         budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
         more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)
-        self.broker.on_metadata(now)
+        self.broker.on_metadata(delta, now)
         if more and not self._opening_logs:
             self._opening_logs = True
             asyncio.get_running_loop().call_soon(self._open_more_logs)

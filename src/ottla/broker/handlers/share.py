@@ -20,9 +20,6 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, RequestContext
 
-DEFAULT_MAX_RECORDS = 500
-"""Records a ShareFetch whose MaxRecords is not positive may acquire (the Java client's
-``max.poll.records`` default)."""
 RECORD_LIMIT = 1
 """ShareFetch v2's ShareAcquireMode for share.acquire.mode=record_limit (0: batch_optimized)."""
 
@@ -94,7 +91,7 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
                         key=lambda tip: (str(tip[0]), tip[1]))
     limits = FetchLimits(
         max_bytes=req.max_bytes,
-        max_records=req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS,
+        max_records=req.max_records,
         record_limit=getattr(req, "share_acquire_mode", 0) == RECORD_LIMIT)
     results = await manager.fetch(session, partitions, limits, max(0, ms(req.max_wait)))
     for tip in requested:

@@ -7,6 +7,7 @@ from and writes to the share coordinators."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -15,20 +16,25 @@ from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
 from ottla.broker.inter_broker import InterBrokerClients
 from ottla.broker.share.persister import StatePersister, StateSummary
+from ottla.common.backoff import ExponentialBackoff
+from ottla.common.tasks import cancel_and_wait
 from ottla.coordinator.group.share_group import UNINITIALIZED, has_lag, share_partition_lag
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 LATEST_TIMESTAMP = -1
 READ_UNCOMMITTED = 0
 LIST_OFFSETS_VERSION = 7
 PERSISTER_ATTEMPTS = 5
-PERSISTER_BACKOFF_S = 0.1
+PERSISTER_BACKOFF_MS = 100
 """A share coordinator that is not there is asked again this many times, the wait
 doubling from this."""
+_PERSISTER_BACKOFF = ExponentialBackoff(PERSISTER_BACKOFF_MS,
+                                        PERSISTER_BACKOFF_MS * 2 ** (PERSISTER_ATTEMPTS - 2))
 _NOT_YET = frozenset({ErrorCode.coordinator_not_available,
                       ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator})
 UNKNOWN_TOPIC_OR_PARTITION = "This server does not host this topic-partition."
@@ -45,6 +51,33 @@ class ShareGroupOffsetsAdmin:
         self.persister = persister
         """The share-partition leaders' persister: Kafka hands the group coordinator the
         same Persister."""
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    def on_topics_deleted(self, partition_counts: dict[uuid.UUID, int]) -> None:
+        """Topics went: the share groups this broker coordinates lose their state on
+        them (Kafka's deleteShareGroupStateForTopics on partitions deleted), so nothing
+        of it is left in ``__share_group_state``."""
+        task = asyncio.ensure_future(self._delete_topic_states_of_all(partition_counts))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _delete_topic_states_of_all(self, partition_counts: dict[uuid.UUID, int]
+                                          ) -> None:
+        groups: list[str] = await self.groups.read_every_shard(
+            lambda shard: [g["group_id"] for g in shard.list_groups(set(), {"share"})])
+        errors = await asyncio.gather(*(
+            self._delete_state(group_id, topic_id, partition)
+            for group_id in groups for topic_id, count in partition_counts.items()
+            for partition in range(count)))
+        failed = [e for e in errors if e != ErrorCode.none]
+        if failed:
+            log.warning("Deleting the share state of deleted topics %s: %d of %d failed "
+                        "(first: %s)", sorted(map(str, partition_counts)), len(failed),
+                        len(errors), failed[0].name)
+
+    async def close(self) -> None:
+        for task in list(self._cleanups):
+            await cancel_and_wait(task)
 
     @staticmethod
     async def _retrying(call: Callable[[], Awaitable[T]], error: Callable[[T], ErrorCode]
@@ -52,13 +85,11 @@ class ShareGroupOffsetsAdmin:
         """``call`` again, backing off, while the share coordinator of its key is not there
         (moved, loading, its topic being created), as Kafka's PersisterStateManager finds
         the coordinator again; the last answer otherwise."""
-        delay = PERSISTER_BACKOFF_S
-        for _ in range(PERSISTER_ATTEMPTS - 1):
+        for attempt in range(PERSISTER_ATTEMPTS - 1):
             result = await call()
             if error(result) not in _NOT_YET:
                 return result
-            await asyncio.sleep(delay)
-            delay *= 2
+            await asyncio.sleep(_PERSISTER_BACKOFF.backoff(attempt) / 1000)
         return await call()
 
     async def _summary(self, group_id: str, topic_id: uuid.UUID, partition: int

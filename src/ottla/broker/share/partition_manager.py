@@ -44,6 +44,7 @@ from ottla.broker.share.session import (
     TopicIdPartition,
 )
 from ottla.broker.share.share_partition import AcquiredRecords, PendingUpdate, SharePartition
+from ottla.common.backoff import ExponentialBackoff
 from ottla.common.features import share_dlq_enabled
 from ottla.common.group_configs import (
     IsolationLevel,
@@ -61,9 +62,10 @@ log = logging.getLogger(__name__)
 
 WRITE_RETRY_S = 1.0
 """How soon a failed write of ended leases is tried again."""
-DLQ_BACKOFF_S = 0.1
-DLQ_BACKOFF_MAX_S = 30.0
+DLQ_BACKOFF_MS = 100
+DLQ_BACKOFF_MAX_MS = 30_000
 """Retries of the dead-letter queue back off exponentially up to this."""
+_DLQ_BACKOFF = ExponentialBackoff(DLQ_BACKOFF_MS, DLQ_BACKOFF_MAX_MS)
 DEFAULT_LOCK_MS = 30_000
 """AcquisitionLockTimeoutMs of a session that holds no share-partition yet
 (``group.share.record.lock.duration.ms``'s default)."""
@@ -289,6 +291,18 @@ class SharePartitionManager:
                 self._dead_letter_later(key, held)
                 self._moved(key)
 
+    def on_topics_deleted(self, topic_ids: set[uuid.UUID]) -> None:
+        """Topics went: their share-partitions here go with them (a topic made again
+        under the same name has a new id, and starts afresh), sessions stop naming
+        them, and fetches waiting on them are answered (UNKNOWN_TOPIC_ID)."""
+        for session in self.sessions:
+            session.partitions = {tip for tip in session.partitions if tip[0] not in topic_ids}
+        for key in [k for k in self.held if k.topic_id in topic_ids]:
+            held = self.held.pop(key)
+            if held.dead_lettering is not None:
+                held.dead_lettering.cancel()
+            self._moved(key)
+
     # --- acknowledging ------------------------------------------------------------------
 
     async def acknowledge(self, group_id: str, member_id: str, tip: TopicIdPartition,
@@ -391,7 +405,7 @@ class SharePartitionManager:
                         count, cause, settings.dlq_copy_record)
             except KafkaError as e:
                 attempt += 1
-                delay = min(DLQ_BACKOFF_MAX_S, DLQ_BACKOFF_S * 2 ** min(attempt, 10))
+                delay = _DLQ_BACKOFF.backoff(attempt) / 1000
                 log.log(logging.WARNING if attempt % 10 == 1 else logging.DEBUG,
                         "Share group %s: records %d-%d of %s-%d wait for the dead-letter "
                         "queue (attempt %d): %s", key.group_id, first, last, topic.name,
@@ -412,6 +426,10 @@ class SharePartitionManager:
         fetch's record budget shared among them); if none could be had, wait in the
         purgatory for up to ``max_wait_ms`` for one of them to move."""
         group_id = session.group_id
+        if not partitions or limits.max_records <= 0 or limits.max_bytes <= 0:
+            # As Kafka's processShareFetch: a fetch that may take nothing (a client that
+            # only acknowledges sends MaxBytes 0) is answered at once, empty.
+            return {tip: ShareFetchResult() for tip in partitions}
         ready: dict[TopicIdPartition, HeldPartition | ShareFetchResult] = {}
         for tip in partitions:
             ready[tip] = await self._ready(self._key(group_id, tip))

@@ -219,6 +219,11 @@ class SharePartition:
     def _runs(self) -> list[tuple[int, int, InFlightState]]:
         return [run for first in self._firsts for run in self.batches[first].states()]
 
+    def in_flight_count(self) -> int:
+        """Kafka's ``numInFlightRecords``: the records cached from the start offset on,
+        leased, available or settled behind one that is not (0 with nothing cached)."""
+        return self.end_offset - self.start_offset
+
     def acquired_count(self) -> int:
         return sum(last - max(first, self.start_offset) + 1
                    for first, last, s in self._runs()
@@ -268,13 +273,18 @@ class SharePartition:
                 skipped: list[tuple[int, int]] | None = None) -> list[AcquiredRecords]:
         """Lease records of the batches a fetch returned ((first, last) offsets, in order)
         to ``member_id``: new batches whole, cached ones where AVAILABLE (their delivery
-        count bumped), never more than ``max_record_locks`` leased at once and about
-        ``max_records`` per call (exactly, with ``record_limit``: Kafka's
-        ``share.acquire.mode=record_limit``; else whole batches, batch_optimized).
-        ``skipped`` batches (control markers, aborted transactions when the group reads
-        committed) are archived as they are reached, never delivered, so the start
+        count bumped), about ``max_records`` per call (exactly, with ``record_limit``:
+        Kafka's ``share.acquire.mode=record_limit``; else whole batches, batch_optimized).
+        As Kafka's ``lastOffsetAndMaxRecordsToAcquire``, the records in flight (everything
+        cached from the start offset on, whatever its state) stay within
+        ``max_record_locks``: at the limit, only records already cached can be leased
+        again. ``skipped`` batches (control markers, aborted transactions when the group
+        reads committed) are archived as they are reached, never delivered, so the start
         offset moves over them."""
-        budget = min(max_records, self.max_record_locks - self.acquired_count())
+        budget = min(max_records, self.max_record_locks - self.in_flight_count())
+        within_cache = budget <= 0
+        if within_cache:
+            budget = min(max_records, self.end_offset - self.next_fetch_offset())
         deadline = now_ms + self.lock_duration_ms
         acquired: list[AcquiredRecords] = []
         ranges = sorted([(f, la, False) for f, la in fetched] +
@@ -288,6 +298,10 @@ class SharePartition:
             if skip:
                 self._skip(first, last)
                 continue
+            if within_cache:
+                last = min(last, self.end_offset - 1)
+                if last < first:
+                    break
             if first >= self.end_offset:
                 if record_limit:
                     last = min(last, first + budget - 1)
@@ -302,10 +316,9 @@ class SharePartition:
 
     def _reacquire(self, member_id: str, first: int, last: int, budget: int, deadline: int,
                    record_limit: bool, acquired: list[AcquiredRecords]) -> int:
-        for key in list(self._firsts):
-            batch = self.batches[key]
-            if batch.last_offset < first or batch.first_offset > last or budget <= 0:
-                continue
+        for batch in self._overlapping(first, last):
+            if budget <= 0:
+                break
             if self._is_pending(batch.first_offset, batch.last_offset):
                 continue  # being acknowledged: settled by its write first
             whole = batch.offsets is None and first <= batch.first_offset and \
@@ -321,11 +334,13 @@ class SharePartition:
             if batch.offsets is None and (batch.state is None or
                                           batch.state.state is not RecordState.AVAILABLE):
                 continue
-            for offset, state in sorted(batch.split().items()):
+            offsets = batch.split()
+            for offset in range(max(first, self.start_offset, batch.first_offset),
+                                min(last, batch.last_offset) + 1):
                 if budget <= 0:
                     break
-                if offset < max(first, self.start_offset) or offset > last or \
-                        state.state is not RecordState.AVAILABLE:
+                state = offsets[offset]
+                if state.state is not RecordState.AVAILABLE:
                     continue
                 self._lease(state, member_id, deadline)
                 previous = acquired[-1] if acquired else None
@@ -401,11 +416,12 @@ class SharePartition:
         if self.pending is not None:
             raise RuntimeError("one acknowledgement write at a time")
         undo: Undo = []
+        saved: set[int] = set()
         try:
             for first, last, types in acknowledgements:
                 if len(types) not in (1, last - first + 1) or last < first:
                     raise InvalidRecordState("acknowledgement types do not match the range")
-                self._acknowledge_run(member_id, first, last, types, undo,
+                self._acknowledge_run(member_id, first, last, types, undo, saved,
                                       now_ms + self.lock_duration_ms)
         except InvalidRecordState:
             self._undo(undo)
@@ -443,16 +459,30 @@ class SharePartition:
         return sum(last - max(first, start) + 1 for first, last, s in self._runs()
                    if s.state.terminal and last >= start)
 
-    def _acknowledge_run(self, member_id: str, first: int, last: int, types: list[int],
-                         undo: Undo, renewed_until: int) -> None:
-        covered = 0
-        for key in list(self._firsts):
+    def _overlapping(self, first: int, last: int) -> list[InFlightBatch]:
+        """The cached batches holding any of ``first``..``last``, in order (batches do not
+        overlap, so a bisect finds the first)."""
+        found = []
+        for key in self._firsts[max(0, bisect.bisect_right(self._firsts, first) - 1):]:
+            if key > last:
+                break
             batch = self.batches[key]
-            if batch.last_offset < first or batch.first_offset > last:
-                continue
-            undo.append((batch, batch.state.copy() if batch.state is not None else None,
-                         {o: s.copy() for o, s in batch.offsets.items()}
-                         if batch.offsets is not None else None))
+            if batch.last_offset >= first:
+                found.append(batch)
+        return found
+
+    def _acknowledge_run(self, member_id: str, first: int, last: int, types: list[int],
+                         undo: Undo, saved: set[int], renewed_until: int) -> None:
+        """One run of an acknowledgement. A client acknowledging record by record sends
+        thousands of runs over one batch: each touches only its own offsets, and a batch's
+        state is saved for the undo once (``saved``), so the whole is linear."""
+        covered = 0
+        for batch in self._overlapping(first, last):
+            if id(batch) not in saved:
+                saved.add(id(batch))
+                undo.append((batch, batch.state.copy() if batch.state is not None else None,
+                             {o: s.copy() for o, s in batch.offsets.items()}
+                             if batch.offsets is not None else None))
             exact = batch.first_offset == first and batch.last_offset == last
             if batch.offsets is None and exact and len(types) == 1 and \
                     batch.first_offset >= self.start_offset:
@@ -463,11 +493,11 @@ class SharePartition:
             if batch.offsets is None and (batch.state is None or
                                           batch.state.state is not RecordState.ACQUIRED):
                 raise InvalidRecordState("the batch is not acquired")
-            for offset, state in sorted(batch.split().items()):
-                if offset < first or offset > last or offset < self.start_offset:
-                    continue
+            offsets = batch.split()
+            for offset in range(max(first, batch.first_offset, self.start_offset),
+                                min(last, batch.last_offset) + 1):
                 kind = types[0] if len(types) == 1 else types[offset - first]
-                self._settle(state, member_id, kind, renewed_until)
+                self._settle(offsets[offset], member_id, kind, renewed_until)
                 covered += 1
         if covered == 0:
             raise InvalidRecordState(f"offsets {first}-{last} are not in flight")
