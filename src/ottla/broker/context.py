@@ -15,15 +15,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ottla.broker.controller_client import ControllerClient
+from ottla.broker.replication.replica_fetcher import Endpoint
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import NewTopic
 from ottla.metadata.image import MetadataImage
 
 T = TypeVar("T")
-
-Endpoint = tuple[str, int]
-"""(host, port)."""
 
 
 def run_now(job: Callable[[], T]) -> Awaitable[T]:

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 
 TopicPartition = tuple[str, int]
 """A partition by topic name and index (Kafka's TopicPartition)."""
+TopicIdPartition = tuple[uuid.UUID, int]
+"""A partition by topic id and index, as the newer APIs name it (Kafka's
+TopicIdPartition without the name)."""
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)

@@ -24,11 +24,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from ottla.common.topics import TopicPartition
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 Reply = Callable[[Any], None]
 S = TypeVar("S", bound="CoordinatorShard")
 R = TypeVar("R")

@@ -13,10 +13,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from ottla.common.topics import TopicPartition
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType, MetadataImage, PartitionRegistration
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ottla.common.topics import is_internal_topic
+from ottla.common.topics import TopicPartition, is_internal_topic
 from ottla.spark.java_regex import JavaRegexError, compile_java_regex, finds
 
 FORMAT = "ottla"
@@ -21,7 +21,6 @@ FORMAT = "ottla"
 EARLIEST = -2
 LATEST = -1
 
-TopicPartition = tuple[str, int]
 
 # Options that belong to the connector itself rather than to the client.
 _CLIENT_PREFIX = "kafka."

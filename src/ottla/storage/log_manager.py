@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ottla.common.files import write_atomically
+from ottla.common.topics import TopicPartition
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -35,7 +36,6 @@ from ottla.storage.segment import DELETED_SUFFIX, LogSegment
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 
 class LogManager:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from ottla.broker.replication.partition import Partition
 from ottla.common.tasks import cancel_and_wait
+from ottla.common.topics import TopicIdPartition
 from ottla.metadata.isr_change import IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -37,7 +38,6 @@ NOT_MADE = frozenset({ErrorCode.ineligible_replica, ErrorCode.operation_not_atte
 """Partition errors that say the controller did not make the change and the partition is
 as the leader knows it."""
 
-TopicIdPartition = tuple[uuid.UUID, int]
 
 
 class AlterPartitionManager:

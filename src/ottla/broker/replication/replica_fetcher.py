@@ -33,14 +33,15 @@ from ottla.broker.replication.replication_quota import ReplicationQuota
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import cancel_and_wait, wait_event
+from ottla.common.topics import TopicPartition
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 FETCH_VERSION = 17
 Endpoint = tuple[str, int]
+"""(host, port) of a broker's inter-broker listener."""
 
 
 @dataclass(slots=True)

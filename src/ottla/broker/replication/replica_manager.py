@@ -25,6 +25,7 @@ from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import LeaderAndIsr
 from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
+from ottla.common.topics import TopicPartition
 from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -35,7 +36,6 @@ from ottla.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 
 class FollowerFetching(Protocol):

@@ -9,17 +9,15 @@ session disconnect listener).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ottla.common.topics import TopicIdPartition
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
-TopicIdPartition = tuple[uuid.UUID, int]
-"""A partition by topic id and index, as ShareFetch names it."""
 Connection = tuple[str, str, int]
 """(listener, client host, client port)."""
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
+from ottla.common.topics import TopicPartition
 from ottla.coordinator.transaction.records import TransactionLogValue
 from ottla.protocol.errors import ErrorCode
 
@@ -25,7 +26,6 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767
 
-TopicPartition = tuple[str, int]
 
 
 class TransactionState(enum.IntEnum):
