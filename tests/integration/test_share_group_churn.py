@@ -26,8 +26,12 @@ LOCK_MS = 3000
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory) -> Iterator[OttlaProcess]:
-    node = OttlaProcess(str(tmp_path_factory.mktemp("share-churn") / "data"),
-                        overrides={**FAST, "group.share.min.record.lock.duration.ms": "1000"})
+    node = OttlaProcess(str(tmp_path_factory.mktemp("share-churn") / "data"), overrides={
+        **FAST, "group.share.min.record.lock.duration.ms": "1000",
+        # Every state write a snapshot, pruned every second: the state topic's log start
+        # moves while the tests run.
+        "share.coordinator.snapshot.update.records.per.snapshot": "0",
+        "share.coordinator.state.topic.prune.interval.ms": "1000"})
     node.start()
     try:
         yield node
@@ -77,6 +81,17 @@ def stored_start_offset(node: OttlaProcess, group: str, tid: uuid.UUID) -> int |
     result = summary.results[0].partitions[0]
     return result.start_offset if result.error_code == 0 and result.start_offset >= 0 \
         else None
+
+
+def state_topic_log_start(node: OttlaProcess) -> int:
+    """The largest log start offset among the partitions of ``__share_group_state``."""
+    with WireClient(node.bootstrap) as client:
+        response = client.request(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{
+                "name": "__share_group_state", "partitions": [
+                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": -2}
+                    for p in range(50)]}]})
+    return max(p.offset for t in response.topics for p in t.partitions if p.error_code == 0)
 
 
 def consumer(node: OttlaProcess, group: str, topics: list[str],
@@ -230,6 +245,10 @@ def test_random_acknowledgements_of_thousands_of_records(node) -> None:
         assert set(again) == released and set(again.values()) == {2}
         wait_until(lambda: stored_start_offset(node, group, topic_id(node, topic)) == total,
                    30, message="the start offset to reach the log end")
+        # Each write was a snapshot: the share coordinator prunes its partition of
+        # __share_group_state below the latest one.
+        wait_until(lambda: state_topic_log_start(node) > 0, 30,
+                   message="__share_group_state to be pruned")
     finally:
         c.close()
 

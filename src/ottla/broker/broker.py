@@ -187,7 +187,6 @@ class Broker(BrokerContext):
         await self.share_offsets.close()
         await self.share_persister.close()
         await self.dead_letters.close()
-        await self.share_coordinator.close()
         await self.replica_fetchers.shutdown()
         await self.alter_partitions.close()
         self.shutdown()

@@ -3,22 +3,20 @@ coordinator service over ``__share_group_state`` with share coordinator shards, 
 ``group:topicId:partition``, answering Initialize/Read/Write/Delete/ReadSummary
 ShareGroupState for the share-partition leaders.
 
-Besides the shards' own timers (cold-partition snapshots), it prunes the state topic:
-every ``share.coordinator.state.topic.prune.interval.ms`` each loaded partition's log
-start moves up to the first record a reload still needs (the oldest snapshot any
-share-partition's state starts from), as Kafka's coordinator issues DeleteRecords.
+The shards' timers snapshot cold partitions and, every
+``share.coordinator.state.topic.prune.interval.ms``, hand this service the offset below
+which their partition's records are redundant (the oldest snapshot any share-partition's
+state starts from, once committed); the partition's log start moves there, as Kafka's
+coordinator issues DeleteRecords. One path: the shard decides, the driver deletes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.coordinator_service import CoordinatorService
-from ottla.common.tasks import cancel_and_wait
-from ottla.common.topics import SHARE_GROUP_STATE_TOPIC
-from ottla.coordinator.runtime import CoordinatorState
+from ottla.common.topics import SHARE_GROUP_STATE_TOPIC, TopicPartition
 from ottla.coordinator.share.shard import (
     DeleteStateAnswer,
     InitializeStateAnswer,
@@ -56,9 +54,9 @@ class ShareCoordinatorService(CoordinatorService[ShareCoordinatorShard]):
              "min.insync.replicas": str(config["share.coordinator.state.topic.min.isr"]),
              "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
              "unclean.leader.election.enable": "false", "retention.ms": "-1"},
-            lambda ctx: ShareCoordinatorShard(ctx, self.share_config),
+            lambda ctx: ShareCoordinatorShard(
+                ctx, self.share_config, on_prune=lambda offset: self._prune(ctx.tp, offset)),
             encode_record, decode_record)
-        self._pruner: asyncio.Task[None] | None = None
 
     # --- the APIs ---------------------------------------------------------------------------
 
@@ -96,34 +94,14 @@ class ShareCoordinatorService(CoordinatorService[ShareCoordinatorShard]):
 
     # --- pruning ----------------------------------------------------------------------------
 
-    def on_loaded(self, tp: tuple[str, int]) -> None:
-        if self._pruner is None or self._pruner.done():
-            self._pruner = asyncio.ensure_future(self._prune_forever())
-
-    async def _prune_forever(self) -> None:
-        while self.runtime.contexts:
-            await asyncio.sleep(self.share_config.prune_interval_ms / 1000)
-            try:
-                self.prune()
-            except Exception:
-                log.exception("Pruning %s failed", SHARE_GROUP_STATE_TOPIC)
-
-    def prune(self) -> dict[tuple[str, int], int]:
-        """Move each loaded partition's log start to its first record still needed;
-        the new starts."""
-        moved: dict[tuple[str, int], int] = {}
-        for tp, context in list(self.runtime.contexts.items()):
-            if context.state is not CoordinatorState.ACTIVE:
-                continue
-            offset = context.shard.last_redundant_offset()
-            partition = self.broker.replica_manager.partitions.get(tp)
-            if offset is None or partition is None:
-                continue
-            offset = min(offset, partition.high_watermark)
-            if offset > partition.log.log_start_offset:
-                moved[tp] = partition.log.delete_records_before(offset)
-                log.debug("Pruned %s-%d below %d", tp[0], tp[1], offset)
-        return moved
-
-    async def close(self) -> None:
-        await cancel_and_wait(self._pruner)
+    def _prune(self, tp: TopicPartition, offset: int) -> None:
+        """A shard's prune timer found every record below ``offset`` redundant (and
+        committed): the partition's log start moves there, as Kafka's coordinator
+        issues DeleteRecords."""
+        partition = self.broker.replica_manager.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return
+        offset = min(offset, partition.high_watermark)
+        if offset > partition.log.log_start_offset:
+            partition.log.delete_records_before(offset)
+            log.debug("Pruned %s-%d below %d", tp[0], tp[1], offset)
