@@ -38,3 +38,9 @@ test: install-test
 
 clean:
 	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache
+
+# Apache Kafka 4.4.0's jars, resolved with Maven into ~/.cache/ottla/kafka-4.4.0/libs (or
+# $OTTLA_KAFKA_HOME/libs) for tests/kafka_ref and the benchmarks' Kafka anchor (docs/kafka-ref.md).
+.PHONY: kafka-ref
+kafka-ref: $(BIN)/python
+	$(BIN)/python -m tests.kafka_ref.install
