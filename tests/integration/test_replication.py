@@ -30,6 +30,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from ottla.broker.coordinators.coordinator_service import partition_for
 from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
 from tests.helpers import KRaftCluster, WireClient, free_port, wait_until
 from tests.integration.test_quorum import create
 
@@ -740,3 +741,33 @@ def test_with_eligible_leader_replicas_a_replica_that_left_the_isr_leads_cleanly
         assert consume_all(cluster, "eligible", 10)[0] == [b"%d" % i for i in range(10)]
     finally:
         cluster.stop()
+
+
+def test_a_follower_answers_describe_producers_as_its_leader_does(
+        cluster: KRaftCluster) -> None:
+    """As Kafka 4 (``ReplicaManager.activeProducerState`` needs no leadership): a follower
+    answers DescribeProducers from the producer state of the batches it replicated."""
+    create(cluster, [NewTopic("described", 1, 3)])
+    wait_until(lambda: full_isr(cluster, "described"), 30, 0.2, "three in-sync replicas")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    for i in range(50):
+        producer.produce("described", value=b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    leader, replicas, _ = partitions(cluster, "described")[0]
+
+    def producers(broker: int) -> list[tuple[int, int, int]]:
+        """(producer id, epoch, last sequence) of partition 0's producers on ``broker``."""
+        with WireClient(cluster.nodes[broker].bootstrap, timeout=5) as client:
+            response = client.request(ApiKey.DESCRIBE_PRODUCERS, 0, {
+                "topics": [{"name": "described", "partition_indexes": [0]}]})
+        (state,) = response.topics[0].partitions
+        assert state.error_code == ErrorCode.none, (broker, ErrorCode(state.error_code))
+        return sorted((p.producer_id, p.producer_epoch, p.last_sequence)
+                      for p in state.active_producers)
+
+    on_leader = producers(leader)
+    assert [last_sequence for _, _, last_sequence in on_leader] == [49]
+    for follower in (r for r in replicas if r != leader):
+        wait_until(lambda follower=follower: producers(follower) == on_leader, 30, 0.2,
+                   f"broker {follower}, a follower, to list {on_leader}")

@@ -1826,3 +1826,24 @@ async def test_share_fetch_v2_limits_records_and_share_acknowledge_v2_renews(bro
     sp = broker.share_partitions.partitions[SharePartitionKey("workers", topic_id, 0)]
     assert sp.acquired_count() == 2 and sp.start_offset == 0
     broker.share_partitions.shutdown()
+
+
+async def test_describe_producers_is_answered_by_a_follower_from_what_it_replicated(
+        broker) -> None:
+    """As Kafka's ``ReplicaManager.activeProducerState``: any hosted replica answers, and a
+    broker hosting none of a known partition answers NOT_LEADER_OR_FOLLOWER."""
+    create_topic(broker, "orders", leader=OTHER, replicas=(OTHER, NODE))
+    create_topic(broker, "elsewhere", leader=OTHER, replicas=(OTHER,))
+    follower = broker.replica_manager.partitions[("orders", 0)]
+    assert not follower.is_leader
+    follower.append_as_follower(batch(b"a", b"b", producer_id=4242, producer_epoch=3,
+                                      base_sequence=0, partition_leader_epoch=0), NOW_MS)
+    response = await ask(broker, ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+        {"name": "orders", "partition_indexes": [0]},
+        {"name": "elsewhere", "partition_indexes": [0]}]})
+    here, elsewhere = (t.partitions[0] for t in response.topics)
+    (active,) = here.active_producers
+    assert (here.error_code, active.producer_id, active.producer_epoch,
+            active.last_sequence, active.last_timestamp) == (ErrorCode.none, 4242, 3, 1, NOW_MS)
+    assert (elsewhere.error_code, list(elsewhere.active_producers)) == \
+        (ErrorCode.not_leader_or_follower, [])

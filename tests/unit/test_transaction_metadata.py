@@ -43,7 +43,7 @@ def test_a_transaction_commits_through_kafkas_states() -> None:
     assert (md.state, md.start_ms) == (S.ONGOING, T0 + 10)
     md = md.add_partitions(frozenset({("orders", 1)}), T0 + 20)
     assert md.start_ms == T0 + 10 and md.partitions == {("orders", 0), ("orders", 1)}
-    md = md.prepare_end(True, client_version=0, next_producer_id=-1, now_ms=T0 + 30)
+    md = md.prepare_end(commit=True, client_version=0, next_producer_id=-1, now_ms=T0 + 30)
     assert (md.state, md.producer_epoch) == (S.PREPARE_COMMIT, 0)  # v1: no bump
     md = md.complete(T0 + 40)
     assert (md.state, md.partitions, md.producer_epoch) == (S.COMPLETE_COMMIT, frozenset(), 0)
@@ -58,8 +58,10 @@ def test_a_transaction_commits_through_kafkas_states() -> None:
 def test_transitions_kafka_forbids_are_refused(state: TransactionState, target: str) -> None:
     md = TransactionMetadata("t", 5, 3, 60_000, state, T0,
                              frozenset({("x", 0)}) if state.pending else frozenset(), T0)
-    actions = {"prepare_commit": lambda: md.prepare_end(True, 0, -1, T0),
-               "prepare_abort": lambda: md.prepare_end(False, 0, -1, T0),
+    actions = {"prepare_commit": lambda: md.prepare_end(
+                   commit=True, client_version=0, next_producer_id=-1, now_ms=T0),
+               "prepare_abort": lambda: md.prepare_end(
+                   commit=False, client_version=0, next_producer_id=-1, now_ms=T0),
                "add": lambda: md.add_partitions(frozenset({("x", 1)}), T0),
                "fence": md.fence_epoch, "dead": md.dead,
                "bump": lambda: md.bump_epoch(60_000, None, T0)}
@@ -96,19 +98,21 @@ def test_a_hanging_transaction_is_fenced_then_aborted() -> None:
     md = initialized(epoch=2).add_partitions(frozenset({("a", 0)}), T0)
     fenced = md.fence_epoch()
     assert (fenced.state, fenced.producer_epoch) == (S.PREPARE_EPOCH_FENCE, 3)
-    aborting = fenced.prepare_end(False, 0, -1, T0 + 1)
+    aborting = fenced.prepare_end(commit=False, client_version=0, next_producer_id=-1,
+                                   now_ms=T0 + 1)
     assert (aborting.state, aborting.partitions) == (S.PREPARE_ABORT, {("a", 0)})
     assert aborting.complete(T0 + 2).state is S.COMPLETE_ABORT
 
 
 def test_transactions_v2_bump_the_epoch_at_every_end_and_overflow_to_the_next_id() -> None:
     md = initialized(epoch=4).add_partitions(frozenset({("a", 0)}), T0)
-    ending = md.prepare_end(True, client_version=2, next_producer_id=-1, now_ms=T0)
+    ending = md.prepare_end(commit=True, client_version=2, next_producer_id=-1, now_ms=T0)
     assert (ending.producer_epoch, ending.last_producer_epoch) == (5, 4)
     assert ending.complete(T0).producer_epoch == 5
     last = TransactionMetadata("t", 9, MAX_EPOCH - 1, 60_000, S.ONGOING, T0,
                                frozenset({("a", 0)}), T0)
-    overflowing = last.prepare_end(False, client_version=2, next_producer_id=10, now_ms=T0)
+    overflowing = last.prepare_end(commit=False, client_version=2, next_producer_id=10,
+                                   now_ms=T0)
     done = overflowing.complete(T0 + 1)
     assert (done.producer_id, done.producer_epoch, done.previous_producer_id,
             done.next_producer_id) == (10, 0, 9, -1)

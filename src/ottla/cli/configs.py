@@ -21,6 +21,8 @@ SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONF
                 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
                 7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
 _DYNAMIC_SOURCE = {"topics": 1, "brokers": 2, "groups": 8}
+_CLUSTER_DEFAULT_SOURCE = 3
+"""DYNAMIC_DEFAULT_BROKER_CONFIG: what the cluster default of brokers ("") sets."""
 
 
 def add_parser(sub: Any) -> None:
@@ -77,7 +79,7 @@ class ConfigsError(Exception):
     """An error a broker answered for the resource, with its message."""
 
 
-def _entries(client: BlockingClient, entity_type: str, name: str,
+def _entries(client: BlockingClient, entity_type: str, name: str, *,
              describe_all: bool) -> list[Any]:
     """The resource's configs, sorted by name: all of them, or those set dynamically at the
     resource's own level (as kafka-configs shows them). DescribeConfigs goes over the wire
@@ -89,7 +91,8 @@ def _entries(client: BlockingClient, entity_type: str, name: str,
     result = response.results[0]
     if result.error_code:
         raise ConfigsError(result.error_message or f"error {int(result.error_code)}")
-    wanted = 3 if entity_type == "brokers" and name == "" else _DYNAMIC_SOURCE[entity_type]
+    wanted = _CLUSTER_DEFAULT_SOURCE if entity_type == "brokers" and name == "" \
+        else _DYNAMIC_SOURCE[entity_type]
     return sorted((e for e in result.configs if describe_all or int(e.config_source) == wanted),
                   key=lambda e: e.name)
 
@@ -124,7 +127,7 @@ def _describe(admin: Any, client: BlockingClient, args: argparse.Namespace) -> i
         else:
             kind = "All" if args.all else "Dynamic"
             print(f"{kind} configs for {entity_type[:-1]} {name} are:")
-        for entry in _entries(client, entity_type, name, args.all):
+        for entry in _entries(client, entity_type, name, describe_all=args.all):
             synonyms = ", ".join(f"{SOURCE_NAMES.get(int(s.source), 'UNKNOWN')}:{s.name}="
                                  f"{_value(s.value)}" for s in entry.synonyms)
             print(f"  {entry.name}={_value(entry.value)} "
@@ -136,7 +139,7 @@ def _alter(client: BlockingClient, args: argparse.Namespace) -> int:
     entity_type, name = args.entity_type, "" if args.entity_default else args.entity_name
     added = parse_add_config(args.add_config) if args.add_config else {}
     deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
-    old = {e.name: e for e in _entries(client, entity_type, name, False)}
+    old = {e.name: e for e in _entries(client, entity_type, name, describe_all=False)}
     invalid = [k for k in deleted if k not in old]
     if invalid:
         return fail(f"Invalid config(s): {','.join(invalid)}")

@@ -14,6 +14,7 @@ from typing import Any
 from ottla.cli.common import client_config, connect, fail, parse_properties
 from ottla.protocol.errors import ErrorCode
 
+TIMEOUT = 30.0
 RESET_SCENARIOS = ("to_earliest", "to_latest", "to_offset", "to_datetime", "shift_by",
                    "to_current")
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return _list(admin, args)
     groups = list(args.group)
     if args.all_groups:
-        groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid]
+        groups = [g.group_id for g in admin.list_consumer_groups().result(TIMEOUT).valid]
     if not groups:
         return fail("Option [--group] or [--all-groups] is required.")
     if args.describe:
@@ -99,7 +100,7 @@ def _list(admin: Any, args: argparse.Namespace) -> int:
     if args.type:
         wanted_types = {t.strip().upper() for t in args.type.split(",") if t.strip()}
         kwargs["types"] = {ConsumerGroupType[t] for t in wanted_types}
-    listed = admin.list_consumer_groups(**kwargs).result(30)
+    listed = admin.list_consumer_groups(**kwargs).result(TIMEOUT)
     groups = sorted(listed.valid, key=lambda g: g.group_id)
     if args.state is None and args.type is None:
         for g in groups:
@@ -123,7 +124,7 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
     descriptions = admin.describe_consumer_groups(groups)
     for group, future in descriptions.items():
         try:
-            desc = future.result(30)
+            desc = future.result(TIMEOUT)
         except KafkaException as e:
             print(f"Error: Consumer group '{group}' could not be described: {e}")
             status = 1
@@ -180,7 +181,7 @@ def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
-    listed = result[group].result(30)
+    listed = result[group].result(TIMEOUT)
     return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions
             if tp.offset >= 0}
 
@@ -192,7 +193,7 @@ def _watermarks(args: argparse.Namespace, keys: list[tuple[str, int]]
     consumer = Consumer(_conf(args) | {"group.id": "ottla-consumer-groups-tool",
                                        "enable.auto.commit": False})
     try:
-        return {key: consumer.get_watermark_offsets(TopicPartition(*key), timeout=30)
+        return {key: consumer.get_watermark_offsets(TopicPartition(*key), timeout=TIMEOUT)
                 for key in keys}
     finally:
         consumer.close()
@@ -204,7 +205,7 @@ def _delete(admin: Any, groups: list[str]) -> int:
     failed = {}
     for group, future in admin.delete_consumer_groups(groups).items():
         try:
-            future.result(30)
+            future.result(TIMEOUT)
         except KafkaException as e:
             failed[group] = e.args[0].str()
     done = [g for g in groups if g not in failed]
@@ -238,7 +239,7 @@ def _delete_offsets(args: argparse.Namespace, groups: list[str]) -> int:
     group = groups[0]
     from confluent_kafka.admin import AdminClient
 
-    topics = AdminClient(_conf(args)).list_topics(timeout=30).topics
+    topics = AdminClient(_conf(args)).list_topics(timeout=TIMEOUT).topics
     partitions = _topic_partitions(args, {n: len(t.partitions) for n, t in topics.items()})
     with connect(args.bootstrap_server, "ottla-consumer-groups") as client:
         found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
@@ -280,11 +281,11 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
               "should add the --dry-run option explicitly if you are scripting this command "
               "and want to keep the current default behavior without prompting.")
     scenario = scenarios[0]
-    topics = admin.list_topics(timeout=30).topics
+    topics = admin.list_topics(timeout=TIMEOUT).topics
     known = {n: len(t.partitions) for n, t in topics.items()}
     status = 0
     for group, future in admin.describe_consumer_groups(groups).items():
-        desc = future.result(30)
+        desc = future.result(TIMEOUT)
         if desc.members:
             print(f"Error: Assignments can only be reset if the group '{group}' is inactive, "
                   f"but the current state is {_state_name(desc.state)}.")
@@ -298,7 +299,7 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
             stamp = _parse_datetime(args.to_datetime)
             probe = Consumer(_conf(args) | {"group.id": "ottla-consumer-groups-tool"})
             found = probe.offsets_for_times([TopicPartition(t, p, stamp) for t, p in keys],
-                                            timeout=30)
+                                            timeout=TIMEOUT)
             probe.close()
             times = {(tp.topic, tp.partition): tp.offset for tp in found}
         for key in keys:
@@ -315,7 +316,7 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
         if args.execute:
             result = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
                 group, [TopicPartition(t, p, o) for (t, p), o in new.items()])])
-            result[group].result(30)
+            result[group].result(TIMEOUT)
         _table([[group, t, p, o] for (t, p), o in sorted(new.items())],
                ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])
     return status

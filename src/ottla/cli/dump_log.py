@@ -12,11 +12,13 @@ import struct
 import uuid
 from typing import Any
 
+from ottla.common.config import INT_MAX
 from ottla.common.uuids import kafka_uuid_text
 from ottla.protocol.compression import CompressionType
 from ottla.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC_OFFSET,
     CorruptRecord,
     check_batch,
     decode_legacy_message_set,
@@ -34,7 +36,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--deep-iteration", action="store_true", help="iterate records too")
     p.add_argument("--cluster-metadata-decoder", action="store_true",
                    help="decode records as cluster metadata records")
-    p.add_argument("--max-bytes", type=int, default=2**31 - 1)
+    p.add_argument("--max-bytes", type=int, default=INT_MAX)
     p.set_defaults(run=run)
 
 
@@ -121,7 +123,7 @@ def dump_segment(path: str, args: argparse.Namespace) -> None:
     pos = 0
     deep = args.deep_iteration or args.print_data_log or args.cluster_metadata_decoder
     while pos + LOG_OVERHEAD <= len(data):
-        magic = data[pos + 16] if pos + 16 < len(data) else -1
+        magic = data[pos + MAGIC_OFFSET] if pos + MAGIC_OFFSET < len(data) else -1
         (size,) = struct.unpack_from(">i", data, pos + 8)
         end = pos + LOG_OVERHEAD + size
         if end > len(data) or size < 0:

@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from ottla.cli.common import connect, fail
+from ottla.common.features import METADATA_VERSION
 from ottla.metadata.bootstrap import METADATA_VERSIONS, metadata_version
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
@@ -41,7 +42,7 @@ def add_parser(sub: Any) -> None:
 def _level_name(feature: str, level: int) -> str:
     """Kafka's FeatureCommand.levelToString: a metadata.version by its release name, any
     other feature (share.version, transaction.version, ...) by its number."""
-    if feature != "metadata.version":
+    if feature != METADATA_VERSION:
         return str(level)
     return _NAMES.get(level, f"UNKNOWN {level}")
 
@@ -68,7 +69,7 @@ def run_update(args: argparse.Namespace) -> int:
     updates: dict[str, int] = {}
     try:
         if args.metadata:
-            updates["metadata.version"] = metadata_version(args.metadata)[1]
+            updates[METADATA_VERSION] = metadata_version(args.metadata)[1]
         for item in args.feature:
             name, sep, level = item.partition("=")
             if not sep:

@@ -12,8 +12,7 @@ import json
 from typing import Any
 
 from ottla.cli.common import client_config, fail
-
-ELECTION_NOT_NEEDED = 84
+from ottla.protocol.errors import ErrorCode
 
 
 def add_parser(sub: Any) -> None:
@@ -67,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         name = f"{tp.topic}-{tp.partition}"
         if error is None:
             done.append(name)
-        elif error.code() == ELECTION_NOT_NEEDED:
+        elif error.code() == ErrorCode.election_not_needed:
             not_needed.append(name)
         else:
             failed.append(f"{name}: {error.str()}")

@@ -26,6 +26,7 @@ from ottla.cli.common import connect, fail
 from ottla.protocol.api import ApiKey
 
 Assignment = dict[tuple[str, int], list[int]]
+REQUEST_TIMEOUT_MS = 60_000
 
 
 def add_parser(sub: Any) -> None:
@@ -127,7 +128,7 @@ def _alter(client: Any, wanted: dict[tuple[str, int], list[int] | None]) -> list
         topics.setdefault(topic, []).append({"partition_index": partition,
                                              "replicas": replicas})
     response = client.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {
-        "timeout": 60000, "topics": [{"name": t, "partitions": ps}
+        "timeout": REQUEST_TIMEOUT_MS, "topics": [{"name": t, "partitions": ps}
                                      for t, ps in topics.items()]})
     if response.error_code != 0:
         raise ConnectionError(f"the controller refused: {response.error_message}")
@@ -152,7 +153,7 @@ def _execute(client: Any, wanted: Assignment, throttle: int) -> int:
 
 def _in_progress(client: Any) -> dict[tuple[str, int], Any]:
     response = client.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
-                              {"timeout": 60000, "topics": None})
+                              {"timeout": REQUEST_TIMEOUT_MS, "topics": None})
     return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
 
 

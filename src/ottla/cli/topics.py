@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(e.args[0]) if e.args else str(e))
 
 
-def _matching(admin: Any, pattern: str | None, exclude_internal: bool) -> list[str]:
+def _matching(admin: Any, pattern: str | None, *, exclude_internal: bool) -> list[str]:
     import re
 
     names = sorted(admin.list_topics(timeout=TIMEOUT).topics)
@@ -111,7 +111,7 @@ def _message(e: Exception) -> str:
 
 
 def _list(admin: Any, args: argparse.Namespace) -> int:
-    for name in _matching(admin, args.topic, args.exclude_internal):
+    for name in _matching(admin, args.topic, exclude_internal=args.exclude_internal):
         print(name)
     return 0
 
@@ -120,7 +120,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import ConfigResource, ConfigSource
 
-    names = _matching(admin, args.topic, args.exclude_internal)
+    names = _matching(admin, args.topic, exclude_internal=args.exclude_internal)
     if args.topic and not names and "*" not in args.topic and "." not in args.topic:
         return fail(f"Topic '{args.topic}' does not exist as expected")
     if not names:
@@ -168,7 +168,7 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
 def _delete(admin: Any, args: argparse.Namespace) -> int:
     if not args.topic:
         return fail("--topic is required with --delete")
-    names = _matching(admin, args.topic, True)
+    names = _matching(admin, args.topic, exclude_internal=True)
     if not names:
         if args.if_exists:
             return 0
@@ -186,7 +186,7 @@ def _alter(admin: Any, args: argparse.Namespace) -> int:
 
     if not args.topic or args.partitions is None:
         return fail("--alter needs --topic and --partitions")
-    names = _matching(admin, args.topic, True)
+    names = _matching(admin, args.topic, exclude_internal=True)
     if not names:
         if args.if_exists:
             return 0

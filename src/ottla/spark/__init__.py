@@ -2,7 +2,8 @@
 
 ``register(spark)`` once per session, then use the options of Spark's Kafka source and
 sink. Nothing is fetched from a Maven repository: the connector is PySpark's Python Data
-Source API over confluent-kafka, so ``pip install ottla[spark]`` is all a pipeline needs.
+Source API over Ottla's protocol client and confluent-kafka, so ``pip install
+ottla[spark]`` is all a pipeline needs.
 
 This module only re-exports: the modules of the package never import it.
 """

@@ -92,7 +92,6 @@ class Selection:
 
     segments: list[Segment]
     next_offset: int  # after the last whole batch (== the fetch offset if there was none)
-    payload_bytes: int  # decompressed bytes in ``segments``
     truncated: bool  # bytes were left that do not make a whole batch
 
 
@@ -107,7 +106,7 @@ def select_batches(records: bytes | memoryview, fetch_offset: int,
     """
     view = memoryview(records)
     segments: list[Segment] = []
-    position, size, payload = 0, len(view), 0
+    position, size = 0, len(view)
     next_offset = fetch_offset
     while position + LOG_OVERHEAD <= size:
         if position + HEADER_SIZE > size:
@@ -138,11 +137,10 @@ def select_batches(records: bytes | memoryview, fetch_offset: int,
                 body = decompress(header.compression, body)  # type: ignore[assignment]
             except CompressionError as e:
                 raise CorruptRecord(f"batch at offset {header.base_offset}: {e}") from e
-        payload += len(body)
         segments.append((body, header.base_offset, header.base_timestamp,
                          header.max_timestamp, header.timestamp_type == LOG_APPEND_TIME,
                          header.record_count))
-    return Selection(segments, next_offset, payload, position < size)
+    return Selection(segments, next_offset, truncated=position < size)
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:

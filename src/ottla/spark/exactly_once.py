@@ -18,7 +18,7 @@ the batch id (offset ``batchId + 1`` on partition 0 of the task's first output t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from itertools import chain
 from typing import Any
 
@@ -65,6 +65,7 @@ class WriteTask:
 @dataclass(frozen=True)
 class TaskOutcome:
     records: int
+    _: KW_ONLY
     already_written: bool  # an earlier attempt or run committed this batch of this task
 
 
@@ -91,7 +92,7 @@ def write_exactly_once(batches: Iterator[pa.RecordBatch], options: SinkOptions,
     unless a committed transaction of this task already recorded it (or a later one)."""
     first = next((b for b in batches if b.num_rows), None)
     if first is None:
-        return TaskOutcome(0, False)  # nothing to write, nothing to record
+        return TaskOutcome(0, already_written=False)  # nothing to write, nothing to record
     # Deterministic on replay: the same rows come first to the same task.
     topic = first_topic(first, options.topic)
     assert topic is not None
@@ -106,7 +107,7 @@ def write_exactly_once(batches: Iterator[pa.RecordBatch], options: SinkOptions,
         if last_written_batch(group, marker) >= task.batch_id:
             for _ in batches:  # a Python worker whose input is left unread is not reused
                 pass
-            return TaskOutcome(0, True)
+            return TaskOutcome(0, already_written=True)
         producer.begin_transaction()
         try:
             for batch in chain([first], batches):
@@ -119,7 +120,7 @@ def write_exactly_once(batches: Iterator[pa.RecordBatch], options: SinkOptions,
         except BaseException:
             _abort(producer)
             raise
-        return TaskOutcome(sent, False)
+        return TaskOutcome(sent, already_written=False)
     finally:
         group.close()
 

@@ -47,6 +47,7 @@ FETCH_MAX_WAIT_MS = 500
 RETRY_BACKOFF_S = 0.1
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # Fetch's and ListOffsets' isolation levels
 CLIENT_ID = "ottla-spark"
 
 _SIZE = struct.Struct(">i")
@@ -76,7 +77,7 @@ class _Connection(BlockingClient):
 
     def receive_frame(self) -> memoryview:
         """The next response frame (without its size); valid until the next call."""
-        (size,) = _SIZE.unpack(self._recv_exactly(4))
+        (size,) = _SIZE.unpack(self._recv_exactly(_SIZE.size))
         if len(self._buffer) < size:
             self._buffer = bytearray(max(size, 2 * len(self._buffer)))
         view = memoryview(self._buffer)[:size]
@@ -168,7 +169,7 @@ class PartitionFetcher:
         self.max_bytes = int(client.get("max.partition.fetch.bytes", FETCH_MAX_BYTES))
         self.topic = topic
         self.partition = partition
-        self.isolation = 1 if read_committed else 0
+        self.isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
         self._leader: _Connection | None = None
 
     def close(self) -> None:
@@ -265,7 +266,7 @@ def read_range_columnar(r: OffsetRange, client: Mapping[str, str], include_heade
     if r.size <= 0:
         return
     fetcher = PartitionFetcher(client, r.topic, r.partition,
-                               isolation_level == "read_committed")
+                               read_committed=isolation_level == "read_committed")
     try:
         yield from _RangeRead(fetcher, r, include_headers, fail_on_data_loss,
                               poll_timeout_ms).batches()
@@ -330,7 +331,7 @@ class _RangeRead:
         until = r.until_offset
         position = r.from_offset if r.from_offset >= 0 else \
             self._list_offset(EARLIEST_TIMESTAMP)
-        read_committed = self.fetcher.isolation == 1
+        read_committed = self.fetcher.isolation == READ_COMMITTED
         in_flight: int | None = None  # the correlation id of the Fetch at ``position``
         while position < until:
             try:

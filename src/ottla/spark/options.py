@@ -41,6 +41,7 @@ ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 # How executors read: fetched batches decoded column-wise, or confluent-kafka's consumer.
 READERS = ("columnar", "consumer")
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "ottla-spark"
+DEFAULT_POLL_TIMEOUT_MS = 120_000  # kafkaConsumer.pollTimeoutMs, as Spark's
 
 
 class OptionError(ValueError):
@@ -77,7 +78,7 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
-    poll_timeout_ms: int = 120_000
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     # kafka.isolation.level, kept out of ``client`` because the AdminClient (a producer
     # to librdkafka) refuses consumer settings; Spark's (Java's) default, not librdkafka's.
     isolation_level: str = "read_uncommitted"
@@ -266,7 +267,7 @@ def parse_source(options: Mapping[str, str], streaming: bool) -> SourceOptions:
                           f"than the maxOffsetsPerTrigger ({max_per_trigger})")
     delay = _parse_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay", "15m"))
     poll = _parse_positive("kafkaConsumer.pollTimeoutMs",
-                           opts.get("kafkaconsumer.polltimeoutms")) or 120_000
+                           opts.get("kafkaconsumer.polltimeoutms")) or DEFAULT_POLL_TIMEOUT_MS
     return SourceOptions(
         client=client, subscribe=subscribe, subscribe_pattern=pattern, assign=assign,
         starting=starting, ending=ending, timestamp_strategy=strategy,

@@ -39,6 +39,7 @@ from ottla.spark.fetch_reader import read_range_columnar, unusable_because
 from ottla.spark.offset_ranges import TriggerGate, rate_limit, split
 from ottla.spark.offset_reader import TP, OffsetRange, OffsetReader, data_loss
 from ottla.spark.options import (
+    EARLIEST,
     FORMAT,
     OptionError,
     SinkOptions,
@@ -209,9 +210,9 @@ class OttlaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin, until = from_json(start), from_json(end)
-        ranges = [OffsetRange(t, p, begin.get((t, p), -2), o)
+        ranges = [OffsetRange(t, p, begin.get((t, p), EARLIEST), o)
                   for (t, p), o in sorted(until.items())]
-        # A new partition's range starts at earliest (-2), so its size is unknown here.
+        # A new partition's range starts at EARLIEST, so its size is unknown here.
         known = [r for r in ranges if r.from_offset >= 0]
         fresh = [r for r in ranges if r.from_offset < 0 and r.until_offset > 0]
         splits = split(known, self.options.min_partitions,
@@ -253,7 +254,7 @@ class OttlaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> CommitMessage:
         if self.options.exactly_once:
             outcome = write_exactly_once(iterator, self.options, WriteTask.current())
-            return CommitMessage(outcome.records, outcome.already_written)
+            return CommitMessage(outcome.records, already_written=outcome.already_written)
         return CommitMessage(write_batches(iterator, self.options))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -51,6 +51,8 @@ S = TypeVar("S")
 LOAD_SLICE_RECORDS = 5000
 """Records a loading coordinator partition replays per turn of the event loop (a few
 milliseconds): other partitions and clients are served in between."""
+LOAD_READ_BYTES = 1 << 20
+"""What one read of a loading partition's log asks for (a larger batch comes whole)."""
 
 
 def java_string_hash(s: str) -> int:
@@ -108,7 +110,7 @@ class LogPartitionWriter:
         log_ = self._partition(tp).log
         offset = log_.log_start_offset
         while offset < log_.log_end_offset:
-            read = log_.read(offset, 1 << 20, None, True)
+            read = log_.read(offset, LOAD_READ_BYTES, min_one_batch=True)
             if read.records is None:
                 break
             data = read.records.read()
@@ -274,7 +276,7 @@ class CoordinatorService(Generic[S]):
 
         return future, reply
 
-    def write(self, key: str, operation: Callable[..., CoordinatorResult],
+    def write(self, key: str, operation: Callable[..., CoordinatorResult], *,
               reply_with_callback: bool = False) -> asyncio.Future[Any]:
         """Run a write on the key's shard; the future resolves to the response once its
         records are committed, or raises the KafkaError the operation failed with."""

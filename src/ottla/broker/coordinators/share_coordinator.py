@@ -45,8 +45,7 @@ class ShareCoordinatorService(CoordinatorService[ShareCoordinatorShard]):
                 "share.coordinator.snapshot.update.records.per.snapshot"],
             cold_partition_snapshot_interval_ms=config[
                 "share.coordinator.cold.partition.snapshot.interval.ms"],
-            prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"],
-            write_timeout_ms=config["share.coordinator.write.timeout.ms"])
+            prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"])
         super().__init__(
             broker, config["share.coordinator.state.topic.num.partitions"],
             config["share.coordinator.state.topic.replication.factor"],

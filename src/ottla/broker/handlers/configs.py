@@ -60,7 +60,7 @@ def _broker_sources(node: ConfigView, name: str) -> list[tuple[str, str | None, 
     return found
 
 
-def _synonym_to_topic_value(synonym: str, value: str | None, key: ConfigKey) -> str | None:
+def _synonym_to_topic_value(synonym: str, value: str | None) -> str | None:
     if value is None:
         return None
     if synonym.endswith(".hours"):
@@ -90,15 +90,14 @@ def describe_topic_configs(node: ConfigView, topic: str, keys: Sequence[str] | N
         if synonyms:
             first_name, first_value, source = synonyms[0]
             value = first_value if source == DYNAMIC_TOPIC_CONFIG \
-                else _synonym_to_topic_value(first_name, first_value, key)
+                else _synonym_to_topic_value(first_name, first_value)
         else:
             # The broker defaults of synonyms (e.g. log.retention.hours=168) decide it.
             value, source = default, DEFAULT_CONFIG
             for synonym in key.synonyms:
                 syn_key = node.config.definitions.keys.get(synonym)
                 if syn_key is not None and syn_key.default is not None:
-                    value = _synonym_to_topic_value(synonym, syn_key.render(syn_key.default),
-                                                    key)
+                    value = _synonym_to_topic_value(synonym, syn_key.render(syn_key.default))
                     break
         # Kafka lists the broker default that decides it (e.g. log.retention.hours=168),
         # under the broker key's name and in its unit; the topic's own only without one.

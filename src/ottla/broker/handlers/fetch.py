@@ -27,14 +27,16 @@ from ottla.broker.fetch_session import (
     FetchSession,
 )
 from ottla.broker.purgatory.delayed_fetch import DelayedFetch
-from ottla.broker.replication.partition import READ_COMMITTED, DivergingEpoch
+from ottla.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED, DivergingEpoch
+from ottla.common.config import INT_MAX
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
 from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, RequestContext
 
-ZERO_UUID_INT = 0
+TOPIC_IDS_VERSION = 13
+"""Fetch names topics by id from this version on (KIP-516), by name before it."""
 
 
 def _requested(broker: Broker, req: Any, uses_ids: bool
@@ -182,10 +184,10 @@ def _fetching_replica(req: Any, now_ms: int) -> FetchingReplica | None:
 
 def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.api_version
-    uses_ids = version >= 13
+    uses_ids = version >= TOPIC_IDS_VERSION
     now_ms = broker.now_ms()
     sessions = broker.fetch_sessions
-    session_id = getattr(req, "session_id", 0)
+    session_id = getattr(req, "session_id", INVALID_SESSION_ID)
     epoch = getattr(req, "session_epoch", FINAL_EPOCH)
     requested = _requested(broker, req, uses_ids)
     session = None
@@ -220,8 +222,8 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         session.last_used_ms = now_ms
         parts = session.partitions
 
-    max_bytes = min(getattr(req, "max_bytes", 2**31 - 1), broker.config["fetch.max.bytes"])
-    isolation = getattr(req, "isolation_level", 0)
+    max_bytes = min(getattr(req, "max_bytes", INT_MAX), broker.config["fetch.max.bytes"])
+    isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     max_wait = max(0, ms(req.max_wait))
     keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
     replica = _fetching_replica(req, now_ms)
@@ -256,7 +258,7 @@ class _Fetch:
         self.session_id = session_id
         self.create_session = create_session
         self.version = version
-        self.uses_ids = version >= 13
+        self.uses_ids = version >= TOPIC_IDS_VERSION
         self.max_bytes = max_bytes
         self.isolation = isolation
         self.min_bytes = min_bytes

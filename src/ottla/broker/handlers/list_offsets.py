@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.replication.partition import READ_COMMITTED
+from ottla.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
@@ -18,6 +18,10 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+
+DEBUGGING_REPLICA_ID = -2
+"""ListOffsets' replica id from a debugging tool, which a follower answers too (Kafka's
+``ListOffsetsRequest.DEBUGGING_REPLICA_ID``)."""
 
 
 def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, int, int]:
@@ -47,7 +51,7 @@ def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, in
 
 
 def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    isolation = getattr(req, "isolation_level", 0)
+    isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     topics = []
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     for topic in req.topics:
@@ -62,7 +66,7 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
                 partition = broker.replica_manager.require(topic.name, p.partition_index,
                                                            broker.image)
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),
-                                             require_leader=req.replica_id != -2)
+                                             require_leader=req.replica_id != DEBUGGING_REPLICA_ID)
                 ts, offset, epoch = _offset_for(partition, p.timestamp, isolation)
                 result.update(timestamp=ts, offset=offset, leader_epoch=epoch)
             except KafkaError as e:

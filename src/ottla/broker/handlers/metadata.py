@@ -41,7 +41,7 @@ def leader_endpoint(image: MetadataImage, leader: int, listener: str) -> dict[st
     return {"node_id": leader, "host": endpoint.host, "port": endpoint.port, "rack": broker.rack}
 
 
-def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str,
+def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str, *,
                    include_operations: bool) -> dict[str, Any]:
     partitions = []
     for index in sorted(topic.partitions):
@@ -86,7 +86,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
         raise KafkaError(ErrorCode.invalid_request, "Topic names can not be null and topic "
                          f"ids are not supported in requests for version {version}")
     if requested is None or (version == 0 and not requested):
-        topics = [topic_metadata(image, t, ctx.listener_name, include_ops)
+        topics = [topic_metadata(image, t, ctx.listener_name, include_operations=include_ops)
                   for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)]
     else:
         allow_create = getattr(req, "allow_auto_topic_creation", True) and \
@@ -120,7 +120,8 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
                                             if created else ErrorCode.unknown_topic_or_partition)
                 topics.append(_unknown(name, None, error))
             else:
-                topics.append(topic_metadata(image, topic, ctx.listener_name, include_ops))
+                topics.append(topic_metadata(image, topic, ctx.listener_name,
+                                             include_operations=include_ops))
     response = {
         "throttle_time": 0,
         "brokers": broker_endpoints(image, ctx.listener_name),
@@ -217,7 +218,7 @@ def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: A
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": first}
             break
-        described = topic_metadata(image, topic, ctx.listener_name, True)
+        described = topic_metadata(image, topic, ctx.listener_name, include_operations=True)
         partitions = [p for p in described["partitions"] if p["partition_index"] >= first]
         if len(partitions) > remaining:
             next_cursor = {"topic_name": name,

@@ -40,6 +40,10 @@ async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Any)
 
 
 def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """The active producers of each partition this broker hosts, leader or follower: a
+    follower's producer state comes from the batches it replicated, and Kafka's
+    ``ReplicaManager.activeProducerState`` does not require leadership either. A broker
+    hosting no replica of a known partition answers NOT_LEADER_OR_FOLLOWER."""
     topics = []
     for topic in req.topics:
         partitions = []
@@ -48,7 +52,6 @@ def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> 
                                       "error_message": None, "active_producers": []}
             try:
                 partition = broker.replica_manager.require(topic.name, index, broker.image)
-                partition.check_leader_epoch(-1)
                 for entry in partition.log.producer_state.producers.values():
                     txn_start = entry.current_txn_first_offset
                     result["active_producers"].append({

@@ -1,1 +1,1 @@
-"""The group coordinator: classic and consumer groups and their committed offsets."""
+"""The group coordinator: classic, consumer and share groups, and committed offsets."""

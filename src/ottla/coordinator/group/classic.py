@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.coordinator.group import records as rec
+from ottla.coordinator.group.consumer_protocol import PROTOCOL_TYPE
 from ottla.coordinator.runtime import Reply
 
 
@@ -179,7 +180,7 @@ class ClassicGroup:
         self.new_member_added = False
 
     def compute_subscribed_topics(self) -> set[str] | None:
-        if self.protocol_type != "consumer" or self.protocol_name is None:
+        if self.protocol_type != PROTOCOL_TYPE or self.protocol_name is None:
             return None
         topics: set[str] = set()
         for member in self.members.values():

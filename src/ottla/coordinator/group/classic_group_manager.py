@@ -19,6 +19,7 @@ from typing import ClassVar
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
 from ottla.coordinator.group.config import GroupConfig
+from ottla.coordinator.group.consumer_protocol import PROTOCOL_TYPE
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
 from ottla.coordinator.group.responses import (
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 S = ClassicState
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+MEMBER_ID_REQUIRED_VERSION = 4
+"""JoinGroup v4+ (KIP-394): a new dynamic member is given its id with MEMBER_ID_REQUIRED
+and joins again with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +178,7 @@ class ClassicGroupManager:
         if len(group.members) + len(group.pending_members) >= self._config.max_size:
             return CoordinatorResult(response=join_error("", E.group_max_size_reached))
         member_id = self._new_member_id(req.client_id)
-        if req.group_instance_id is None and req.version >= 4:
+        if req.group_instance_id is None and req.version >= MEMBER_ID_REQUIRED_VERSION:
             # KIP-394: the member must come back with the id, so that a join whose response
             # is lost does not leave an unknown member behind.
             group.pending_members.add(member_id)
@@ -585,12 +589,12 @@ class ClassicGroupManager:
     def validate_offset_delete(self, group: ClassicGroup) -> ErrorCode | None:
         """Only the consumer protocol tells which topics a group uses (the subscription
         check follows); any other group must be empty first."""
-        if not group.is_in(S.EMPTY) and group.protocol_type != "consumer":
+        if not group.is_in(S.EMPTY) and group.protocol_type != PROTOCOL_TYPE:
             return E.non_empty_group
         return None
 
     def offset_expiration(self, group: ClassicGroup) -> OffsetExpiration:
-        subscribed = group.subscribed_topics if group.protocol_type == "consumer" else None
+        subscribed = group.subscribed_topics if group.protocol_type == PROTOCOL_TYPE else None
         return OffsetExpiration(group.is_in(S.EMPTY), group.current_state_timestamp,
                                 subscribed)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.assignors import Assignment
+from ottla.coordinator.group.consumer_protocol import PROTOCOL_TYPE
 
 LEAVE_EPOCH = -1
 LEAVE_STATIC_EPOCH = -2
@@ -155,7 +156,7 @@ class ConsumerGroup:
 
     @property
     def protocol_type(self) -> str:
-        return "consumer"
+        return PROTOCOL_TYPE
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -203,7 +204,7 @@ class ConsumerGroup:
     def supports_classic_protocols(self, protocol_type: str, names: set[str]) -> bool:
         """Whether a classic member with these protocols may join: the embedded consumer
         protocol, sharing a protocol with every classic member already here."""
-        if protocol_type != "consumer":
+        if protocol_type != PROTOCOL_TYPE:
             return False
         classic = [m.classic for m in self.members.values() if m.classic is not None]
         if not self.members:

@@ -21,7 +21,12 @@ from typing import ClassVar
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.assignors import ASSIGNORS, Assignment, MemberSpec
 from ottla.coordinator.group.classic import ClassicState
-from ottla.coordinator.group.classic_group_manager import JoinRequest, join_error, sync_response
+from ottla.coordinator.group.classic_group_manager import (
+    MEMBER_ID_REQUIRED_VERSION,
+    JoinRequest,
+    join_error,
+    sync_response,
+)
 from ottla.coordinator.group.consumer_group import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
@@ -48,8 +53,12 @@ from ottla.coordinator.group.consumer_protocol import (
 )
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.migration import GroupMigration
-from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.offset_metadata_manager import (
+    MEMBER_EPOCH_COMMIT_VERSION,
+    OffsetExpiration,
+)
 from ottla.coordinator.group.responses import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     DescribedAssignment,
     DescribedConsumerGroup,
     GroupHeartbeatResponse,
@@ -688,7 +697,8 @@ class ConsumerGroupManager:
                                                     {name for name, _ in req.protocols}):
                 raise KafkaError(E.inconsistent_group_protocol,
                                  f"Member {member_id}'s protocols are not supported.")
-            if unknown and req.group_instance_id is None and req.version >= 4:
+            if unknown and req.group_instance_id is None and \
+                    req.version >= MEMBER_ID_REQUIRED_VERSION:
                 # KIP-394: nothing is stored until the member comes back with its id.
                 return CoordinatorResult(response=join_error(member_id, E.member_id_required))
             try:
@@ -924,7 +934,7 @@ class ConsumerGroupManager:
                 "target_assignment": assignment(group.target.get(m.member_id, {})),
                 "member_type": 0 if m.uses_classic_protocol else 1}
                 for m in group.members.values()],
-            "authorized_operations": -2147483648}
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     def consumer_target(self, group_id: str, member_id: str) -> Assignment:
         group = self._group(group_id)
@@ -941,7 +951,7 @@ class ConsumerGroupManager:
         if consumer is None:
             return E.unknown_member_id
         if generation_id != consumer.member_epoch:
-            if consumer.uses_classic_protocol or version < 9:
+            if consumer.uses_classic_protocol or version < MEMBER_EPOCH_COMMIT_VERSION:
                 return E.illegal_generation
             return E.stale_member_epoch
         return None

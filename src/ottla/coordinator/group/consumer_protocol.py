@@ -25,6 +25,7 @@ from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
+from ottla.common.config import INT_MAX
 from ottla.common.server_config import KafkaConfig
 from ottla.coordinator.group.assignors import Assignment
 
@@ -38,7 +39,7 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5000
     assignors: tuple[str, ...] = ("uniform", "range")
     assignment_interval_ms: int = 1000
-    max_size: int = 2**31 - 1
+    max_size: int = INT_MAX
     group_overrides: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
     """A group's dynamic configs (GROUP config resources), which beat the broker's."""
 
@@ -107,7 +108,7 @@ class Subscription:
 def protocol_version(data: bytes) -> int:
     """The version a client wrote its subscription with, clamped to what Kafka reads; an
     assignment goes back to the member in the same version."""
-    if len(data) < 2:
+    if len(data) < _VERSION.size:
         raise MalformedProtocol("Buffer underflow while parsing consumer protocol's header")
     (version,) = _VERSION.unpack_from(data)
     if version < 0:
@@ -118,7 +119,7 @@ def protocol_version(data: bytes) -> int:
 def decode_subscription(data: bytes) -> Subscription:
     version = protocol_version(data)
     try:
-        decoded, _ = _read_subscription[version](data, 2)
+        decoded, _ = _read_subscription[version](data, _VERSION.size)
     except (DecodeError, ValueError) as e:
         raise MalformedProtocol(f"Malformed consumer protocol subscription: {e}") from None
     owned: TopicNamePartitions = {}
@@ -130,7 +131,7 @@ def decode_subscription(data: bytes) -> Subscription:
 def decode_assignment(data: bytes) -> TopicNamePartitions:
     version = protocol_version(data)
     try:
-        decoded, _ = _read_assignment[version](data, 2)
+        decoded, _ = _read_assignment[version](data, _VERSION.size)
     except (DecodeError, ValueError) as e:
         raise MalformedProtocol(f"Malformed consumer protocol assignment: {e}") from None
     assigned: TopicNamePartitions = {}

@@ -33,7 +33,10 @@ from ottla.coordinator.group.consumer_protocol import (
 )
 from ottla.coordinator.group.group_store import Group, GroupStore
 from ottla.coordinator.group.migration import GroupMigration
-from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
+from ottla.coordinator.group.offset_metadata_manager import (
+    MEMBER_EPOCH_COMMIT_VERSION,
+    OffsetExpiration,
+)
 from ottla.coordinator.group.responses import (
     GroupHeartbeatResponse,
     JoinGroupResponse,
@@ -217,7 +220,8 @@ class GroupMetadataManager:
         if group is None:
             if generation_id < 0:
                 return None  # a simple commit creates an empty group
-            return E.group_id_not_found if version >= 9 else E.illegal_generation
+            return E.group_id_not_found if version >= MEMBER_EPOCH_COMMIT_VERSION \
+                else E.illegal_generation
         if isinstance(group, ClassicGroup):
             return self.classic.validate_offset_commit(group, generation_id, member_id,
                                                        instance_id)

@@ -21,6 +21,11 @@ from ottla.protocol.errors import ErrorCode
 
 E = ErrorCode
 
+MEMBER_EPOCH_COMMIT_VERSION = 9
+"""OffsetCommit v9+ (KIP-848): a commit to an unknown group is GROUP_ID_NOT_FOUND (not
+ILLEGAL_GENERATION), and a consumer member's stale epoch STALE_MEMBER_EPOCH; a
+TxnOffsetCommit's member is checked as such a commit's."""
+
 CommittedOffsets = list[tuple[str, list[tuple[int, int, int, str]]]]
 """OffsetFetch's answer: (topic, [(partition, offset, leader epoch, metadata)])."""
 
@@ -241,7 +246,7 @@ class OffsetMetadataManager:
         offsets = list(offsets)
         if member_id or generation_id >= 0:
             error = self._groups.validate_offset_commit(group_id, generation_id, member_id,
-                                                        instance_id, 9)
+                                                        instance_id, MEMBER_EPOCH_COMMIT_VERSION)
             if error is not None:
                 return CoordinatorResult(response={(t, p): error for t, p, *_ in offsets})
         records: list[TransactionalRecord] = []

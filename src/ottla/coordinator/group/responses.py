@@ -21,6 +21,10 @@ PartitionErrors = dict[tuple[str, int], ErrorCode]
 GroupErrors = dict[str, ErrorCode]
 """DeleteGroups' answer: {group id: error}."""
 
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+"""A described group's ``authorized_operations`` when they were not asked for (Kafka's
+Integer.MIN_VALUE)."""
+
 
 class LeftMember(NamedTuple):
     """One member of a LeaveGroup, as LeaveGroup v3+ answers it."""

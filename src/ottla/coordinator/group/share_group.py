@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from ottla.common.server_config import KafkaConfig
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.assignors import Assignment
-from ottla.coordinator.group.consumer_group import from_topic_partitions, to_topic_partitions
+from ottla.coordinator.group.consumer_group import (
+    MemberState,
+    from_topic_partitions,
+    to_topic_partitions,
+)
 
 PROTOCOL_TYPE = "share"
 ASSIGNOR_NAME = "simple"
 LEAVE_EPOCH = -1
-STABLE = 0
-"""MemberState.STABLE, the one state a share-group member is written with."""
 
 
 class ShareGroupState(enum.Enum):
@@ -85,7 +87,8 @@ class ShareMember:
                                                      member_id=self.member_id),
             rec.ShareGroupCurrentMemberAssignmentValue(
                 member_epoch=self.member_epoch, previous_member_epoch=self.previous_member_epoch,
-                state=STABLE, assigned_partitions=to_topic_partitions(self.assigned)))
+                state=int(MemberState.STABLE),  # the one state a share member is in
+                assigned_partitions=to_topic_partitions(self.assigned)))
 
     def same_metadata(self, other: ShareMember) -> bool:
         return (self.rack_id, self.client_id, self.client_host,

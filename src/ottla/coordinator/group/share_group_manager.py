@@ -21,7 +21,11 @@ from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_group import from_topic_partitions, to_topic_partitions
 from ottla.coordinator.group.consumer_protocol import TopicsView
 from ottla.coordinator.group.group_store import GroupStore
-from ottla.coordinator.group.responses import DescribedShareGroup, GroupHeartbeatResponse
+from ottla.coordinator.group.responses import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    DescribedShareGroup,
+    GroupHeartbeatResponse,
+)
 from ottla.coordinator.group.share_group import (
     ASSIGNOR_NAME,
     LEAVE_EPOCH,
@@ -356,7 +360,7 @@ class ShareGroupManager:
                      "partitions": list(tp.partitions)}
                     for tp in to_topic_partitions(m.assigned)]}}
                 for m in group.members.values()],
-            "authorized_operations": -2147483648}
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
     # --- the offsets admin APIs (KIP-932) ----------------------------------------------------
 

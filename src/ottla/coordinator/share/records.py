@@ -33,8 +33,6 @@ class RecordType(enum.IntEnum):
     UPDATE = 1
 
 
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _KeyLayout:
     """ShareSnapshotKey and ShareUpdateKey: the same fields, told apart by the type."""
@@ -114,8 +112,6 @@ def update_record(key: SharePartitionKey, update: ShareUpdate) -> ShareStateReco
 def tombstone(key: SharePartitionKey) -> ShareStateRecord:
     """Kafka deletes a share-partition's state with a ShareSnapshot tombstone only."""
     return ShareStateRecord(key, RecordType.SNAPSHOT, None)
-
-
 
 
 def _batches(batches: tuple[PersisterStateBatch, ...]) -> tuple[_StateBatch, ...]:

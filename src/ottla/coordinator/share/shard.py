@@ -76,8 +76,6 @@ class ShareCoordinatorConfig:
     """``share.coordinator.cold.partition.snapshot.interval.ms``."""
     prune_interval_ms: int = 300_000
     """``share.coordinator.state.topic.prune.interval.ms``."""
-    write_timeout_ms: int = 5_000
-    """``share.coordinator.write.timeout.ms``: the driver's bound on a state write."""
 
 
 @dataclass(frozen=True, slots=True)

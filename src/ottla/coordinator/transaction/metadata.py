@@ -27,7 +27,6 @@ NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767
 
 
-
 class TransactionState(enum.IntEnum):
     """Kafka's states, with the ids ``__transaction_state`` stores."""
 
@@ -151,7 +150,7 @@ class TransactionMetadata:
         return self._to(S.ONGOING, partitions=self.partitions | partitions, start_ms=start,
                         last_update_ms=now_ms, client_version=client_version)
 
-    def prepare_end(self, commit: bool, client_version: int, next_producer_id: int,
+    def prepare_end(self, *, commit: bool, client_version: int, next_producer_id: int,
                     now_ms: int) -> TransactionMetadata:
         """EndTxn: PrepareCommit or PrepareAbort; transactions v2 bump the epoch here
         (Kafka's ``prepareAbortOrCommit``)."""

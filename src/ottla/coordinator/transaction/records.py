@@ -20,8 +20,6 @@ from ottla.coordinator.record_codec import RecordCodec, field_meta, prefix_of
 KEY_VERSION = 0
 
 
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransactionLogKey:
     __type__: ClassVar = EntityType.data
@@ -100,8 +98,6 @@ _codec = RecordCodec((TransactionLogKey, TransactionLogValueV0, TransactionLogVa
 
 class UnknownTransactionRecord(ValueError):
     pass
-
-
 
 
 def encode_key(transactional_id: str) -> bytes:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ottla.coordinator.runtime import CoordinatorResult, ShardContext
 from ottla.coordinator.transaction.metadata import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TopicPartition,
@@ -165,13 +166,14 @@ class TransactionCoordinatorShard:
             md = new_transaction(transactional_id, allocate_producer_id(), timeout_ms, now_ms)
         if expected is not None and not (
                 md.producer_epoch == NO_PRODUCER_EPOCH or expected[0] == md.producer_id or
-                (expected[0] == md.previous_producer_id and expected[1] >= 32766)):
+                (expected[0] == md.previous_producer_id and expected[1] >= MAX_EPOCH - 1)):
             return _answer(ProducerIdAndEpoch(ErrorCode.producer_fenced))
         if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return _answer(ProducerIdAndEpoch(ErrorCode.concurrent_transactions))
         if md.state is S.ONGOING:
-            aborting = md.fence_epoch().prepare_end(False, md.client_version, NO_PRODUCER_ID,
-                                                    now_ms)
+            aborting = md.fence_epoch().prepare_end(
+                commit=False, client_version=md.client_version,
+                next_producer_id=NO_PRODUCER_ID, now_ms=now_ms)
             return CoordinatorResult([_record(aborting)],
                                      ProducerIdAndEpoch(ErrorCode.concurrent_transactions))
         if md.epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
@@ -243,7 +245,7 @@ class TransactionCoordinatorShard:
         v2 = md.client_version >= 2
         retry_on_bump = v2 and md.producer_epoch == producer_epoch + 1  # endTxnEpochBumped
         retry_on_overflow = v2 and md.previous_producer_id == producer_id and \
-            producer_epoch == 32766 and md.producer_epoch == 0
+            producer_epoch == MAX_EPOCH - 1 and md.producer_epoch == 0
         if v2:
             if md.state in (S.ONGOING, S.EMPTY):
                 valid = producer_epoch == md.producer_epoch
@@ -270,7 +272,8 @@ class TransactionCoordinatorShard:
             return _answer(ProducerIdAndEpoch(ErrorCode.invalid_txn_state))
         next_producer_id = allocate_producer_id() if client_version >= 2 and \
             md.epoch_exhausted else NO_PRODUCER_ID
-        nxt = md.prepare_end(commit, client_version, next_producer_id, now_ms)
+        nxt = md.prepare_end(commit=commit, client_version=client_version,
+                             next_producer_id=next_producer_id, now_ms=now_ms)
         return CoordinatorResult([_record(nxt)], ProducerIdAndEpoch(
             ErrorCode.none, nxt.producer_id, nxt.producer_epoch))
 
@@ -298,7 +301,8 @@ class TransactionCoordinatorShard:
                          "than its timeout of %d ms", md.transactional_id, md.producer_id,
                          md.producer_epoch, md.timeout_ms)
                 records.append(_record(md.fence_epoch().prepare_end(
-                    False, md.client_version, NO_PRODUCER_ID, now_ms)))
+                    commit=False, client_version=md.client_version,
+                    next_producer_id=NO_PRODUCER_ID, now_ms=now_ms)))
         return CoordinatorResult(records)
 
     def remove_expired(self, now_ms: int) -> CoordinatorResult:
