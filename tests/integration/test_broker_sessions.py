@@ -38,8 +38,8 @@ def test_a_silent_broker_is_fenced_and_loses_its_leaderships(make_ottla) -> None
             "broker_id": 2, "cluster_id": cluster, "incarnation_id": uuid.uuid4(),
             "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": free_port(),
                            "security_protocol": 0}],
-            "features": [], "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
-            "previous_broker_epoch": -1})
+            "features": [], "rack": None, "is_migrating_zk_broker": False,
+            "log_dirs": [uuid.uuid4()], "previous_broker_epoch": -1})
         return r.error_code, r.broker_epoch
 
     def heartbeat(epoch: int, want_fence: bool = False):
@@ -127,8 +127,8 @@ def test_a_leader_changes_its_isr_with_alter_partition(make_ottla) -> None:
             "broker_id": 2, "cluster_id": cluster_id, "incarnation_id": uuid.uuid4(),
             "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": free_port(),
                            "security_protocol": 0}],
-            "features": [], "rack": None, "is_migrating_zk_broker": False, "log_dirs": [],
-            "previous_broker_epoch": -1}).broker_epoch
+            "features": [], "rack": None, "is_migrating_zk_broker": False,
+            "log_dirs": [uuid.uuid4()], "previous_broker_epoch": -1}).broker_epoch
         assert not controller.request(ApiKey.BROKER_HEARTBEAT, 1, {
             "broker_id": 2, "broker_epoch": epoch, "current_metadata_offset": 1 << 40,
             "want_fence": False, "want_shut_down": False, "offline_log_dirs": []}).is_fenced

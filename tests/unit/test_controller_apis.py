@@ -282,6 +282,58 @@ async def test_allocate_producer_ids_gives_blocks_that_do_not_overlap(env: Env) 
     assert stale.producer_id_start == -1
 
 
+async def test_log_dirs_registered_assigned_and_reported_offline(env: Env) -> None:
+    """KIP-858 over the controller listener: BrokerRegistration's log dirs are recorded,
+    AssignReplicasToDirs places replicas, a BrokerHeartbeat v1 naming an offline dir
+    moves the leaderships of the replicas in it."""
+    dirs = {b: [uuid.UUID(int=b << 64 | 0xA), uuid.UUID(int=b << 64 | 0xB)] for b in (1, 2)}
+    epochs = {}
+    for broker in (1, 2):
+        registered = await ask(env, ApiKey.BROKER_REGISTRATION, 4, {
+            "broker_id": broker, "cluster_id": CLUSTER_ID, "incarnation_id": uuid.uuid4(),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9090 + broker,
+                           "security_protocol": 0}],
+            "features": [], "rack": None, "log_dirs": dirs[broker]})
+        epochs[broker] = registered.broker_epoch
+        assert not (await heartbeat(env, broker, epochs[broker], env.image.offset)).is_fenced
+    assert env.image.brokers[1].directories == tuple(sorted(dirs[1]))
+    taken = await ask(env, ApiKey.BROKER_REGISTRATION, 4, {
+        "broker_id": 3, "cluster_id": CLUSTER_ID, "incarnation_id": uuid.uuid4(),
+        "listeners": [], "features": [], "rack": None, "log_dirs": [dirs[1][0]]})
+    assert taken.error_code == ErrorCode.invalid_registration
+    created = await ask(env, ApiKey.CREATE_TOPICS, 7, {"topics": [{
+        "name": "t", "num_partitions": -1, "replication_factor": -1, "configs": [],
+        "assignments": [{"partition_index": 0, "broker_ids": [1, 2]},
+                        {"partition_index": 1, "broker_ids": [1, 2]}]}],
+        "timeout": 1000, "validate_only": False})
+    topic_id = created.topics[0].topic_id
+
+    def assignment(epoch: int, placed: dict[uuid.UUID, list[int]]) -> dict[str, Any]:
+        return {"broker_id": 1, "broker_epoch": epoch, "directories": [
+            {"id_": d, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition_index": p} for p in ps]}]} for d, ps in placed.items()]}
+    stale = await ask(env, ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0,
+                      assignment(epochs[1] - 1, {dirs[1][0]: [0]}))
+    assert stale.error_code == ErrorCode.stale_broker_epoch and stale.directories == ()
+    placed = await ask(env, ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0,
+                       assignment(epochs[1], {dirs[1][0]: [0], dirs[1][1]: [1, 5]}))
+    assert placed.error_code == ErrorCode.none
+    assert {(d.id_, p.partition_index): p.error_code for d in placed.directories
+            for t in d.topics for p in t.partitions} == {
+        (dirs[1][0], 0): ErrorCode.none, (dirs[1][1], 1): ErrorCode.none,
+        (dirs[1][1], 5): ErrorCode.unknown_topic_or_partition}
+    partitions = env.image.topics_by_id[topic_id].partitions
+    assert [partitions[p].directory(1) for p in (0, 1)] == dirs[1]
+
+    reply = await ask(env, ApiKey.BROKER_HEARTBEAT, 1, {
+        "broker_id": 1, "broker_epoch": epochs[1], "current_metadata_offset": env.image.offset,
+        "want_fence": False, "want_shut_down": False, "offline_log_dirs": [dirs[1][0]]})
+    assert reply.error_code == ErrorCode.none and not reply.is_fenced
+    assert (partitions[0].leader, partitions[0].isr) == (2, [2])  # its dir is offline
+    assert (partitions[1].leader, partitions[1].isr) == (1, [1, 2])  # its dir is not
+    assert env.image.brokers[1].directories == (dirs[1][1],)
+
+
 # --- topics ----------------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 and held typed, so a handler reaches each through one object.
 
 What it holds, from the bottom up: replication (the replica manager given to it, the
-replica fetchers, the ISR changes sent to the controller, the replication throttles),
+replica fetchers, the ISR changes and the replicas' log dirs sent to the controller, the
+replication throttles),
 fetch sessions, producer ids, the coordinators over their internal topics (group,
 transaction, share) and the leaders' transaction verification (KIP-890), and share
 groups on the leaders (the share-state persister, the dead-letter queue, the
@@ -24,6 +25,7 @@ from ottla.broker.coordinators.transaction_coordinator import TransactionCoordin
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
+from ottla.broker.replication.assignments_manager import AssignmentsManager
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
@@ -71,6 +73,9 @@ class Broker(BrokerContext):
         self.alter_partitions = AlterPartitionManager(
             node_id, lambda: self.broker_epoch, controller.call,
             lambda p, isr, epoch: replica_manager.isr_answered(p, isr, epoch, self.now_ms()))
+        self.assignments = AssignmentsManager(node_id, lambda: self.broker_epoch,
+                                              controller.call, lambda: self.image)
+        """Where this broker put each replica, for the controller (KIP-858)."""
         self.purgatory_timer = DeadlineTimer("purgatory", self.now_ms,
                                              replica_manager.expire_delayed)
         replica_manager.produce_purgatory.on_deadline_change = \
@@ -107,6 +112,7 @@ class Broker(BrokerContext):
         replicas.followers = self.replica_fetchers
         replicas.alter_isr = self._alter_isr
         replicas.isr_eligible = self._isr_eligible
+        replicas.assign_dir = self.assignments.on_assignment
 
     def _isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
         registration = self.image.brokers.get(broker_id)
@@ -189,4 +195,5 @@ class Broker(BrokerContext):
         await self.dead_letters.close()
         await self.replica_fetchers.shutdown()
         await self.alter_partitions.close()
+        await self.assignments.close()
         self.shutdown()

@@ -15,6 +15,9 @@ version 1; at level 2 clients may use transactions v2 (a partition joins a trans
 with its first Produce v12, the group's offsets partition with TxnOffsetCommit v5, and
 every EndTxn v5 bumps the producer epoch)."""
 IBP_4_0_IV2 = 24
+IBP_3_7_IV2 = 17
+"""The metadata.version from which replicas' log dirs are tracked (KIP-858, Kafka's
+``isDirectoryAssignmentSupported``)."""
 """The metadata.version from which a cluster starts at transaction.version 2, as Kafka's
 ``TransactionVersion.TV_2`` bootstraps."""
 SHARE_VERSION = "share.version"
@@ -41,6 +44,14 @@ def default_feature_levels(metadata_level: int) -> dict[str, int]:
     if metadata_level >= METADATA_VERSION_LEVEL:
         levels[SHARE_VERSION] = SV_1
     return levels
+
+
+def directory_assignment_supported(features: Mapping[str, int]) -> bool:
+    """Kafka's ``MetadataVersion.isDirectoryAssignmentSupported``: brokers register their
+    log dirs, partitions record each replica's dir, heartbeats report offline dirs. An
+    image without a metadata.version (before the bootstrap records) counts as the
+    newest."""
+    return features.get(METADATA_VERSION, METADATA_VERSION_LEVEL) >= IBP_3_7_IV2
 
 
 def share_groups_enabled(features: Mapping[str, int]) -> bool:

@@ -292,6 +292,9 @@ _KEYS: list[ConfigKey] = [
               "How often subscription regexes are resolved again."),
     ConfigKey("broker.session.timeout.ms", T.INT, 9000, "Broker session timeout."),
     ConfigKey("broker.heartbeat.interval.ms", T.INT, 2000, "Broker heartbeat interval."),
+    ConfigKey("log.dir.failure.timeout.ms", T.LONG, 30000,
+              "How long a broker waits for the controller to learn of a failed log dir "
+              "before it shuts down.", at_least(1), read_only=True),
     ConfigKey("broker.rack", T.STRING, None, "The rack of this broker.", read_only=True),
     ConfigKey("auto.leader.rebalance.enable", T.BOOLEAN, True, "Preferred leader balancing."),
     ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,

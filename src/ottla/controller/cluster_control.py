@@ -1,6 +1,7 @@
 """The brokers of the cluster (Kafka's ClusterControlManager): registration under a
-broker epoch, heartbeats that keep a session and unfence a caught-up broker, and fencing
-of the silent. What fencing does to partitions (leaders moved, ISRs shrunk) is the
+broker epoch with the broker's log dirs, heartbeats that keep a session, unfence a
+caught-up broker and report log dirs gone offline, and fencing of the silent. What
+fencing or an offline dir does to partitions (leaders moved, ISRs shrunk) is the
 replication manager's to decide."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from ottla.controller.replication_control import ReplicationControlManager
 from ottla.controller.results import ControllerError, ControllerResult
+from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode
@@ -34,7 +36,8 @@ class ClusterControlManager:
     def register_broker(self, broker_id: int, incarnation_id: uuid.UUID,
                         endpoints: Sequence[tuple[str, str, int, int]], rack: str | None,
                         broker_epoch: int, *, now_ms: int = 0, unfence: bool = True,
-                        previous_broker_epoch: int = -1) -> ControllerResult:
+                        previous_broker_epoch: int = -1,
+                        log_dirs: Sequence[uuid.UUID] | None = None) -> ControllerResult:
         """Register (or re-register after a restart) a broker.
 
         ``broker_epoch`` is the offset the registration record will get, as in KRaft. A
@@ -46,7 +49,15 @@ class ClusterControlManager:
         marker (-1 without one). A new incarnation whose previous epoch is not the one
         registered here stopped uncleanly (kill -9, power loss): with ELR on, it leaves
         every ISR and ELR before it registers (KIP-966).
+
+        ``log_dirs``: the ids of the broker's log dirs (BrokerRegistration v2+), all
+        online again with the new registration. From metadata.version 3.7-IV2 they are
+        checked as Kafka does (INVALID_REGISTRATION: none, a reserved id, one twice, one
+        another broker has) and recorded. None: the caller has none to report (a broker
+        in the controller's own process, tests).
         """
+        if log_dirs is not None and self.replication.directories_tracked:
+            self._check_log_dirs(broker_id, log_dirs)
         records: list[Any] = []
         existing = self.image.brokers.get(broker_id)
         restarted = existing is None or existing.incarnation_id != incarnation_id
@@ -62,17 +73,49 @@ class ClusterControlManager:
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
             end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
                              for n, h, p, s in endpoints),
-            rack=rack, fenced=True))
+            rack=rack, fenced=True,
+            log_dirs=tuple(log_dirs or ()) if self.replication.directories_tracked else ()))
         self.last_heartbeat_ms[broker_id] = now_ms
         if unfence:
             records += self._unfence(broker_id, broker_epoch)
         return ControllerResult(records, broker_epoch)
 
+    def _check_log_dirs(self, broker_id: int, log_dirs: Sequence[uuid.UUID]) -> None:
+        if not log_dirs:
+            raise ControllerError(ErrorCode.invalid_registration,
+                                  "No directories specified in request")
+        if any(directory_id.reserved(d) for d in log_dirs):
+            raise ControllerError(ErrorCode.invalid_registration,
+                                  "Reserved directory ID in request")
+        if len(set(log_dirs)) != len(log_dirs):
+            raise ControllerError(ErrorCode.invalid_registration,
+                                  "Duplicate directory ID in request")
+        for other in self.image.brokers.values():
+            if other.broker_id == broker_id:
+                continue
+            taken = next((d for d in log_dirs if d in other.directories), None)
+            if taken is not None:
+                raise ControllerError(ErrorCode.invalid_registration,
+                                      f"Broker {other.broker_id} is already registered "
+                                      f"with directory {taken}")
+
+    def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
+        """Whether ``broker_id`` is registered and ``directory`` is online on it."""
+        broker = self.image.brokers.get(broker_id)
+        return broker is not None and broker.has_online_dir(directory)
+
+    def default_dir(self, broker_id: int) -> uuid.UUID:
+        """Kafka's ``defaultDir``: the log dir a new replica on the broker gets."""
+        return self.replication.default_dir(broker_id)
+
     def broker_heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
-                         want_fence: bool, want_shutdown: bool, now_ms: int
-                         ) -> ControllerResult:
+                         want_fence: bool, want_shutdown: bool, now_ms: int,
+                         offline_dirs: Sequence[uuid.UUID] = ()) -> ControllerResult:
         """BrokerHeartbeat: keep the session alive, unfence a caught-up broker that asks,
-        fence one that asks (or is shutting down). Response: HeartbeatReply."""
+        fence one that asks (or is shutting down), and move the partitions whose replica
+        on the broker is in a log dir newly among ``offline_dirs`` (KIP-858, from
+        metadata.version 3.7-IV2, after the fencing or unfencing as in Kafka's
+        ``processBrokerHeartbeat``). Response: HeartbeatReply."""
         broker = self.image.brokers.get(broker_id)
         if broker is None:  # as Kafka: a heartbeat before registration has a stale epoch
             raise ControllerError(ErrorCode.stale_broker_epoch,
@@ -85,12 +128,19 @@ class ClusterControlManager:
         caught_up = metadata_offset >= broker.epoch
         records: list[Any] = []
         fenced = broker.fenced
+        offline = [d for d in offline_dirs if d in broker.directories] \
+            if self.replication.directories_tracked else []
         if (want_fence or want_shutdown) and not broker.fenced:
             records = self._fence({broker_id: broker_epoch})
             fenced = True
         elif not want_fence and not want_shutdown and broker.fenced and caught_up:
-            records = self._unfence(broker_id, broker_epoch)
+            records = self._unfence(broker_id, broker_epoch, offline)
             fenced = False
+        if offline:
+            decided = {(rec.topic_id, rec.partition_id) for rec in records
+                       if isinstance(rec, r.PartitionChangeRecord)}
+            records += self.replication.handle_directories_offline(
+                broker_id, broker_epoch, offline, decided)
         return ControllerResult(records, HeartbeatReply(caught_up, fenced, want_shutdown))
 
     def fence_stale_brokers(self, now_ms: int, session_timeout_ms: int,
@@ -116,7 +166,9 @@ class ClusterControlManager:
         return [*(r.FenceBrokerRecord(id=b, epoch=e) for b, e in brokers.items()),
                 *self.replication.handle_brokers_fenced(set(brokers))]
 
-    def _unfence(self, broker_id: int, epoch: int) -> list[Any]:
-        """UnfenceBrokerRecord, and leaders for partitions that had none it can lead."""
+    def _unfence(self, broker_id: int, epoch: int,
+                 offline_dirs: Sequence[uuid.UUID] = ()) -> list[Any]:
+        """UnfenceBrokerRecord, and leaders for partitions that had none it can lead
+        (not from log dirs going offline in the same heartbeat)."""
         return [r.UnfenceBrokerRecord(id=broker_id, epoch=epoch),
-                *self.replication.handle_broker_unfenced(broker_id)]
+                *self.replication.handle_broker_unfenced(broker_id, offline_dirs)]

@@ -6,7 +6,7 @@ that says it, or None when nothing changes."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Container, Sequence
 from enum import Enum
 
 from ottla.metadata import records as r
@@ -30,7 +30,7 @@ class Election(Enum):
 
 class PartitionChangeBuilder:
     def __init__(self, topic_id: uuid.UUID, index: int, part: PartitionRegistration,
-                 live: Collection[int], election: Election = Election.ONLINE) -> None:
+                 live: Container[int], election: Election = Election.ONLINE) -> None:
         self.topic_id = topic_id
         self.index = index
         self.part = part
@@ -45,6 +45,23 @@ class PartitionChangeBuilder:
         """``min.insync.replicas`` when Eligible Leader Replicas are kept (KIP-966)."""
         self.unclean_shutdown: Collection[int] = ()
         """Replicas whose broker came back from an unclean shutdown: never eligible."""
+        self.target_directories: dict[int, uuid.UUID] = {
+            b: part.directory(b) for b in part.replicas}
+        self.default_dir: Callable[[int], uuid.UUID] | None = None
+        """Where a replica new to the partition goes (Kafka's ``DefaultDirProvider``);
+        None where directories are not tracked (metadata.version before 3.7-IV2)."""
+
+    def with_directory(self, broker_id: int, directory: uuid.UUID) -> PartitionChangeBuilder:
+        """``broker_id`` keeps its replica in log dir ``directory`` (AssignReplicasToDirs)."""
+        self.target_directories[broker_id] = directory
+        return self
+
+    def with_default_dir(self, default_dir: Callable[[int], uuid.UUID]
+                         ) -> PartitionChangeBuilder:
+        """Track each replica's log dir (KIP-858): a replica the change adds goes to
+        ``default_dir(broker)``."""
+        self.default_dir = default_dir
+        return self
 
     def with_elr(self, min_insync_replicas: int) -> PartitionChangeBuilder:
         """Keep Eligible Leader Replicas (KIP-966): a replica that leaves an ISR smaller
@@ -133,6 +150,18 @@ class PartitionChangeBuilder:
         isr = list(self.part.isr) if self.target_isr is None else self.target_isr
         return leader != NO_LEADER and leader not in isr and leader not in self.part.elr
 
+    def _target_directories(self, replicas: list[int], changes_replicas: bool
+                            ) -> tuple[uuid.UUID, ...] | None:
+        """The directories after the change, if they change (Kafka's
+        ``setAssignmentChanges``); always with new replicas, whose order they follow."""
+        if self.default_dir is None:
+            return None
+        targets = self.target_directories
+        directories = [targets[b] if b in targets else self.default_dir(b) for b in replicas]
+        if not changes_replicas and directories == self.part.directory_list():
+            return None
+        return tuple(directories)
+
     def build(self) -> r.PartitionChangeRecord | None:
         part = self.part
         leader, isr, elr, last_known = self._decide()
@@ -147,8 +176,10 @@ class PartitionChangeBuilder:
         changes_replicas = replicas != list(part.replicas) or \
             self.target_adding != list(part.adding_replicas) or \
             self.target_removing != list(part.removing_replicas)
+        directories = self._target_directories(replicas, replicas != list(part.replicas))
         if leader == part.leader and isr == list(part.isr) and not changes_recovery and \
-                not changes_replicas and not changes_elr and not changes_last_known:
+                not changes_replicas and not changes_elr and not changes_last_known and \
+                directories is None:
             return None
         return r.PartitionChangeRecord(
             partition_id=self.index, topic_id=self.topic_id,
@@ -159,4 +190,5 @@ class PartitionChangeBuilder:
             removing_replicas=tuple(self.target_removing) if changes_replicas else None,
             leader_recovery_state=recovery if changes_recovery else -1,
             eligible_leader_replicas=tuple(elr) if changes_elr else None,
-            last_known_elr=tuple(last_known) if changes_last_known else None)
+            last_known_elr=tuple(last_known) if changes_last_known else None,
+            directories=directories)

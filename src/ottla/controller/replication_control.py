@@ -1,18 +1,23 @@
 """Topics, partitions and who leads them (Kafka's ReplicationControlManager): creating and
 deleting topics, adding partitions, placing replicas, AlterPartition from leaders,
 preferred and unclean elections, and what fencing or unfencing a broker does to the
-partitions. Every leader and ISR change is decided by ``PartitionChangeBuilder``."""
+partitions, and where each replica lives: the log dirs brokers assign replicas to and
+report offline (KIP-858). Every leader and ISR change is decided by
+``PartitionChangeBuilder``, and a replica whose log dir is offline is never elected."""
 
 from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ottla.common.config import ConfigError
-from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
+from ottla.common.features import (
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
+    directory_assignment_supported,
+)
 from ottla.common.topic_configs import validate_topic_configs
 from ottla.common.topics import NewTopic, topic_name_problem
 from ottla.controller.partition_change import Election, PartitionChangeBuilder
@@ -23,6 +28,7 @@ from ottla.controller.results import (
     ControllerResult,
     check_user_op,
 )
+from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.metadata.image import (
     NO_LEADER,
@@ -61,6 +67,53 @@ _ELECTION_MESSAGES = {
         "Preferred replica {preferred} of {tp} is not live or not in the ISR",
     ErrorCode.eligible_leaders_not_available: "No live replica of {tp} can lead",
 }
+
+
+@dataclass(slots=True)
+class DirectoryAssignment:
+    """One directory of an AssignReplicasToDirs request: the partitions, by topic id, a
+    broker placed in it."""
+
+    directory: uuid.UUID
+    topics: list[tuple[uuid.UUID, list[int]]]
+
+
+@dataclass(slots=True)
+class DirectoryAssignmentResult:
+    """The answer for one directory: per topic id, per partition, an error code."""
+
+    directory: uuid.UUID
+    topics: list[tuple[uuid.UUID, list[tuple[int, ErrorCode]]]] = field(default_factory=list)
+
+
+class LeaderAcceptor(Container[int]):
+    """Who may lead a partition (Kafka's ``ReplicationControlManager.LeaderAcceptor``): a
+    live broker whose replica of it is in a log dir that is online, as its registration
+    says (less ``offline``, dirs being reported offline in the same operation). A
+    directory not known or not yet assigned counts as online."""
+
+    __slots__ = ("image", "live", "offline", "part")
+
+    def __init__(self, live: Container[int], image: MetadataImage,
+                 part: PartitionRegistration,
+                 offline: Mapping[int, Collection[uuid.UUID]] | None = None) -> None:
+        self.live = live
+        self.image = image
+        self.part = part
+        self.offline = offline or {}
+
+    def __contains__(self, broker_id: object) -> bool:
+        if not isinstance(broker_id, int) or broker_id not in self.live:
+            return False
+        registration = self.image.brokers.get(broker_id)
+        if registration is None:
+            return True  # a broker registering in this operation (alike before replay)
+        part = self.part
+        directory = part.directory(broker_id) if broker_id in part.replicas \
+            else directory_id.UNASSIGNED
+        if directory in self.offline.get(broker_id, ()):
+            return False
+        return registration.has_online_dir(directory)
 
 
 def validate_topic_name(name: str) -> None:
@@ -193,9 +246,11 @@ class ReplicationControlManager:
         live = self._live()
         isr = [b for b in replicas if b in live] or list(replicas)
         leader = next((b for b in replicas if b in live), NO_LEADER)
+        directories = tuple(self.default_dir(b) for b in replicas) \
+            if self.directories_tracked else ()
         return r.PartitionRecord(partition_id=partition, topic_id=topic_id,
                                  replicas=tuple(replicas), isr=tuple(isr), leader=leader,
-                                 leader_epoch=0, partition_epoch=0)
+                                 leader_epoch=0, partition_epoch=0, directories=directories)
 
     def _validate_assignments(self, assignments: Mapping[int, Sequence[int]], first: int
                               ) -> list[list[int]]:
@@ -338,14 +393,53 @@ class ReplicationControlManager:
                     break
         return self.default_min_insync_replicas
 
+    @property
+    def directories_tracked(self) -> bool:
+        """Whether replicas' log dirs are tracked (KIP-858, metadata.version 3.7-IV2)."""
+        return directory_assignment_supported(self.image.features)
+
+    def default_dir(self, broker_id: int) -> uuid.UUID:
+        """Where a new replica on ``broker_id`` goes (Kafka's ``ClusterControlManager.
+        defaultDir``): the broker's one online log dir, else ``UNASSIGNED`` until the
+        broker says (AssignReplicasToDirs)."""
+        registration = self.image.brokers.get(broker_id)
+        return directory_id.UNASSIGNED if registration is None else registration.default_dir
+
     def _builder(self, topic: TopicImage, index: int, part: PartitionRegistration,
-                 live: Collection[int], election: Election = Election.ONLINE
+                 live: Collection[int], election: Election = Election.ONLINE,
+                 offline: Mapping[int, Collection[uuid.UUID]] | None = None
                  ) -> PartitionChangeBuilder:
-        """The change builder of a partition, keeping ELR when the feature is on."""
-        builder = PartitionChangeBuilder(topic.topic_id, index, part, live, election)
+        """The change builder of a partition: only live replicas in online log dirs may
+        lead it, ELR is kept when the feature is on, and replicas' dirs are tracked from
+        metadata.version 3.7-IV2."""
+        builder = PartitionChangeBuilder(topic.topic_id, index, part,
+                                         LeaderAcceptor(live, self.image, part, offline),
+                                         election)
         if self.elr_enabled:
             builder.with_elr(self.min_insync_replicas(topic.name))
+        if self.directories_tracked:
+            builder.with_default_dir(self.default_dir)
         return builder
+
+    def _leader_and_isr_updates(self, partitions: Iterable[tuple[TopicImage, int,
+                                                                 PartitionRegistration]],
+                                gone: set[int], unclean: Collection[int] = ()
+                                ) -> list[Any]:
+        """Kafka's ``generateLeaderAndIsrUpdates``: ``gone`` leave the ISR of each of
+        ``partitions`` (unless that would empty it without ELR) and may not lead it; a
+        partition they led goes to another live in-sync replica in an online log dir,
+        or to none."""
+        live = self._live() - gone
+        records: list[Any] = []
+        for topic, index, part in partitions:
+            isr = [b for b in part.isr if b not in gone]
+            if not isr and not self.elr_enabled:
+                isr = list(part.isr)  # the last member stays, to be elected again
+            record = self._builder(topic, index, part, live, self._election(topic.name)) \
+                .with_isr(isr).with_unclean_shutdown(unclean).build()
+            if record is not None:
+                records.append(record)
+        return records
 
     def handle_brokers_fenced(self, broker_ids: set[int],
                               unclean_shutdown: Collection[int] = ()) -> list[Any]:
@@ -361,26 +455,106 @@ class ReplicationControlManager:
         what they acknowledged, so electing them would lose committed records."""
         unclean = set(unclean_shutdown) if self.elr_enabled else set()
         gone = broker_ids | unclean
-        live = self._live() - gone
-        records: list[Any] = []
-        for topic in self.image.topics_by_id.values():
-            for index, part in topic.partitions.items():
-                if part.leader not in gone and gone.isdisjoint(part.isr) and \
-                        unclean.isdisjoint(part.elr):
-                    continue
-                isr = [b for b in part.isr if b not in gone]
-                if not isr and not self.elr_enabled:
-                    isr = list(part.isr)  # the last member stays, to be elected again
-                record = self._builder(topic, index, part, live, self._election(topic.name)) \
-                    .with_isr(isr).with_unclean_shutdown(unclean).build()
-                if record is not None:
-                    records.append(record)
+        return self._leader_and_isr_updates(
+            ((topic, index, part) for topic in self.image.topics_by_id.values()
+             for index, part in topic.partitions.items()
+             if part.leader in gone or not gone.isdisjoint(part.isr) or
+             not unclean.isdisjoint(part.elr)),
+            gone, unclean)
+
+    def handle_directories_offline(self, broker_id: int, broker_epoch: int,
+                                   offline_dirs: Collection[uuid.UUID],
+                                   decided: Collection[tuple[uuid.UUID, int]] = ()
+                                   ) -> list[Any]:
+        """A heartbeat names ``offline_dirs`` (Kafka's ``handleDirectoriesOffline``):
+        for the dirs among them that the broker's registration still has online, every
+        partition whose replica on the broker lives there loses the broker from its ISR
+        and, if the broker led it, gets another leader, as if the broker were fenced for
+        that partition alone; a BrokerRegistrationChangeRecord keeps the broker's other
+        dirs online. Partitions in ``decided`` already have a change in the same
+        operation (the broker fenced or unfenced by the heartbeat)."""
+        broker = self.image.brokers.get(broker_id)
+        if broker is None or not self.directories_tracked:
+            return []
+        newly_offline = {d for d in broker.directories if d in offline_dirs}
+        if not newly_offline:
+            return []
+        records = self._leader_and_isr_updates(
+            ((topic, index, part) for topic in self.image.topics_by_id.values()
+             for index, part in topic.partitions.items()
+             if broker_id in part.replicas and part.directory(broker_id) in newly_offline
+             and (topic.topic_id, index) not in decided),
+            {broker_id})
+        records.append(r.BrokerRegistrationChangeRecord(
+            broker_id=broker_id, broker_epoch=broker_epoch,
+            log_dirs=tuple(d for d in broker.directories if d not in offline_dirs)))
         return records
 
-    def handle_broker_unfenced(self, broker_id: int) -> list[Any]:
+    def assign_replicas_to_dirs(self, broker_id: int, broker_epoch: int,
+                                assignments: Sequence[DirectoryAssignment]
+                                ) -> ControllerResult:
+        """AssignReplicasToDirs (Kafka's ``handleAssignReplicasToDirs``): a broker says
+        in which of its log dirs it put replicas. Each partition of the broker gets the
+        directory in its record; one assigned to a dir already offline also leaves the
+        ISR and its leadership, as ``handle_directories_offline`` would have done.
+        Response: a DirectoryAssignmentResult per directory."""
+        if not self.directories_tracked:
+            raise ControllerError(ErrorCode.unsupported_version,
+                                  "Directory assignment is not supported yet.")
+        broker = self.image.brokers.get(broker_id)
+        if broker is None:
+            raise ControllerError(ErrorCode.stale_broker_epoch,
+                                  f"No broker registration found for broker {broker_id}")
+        if broker.epoch != broker_epoch:
+            raise ControllerError(ErrorCode.stale_broker_epoch,
+                                  f"Expected broker epoch {broker.epoch}, but got broker "
+                                  f"epoch {broker_epoch}")
+        placed: dict[tuple[uuid.UUID, int], tuple[TopicImage, uuid.UUID]] = {}
+        results = []
+        for assignment in assignments:
+            result = DirectoryAssignmentResult(assignment.directory)
+            for topic_id, indexes in assignment.topics:
+                topic = self.image.topics_by_id.get(topic_id)
+                answers = []
+                for index in indexes:
+                    part = topic.partitions.get(index) if topic is not None else None
+                    if topic is None:
+                        error = ErrorCode.unknown_topic_id
+                    elif part is None:
+                        error = ErrorCode.unknown_topic_or_partition
+                    elif broker_id not in part.replicas:
+                        error = ErrorCode.not_leader_or_follower
+                    else:
+                        error = ErrorCode.none
+                        placed[(topic_id, index)] = (topic, assignment.directory)
+                    answers.append((index, error))
+                result.topics.append((topic_id, answers))
+            results.append(result)
+        live = self._live()
+        records: list[Any] = []
+        for (_, index), (topic, directory) in placed.items():
+            part = topic.partitions[index]
+            if broker.has_online_dir(directory):
+                builder = self._builder(topic, index, part, live)
+            else:  # the dir failed before the broker could say it held the replica
+                isr = [b for b in part.isr if b != broker_id]
+                if not isr and not self.elr_enabled:
+                    isr = list(part.isr)
+                builder = self._builder(topic, index, part, live - {broker_id},
+                                        self._election(topic.name)).with_isr(isr)
+            record = builder.with_directory(broker_id, directory).build()
+            if record is not None:
+                records.append(record)
+        return ControllerResult(records, results)
+
+    def handle_broker_unfenced(self, broker_id: int,
+                               offline_dirs: Collection[uuid.UUID] = ()) -> list[Any]:
         """Partitions without a leader that ``broker_id`` is in sync for get it; where
-        unclean elections are allowed, so do those it is merely a replica of."""
+        unclean elections are allowed, so do those it is merely a replica of. Not those
+        whose replica on it is in an offline log dir (or in ``offline_dirs``, being
+        reported offline by the same heartbeat)."""
         live = self._live() | {broker_id}
+        offline = {broker_id: offline_dirs} if offline_dirs else None
         records: list[Any] = []
         for topic in self.image.topics_by_id.values():
             for index, part in topic.partitions.items():
@@ -389,7 +563,8 @@ class ReplicationControlManager:
                 election = self._election(topic.name)
                 if broker_id in part.isr or broker_id in part.elr or \
                         election is Election.UNCLEAN:
-                    record = self._builder(topic, index, part, live, election).build()
+                    record = self._builder(topic, index, part, live, election,
+                                           offline).build()
                     if record is not None:
                         records.append(record)
         return records
@@ -560,11 +735,12 @@ class ReplicationControlManager:
                 results[(name, index)] = _no_such_partition(name, index)
                 continue
             topic, part = found
+            acceptor = LeaderAcceptor(live, self.image, part)
             if election_type == 0:
-                error = self._preferred_problem(part, live)
+                error = self._preferred_problem(part, acceptor)
                 election = Election.PREFERRED
             else:
-                error = self._unclean_problem(part, live)
+                error = self._unclean_problem(part, acceptor)
                 election = Election.UNCLEAN
             if error == ErrorCode.none:
                 record = self._builder(topic, index, part, live, election).build()
@@ -587,7 +763,8 @@ class ReplicationControlManager:
             for index, part in sorted(topic.partitions.items()):
                 if len(records) >= max_elections:
                     break
-                if self._preferred_problem(part, live) != ErrorCode.none:
+                if self._preferred_problem(part, LeaderAcceptor(live, self.image, part)) \
+                        != ErrorCode.none:
                     continue
                 record = self._builder(topic, index, part, live, Election.PREFERRED).build()
                 if record is not None:
@@ -596,8 +773,9 @@ class ReplicationControlManager:
         return ControllerResult(records, moved)
 
     @staticmethod
-    def _preferred_problem(part: PartitionRegistration, live: set[int]) -> ErrorCode:
-        """Why a preferred election of ``part`` cannot or need not happen (or none)."""
+    def _preferred_problem(part: PartitionRegistration, live: Container[int]) -> ErrorCode:
+        """Why a preferred election of ``part`` cannot or need not happen (or none);
+        ``live``: who may lead it."""
         preferred = part.replicas[0]
         if part.leader == preferred:
             return ErrorCode.election_not_needed
@@ -606,7 +784,7 @@ class ReplicationControlManager:
         return ErrorCode.none
 
     @staticmethod
-    def _unclean_problem(part: PartitionRegistration, live: set[int]) -> ErrorCode:
+    def _unclean_problem(part: PartitionRegistration, live: Container[int]) -> ErrorCode:
         """Why an unclean election of ``part`` cannot or need not happen (or none)."""
         if part.leader != NO_LEADER:
             return ErrorCode.election_not_needed

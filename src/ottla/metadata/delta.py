@@ -33,7 +33,7 @@ class MetadataDelta:
     broker_configs: bool = False
     """Dynamic broker configs changed: the defaults of every topic may have."""
     brokers: set[int] = field(default_factory=set)
-    """Brokers registered, fenced, unfenced or gone."""
+    """Brokers registered, fenced, unfenced, changed (their log dirs) or gone."""
     features: bool = False
 
     def note(self, record: Any, image: MetadataImage) -> None:
@@ -53,7 +53,8 @@ class MetadataDelta:
                     self.topic_configs.add(record.resource_name)
                 elif record.resource_type == ConfigResourceType.BROKER:
                     self.broker_configs = True
-            case r.RegisterBrokerRecord() | r.UnregisterBrokerRecord():
+            case (r.RegisterBrokerRecord() | r.UnregisterBrokerRecord()
+                  | r.BrokerRegistrationChangeRecord()):
                 self.brokers.add(record.broker_id)
             case r.FenceBrokerRecord() | r.UnfenceBrokerRecord():
                 self.brokers.add(record.id)

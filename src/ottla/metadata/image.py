@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.timeline import SnapshotRegistry, TimelineHashMap
 
@@ -52,6 +53,20 @@ class PartitionRegistration:
     elr: list[int] = field(default_factory=list)
     """Eligible leader replicas (KIP-966)."""
     last_known_elr: list[int] = field(default_factory=list)
+    directories: list[uuid.UUID] = field(default_factory=list)
+    """The log dir of each replica, in the order of ``replicas`` (KIP-858); empty when
+    none is known (``directory_id.normalized``)."""
+
+    def directory(self, replica: int) -> uuid.UUID:
+        """The log dir of ``replica``'s copy (Kafka's ``PartitionRegistration.directory``):
+        ``MIGRATING`` where no directory is known."""
+        if not self.directories:
+            return directory_id.MIGRATING
+        return self.directories[self.replicas.index(replica)]
+
+    def directory_list(self) -> list[uuid.UUID]:
+        """Every replica's directory, as a record carries them."""
+        return list(self.directories) or [directory_id.MIGRATING] * len(self.replicas)
 
 
 @dataclass(slots=True)
@@ -78,6 +93,29 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     in_controlled_shutdown: bool = False
+    directories: tuple[uuid.UUID, ...] = ()
+    """The broker's online log dirs, sorted (KIP-858): those it registered with, less
+    those its heartbeats reported offline. Empty for a broker that registered none."""
+
+    def has_online_dir(self, directory: uuid.UUID) -> bool:
+        """Whether a replica in ``directory`` on this broker is online (Kafka's
+        ``BrokerRegistration.hasOnlineDir``)."""
+        return directory_id.is_online(directory, self.directories)
+
+    @property
+    def default_dir(self) -> uuid.UUID:
+        """Where the controller can place this broker's new replicas itself (Kafka's
+        ``ClusterControlManager.defaultDir``): its only online log dir; ``UNASSIGNED``
+        among several (the broker says where it put each); ``MIGRATING`` when it
+        registered none."""
+        if not self.directories:
+            return directory_id.MIGRATING
+        return self.directories[0] if len(self.directories) == 1 else directory_id.UNASSIGNED
+
+
+def _dirs(log_dirs: tuple[uuid.UUID | None, ...]) -> tuple[uuid.UUID, ...]:
+    """A broker's log dirs as its registration keeps them: sorted, as Kafka's."""
+    return tuple(sorted(d for d in log_dirs if d is not None))
 
 
 class MetadataImage:
@@ -130,7 +168,8 @@ class MetadataImage:
             list(rec.replicas), list(rec.isr), rec.leader, rec.leader_epoch,
             rec.partition_epoch, list(rec.removing_replicas), list(rec.adding_replicas),
             rec.leader_recovery_state, list(rec.eligible_leader_replicas or ()),
-            list(rec.last_known_elr or ()))
+            list(rec.last_known_elr or ()),
+            directory_id.normalized(rec.directories, len(rec.replicas)))
 
     def _replay_PartitionChangeRecord(self, rec: r.PartitionChangeRecord) -> None:
         partitions = self.topics_by_id[rec.topic_id].partitions
@@ -144,6 +183,11 @@ class MetadataImage:
             value = getattr(rec, name)
             if value is not None:
                 changes[field_name] = list(value)
+        if rec.directories is not None:
+            changes["directories"] = directory_id.normalized(
+                rec.directories, len(changes.get("replicas", part.replicas)))
+        elif "replicas" in changes:
+            changes["directories"] = []  # not known for the new replicas: MIGRATING
         if rec.leader_recovery_state != -1:
             changes["leader_recovery_state"] = rec.leader_recovery_state
         if rec.leader != -2:
@@ -173,7 +217,25 @@ class MetadataImage:
             rec.broker_id, rec.broker_epoch, rec.incarnation_id,
             {e.name: Endpoint(e.name, e.host, e.port, e.security_protocol)
              for e in rec.end_points},
-            rec.rack, rec.fenced, rec.in_controlled_shutdown)
+            rec.rack, rec.fenced, rec.in_controlled_shutdown, _dirs(rec.log_dirs))
+
+    def _replay_BrokerRegistrationChangeRecord(self, rec: r.BrokerRegistrationChangeRecord
+                                               ) -> None:
+        """Fencing, controlled shutdown, online log dirs: each only when the record
+        changes it (Kafka's ``replayRegistrationChange``; an empty dir list is no
+        change). A record for another registration of the broker is ignored."""
+        broker = self.brokers.get(rec.broker_id)
+        if broker is None or broker.epoch != rec.broker_epoch:
+            return
+        changes: dict[str, Any] = {}
+        if rec.fenced in (-1, 1):
+            changes["fenced"] = rec.fenced == 1
+        if rec.in_controlled_shutdown == 1:
+            changes["in_controlled_shutdown"] = True
+        if rec.log_dirs:
+            changes["directories"] = _dirs(rec.log_dirs)
+        if changes:
+            self.brokers[rec.broker_id] = dataclasses.replace(broker, **changes)
 
     def _replay_UnregisterBrokerRecord(self, rec: r.UnregisterBrokerRecord) -> None:
         self.brokers.pop(rec.broker_id, None)
@@ -210,6 +272,7 @@ class MetadataImage:
                 broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
                 broker_epoch=broker.epoch, rack=broker.rack, fenced=broker.fenced,
                 in_controlled_shutdown=broker.in_controlled_shutdown,
+                log_dirs=broker.directories,
                 end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
                                                   security_protocol=e.security_protocol)
                                  for e in broker.endpoints.values())))
@@ -222,6 +285,7 @@ class MetadataImage:
                     adding_replicas=tuple(part.adding_replicas), leader=part.leader,
                     leader_recovery_state=part.leader_recovery_state,
                     leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch,
+                    directories=tuple(part.directory_list()),
                     eligible_leader_replicas=tuple(part.elr) or None,
                     last_known_elr=tuple(part.last_known_elr) or None))
         for (resource_type, resource_name), entries in sorted(self.configs.items()):

@@ -15,7 +15,8 @@ from ottla.metadata.image import MetadataImage
 
 STATE_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord,
                  r.RemoveTopicRecord, r.ConfigRecord, r.RegisterBrokerRecord,
-                 r.UnregisterBrokerRecord, r.UnfenceBrokerRecord, r.FenceBrokerRecord)
+                 r.UnregisterBrokerRecord, r.UnfenceBrokerRecord, r.FenceBrokerRecord,
+                 r.BrokerRegistrationChangeRecord)
 """Records after which a broker updates its partitions and coordinators."""
 
 

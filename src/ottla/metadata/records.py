@@ -6,13 +6,18 @@
 stored as the value of a log record, framed as::
 
     frame version (uvarint, 0) | record type = apiKey (uvarint) | version (uvarint) | data
+
+Each type is written in one version (``__version__``, the newest Kafka writes at the
+metadata.version Ottla runs) and read in every version from ``__min_version__`` up, the
+versions whose layout differs only in tagged fields; an older layout is read through its
+own class (``_LEGACY``) and given back as the current type.
 """
 
 # No ``from __future__ import annotations``: kio introspects the real field types.
 
 import io
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from kio.serial import entity_reader, entity_writer
@@ -31,6 +36,9 @@ class _Record:
     __type__: ClassVar = EntityType.data
     __flexible__: ClassVar[bool] = True
     __version__: ClassVar[int] = 0
+    """The version written."""
+    __min_version__: ClassVar[int] = 0
+    """The oldest version read with this class's layout."""
     __api_key__: ClassVar[int]
 
 
@@ -57,6 +65,27 @@ class BrokerFeature:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterBrokerRecord(_Record):
+    """Version 1 adds InControlledShutdown, 2 IsMigratingZkBroker, 3 LogDirs (KIP-858,
+    written from metadata.version 3.7-IV2)."""
+    __api_key__: ClassVar[int] = 0
+    __version__: ClassVar[int] = 3
+    __min_version__: ClassVar[int] = 2
+    broker_id: int = field(metadata=_meta("int32"))
+    is_migrating_zk_broker: bool = field(metadata=_meta("bool"), default=False)
+    incarnation_id: uuid.UUID = field(metadata=_meta("uuid"))
+    broker_epoch: int = field(metadata=_meta("int64"))
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = field(metadata=_meta("string"), default=None)
+    fenced: bool = field(metadata=_meta("bool"), default=True)
+    in_controlled_shutdown: bool = field(metadata=_meta("bool"), default=False)
+    log_dirs: tuple[uuid.UUID, ...] = field(metadata=_meta("uuid", tag=0), default=())
+    """The ids of the broker's log dirs (all of them, online when it registers)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RegisterBrokerRecordV1(_Record):
+    """RegisterBrokerRecord versions 0 (without ``in_controlled_shutdown``) and 1."""
     __api_key__: ClassVar[int] = 0
     __version__: ClassVar[int] = 1
     broker_id: int = field(metadata=_meta("int32"))
@@ -67,6 +96,18 @@ class RegisterBrokerRecord(_Record):
     rack: str | None = field(metadata=_meta("string"), default=None)
     fenced: bool = field(metadata=_meta("bool"), default=True)
     in_controlled_shutdown: bool = field(metadata=_meta("bool"), default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RegisterBrokerRecordV0(_Record):
+    __api_key__: ClassVar[int] = 0
+    broker_id: int = field(metadata=_meta("int32"))
+    incarnation_id: uuid.UUID = field(metadata=_meta("uuid"))
+    broker_epoch: int = field(metadata=_meta("int64"))
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
+    rack: str | None = field(metadata=_meta("string"), default=None)
+    fenced: bool = field(metadata=_meta("bool"), default=True)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +126,34 @@ class TopicRecord(_Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionRecord(_Record):
+    """Version 1 adds Directories (KIP-858), 2 the Eligible Leader Replicas (KIP-966)."""
+    __api_key__: ClassVar[int] = 3
+    __version__: ClassVar[int] = 2
+    __min_version__: ClassVar[int] = 1
+    partition_id: int = field(metadata=_meta("int32"), default=-1)
+    topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+    replicas: tuple[int, ...] = field(metadata=_meta("int32"))
+    isr: tuple[int, ...] = field(metadata=_meta("int32"))
+    removing_replicas: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    adding_replicas: tuple[int, ...] = field(metadata=_meta("int32"), default=())
+    leader: int = field(metadata=_meta("int32"), default=-1)
+    leader_recovery_state: int = field(metadata=_meta("int8", tag=0), default=0)
+    leader_epoch: int = field(metadata=_meta("int32"), default=-1)
+    partition_epoch: int = field(metadata=_meta("int32"), default=-1)
+    directories: tuple[uuid.UUID, ...] = field(metadata=_meta("uuid"), default=())
+    """The log dir of each replica, in the order of ``replicas`` (``directory_id``'s
+    reserved ids where it is not known)."""
+    eligible_leader_replicas: tuple[int, ...] | None = field(
+        metadata=_meta("int32", tag=1), default=None)
+    """KIP-966: replicas that left the ISR while it was below min.insync.replicas."""
+    last_known_elr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=2),
+                                                   default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PartitionRecordV0(_Record):
+    """PartitionRecord version 0, without Directories (as older Ottla wrote it, with the
+    ELR's tagged fields)."""
     __api_key__: ClassVar[int] = 3
     partition_id: int = field(metadata=_meta("int32"), default=-1)
     topic_id: uuid.UUID = field(metadata=_meta("uuid"))
@@ -98,7 +167,6 @@ class PartitionRecord(_Record):
     partition_epoch: int = field(metadata=_meta("int32"), default=-1)
     eligible_leader_replicas: tuple[int, ...] | None = field(
         metadata=_meta("int32", tag=1), default=None)
-    """KIP-966: replicas that left the ISR while it was below min.insync.replicas."""
     last_known_elr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=2),
                                                    default=None)
 
@@ -114,7 +182,10 @@ class ConfigRecord(_Record):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionChangeRecord(_Record):
+    """Version 1 adds Directories (KIP-858), 2 the Eligible Leader Replicas (KIP-966):
+    tagged fields all, so every version reads with this class."""
     __api_key__: ClassVar[int] = 5
+    __version__: ClassVar[int] = 2
     partition_id: int = field(metadata=_meta("int32"), default=-1)
     topic_id: uuid.UUID = field(metadata=_meta("uuid"))
     isr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=0), default=None)
@@ -128,6 +199,9 @@ class PartitionChangeRecord(_Record):
         metadata=_meta("int32", tag=6), default=None)
     last_known_elr: tuple[int, ...] | None = field(metadata=_meta("int32", tag=7),
                                                    default=None)
+    directories: tuple[uuid.UUID, ...] | None = field(metadata=_meta("uuid", tag=8),
+                                                      default=None)
+    """The log dir of each replica, in the order of the replicas, when it changed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,6 +222,21 @@ class UnfenceBrokerRecord(_Record):
 class RemoveTopicRecord(_Record):
     __api_key__: ClassVar[int] = 9
     topic_id: uuid.UUID = field(metadata=_meta("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistrationChangeRecord(_Record):
+    """A change of a registered broker: fencing (-1 unfenced, 0 no change, 1 fenced),
+    controlled shutdown (1), or its online log dirs (KIP-858: the dirs it registered
+    with but those its heartbeats reported offline; empty for no change). Version 1 adds
+    InControlledShutdown, 2 LogDirs; all tagged."""
+    __api_key__: ClassVar[int] = 17
+    __version__: ClassVar[int] = 2
+    broker_id: int = field(metadata=_meta("int32"))
+    broker_epoch: int = field(metadata=_meta("int64"))
+    fenced: int = field(metadata=_meta("int8", tag=0), default=0)
+    in_controlled_shutdown: int = field(metadata=_meta("int8", tag=1), default=0)
+    log_dirs: tuple[uuid.UUID, ...] = field(metadata=_meta("uuid", tag=2), default=())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,11 +279,17 @@ class AbortTransactionRecord(_Record):
 RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
     RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
     PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
-    FeatureLevelRecord, ProducerIdsRecord, NoOpRecord, BeginTransactionRecord,
-    EndTransactionRecord, AbortTransactionRecord)}
+    BrokerRegistrationChangeRecord, FeatureLevelRecord, ProducerIdsRecord, NoOpRecord,
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)}
+
+_LEGACY: dict[tuple[int, int], type] = {
+    (0, 0): _RegisterBrokerRecordV0, (0, 1): _RegisterBrokerRecordV1,
+    (3, 0): _PartitionRecordV0}
+"""Older layouts of a record type, by (api key, version): read, then made the current
+type (the fields they lack take their defaults)."""
 
 _writers = {cls: entity_writer(cls) for cls in RECORD_TYPES.values()}
-_readers = {cls: entity_reader(cls) for cls in RECORD_TYPES.values()}
+_readers = {cls: entity_reader(cls) for cls in (*RECORD_TYPES.values(), *_LEGACY.values())}
 
 
 class UnknownMetadataRecord(ValueError):
@@ -216,7 +311,13 @@ def decode(value: bytes) -> Any:
     api_key, pos = read_unsigned_varint(value, pos)
     version, pos = read_unsigned_varint(value, pos)
     cls = RECORD_TYPES.get(api_key)
-    if frame != FRAME_VERSION or cls is None or version != cls.__version__:
+    if frame != FRAME_VERSION or cls is None:
         raise UnknownMetadataRecord(f"metadata record type {api_key} v{version}")
-    record, _ = _readers[cls](value, pos)
-    return record
+    if cls.__min_version__ <= version <= cls.__version__:
+        record, _ = _readers[cls](value, pos)
+        return record
+    legacy = _LEGACY.get((api_key, version))
+    if legacy is None:
+        raise UnknownMetadataRecord(f"metadata record type {api_key} v{version}")
+    old, _ = _readers[legacy](value, pos)
+    return cls(**{f.name: getattr(old, f.name) for f in fields(old)})

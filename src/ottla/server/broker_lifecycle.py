@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.common.features import SUPPORTED_FEATURES
-from ottla.common.tasks import cancel_and_wait
+from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.server.controller_channel import ControllerUnavailable
@@ -35,7 +35,9 @@ class BrokerLifecycle:
     def __init__(self, *, broker: Any, channel: Any, applied_offset: Callable[[], int],
                  endpoints: list[tuple[str, str, int, int]], rack: str | None,
                  heartbeat_interval_ms: int, session_timeout_ms: int,
-                 directory_ids: list[uuid.UUID], previous_broker_epoch: int = -1) -> None:
+                 directory_ids: list[uuid.UUID], previous_broker_epoch: int = -1,
+                 log_dir_failure_timeout_ms: int = 30_000,
+                 on_fatal: Callable[[str], None] | None = None) -> None:
         self.broker = broker
         self.channel = channel
         self.applied_offset = applied_offset
@@ -47,10 +49,16 @@ class BrokerLifecycle:
         self.previous_broker_epoch = previous_broker_epoch
         """The epoch of the last clean shutdown (-1 after a crash): the controller keeps
         a broker that crashed out of every ELR (KIP-966)."""
+        self.offline_dirs: dict[uuid.UUID, bool] = {}
+        """Log dirs gone offline, and whether a heartbeat naming them was answered."""
+        self.log_dir_failure_timeout = log_dir_failure_timeout_ms / 1000
+        self.on_fatal = on_fatal
+        """Stops the node (an offline dir the controller could not be told of)."""
         self.incarnation_id = uuid.uuid4()
         self.epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
+        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -69,8 +77,24 @@ class BrokerLifecycle:
                 raise
             except Exception:
                 log.exception("Broker %d: heartbeat failed", self.broker.node_id)
-            await asyncio.sleep(self.heartbeat_interval if not self.fenced
-                                else FENCED_HEARTBEAT_S)
+            await wait_event(self._wake, self.heartbeat_interval if not self.fenced
+                             else FENCED_HEARTBEAT_S)
+            self._wake.clear()
+
+    def propagate_directory_failure(self, directory: uuid.UUID) -> None:
+        """A log dir failed: name it in every heartbeat from now on, the first one now
+        (Kafka's ``BrokerLifecycleManager.propagateDirectoryFailure``)."""
+        if directory in self.offline_dirs:
+            return
+        self.offline_dirs[directory] = False
+        self._wake.set()
+        asyncio.get_running_loop().call_later(self.log_dir_failure_timeout,
+                                              self._check_failure_propagated, directory)
+
+    def _check_failure_propagated(self, directory: uuid.UUID) -> None:
+        if not self.offline_dirs.get(directory, True) and self.on_fatal is not None:
+            self.on_fatal(f"could not tell the controller that log directory {directory} "
+                          f"is offline within {self.log_dir_failure_timeout:.0f} s")
 
     async def _register(self) -> None:
         response = await self.channel.call(ApiKey.BROKER_REGISTRATION, REGISTRATION_VERSION, {
@@ -92,10 +116,11 @@ class BrokerLifecycle:
 
     async def _heartbeat(self, want_shut_down: bool = False, timeout: float | None = None
                          ) -> Any:
+        offline = list(self.offline_dirs)
         response = await self.channel.call(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, {
             "broker_id": self.broker.node_id, "broker_epoch": self.epoch,
             "current_metadata_offset": self.applied_offset(), "want_fence": False,
-            "want_shut_down": want_shut_down, "offline_log_dirs": []},
+            "want_shut_down": want_shut_down, "offline_log_dirs": offline},
             timeout=timeout or self.session_timeout)
         if response.error_code in (ErrorCode.stale_broker_epoch,
                                    ErrorCode.broker_id_not_registered):
@@ -105,6 +130,8 @@ class BrokerLifecycle:
             return response
         if response.error_code != ErrorCode.none:
             raise RuntimeError(f"heartbeat refused: {ErrorCode(response.error_code)!r}")
+        for directory in offline:
+            self.offline_dirs[directory] = True  # the controller knows
         if self.fenced != response.is_fenced:
             log.info("Broker %d is %s", self.broker.node_id,
                      "fenced" if response.is_fenced else "unfenced")

@@ -139,6 +139,8 @@ class Node:
             self.log_manager.on_roll = \
                 lambda lg, base: loop.run_in_executor(None, lg.flush, base)
             self.log_manager.in_background = lambda job: loop.run_in_executor(None, job)
+            self.log_manager.on_dir_offline = \
+                lambda d: loop.call_soon_threadsafe(self._log_dir_failed, d)
             if cfg["log.page.cache.window.bytes"] > 0:
                 self.log_manager.use_page_cache_window(cfg["log.page.cache.window.bytes"])
             self.log_manager.discover()
@@ -222,7 +224,13 @@ class Node:
             applied_offset=lambda: self.publisher.applied_offset, endpoints=endpoints,
             rack=cfg["broker.rack"], heartbeat_interval_ms=cfg["broker.heartbeat.interval.ms"],
             session_timeout_ms=cfg["broker.session.timeout.ms"], directory_ids=directory_ids,
-            previous_broker_epoch=self.log_manager.previous_broker_epoch)
+            previous_broker_epoch=self.log_manager.previous_broker_epoch,
+            log_dir_failure_timeout_ms=cfg["log.dir.failure.timeout.ms"],
+            on_fatal=lambda why: self._on_fault(RuntimeError(why)))
+        for failed in sorted(self.log_manager.offline_dirs):  # failed before registering
+            directory = self.log_manager.directory_id(failed)
+            if directory is not None:
+                self.lifecycle.propagate_directory_failure(directory)
         self.lifecycle.start()
         unfenced = asyncio.ensure_future(self.lifecycle.unfenced.wait())
         stopped = asyncio.ensure_future(self._stopped.wait())
@@ -264,6 +272,26 @@ class Node:
         them (and follows whatever changed meanwhile)."""
         self._opening_logs = False
         self._on_metadata(MetadataDelta(full=True))
+
+    def _log_dir_failed(self, log_dir: str) -> None:
+        """A log dir went offline (Kafka's ``ReplicaManager.handleLogDirFailure``): its
+        partitions stop here and answer KAFKA_STORAGE_ERROR, and the controller is told
+        at once, so that it moves their leaderships. With every log dir offline the node
+        stops, as a Kafka broker halts."""
+        if self._stopped.is_set() or self.broker is None or self.log_manager is None:
+            return
+        logs = self.log_manager
+        self.broker.replica_manager.on_dir_offline(log_dir, self.now_ms())
+        if all(d in logs.offline_dirs for d in logs.log_dirs):
+            self._on_fault(RuntimeError(f"all log dirs in {', '.join(logs.log_dirs)} have "
+                                        "failed"))
+            return
+        directory = logs.directory_id(log_dir)
+        if directory is None:
+            log.error("Log directory %s has no directory.id: the controller cannot be told "
+                      "it is offline", log_dir)
+        elif self.lifecycle is not None:
+            self.lifecycle.propagate_directory_failure(directory)
 
     def _describe_quorum(self) -> QuorumDescription:
         """DescribeQuorum's view of the metadata partition (complete on the leader)."""

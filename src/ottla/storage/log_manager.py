@@ -5,6 +5,10 @@ dir), loads every partition directory (recovering those written since their reco
 point) and removes the marker, so that a crash from here on is detected at the next
 start. On shutdown it flushes every log, writes the recovery-point and log-start-offset
 checkpoints and then the marker.
+
+Each log dir is known by the ``directory.id`` of its meta.properties (KIP-858): a new log
+goes to the dir the metadata assigns it where that dir is online, and a dir that fails is
+reported (``on_dir_offline``) so that the broker tells the controller.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from ottla.common.files import write_atomically
 from ottla.common.topics import TopicPartition
+from ottla.common.uuids import parse_kafka_uuid
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.checkpoint import (
     CLEAN_SHUTDOWN_FILE,
@@ -31,6 +36,7 @@ from ottla.storage.checkpoint import (
 )
 from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name
 from ottla.storage.log_config import LogConfig
+from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError
 from ottla.storage.page_cache import PageCacheWindow
 from ottla.storage.segment import DELETED_SUFFIX, LogSegment
 
@@ -65,8 +71,20 @@ class LogManager:
         """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
         self.offline_dirs: set[str] = set()
         """Log dirs that had an I/O error: their partitions are offline."""
+        self.on_dir_offline: Callable[[str], None] | None = None
+        """Called with a log dir that has just gone offline (from within whatever
+        operation failed: the callee should act on a later turn)."""
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
+        self.directory_ids: dict[str, uuid.UUID] = {}
+        """Each log dir's ``directory.id`` (those whose meta.properties gives one)."""
+        for d in self.log_dirs:
+            try:
+                meta = MetaProperties.read(d)
+            except MetaPropertiesError:
+                meta = None
+            if meta is not None and meta.directory_id:
+                self.directory_ids[d] = parse_kafka_uuid(meta.directory_id)
         self.clean_shutdown = {d: os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))
                                for d in self.log_dirs}
         self.previous_broker_epoch = self._read_shutdown_epoch()
@@ -124,20 +142,27 @@ class LogManager:
         self._failed_dirs.append(os.path.dirname(segment.directory))
 
     def load_log(self, tp: TopicPartition, config: LogConfig, topic_id: uuid.UUID | None,
-                 now_ms: int) -> Log:
-        """Open (recovering if needed) a log found by ``discover``, or create it.
+                 now_ms: int, directory: uuid.UUID | None = None) -> Log:
+        """Open (recovering if needed) a log found by ``discover``, or create it: in the
+        log dir whose id is ``directory`` (where the metadata places the replica) if that
+        dir is online, else in the least loaded online dir.
 
         An I/O error (a full disk: ENOSPC) takes the log dir offline, not the node: a new
         log is then made in another online dir, one found on disk stays where it is, and
         with nowhere to put it this raises KAFKA_STORAGE_ERROR (Kafka's getOrCreateLog),
-        so the partition is offline until a restart with the dir repaired."""
+        so the partition is offline until a restart with the dir repaired. So does a log
+        whose dir went offline while it was open."""
         existing = self.logs.get(tp)
         if existing is not None:
+            if existing.offline:
+                raise KafkaError(ErrorCode.kafka_storage_error,
+                                 f"{log_dir_name(*tp)}: log directory "
+                                 f"{os.path.dirname(existing.dir)} is offline")
             existing.config = config
             return existing
         found = self._loaded.get(tp)
         while True:
-            parent = found or self._least_loaded_dir()
+            parent = found or self._assigned_dir(directory) or self._least_loaded_dir()
             if parent in self.offline_dirs:  # its own dir, or every dir, is offline
                 raise KafkaError(ErrorCode.kafka_storage_error,
                                  f"{log_dir_name(*tp)}: log directory {parent} is offline")
@@ -186,6 +211,31 @@ class LogManager:
                 read_offsets(os.path.join(parent, REPLICATION_OFFSET_CHECKPOINT)))
         return offsets[0].get(tp, 0), offsets[1].get(tp, 0), offsets[2].get(tp, 0)
 
+    def _assigned_dir(self, directory: uuid.UUID | None) -> str | None:
+        """The online log dir whose id is ``directory``, if any."""
+        if directory is None:
+            return None
+        return next((d for d, dir_id in self.directory_ids.items()
+                     if dir_id == directory and d not in self.offline_dirs), None)
+
+    def directory_id(self, log_dir: str) -> uuid.UUID | None:
+        """The ``directory.id`` of a log dir (None if its meta.properties has none)."""
+        return self.directory_ids.get(log_dir)
+
+    def directory_id_of(self, tp: TopicPartition) -> uuid.UUID | None:
+        """The id of the log dir holding ``tp``'s open log."""
+        log_ = self.logs.get(tp)
+        return None if log_ is None else self.directory_ids.get(os.path.dirname(log_.dir))
+
+    def forget_offline(self, tp: TopicPartition) -> None:
+        """Drop the open log of ``tp`` if its dir is offline (its topic was deleted): the
+        files stay for the dir's repair, and a topic made again under the name gets a
+        new log in an online dir."""
+        log_ = self.logs.get(tp)
+        if log_ is not None and log_.offline:
+            del self.logs[tp]
+            self._partitions_per_dir[os.path.dirname(log_.dir)] -= 1
+
     def _least_loaded_dir(self) -> str:
         """Where a new partition goes: the online log dir with the fewest partitions
         (counted as logs open and close, not by walking them for every new one)."""
@@ -204,6 +254,8 @@ class LogManager:
         for log_ in self.logs.values():
             if os.path.dirname(log_.dir) == log_dir:
                 log_.offline = True
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(log_dir)
 
     def _online(self, log_dir: str, action: Callable[[], None]) -> None:
         if log_dir in self.offline_dirs:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -24,7 +25,10 @@ from ottla.broker.log_validator import (
 from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import LeaderAndIsr
-from ottla.common.features import ELIGIBLE_LEADER_REPLICAS_VERSION
+from ottla.common.features import (
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
+    directory_assignment_supported,
+)
 from ottla.common.topics import TopicPartition
 from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
@@ -54,8 +58,8 @@ class ReplicaManager:
         self.topic_defaults = topic_defaults
         self.partitions: dict[TopicPartition, Partition] = {}
         self.offline: set[TopicPartition] = set()
-        """Partitions assigned here whose log could not be opened (its log dir failed, a
-        full disk among the causes): answered KAFKA_STORAGE_ERROR (Kafka's
+        """Partitions assigned here whose log could not be opened or whose log dir failed
+        (a full disk among the causes): answered KAFKA_STORAGE_ERROR (Kafka's
         HostedPartition.Offline) until a restart finds the dir repaired."""
         self.produce_purgatory: DelayedOperationPurgatory[TopicPartition] = \
             DelayedOperationPurgatory("Produce")
@@ -68,6 +72,10 @@ class ReplicaManager:
         that drive followers by hand)."""
         self.alter_isr: Callable[[Partition, list[int]], None] | None = None
         """Sends a leader's ISR change to the controller (set by the broker)."""
+        self.assign_dir: Callable[[uuid.UUID, int, uuid.UUID], None] | None = None
+        """Tells the controller the log dir holding a replica (topic id, partition,
+        directory id) where the metadata names another (set by the broker: its
+        AssignmentsManager)."""
         self.isr_eligible: Callable[[int, int], bool] = lambda replica_id, epoch: True
         """Whether a broker (id, the epoch its fetch named) may join an ISR: registered,
         not fenced or shutting down, in that epoch (KIP-903). The controller refuses
@@ -98,6 +106,8 @@ class ReplicaManager:
                     wanted[(topic.name, index)] = LocalReplica(topic.topic_id, reg)
         for tp in [tp for tp in self.partitions if tp not in wanted]:
             self._remove(tp, now_ms)
+        for tp in [tp for tp in self.offline if tp not in wanted]:
+            self._forget_offline(tp)
         return self._host(image, wanted, now_ms, budget_s, update_configs=True)
 
     def apply_delta(self, image: MetadataImage, delta: MetadataDelta, now_ms: int,
@@ -111,6 +121,9 @@ class ReplicaManager:
         for tp, partition in list(self.partitions.items()):
             if partition.topic_id in changes.deleted_topics or tp in changes.deletes:
                 self._remove(tp, now_ms)
+        deleted_names = set(changes.deleted_topics.values())
+        for tp in [tp for tp in self.offline if tp in changes.deletes or tp[0] in deleted_names]:
+            self._forget_offline(tp)
         configs: dict[str, LogConfig] = {}
         for tp, partition in self.partitions.items():
             if tp[0] in delta.topic_configs:
@@ -125,6 +138,7 @@ class ReplicaManager:
               now_ms: int, budget_s: float | None, update_configs: bool) -> bool:
         """Open or update the partitions of ``replicas`` (as leader or follower)."""
         elr = image.features.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
+        assign = self.assign_dir if directory_assignment_supported(image.features) else None
         deadline = None if budget_s is None else time.perf_counter() + budget_s
         pending = False
         configs: dict[str, LogConfig] = {}
@@ -140,6 +154,7 @@ class ReplicaManager:
                 self._set_hw_min_isr(partition, elr)
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
                 self._follow_or_lead(partition)
+                self._check_directory(tp, replica, assign)
                 continue
             config = configs.get(tp[0])
             if config is None:
@@ -148,7 +163,8 @@ class ReplicaManager:
                 if pending:
                     continue
                 try:
-                    log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms)
+                    log_ = self.log_manager.load_log(tp, config, replica.topic_id, now_ms,
+                                                     reg.directory(self.broker_id))
                 except KafkaError as e:
                     if tp not in self.offline:
                         log.error("Partition %s-%d is offline: %s", *tp, e)
@@ -160,14 +176,48 @@ class ReplicaManager:
                     config["min.insync.replicas"] if elr else 0)
                 self._moved(tp, False, True, now_ms)
                 self._follow_or_lead(partition)
+                self._check_directory(tp, replica, assign)
                 pending = deadline is not None and time.perf_counter() >= deadline
             else:
                 partition.log.config = config
                 self._set_hw_min_isr(partition, elr)
                 self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
                 self._follow_or_lead(partition)
+                self._check_directory(tp, replica, assign)
         return pending and any(tp not in self.partitions and tp not in self.offline
                                for tp in replicas)
+
+    def _check_directory(self, tp: TopicPartition, replica: LocalReplica,
+                         assign: Callable[[uuid.UUID, int, uuid.UUID], None] | None) -> None:
+        """Where the metadata places this broker's replica in another log dir than the
+        one holding its log (not yet assigned, or placed before dirs were tracked), tell
+        the controller (Kafka's ``maybeUpdateTopicAssignment``)."""
+        if assign is None:
+            return
+        actual = self.log_manager.directory_id_of(tp)
+        if actual is not None and actual != replica.registration.directory(self.broker_id):
+            assign(replica.topic_id, tp[1], actual)
+
+    def on_dir_offline(self, log_dir: str, now_ms: int) -> list[TopicPartition]:
+        """A log dir failed (Kafka's ``ReplicaManager.handleLogDirFailure``): its
+        partitions stop here (no more fetching; requests waiting on them are woken) and
+        answer KAFKA_STORAGE_ERROR from now on, until a restart finds the dir repaired,
+        whatever the metadata says of them. The partitions taken offline."""
+        gone = [tp for tp, partition in self.partitions.items() if partition.log.offline]
+        for tp in gone:
+            if self.followers is not None:
+                self.followers.unfollow(tp)
+            del self.partitions[tp]
+            self.offline.add(tp)
+            self._moved(tp, False, True, now_ms)
+        log.warning("Broker %d stopped serving %d partitions in the failed log directory %s",
+                    self.broker_id, len(gone), log_dir)
+        return gone
+
+    def _forget_offline(self, tp: TopicPartition) -> None:
+        """An offline partition whose topic went: nothing is hosted for it any more."""
+        self.offline.discard(tp)
+        self.log_manager.forget_offline(tp)
 
     @staticmethod
     def _set_hw_min_isr(partition: Partition, elr: bool) -> None:

@@ -1,17 +1,21 @@
-"""BrokerRegistration, BrokerHeartbeat, AlterPartition and AllocateProducerIds: what
-brokers ask of the controller (KIP-631, KIP-497, KIP-730).
+"""BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds and
+AssignReplicasToDirs: what brokers ask of the controller (KIP-631, KIP-497, KIP-730,
+KIP-858).
 
-Served on the controller listener. A broker registers (fenced, with an incarnation id and
-its listeners) and gets its broker epoch, the offset of its registration record; its
-heartbeats keep the session alive and ask to be unfenced once its metadata has caught up
-to that offset. A broker silent for ``broker.session.timeout.ms`` is fenced and its
-partitions lose it as leader.
+Served on the controller listener. A broker registers (fenced, with an incarnation id, its
+listeners and its log dirs' ids) and gets its broker epoch, the offset of its
+registration record; its heartbeats keep the session alive, ask to be unfenced once its
+metadata has caught up to that offset, and name the log dirs that went offline (whose
+partitions then lose it from their ISR and as leader). A broker silent for
+``broker.session.timeout.ms`` is fenced and its partitions lose it as leader. A broker
+with several log dirs says in which it put each new replica (AssignReplicasToDirs).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ottla.controller.replication_control import DirectoryAssignment
 from ottla.controller.results import ControllerError
 from ottla.metadata.isr_change import UNKNOWN_BROKER_EPOCH, IsrChange
 from ottla.protocol.api import ApiKey
@@ -31,7 +35,8 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
         epoch = await channel.submit(lambda c: c.cluster.register_broker(
             req.broker_id, req.incarnation_id, endpoints, req.rack, channel.next_offset(),
             now_ms=ctx.now_ms(), unfence=False,
-            previous_broker_epoch=req.previous_broker_epoch))
+            previous_broker_epoch=getattr(req, "previous_broker_epoch", -1),
+            log_dirs=[d for d in getattr(req, "log_dirs", ()) if d is not None]))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "broker_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
@@ -42,7 +47,8 @@ async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestCo
     try:
         reply = await controller.channel.submit(lambda c: c.cluster.broker_heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
-            req.want_shut_down, ctx.now_ms()))
+            req.want_shut_down, ctx.now_ms(),
+            [d for d in getattr(req, "offline_log_dirs", ()) if d is not None]))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "is_caught_up": False,
                 "is_fenced": True, "should_shut_down": False}
@@ -92,9 +98,32 @@ async def handle_allocate_producer_ids(controller: ControllerServices, ctx: Requ
             "producer_id_len": length}
 
 
+async def handle_assign_replicas_to_dirs(controller: ControllerServices, ctx: RequestContext,
+                                         req: Any) -> dict[str, Any]:
+    """A broker with several log dirs says in which it put replicas (KIP-858, Kafka's
+    ``ControllerApis.handleAssignReplicasToDirs``)."""
+    assignments = [DirectoryAssignment(d.id_, [(t.topic_id, [p.partition_index
+                                                              for p in t.partitions])
+                                               for t in d.topics])
+                   for d in req.directories]
+    try:
+        results = await controller.channel.submit(
+            lambda c: c.replication.assign_replicas_to_dirs(req.broker_id, req.broker_epoch,
+                                                            assignments))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "directories": []}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "directories": [
+        {"id_": result.directory, "topics": [
+            {"topic_id": topic_id, "partitions": [
+                {"partition_index": index, "error_code": error} for index, error in answers]}
+            for topic_id, answers in result.topics]}
+        for result in results]}
+
+
 APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 4, handle_broker_registration),
     ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, handle_broker_heartbeat),
     ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, handle_alter_partition),
     ApiSpec(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, handle_allocate_producer_ids),
+    ApiSpec(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, 0, handle_assign_replicas_to_dirs),
 ]
