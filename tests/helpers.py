@@ -79,6 +79,22 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: fl
                          + (f" (last error: {last_error!r})" if last_error else ""))
 
 
+def terminate(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> tuple[int, str]:
+    """Send ``sig`` to a child process and wait (SIGKILL after ``timeout`` seconds): its
+    exit code, and how it ended, in words for a failure message."""
+    how = f"had exited on its own before {signal.Signals(sig).name}"
+    if proc.poll() is None:
+        how = f"on {signal.Signals(sig).name}"
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            how = f"hung for {timeout:g} s after {signal.Signals(sig).name}, then SIGKILL"
+            proc.kill()
+            proc.wait(10)
+    return proc.returncode, how
+
+
 @dataclass
 class OttlaProcess:
     """A real ``ottla server`` child process with its own data directory: a combined
@@ -160,17 +176,7 @@ class OttlaProcess:
         teardown that drops the code would hide it. SIGKILL is never checked."""
         if self.proc is None:
             return None
-        how = f"had exited on its own before {signal.Signals(sig).name}"
-        if self.proc.poll() is None:
-            how = f"on {signal.Signals(sig).name}"
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                how = f"hung for {timeout:g} s after {signal.Signals(sig).name}, then SIGKILL"
-                self.proc.kill()
-                self.proc.wait(10)
-        code = self.proc.returncode
+        code, how = terminate(self.proc, sig, timeout)
         self.proc = None
         if check and code != 0 and sig != signal.SIGKILL:
             raise AssertionError(f"ottla node {self.node_id} ({self.roles}, {self.bootstrap}) "

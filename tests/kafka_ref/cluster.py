@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ottla.common.uuids import random_uuid
-from tests.helpers import WireClient, exit_status, free_port, wait_until
+from tests.helpers import WireClient, exit_status, free_port, terminate, wait_until
 from tests.kafka_ref.install import install
 
 NODE_JVM_OPTS: tuple[str, ...] = (
@@ -379,17 +379,7 @@ class KafkaNode:
         halts with 1 when its shutdown fails, a hang ends in SIGKILL) fails with the log."""
         if self.proc is None:
             return None
-        how = f"had exited on its own before {signal.Signals(sig).name}"
-        if self.proc.poll() is None:
-            how = f"on {signal.Signals(sig).name}"
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                how = f"hung for {timeout:g} s after {signal.Signals(sig).name}, then SIGKILL"
-                self.proc.kill()
-                self.proc.wait(10)
-        code = self.proc.returncode
+        code, how = terminate(self.proc, sig, timeout)
         self.proc = None
         self._settle_archive(clean=code in (0, 128 + sig) and sig != signal.SIGKILL)
         if check and sig != signal.SIGKILL and code not in (0, 128 + sig):
