@@ -1,0 +1,27 @@
+"""The scenarios, one module per family; importing this package registers them all, in
+the order of ``FAMILIES`` (the order a report and the docs' table follow)."""
+
+from tests.oracle.model import SCENARIOS
+from tests.oracle.scenarios import (
+    api_versions,
+    commits,
+    configs,
+    fetch,
+    groups,
+    metadata,
+    offsets,
+    share,
+    topics,
+    transactions,
+)
+
+__all__ = ["FAMILIES", "api_versions", "commits", "configs", "fetch", "groups", "metadata",
+           "offsets", "share", "topics", "transactions"]
+
+FAMILIES = ("ApiVersions", "Metadata", "DescribeConfigs", "CreateTopics", "CreatePartitions",
+            "DeleteTopics", "ListOffsets", "Fetch", "Classic group",
+            "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets")
+
+_ordered = sorted(SCENARIOS.values(), key=lambda s: FAMILIES.index(s.family))
+SCENARIOS.clear()
+SCENARIOS.update((s.name, s) for s in _ordered)

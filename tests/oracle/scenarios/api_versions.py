@@ -1,0 +1,131 @@
+"""ApiVersions on both listeners a node has: the API ranges, supported features and
+finalized levels a client or a tool reads before anything else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.protocol.api import ApiKey
+from tests.kafka_versions import FINALIZED_DIFFERENCES, NARROWER_BROKER, NARROWER_CONTROLLER
+from tests.oracle.model import MISSING, Expect, Json, bug, scenario
+from tests.oracle.target import Target
+
+EXTRA_NAMES = {93: "STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE", 94: "UNREGISTER_CONTROLLER"}
+"""APIs newer than the kio schemas Ottla uses."""
+
+
+def api_name(key: int) -> str:
+    """``18 API_VERSIONS``: the key, for order, and Kafka's name, for the reader."""
+    known = key in ApiKey._value2member_map_
+    return f"{key} {ApiKey(key).name if known else EXTRA_NAMES.get(key, '?')}"
+
+
+SECURITY = ("Security: no TLS, SASL, ACLs or client quotas (docs/compatibility.md, "
+            "Known differences)")
+UNSERVED: dict[int, str] = {
+    17: SECURITY, 36: SECURITY, 29: SECURITY, 30: SECURITY, 31: SECURITY,
+    38: f"delegation tokens need SASL; {SECURITY}", 39: "delegation tokens need SASL",
+    40: "delegation tokens need SASL", 41: "delegation tokens need SASL",
+    48: SECURITY, 49: SECURITY, 50: SECURITY, 51: SECURITY,
+    80: "Dynamic KRaft quorum (KIP-853): voters are static (docs/compatibility.md)",
+    81: "Dynamic KRaft quorum (KIP-853): voters are static",
+    82: "Dynamic KRaft quorum (KIP-853): voters are static",
+    88: "streams groups (KIP-1071) are not served (tests/kafka_versions.py)",
+    89: "streams groups (KIP-1071) are not served", 93: "streams groups (KIP-1071) are not served",
+}
+UNDOCUMENTED_GAPS: dict[int, str] = {
+    34: "AlterReplicaLogDirs (kafka-reassign-partitions --reassignment-json-file with "
+        "log_dirs) is not served though Ottla has JBOD log dirs, and docs/compatibility.md "
+        "does not list it",
+    64: "UnregisterBroker (kafka-cluster unregister) is not served on either listener, "
+        "and docs/compatibility.md does not list it",
+    74: "ListConfigResources (KIP-1142, kafka-configs --list) is not served, and "
+        "docs/compatibility.md does not list it",
+    94: "UnregisterController (kafka-cluster, 4.4) is not served, and docs/compatibility.md "
+        "does not list it",
+}
+CONTROLLER_GAPS: dict[int, str] = {
+    32: "DescribeConfigs is not served on the controller listener (kafka-configs "
+        "--bootstrap-controller --describe fails) though its table in "
+        "docs/compatibility.md is silent",
+    70: "ControllerRegistration: controllers register themselves only with dynamic "
+        "quorums; Ottla's voters are static (KIP-853)",
+}
+
+
+def unserved(listener: str, keys: dict[int, str], is_bug: bool = False) -> list[Expect]:
+    make = bug if is_bug else Expect
+    return [make(f"{listener}/api_keys/{api_name(k)}", reason, ottla=MISSING)
+            for k, reason in keys.items()]
+
+
+def narrower(listener: str, table: dict[int, tuple[tuple[int, int], str]]) -> list[Expect]:
+    return [Expect(f"{listener}/api_keys/{api_name(k)}/1", reason, ottla=hi)
+            if lo == _KAFKA_LOW.get((listener, k), lo) else
+            Expect(f"{listener}/api_keys/{api_name(k)}/*", reason)
+            for k, ((lo, hi), reason) in table.items()]
+
+
+_KAFKA_LOW = {("controller", 1): 4}
+"""Where Ottla's narrower range also starts higher (Fetch on the controller listener)."""
+
+FEATURES = [
+    Expect("*supported_features/metadata.version/1",
+           "Ottla implements the metadata records up to 4.0-IV3 (docs/compatibility.md, "
+           "Features)", kafka=33, ottla=25),
+    Expect("*/supported_features/kraft.version", "KIP-853 dynamic quorums are not a "
+           "feature a cluster can finalize in Ottla", ottla=MISSING),
+    Expect("*/supported_features/group.version", "the KIP-848 consumer protocol is "
+           "served without a group.version to finalize", ottla=MISSING),
+    Expect("*/supported_features/streams.version", "streams groups (KIP-1071) are "
+           "not served", ottla=MISSING),
+    bug("*/v3_supported_features/*", "ApiVersions v0-v3 lists supported features whose "
+        "range starts at 0; Kafka leaves them out below v4 (KAFKA-17011, KAFKA-17492: "
+        "Java clients before 3.9 throw IllegalArgumentException on a range with min 0 "
+        "when they read the response)", kafka=MISSING),
+    Expect("*/finalized_features/metadata.version/*", "a new cluster starts at the newest "
+           "metadata.version each supports: 4.4-IV2 (33), 4.0-IV3 (25)", kafka=33, ottla=25),
+    Expect("*/finalized_features/eligible.leader.replicas.version", "finalized by Kafka "
+           "from metadata.version 4.1-IV0, above Ottla's newest (4.0-IV3)", ottla=MISSING),
+    Expect("*/finalized_features/share.version/*", FINALIZED_DIFFERENCES["share.version"][1],
+           kafka=2, ottla=1),
+    Expect("*/finalized_features/group.version", "not finalized: the KIP-848 protocol needs "
+           "no group.version in Ottla", ottla=MISSING),
+    Expect("*/finalized_features/kraft.version", "static voters: kraft.version 0 is not "
+           "listed (Kafka's quickstart formats a dynamic quorum, level 1)", ottla=MISSING),
+    Expect("*/finalized_features/streams.version", "streams groups are not served",
+           ottla=MISSING),
+]
+
+
+def describe(t: Target, controller: bool, version: int = 4) -> dict[str, Json]:
+    response: dict[str, Any] = t.request(ApiKey.API_VERSIONS, version, {
+        "client_software_name": "ottla-oracle", "client_software_version": "1.0"},
+        controller=controller)
+    return {
+        "error_code": response["error_code"],
+        "api_keys": {api_name(a["api_key"]): [a["min_version"], a["max_version"]]
+                     for a in sorted(response["api_keys"], key=lambda a: a["api_key"])},
+        "supported_features": {f["name"]: [f["min_version"], f["max_version"]]
+                               for f in response["supported_features"]},
+        "finalized_features": {f["name"]: [f["min_version_level"], f["max_version_level"]]
+                               for f in response["finalized_features"]},
+        "finalized_features_epoch": response["finalized_features_epoch"],
+        "zk_migration_ready": response["zk_migration_ready"],
+    }
+
+
+@scenario("ApiVersions", ci=True, expect=(
+    *narrower("broker", NARROWER_BROKER), *narrower("controller", NARROWER_CONTROLLER),
+    *unserved("*", UNSERVED), *unserved("*", UNDOCUMENTED_GAPS, is_bug=True),
+    *unserved("controller", {32: CONTROLLER_GAPS[32]}, is_bug=True),
+    *unserved("controller", {70: CONTROLLER_GAPS[70]}), *FEATURES))
+def api_versions(t: Target) -> Json:
+    """ApiVersions v4 on the broker and the controller listener: every API's range, the
+    supported features and the finalized levels; and the supported features in v3, which
+    older clients send."""
+    return {listener: {**describe(t, controller=listener == "controller"),
+                       "v3_supported_features": describe(
+                           t, controller=listener == "controller",
+                           version=3)["supported_features"]}
+            for listener in ("broker", "controller")}

@@ -1,0 +1,232 @@
+"""DescribeConfigs for a topic and for the broker, with synonyms and documentation: each
+key's value, source, synonyms, type, read-only and sensitive flags, where both clusters
+know the key; and, one difference per key, the keys only one side describes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ottla.protocol.api import ApiKey
+from tests.oracle.model import MISSING, Expect, Json, Normalise, bug, scenario
+from tests.oracle.scenarios.common import keyed
+from tests.oracle.target import Target
+
+TOPIC, BROKER = 2, 4
+
+PORTS = re.compile(r"127\.0\.0\.1:\d+")
+
+
+def without_ports(value: Json) -> Json:
+    return PORTS.sub("127.0.0.1:<port>", value) if isinstance(value, str) else value
+
+
+def documented(value: Json) -> Json:
+    return "<documentation>" if value else value
+
+
+NORMALISE = (
+    Normalise("*value", without_ports, "listeners name the free ports of each run"),
+    Normalise("broker/configs/log.dir*/*value", lambda v: "<log.dirs>" if v else v,
+              "each node's data directory"),
+    Normalise("*/documentation", documented,
+              "Kafka's prose is not the contract: Ottla writes its own text; whether a "
+              "key is documented (include_documentation) is compared"),
+)
+
+
+def describe(t: Target, resources: list[tuple[int, str, list[str] | None]],
+             synonyms: bool = True, documentation: bool = True) -> list[dict[str, Any]]:
+    response = t.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": kind, "resource_name": name,
+                       "configuration_keys": keys} for kind, name, keys in resources],
+        "include_synonyms": synonyms, "include_documentation": documentation})
+    return [{**r, "configs": keyed(r["configs"], "name")} for r in response["results"]]
+
+
+def topic_only(names: list[str], reason: str, is_bug: bool = False) -> list[Expect]:
+    make = bug if is_bug else Expect
+    return [make(f"topic/configs/{n}", reason, ottla=MISSING) for n in names]
+
+
+def only(listener_path: str, side: str, names: list[str], reason: str,
+         is_bug: bool = False) -> list[Expect]:
+    make = bug if is_bug else Expect
+    pin = {"ottla": MISSING} if side == "kafka" else {"kafka": MISSING}
+    return [make(f"{listener_path}/{n}", reason, **pin) for n in names]
+
+
+ELR_MIN_ISR = ("Kafka 4.4 with eligible.leader.replicas.version 1 (KIP-966) writes a "
+               "cluster-wide min.insync.replicas at format, so its source is "
+               "DYNAMIC_DEFAULT_BROKER_CONFIG; Ottla's newest metadata.version (4.0-IV3) "
+               "predates ELR's bootstrap level (4.1-IV0)")
+TIERED = "tiered storage is not served (the ListOffsets v11 reason in tests/kafka_versions.py)"
+
+TOPIC_EXPECT = [
+    *topic_only(["remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
+                 "remote.log.delete.on.disable"], TIERED),
+    *topic_only(["max.decompressed.message.bytes"], "Kafka 4.4's max.decompressed."
+                "message.bytes is unknown to Ottla (topic and broker), so setting it is "
+                "INVALID_CONFIG; Ottla's own max.decompressed.batch.bytes is broker-wide",
+                is_bug=True),
+    Expect("topic/configs/min.insync.replicas/*", ELR_MIN_ISR),
+    *[bug(f"topic/configs/{key}/synonyms/0", "topic configs without a broker synonym "
+          "(errors.deadletterqueue.group.enable, flush.ms, leader/follower.replication."
+          "throttled.replicas, remote.storage.enable) list themselves as a DEFAULT_CONFIG "
+          "synonym; Kafka lists no synonym for them", kafka=MISSING)
+      for key in ("errors.deadletterqueue.group.enable", "flush.ms",
+                  "leader.replication.throttled.replicas",
+                  "follower.replication.throttled.replicas", "remote.storage.enable")],
+    *[bug(f"topic/configs/{key}/synonyms/{i}", "retention.ms, segment.ms and "
+          "segment.jitter.ms list the broker's log.*.hours default (168, 0: in hours) as a "
+          "DEFAULT_CONFIG synonym; Kafka lists none for them (only a topic override)",
+          kafka=MISSING)
+      for key, i in (("retention.ms", 1), ("segment.ms", 0), ("segment.jitter.ms", 0))],
+]
+
+ZK_ERA = ["broker.id.generation.enable", "control.plane.listener.name",
+          "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+          "inter.broker.protocol.version", "log.message.downconversion.enable",
+          "log.message.format.version", "log.message.timestamp.difference.max.ms",
+          "password.encoder.cipher.algorithm", "password.encoder.iterations",
+          "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
+          "password.encoder.old.secret", "password.encoder.secret",
+          "reserved.broker.max.id", "zookeeper.metadata.migration.enable"]
+GONE_IN_4X = ["eligible.leader.replicas.enable", "group.share.max.groups",
+              "leader.imbalance.per.broker.percentage",
+              "share.coordinator.cold.partition.snapshot.interval.ms",
+              "share.coordinator.state.topic.prune.interval.ms",
+              "group.consumer.regex.refresh.interval.ms"]
+DYNAMIC_ONLY = ["follower.replication.throttled.rate", "leader.replication.throttled.rate",
+                "replica.alter.log.dirs.io.max.bytes.per.second"]
+STREAMS = ["group.streams.assignment.interval.ms", "group.streams.assignors",
+           "group.streams.heartbeat.interval.ms", "group.streams.initial.rebalance.delay.ms",
+           "group.streams.max.assignment.interval.ms", "group.streams.max.heartbeat.interval.ms",
+           "group.streams.max.session.timeout.ms", "group.streams.max.size",
+           "group.streams.max.standby.replicas", "group.streams.min.assignment.interval.ms",
+           "group.streams.min.heartbeat.interval.ms", "group.streams.min.session.timeout.ms",
+           "group.streams.num.standby.replicas", "group.streams.rack.aware.assignment.tags",
+           "group.streams.session.timeout.ms",
+           "group.streams.topology.description.plugin.class"]
+OAUTH = ["sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.unverified.issuer",
+         "sasl.oauthbearer.assertion.algorithm", "sasl.oauthbearer.assertion.claim.aud",
+         "sasl.oauthbearer.assertion.claim.exp.seconds", "sasl.oauthbearer.assertion.claim.iss",
+         "sasl.oauthbearer.assertion.claim.jti.include",
+         "sasl.oauthbearer.assertion.claim.nbf.seconds", "sasl.oauthbearer.assertion.claim.sub",
+         "sasl.oauthbearer.assertion.file", "sasl.oauthbearer.assertion.private.key.file",
+         "sasl.oauthbearer.assertion.private.key.passphrase",
+         "sasl.oauthbearer.assertion.template.file",
+         "sasl.oauthbearer.client.credentials.client.id",
+         "sasl.oauthbearer.client.credentials.client.secret",
+         "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.jwt.validator.class",
+         "sasl.oauthbearer.scope"]
+NEW_IN_44 = ["add.partitions.to.txn.retry.backoff.max.ms",
+             "add.partitions.to.txn.retry.backoff.ms", "config.providers",
+             "controller.quorum.fetch.max.bytes", "controller.quorum.fetch.snapshot.max.bytes",
+             "group.consumer.max.assignment.interval.ms", "group.consumer.migration.policy",
+             "group.consumer.min.assignment.interval.ms", "group.coordinator.background.threads",
+             "group.coordinator.cached.buffer.max.bytes", "group.share.assignment.interval.ms",
+             "group.share.assignors", "group.share.max.assignment.interval.ms",
+             "group.share.max.share.sessions", "group.share.min.assignment.interval.ms",
+             "max.decompressed.message.bytes", "share.coordinator.cached.buffer.max.bytes"]
+BROKER_KEYS = "broker/configs"
+
+BROKER_EXPECT = [
+    *only(BROKER_KEYS, "ottla", ZK_ERA, "ZooKeeper-era keys Kafka 4.0 removed are still "
+          "described (Kafka 4.x ignores them as unknown)", is_bug=True),
+    *only(BROKER_KEYS, "ottla", GONE_IN_4X, "keys Kafka 4.4 no longer defines (or keeps "
+          "internal, undescribed) are described", is_bug=True),
+    *only(BROKER_KEYS, "ottla", DYNAMIC_ONLY, "dynamic-only keys are described although "
+          "never set; Kafka describes them only once AlterConfigs set them", is_bug=True),
+    *only(BROKER_KEYS, "ottla", ["log.page.cache.window.bytes",
+                                 "max.decompressed.batch.bytes"],
+          "Ottla's own keys (docs/configuration.md)"),
+    *only(BROKER_KEYS, "kafka", STREAMS, "streams groups (KIP-1071) are not served"),
+    *only(BROKER_KEYS, "kafka", OAUTH, "Security: no SASL (docs/compatibility.md)"),
+    *only(BROKER_KEYS, "kafka", ["log.remote.copy.lag.bytes", "log.remote.copy.lag.ms",
+                                 "remote.log.manager.follower.thread.pool.size",
+                                 "follower.fetch.last.tiered.offset.enable"], TIERED),
+    *only(BROKER_KEYS, "kafka", ["cordoned.log.dirs"], "cordoned log dirs (KIP-1066) are "
+          "not served (the DescribeLogDirs v5 reason in tests/kafka_versions.py)"),
+    *only(BROKER_KEYS, "kafka", ["controller.quorum.auto.join.enable"], "Dynamic KRaft "
+          "quorum (KIP-853): voters are static"),
+    *only(BROKER_KEYS, "kafka", ["transaction.two.phase.commit.enable"], "two-phase commit "
+          "(KIP-939, InitProducerId v6) is not served"),
+    *only(BROKER_KEYS, "kafka", NEW_IN_44, "Kafka 4.x keys Ottla's table lacks: setting "
+          "one in server.properties is logged as unknown, and AlterConfigs refuses it",
+          is_bug=True),
+    Expect(f"{BROKER_KEYS}/controller.quorum.*", "the quorum is configured differently: "
+           "Kafka's dynamic (controller.quorum.bootstrap.servers), Ottla's static "
+           "(controller.quorum.voters): voters are static in Ottla"),
+    Expect(f"{BROKER_KEYS}/min.insync.replicas/*", ELR_MIN_ISR),
+    Expect(f"{BROKER_KEYS}/group.coordinator.rebalance.protocols/*", "streams groups are "
+           "not served, so the default lists classic,consumer", kafka="classic,consumer,streams",
+           ottla="classic,consumer"),
+    Expect(f"{BROKER_KEYS}/queued.max.request.bytes/*", "a different default on purpose: "
+           "104857600 bounds unhandled large requests (docs/configuration.md)"),
+    bug(f"{BROKER_KEYS}/advertised.listeners/read_only", "advertised.listeners is "
+        "described as changeable (read_only false); Kafka's combined node says read-only",
+        kafka=True, ottla=False),
+    bug(f"{BROKER_KEYS}/broker.id/*", "broker.id is -1 (DEFAULT_CONFIG); Kafka describes it "
+        "as node.id's value, 1, from STATIC_BROKER_CONFIG"),
+    *[bug(f"{BROKER_KEYS}/{key}/synonyms/1", "keys Kafka defines without a default "
+          "(node.id, process.roles, controller.listener.names) get a DEFAULT_CONFIG "
+          "synonym (-1, empty)", kafka=MISSING)
+      for key in ("node.id", "process.roles", "controller.listener.names")],
+    *[bug(f"{BROKER_KEYS}/{key}/config_type", "early.start.listeners is described as "
+          "STRING and listener.security.protocol.map as LIST; Kafka has them the other way "
+          "round (LIST, STRING)", kafka=kafka, ottla=ottla)
+      for key, kafka, ottla in (("early.start.listeners", 7, 2),
+                                ("listener.security.protocol.map", 2, 7))],
+    bug(f"{BROKER_KEYS}/group.consumer.assignment.interval.ms/read_only",
+        "group.consumer.assignment.interval.ms is read-only; Kafka 4.4 lets AlterConfigs "
+        "change it", kafka=False, ottla=True),
+    bug(f"{BROKER_KEYS}/remote.log.*", "the tiered-storage thread pools have Kafka 3.x "
+        "defaults and are read-only; Kafka 4.4: remote.log.manager.thread.pool.size 2, "
+        "copier and expiration pools 10, and all three and remote.log.reader.threads "
+        "dynamic"),
+    bug(f"{BROKER_KEYS}/log.cleaner.io.max.bytes.per.second/*", "a DOUBLE config's value "
+        "(log.cleaner.io.max.bytes.per.second) is rendered as Python writes it "
+        "(1.7976931348623157e+308); Kafka renders Java's (1.7976931348623157E308)"),
+    bug(f"{BROKER_KEYS}/sasl.oauthbearer.expected.audience/*", "sasl.oauthbearer.expected."
+        "audience, an empty LIST default, is null and has no synonym; Kafka describes "
+        "\"\" with a DEFAULT_CONFIG synonym"),
+    bug(f"{BROKER_KEYS}/share.coordinator.append.linger.ms/*", "share.coordinator.append."
+        "linger.ms defaults to 10; Kafka 4.4's default is -1"),
+]
+
+
+@scenario("DescribeConfigs", ci=True, normalise=NORMALISE,
+          expect=(*TOPIC_EXPECT, *BROKER_EXPECT))
+def describe_configs(t: Target) -> Json:
+    """DescribeConfigs v4 with include_synonyms and include_documentation for a topic with
+    two overrides and for the broker (node 1): every key's value, source, synonyms,
+    type, read-only and sensitive flags."""
+    name = t.topic("a")
+    t.create_topic(name, 1, {"retention.ms": "123456", "cleanup.policy": "compact"})
+    topic, broker = describe(t, [(TOPIC, name, None), (BROKER, "1", None)])
+    return {"topic": topic, "broker": broker}
+
+
+@scenario("DescribeConfigs", normalise=NORMALISE, expect=tuple(
+    bug(f"errors/{i}/error_code", "DescribeConfigs of an invalid topic name (bad$name, "
+        "the empty name) answers UNKNOWN_TOPIC_OR_PARTITION; Kafka answers "
+        "INVALID_TOPIC_EXCEPTION", kafka="INVALID_TOPIC_EXCEPTION",
+        ottla="UNKNOWN_TOPIC_OR_PARTITION") for i in (1, 4)))
+def describe_configs_errors(t: Target) -> Json:
+    """DescribeConfigs v4 for named keys (one unknown), without synonyms and documentation,
+    for an unknown topic, an invalid topic name, another broker id, a bad broker id, and
+    an unknown resource type."""
+    name = t.topic("a")
+    t.create_topic(name, 1, {"retention.ms": "123456"})
+    (named,) = describe(t, [(TOPIC, name, ["retention.ms", "no.such.key", "segment.ms"])],
+                        synonyms=False, documentation=False)
+    errors = describe(t, [(TOPIC, t.topic("nope"), None), (TOPIC, "bad$name", None),
+                          (BROKER, "2", None), (BROKER, "one", None), (TOPIC, "", None)])
+    unknown_type = t.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+        "resources": [{"resource_type": 42, "resource_name": "x", "configuration_keys": None}],
+        "include_synonyms": False, "include_documentation": False})
+    return {"named_keys": named,
+            "errors": [{k: v for k, v in r.items() if k != "configs"} | {
+                "configs": len(r["configs"])} for r in errors],
+            "unknown_resource_type": unknown_type}

@@ -1,0 +1,185 @@
+"""CreateTopics, CreatePartitions and DeleteTopics with valid and invalid arguments: the
+error codes and, since kafka-topics and AdminClient show them to the user, the messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ottla.protocol.api import ApiKey
+from tests.oracle.model import MISSING, Expect, Json, bug, scenario
+from tests.oracle.scenarios.common import keyed, metadata, topic_id
+from tests.oracle.scenarios.configs import ELR_MIN_ISR, TIERED
+from tests.oracle.target import Target
+
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def create(t: Target, name: str, partitions: int = 1, rf: int = 1,
+           configs: dict[str, str] | None = None, assignments: list[list[int]] | None = None,
+           validate_only: bool = False, extra: list[dict[str, Any]] | None = None
+           ) -> Json:
+    """One CreateTopics v7 request (plus ``extra`` topics in it); each topic's result with
+    its configs keyed by name."""
+    topic = {"name": name, "num_partitions": partitions, "replication_factor": rf,
+             "assignments": [{"partition_index": i, "broker_ids": ids}
+                             for i, ids in enumerate(assignments or [])],
+             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+    response = t.request(ApiKey.CREATE_TOPICS, 7, {
+        "topics": [topic, *(extra or [])], "timeout": 30000, "validate_only": validate_only})
+    if "topics" not in response:
+        return response
+    return [{**r, "configs": None if r["configs"] is None else keyed(r["configs"], "name")}
+            for r in response["topics"]]
+
+
+CREATE_CASES: dict[str, dict[str, Any]] = {
+    "valid": {"partitions": 3},
+    "bad_name_dollar": {"name": "bad$name"},
+    "bad_name_dot": {"name": "."},
+    "bad_name_dotdot": {"name": ".."},
+    "bad_name_empty": {"name": ""},
+    "bad_name_too_long": {"name": "x" * 250},
+    "zero_partitions": {"partitions": 0},
+    "negative_partitions": {"partitions": -5},
+    "too_many_partitions": {"partitions": 20000},
+    "replication_factor_3": {"rf": 3},
+    "replication_factor_0": {"rf": 0},
+    "replication_factor_-2": {"rf": -2},
+    "bad_config_value": {"configs": {"retention.ms": "forever"}},
+    "unknown_config": {"configs": {"no.such.key": "1"}},
+    "bad_cleanup_policy": {"configs": {"cleanup.policy": "bogus"}},
+    "null_config_value": {"configs": {"retention.ms": None}},
+    "min_insync_above_rf": {"configs": {"min.insync.replicas": "2"}},
+    "validate_only": {"partitions": 2, "validate_only": True},
+    "validate_only_invalid": {"rf": 3, "validate_only": True},
+    "assignment_unknown_broker": {"partitions": -1, "rf": -1, "assignments": [[7]]},
+    "assignment_and_count": {"partitions": 2, "rf": -1, "assignments": [[1]]},
+    "assignment_duplicate_replica": {"partitions": -1, "rf": -1, "assignments": [[1, 1]]},
+    "defaults": {"partitions": -1, "rf": -1},
+}
+
+
+MESSAGE = ("an error message's text differs from Kafka 4.4's (kafka-topics and AdminClient "
+           "print it to the user)")
+CREATED = ("valid", "min_insync_above_rf", "validate_only", "defaults")
+"""The cases that create (or would create) a topic: their answer lists its configs."""
+
+CREATE_EXPECT = (
+    *[Expect(f"{case}/0/configs/{key}", TIERED, ottla=MISSING) for case in CREATED
+      for key in ("remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
+                  "remote.log.delete.on.disable")],
+    *[bug(f"{case}/0/configs/max.decompressed.message.bytes", "Kafka 4.4's "
+          "max.decompressed.message.bytes is unknown to Ottla (topic and broker), so "
+          "setting it is INVALID_CONFIG; Ottla's own max.decompressed.batch.bytes is "
+          "broker-wide", ottla=MISSING) for case in CREATED],
+    *[Expect(f"{case}/0/configs/min.insync.replicas/config_source", ELR_MIN_ISR,
+             kafka=3, ottla=5) for case in CREATED if case != "min_insync_above_rf"],
+    *[bug(f"{case}/0/error_message", MESSAGE) for case in (
+        "bad_name_dollar", "bad_name_dot", "bad_name_dotdot", "bad_name_empty",
+        "bad_name_too_long", "too_many_partitions", "replication_factor_3",
+        "validate_only_invalid", "bad_config_value", "assignment_and_count",
+        "assignment_duplicate_replica")],
+    *[bug(f"{case}/0/configs", "a topic that failed has configs null; Kafka sends an empty "
+          "array", kafka={}, ottla=None) for case in (
+        "bad_name_dollar", "bad_name_dot", "bad_name_dotdot", "bad_name_empty",
+        "bad_name_too_long", "zero_partitions", "negative_partitions",
+        "replication_factor_3", "replication_factor_0", "replication_factor_-2",
+        "bad_config_value", "unknown_config", "bad_cleanup_policy", "validate_only_invalid",
+        "assignment_unknown_broker", "assignment_and_count", "assignment_duplicate_replica",
+        "existing")],
+    bug("null_config_value/0/*", "CreateTopics with a config whose value is null creates "
+        "the topic; Kafka refuses it: INVALID_CONFIG \"Null value not supported for topic "
+        "configs: retention.ms\""),
+    bug("same_name_twice/*", "CreateTopics naming a topic twice creates it and answers "
+        "INVALID_REQUEST for the second entry; Kafka creates nothing and answers one "
+        "INVALID_REQUEST \"Duplicate topic name.\""),
+)
+
+
+@scenario("CreateTopics", ci=True, compare_messages=True, expect=CREATE_EXPECT)
+def create_topics(t: Target) -> Json:
+    """CreateTopics v7, one request per case: a valid topic (its configs in the answer),
+    bad names, partition counts, replication factors, configs and assignments,
+    validate_only, an existing topic, and a name twice in one request."""
+    result: dict[str, Json] = {}
+    for case, args in CREATE_CASES.items():
+        args = dict(args)
+        name = args.pop("name", t.topic(case.replace("_", "-")))
+        result[case] = create(t, name, **args)
+    result["validate_only_created_nothing"] = metadata(t, [t.topic("validate-only")])[
+        "topics"][0]["error_code"]
+    result["existing"] = create(t, t.topic("valid"), 3)
+    twice = t.topic("twice")
+    result["same_name_twice"] = create(t, twice, extra=[{
+        "name": twice, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+        "configs": []}])
+    return result
+
+
+PARTITIONS_TWICE = ("CreatePartitions naming a topic twice applies both entries; Kafka "
+                    "applies neither and answers INVALID_REQUEST \"Duplicate topic name.\"")
+
+
+@scenario("CreatePartitions", ci=True, compare_messages=True, expect=(
+    *[bug(f"{case}/results/0/error_message", MESSAGE)
+      for case in ("same_count", "fewer", "too_many")],
+    *[bug(f"{case}/results/0/error_message", "CreatePartitions of an unknown topic (or an "
+          "invalid name) has a message; Kafka's is null", kafka=None)
+      for case in ("unknown_topic", "invalid_name")],
+    bug("twice/*", PARTITIONS_TWICE),
+    bug("partitions_after", PARTITIONS_TWICE, kafka=4, ottla=6)))
+def create_partitions(t: Target) -> Json:
+    """CreatePartitions v3: a valid increase, the same count, fewer, an unknown topic,
+    validate_only, an assignment naming an unknown broker, too many partitions, and a
+    topic twice in one request."""
+    name = t.topic("a")
+    t.create_topic(name, 3)
+
+    def grow(count: int, topic: str = name, validate_only: bool = False,
+             assignments: list[list[int]] | None = None,
+             extra: list[dict[str, Any]] | None = None) -> Json:
+        return t.request(ApiKey.CREATE_PARTITIONS, 3, {
+            "topics": [{"name": topic, "count": count, "assignments": None
+                        if assignments is None else [{"broker_ids": a} for a in assignments]},
+                       *(extra or [])],
+            "timeout": 30000, "validate_only": validate_only})
+    return {
+        "validate_only": grow(4, validate_only=True),
+        "after_validate_only": len(metadata(t, [name])["topics"][0]["partitions"]),
+        "to_4": grow(4),
+        "same_count": grow(4),
+        "fewer": grow(2),
+        "unknown_topic": grow(2, t.topic("nope")),
+        "invalid_name": grow(2, "bad$name"),
+        "unknown_broker": grow(5, assignments=[[7]]),
+        "wrong_assignment_count": grow(6, assignments=[[1]]),
+        "too_many": grow(30000),
+        "twice": grow(5, extra=[{"name": name, "count": 6, "assignments": None}]),
+        "partitions_after": len(metadata(t, [name])["topics"][0]["partitions"]),
+    }
+
+
+@scenario("DeleteTopics", ci=True, compare_messages=True, expect=(
+    bug("name_and_id/responses/0/*", "DeleteTopics with both a name and an id looks the "
+        "name up (UNKNOWN_TOPIC_OR_PARTITION); Kafka refuses it: INVALID_REQUEST \"You may "
+        "not specify both topic name and topic id.\""),))
+def delete_topics(t: Target) -> Json:
+    """DeleteTopics v6: by name, by id, an unknown name, an unknown id, a name and an id
+    both given, an invalid name, and the topic gone from Metadata afterwards."""
+    by_name, by_id = t.topic("by-name"), t.topic("by-id")
+    t.create_topic(by_name)
+    t.create_topic(by_id)
+    the_id = topic_id(t, by_id)
+
+    def delete(*topics: dict[str, Any]) -> Json:
+        return t.request(ApiKey.DELETE_TOPICS, 6, {"topics": list(topics),
+                                                    "timeout": 30000})
+    return {
+        "by_name": delete({"name": by_name, "topic_id": ZERO_UUID}),
+        "by_id": delete({"name": None, "topic_id": the_id}),
+        "unknown_name": delete({"name": t.topic("nope"), "topic_id": ZERO_UUID}),
+        "unknown_id": delete({"name": None, "topic_id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"}),
+        "name_and_id": delete({"name": t.topic("nope"), "topic_id": the_id}),
+        "invalid_name": delete({"name": "bad$name", "topic_id": ZERO_UUID}),
+        "gone": {n: metadata(t, [n])["topics"][0]["error_code"] for n in (by_name, by_id)},
+    }
