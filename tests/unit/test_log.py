@@ -69,6 +69,22 @@ def test_segments_roll_by_time(tmp_path) -> None:
     assert [s.base_offset for s in log.segments] == [0, 2]
 
 
+def test_old_records_roll_by_their_own_timestamps_not_the_clock(tmp_path) -> None:
+    """Kafka's LogSegment.timeWaitedForRoll: a segment's age is the new batch's max
+    timestamp less the segment's first batch's. Records from long ago (a replay, a
+    backfill) written now fill one segment while their own times stay within segment.ms,
+    instead of rolling at every batch because the clock is far ahead of them."""
+    log = make_log(str(tmp_path / "t-0"), **{"segment.ms": "3600000"})
+    now = 10 * 86_400_000
+    for i in range(20):  # an hour of records from day 0, one batch a minute, written now
+        batch = bytearray(build_batch([(None, b"old")], timestamp=1000 + i * 60_000))
+        log.append_as_leader(batch, read_header(batch), 0, now_ms=now + i)
+    assert len(log.segments) == 1
+    batch = bytearray(build_batch([(None, b"later")], timestamp=1000 + 3_600_001))
+    log.append_as_leader(batch, read_header(batch), 0, now_ms=now + 20)
+    assert [s.base_offset for s in log.segments] == [0, 20]  # record time passed an hour
+
+
 def test_index_lookups_land_on_the_right_batch(tmp_path) -> None:
     log = make_log(str(tmp_path / "t-0"), **{"index.interval.bytes": "100"})
     for i in range(200):

@@ -388,7 +388,7 @@ class Log:
     def _append(self, data: bytes | bytearray | memoryview, last_offset: int,
                 max_timestamp: int, now_ms: int) -> None:
         try:
-            self._maybe_roll(len(data), now_ms, last_offset + 1)
+            self._maybe_roll(len(data), now_ms, last_offset + 1, max_timestamp)
             self.active_segment.append(data, last_offset, max_timestamp, last_offset)
         except OSError as e:
             self.fail(e)
@@ -398,10 +398,11 @@ class Log:
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
 
-    def _maybe_roll(self, size: int, now_ms: int, next_offset: int) -> None:
+    def _maybe_roll(self, size: int, now_ms: int, next_offset: int, max_timestamp: int
+                    ) -> None:
         segment = self.active_segment
         if segment.should_roll(size, self.config.segment_bytes, now_ms, self.config.segment_ms,
-                               next_offset):
+                               next_offset, max_timestamp):
             self.roll(now_ms)
 
     def roll(self, now_ms: int) -> LogSegment:

@@ -340,7 +340,12 @@ class LogSegment:
         return self.max_timestamp
 
     def should_roll(self, batch_size: int, segment_bytes: int, now_ms: int, segment_ms: int,
-                    next_offset: int) -> bool:
+                    next_offset: int, batch_max_timestamp: int) -> bool:
+        """Kafka's ``LogSegment.shouldRoll``: full (bytes, an index, relative offsets), or
+        older than ``segment.ms`` (less its jitter) by the time the records carry: the new
+        batch's max timestamp less the segment's first batch's, or, when the segment has
+        no timestamp, now less its creation. Measuring record time against record time is
+        what keeps a replay of old data (a backfill) from rolling at every batch."""
         if self.size == 0:
             return False
         if self.size + batch_size > segment_bytes:
@@ -349,9 +354,10 @@ class LogSegment:
             return True
         if next_offset - self.base_offset > 2**31 - 1:
             return True
-        started = self.first_batch_timestamp if self.first_batch_timestamp is not None \
-            and self.first_batch_timestamp >= 0 else self.created_ms
-        return now_ms - started > segment_ms - self.roll_jitter_ms
+        first = self.first_batch_timestamp
+        waited = batch_max_timestamp - first if first is not None and first >= 0 \
+            else now_ms - self.created_ms
+        return waited > segment_ms - self.roll_jitter_ms
 
     def reset_indexes(self) -> None:
         self.index.reset()

@@ -97,13 +97,7 @@ def fetch_edges(t: Target) -> Json:
     }
 
 
-@scenario("Fetch", ci=True, expect=(bug(
-    "from_0/responses/0/partitions/0/records/batches/*", "a batch whose timestamp is older "
-    "than segment.ms (7 days) rolls the segment at every append: Ottla measures a "
-    "segment's age as now - its first batch's timestamp, where Kafka measures the new "
-    "batch's timestamp - the first's (LogSegment.shouldRoll). Historical data (a replay, "
-    "a backfill) then makes a segment per batch, and a Fetch, which reads one segment, "
-    "returns one batch at a time", ottla=MISSING),))
+@scenario("Fetch", ci=True)
 def fetch_old_timestamps(t: Target) -> Json:
     """Fetch v12 from 0 of a partition whose three batches carry timestamps of 1970 (a
     replay of old data): how many batches one fetch returns."""
