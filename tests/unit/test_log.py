@@ -7,7 +7,13 @@ import os
 import pytest
 
 from ottla.protocol.errors import ErrorCode, KafkaError
-from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
+from ottla.protocol.records import (
+    build_batch,
+    build_marker,
+    decode_records,
+    read_header,
+    scan_batches,
+)
 from ottla.storage.checkpoint import read_offsets, write_offsets
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
@@ -458,3 +464,46 @@ def test_checkpoints_are_written_in_the_background_and_a_failure_takes_the_dir_o
     assert manager.offline_dirs == set()
     manager.flush_dirty(now_ms=1)
     assert manager.offline_dirs == {os.path.abspath(d)} and log.offline
+
+
+def _txn_batch(producer_epoch: int, base_sequence: int, count: int) -> bytearray:
+    return bytearray(build_batch([(None, b"r")] * count, timestamp=1000, producer_id=7,
+                                 producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                 transactional=True))
+
+
+def test_after_a_v2_marker_the_new_epoch_starts_at_sequence_0(tmp_path) -> None:
+    """Kafka's checkSequence: the transactions-v2 marker carries the bumped epoch and
+    clears the producer's batches; the next batch of that epoch must start at sequence
+    0 (a gap would have been accepted before, and the missing batch refused forever)."""
+    log = make_log(str(tmp_path / "t-0"))
+    batch = _txn_batch(0, 0, 3)
+    log.append_as_leader(batch, read_header(batch), 0, now_ms=1000)
+    marker = bytearray(build_marker(producer_id=7, producer_epoch=1, commit=True,
+                                    coordinator_epoch=0, timestamp=1000))
+    log.append_as_leader(marker, read_header(marker), 0, now_ms=1000)
+    gap = _txn_batch(1, 5, 2)
+    with pytest.raises(KafkaError) as refused:
+        log.append_as_leader(gap, read_header(gap), 0, now_ms=1000)
+    assert refused.value.code == ErrorCode.out_of_order_sequence_number
+    first = _txn_batch(1, 0, 5)
+    assert log.append_as_leader(first, read_header(first), 0, now_ms=1000).first_offset == 4
+
+
+def test_a_batch_overtaking_one_being_verified_is_out_of_order(tmp_path) -> None:
+    """Kafka's VerificationStateEntry: while a producer's batch from sequence 0 waits for
+    its transaction coordinator, a later batch (sequence 12) that gets there first is
+    refused OUT_OF_ORDER_SEQUENCE_NUMBER (the client retries it); once the first is in,
+    the second follows."""
+    log = make_log(str(tmp_path / "t-0"))
+    log.producer_state.begin_verification(7, 0)
+    log.producer_state.begin_verification(7, 12)
+    later = _txn_batch(0, 12, 8)
+    with pytest.raises(KafkaError) as refused:
+        log.append_as_leader(later, read_header(later), 0, now_ms=1000)
+    assert refused.value.code == ErrorCode.out_of_order_sequence_number
+    log.producer_state.end_verification(7)
+    earlier = _txn_batch(0, 0, 12)
+    log.append_as_leader(earlier, read_header(earlier), 0, now_ms=1000)
+    log.producer_state.end_verification(7)
+    assert log.append_as_leader(later, read_header(later), 0, now_ms=1000).first_offset == 12

@@ -60,6 +60,17 @@ class AddPartitionsToTxnManager:
             state.producer_epoch == producer_epoch
 
     @staticmethod
+    def begin(partition: Partition, producer_id: int, first_sequence: int) -> None:
+        """A batch from ``first_sequence`` waits for the coordinator: a later batch of the
+        producer that overtakes it is refused OUT_OF_ORDER_SEQUENCE_NUMBER until ``end``
+        (Kafka's VerificationStateEntry and its lowest sequence)."""
+        partition.log.producer_state.begin_verification(producer_id, first_sequence)
+
+    @staticmethod
+    def end(partition: Partition, producer_id: int) -> None:
+        partition.log.producer_state.end_verification(producer_id)
+
+    @staticmethod
     def guard_holds(partition: Partition, producer_id: int, guard: int | None) -> bool:
         """Whether a verification still holds at append time (Kafka's VerificationGuard):
         no guard taken, the transaction open here, or nothing of the producer appended

@@ -86,6 +86,9 @@ class ProducerStateManager:
         self._appends: dict[int, int] = {}
         """Producer id -> how many of its batches and markers were appended (the
         verification guard: see ``verification_guard``)."""
+        self._verifying: dict[int, tuple[int, int]] = {}
+        """Producer id -> (the lowest first sequence of its batches being verified with
+        their transaction coordinator, how many are): Kafka's VerificationStateEntry."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch from a client before it is appended.
@@ -95,6 +98,8 @@ class ProducerStateManager:
         """
         entry = self.producers.get(header.producer_id)
         if entry is None:
+            if header.base_sequence != NO_SEQUENCE:
+                self._check_verifying(header)
             return None  # a producer we know nothing of may start at any sequence
         if header.producer_epoch < entry.producer_epoch:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
@@ -105,17 +110,50 @@ class ProducerStateManager:
         duplicate = entry.find_duplicate(header)
         if duplicate is not None:
             return duplicate
+        self._check_verifying(header)
         if header.producer_epoch != entry.producer_epoch:
             if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(ErrorCode.out_of_order_sequence_number,
                                  f"Invalid sequence number {header.base_sequence} for the new "
                                  f"epoch {header.producer_epoch} of producer "
                                  f"{header.producer_id}; expected 0")
-        elif entry.batches and not in_sequence(entry.last_seq, header.base_sequence):
-            raise KafkaError(ErrorCode.out_of_order_sequence_number,
-                             f"Out of order sequence number for producer {header.producer_id}: "
-                             f"found {header.base_sequence}, expected {entry.last_seq + 1}")
+        else:
+            # Kafka's checkSequence: an entry with no batch left of its epoch (a
+            # transactions-v2 marker bumped the epoch and cleared them) expects sequence 0;
+            # only a producer of unknown epoch may start anywhere.
+            last = entry.last_seq if entry.batches else NO_SEQUENCE
+            if entry.producer_epoch != NO_PRODUCER_EPOCH and \
+                    not in_sequence(last, header.base_sequence):
+                raise KafkaError(ErrorCode.out_of_order_sequence_number,
+                                 f"Out of order sequence number for producer "
+                                 f"{header.producer_id}: found {header.base_sequence}, "
+                                 f"expected {last + 1}")
         return None
+
+    def _check_verifying(self, header: BatchHeader) -> None:
+        """A batch after one of the producer's still being verified (a later request
+        overtaking an earlier one while the coordinator answers) is out of order, as
+        Kafka refuses it: appended, it would leave a gap the earlier batch cannot fill."""
+        verifying = self._verifying.get(header.producer_id)
+        if verifying is not None and header.base_sequence > verifying[0]:
+            raise KafkaError(ErrorCode.out_of_order_sequence_number,
+                             f"Out of order sequence number for producer "
+                             f"{header.producer_id}: found {header.base_sequence} while a "
+                             f"batch from sequence {verifying[0]} is being verified")
+
+    def begin_verification(self, producer_id: int, first_sequence: int) -> None:
+        """A batch of the producer from ``first_sequence`` waits for its transaction
+        coordinator's answer (Kafka's maybeCreateVerificationStateEntry)."""
+        lowest, pending = self._verifying.get(producer_id, (first_sequence, 0))
+        self._verifying[producer_id] = (min(lowest, first_sequence), pending + 1)
+
+    def end_verification(self, producer_id: int) -> None:
+        """A batch begun with ``begin_verification`` was appended or refused."""
+        lowest, pending = self._verifying.get(producer_id, (0, 1))
+        if pending <= 1:
+            self._verifying.pop(producer_id, None)
+        else:
+            self._verifying[producer_id] = (lowest, pending - 1)
 
     def verification_guard(self, producer_id: int) -> int:
         """Taken before a leader asks the coordinator whether a batch may open a

@@ -133,10 +133,15 @@ async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, ti
                     entry.batch = await offload(entry.batch.finish)
                 except KafkaError as e:
                     entry.fail(e)
-    if verify_for is not None:
-        await _verify_transaction(broker, verify_for, topics, add,
-                                  abortable=ctx.api_version >= 11)
-    appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
+    verifying: list[tuple[Partition, int]] = []
+    try:
+        if verify_for is not None:
+            await _verify_transaction(broker, verify_for, topics, add,
+                                      abortable=ctx.api_version >= 11, verifying=verifying)
+        appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
+    finally:
+        for partition, producer_id in verifying:
+            broker.txn_verification.end(partition, producer_id)
     return await appended if inspect.iscoroutine(appended) else appended
 
 
@@ -155,12 +160,15 @@ _VERIFY_ERRORS = {
 
 async def _verify_transaction(broker: Broker, transactional_id: str,
                               topics: list[tuple[str | None, Any, list[_Entry]]],
-                              add: bool, abortable: bool) -> None:
+                              add: bool, abortable: bool,
+                              verifying: list[tuple[Partition, int]]) -> None:
     """KIP-890 (``broker.transaction_verification``): each transactional batch that
     would open the producer's transaction on a partition is verified with (or, with
     ``add``, added by) the coordinator first; one that is not in the transaction gets
     TRANSACTION_ABORTABLE (INVALID_TXN_STATE before Produce v11) instead of leaving a
-    transaction open on the partition that nobody will end."""
+    transaction open on the partition that nobody will end. Each partition whose
+    verification begins is added to ``verifying``: the caller ends it once the batches
+    are appended or refused, whatever happens meanwhile."""
     verification = broker.txn_verification
     unverified: dict[TopicPartition, tuple[_Entry, Partition]] = {}
     producer: tuple[int, int] | None = None
@@ -180,6 +188,8 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
             entry.abortable = abortable
             unverified[(name, entry.index)] = (entry, partition)
             producer = (header.producer_id, header.producer_epoch)
+            verification.begin(partition, header.producer_id, header.base_sequence)
+            verifying.append((partition, header.producer_id))
     if not unverified or producer is None:
         return
     answers = await verification.verify(
