@@ -237,3 +237,32 @@ def test_snapshots_are_adopted_once_written_and_an_install_holds_the_follower() 
     assert [(type(o.message), o.message.fetch_offset) for o in sent] == [(FetchRequest, 40)]
     committed = follower.take_committed()
     assert committed is not None and committed.snapshot == leader_snapshot
+
+
+def test_a_voter_stranded_in_a_newer_epoch_rejoins_the_quorum() -> None:
+    """A voter that became a candidate of the next epoch while cut off (its vote requests
+    all lost) comes back to a leader still in the old one. The leader's messages are
+    older than its epoch and a live leader's followers refuse its pre-votes; as in Kafka,
+    its pre-vote request (carrying its epoch) moves the others to that epoch, and an
+    election there brings all three under one leader."""
+    c = Cluster(3, RaftConfig())
+    everyone = set(c.nodes)
+    c.run(everyone, everyone, lambda: any(r.is_leader for r in c.nodes.values()) and
+          all(r.leader_id is not None for r in c.nodes.values()))
+    leader = next(i for i, r in c.nodes.items() if r.is_leader)
+    stranded = max(everyone - {leader})
+    epoch = c.nodes[leader].epoch
+    c.durable[stranded] = (epoch + 1, stranded)  # a candidate of the next epoch, restarted
+    c.restart(stranded)
+
+    def one_leader_everyone_follows() -> bool:
+        epochs = {r.epoch for r in c.nodes.values()}
+        leaders = [i for i, r in c.nodes.items() if r.is_leader]
+        return len(epochs) == 1 and len(leaders) == 1 and all(
+            r.leader_id == leaders[0] for r in c.nodes.values())
+
+    c.run(everyone, everyone, one_leader_everyone_follows)
+    assert c.nodes[stranded].epoch > epoch
+    c.propose(next(i for i, r in c.nodes.items() if r.is_leader), "after")
+    c.run(everyone, everyone, lambda: all(
+        any(e.payload == "after" for e in applied) for applied in c.applied.values()))

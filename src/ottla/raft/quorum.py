@@ -331,7 +331,9 @@ class RaftReplica:
         return (last_epoch, end_offset) >= (self.log.last_epoch, self.log.end_offset)
 
     def _vote_request(self, pre_vote: bool) -> list[Outgoing]:
-        request = VoteRequest(self.node_id, self.epoch + 1 if pre_vote else self.epoch,
+        # A pre-vote carries the current epoch (KIP-996's ReplicaEpoch): only a won
+        # pre-vote moves the prospective to the next one.
+        request = VoteRequest(self.node_id, self.epoch,
                               self.log.last_epoch, self.log.end_offset, pre_vote)
         return [Outgoing(v, request) for v in sorted(self.voters) if v != self.node_id]
 
@@ -373,19 +375,23 @@ class RaftReplica:
             return [Outgoing(source, VoteResponse(self.node_id, self.epoch, False,
                                                   req.pre_vote, self.leader_id))]
         up_to_date = self._log_is_current(req.last_epoch, req.end_offset)
+        if req.epoch > self.epoch:
+            # A pre-vote's epoch is one the requester already reached through a won
+            # election: as Kafka does, any vote request of a newer epoch moves this node
+            # there. Without it a voter stranded in a newer epoch could never rejoin a
+            # leader of an older one, which ignores it, nor win a pre-vote.
+            self._observe_epoch(req.epoch, None, now_ms)
         if req.pre_vote:
             # Grant only if the candidate could win and we have no live leader: a node
             # cut off from a healthy quorum cannot disrupt it.
             live_leader = self.is_leader or (
                 self.role is Role.FOLLOWER and
                 now_ms - self._last_leader_contact < self.config.fetch_timeout_ms)
-            granted = req.epoch > self.epoch and up_to_date and not live_leader
+            granted = req.epoch == self.epoch and up_to_date and not live_leader
             # Name the leader only while it is live, or the candidate would follow a
             # dead one (KIP-996 sends it to the leader it is told about).
             return [Outgoing(source, VoteResponse(self.node_id, self.epoch, granted, True,
                                                   self.leader_id if live_leader else None))]
-        if req.epoch > self.epoch:
-            self._observe_epoch(req.epoch, None, now_ms)
         granted = req.epoch == self.epoch and up_to_date and \
             self.voted_for in (None, req.candidate_id) and self.leader_id is None
         if granted:

@@ -59,12 +59,10 @@ def encode_request(message: Any, destination: int, cluster_id: str
     """(api key, version, fields) of the RPC carrying ``message`` to ``destination``."""
     match message:
         case VoteRequest():
-            # A pre-vote carries the candidate's current epoch (KIP-996); ours is +1.
-            epoch = message.epoch - 1 if message.pre_vote else message.epoch
             return ApiKey.VOTE, VOTE_VERSION, {
                 "cluster_id": cluster_id, "voter_id": destination,
                 "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
-                    "partition_index": 0, "replica_epoch": epoch,
+                    "partition_index": 0, "replica_epoch": message.epoch,
                     "replica_id": message.candidate_id, "replica_directory_id": None,
                     "voter_directory_id": None, "last_offset_epoch": message.last_epoch,
                     "last_offset": message.end_offset, "pre_vote": message.pre_vote}]}]}
@@ -149,7 +147,7 @@ def decode_request(api_key: int, request: Any) -> tuple[int, Any] | None:
             pre_vote = bool(getattr(p, "pre_vote", False))  # v2+
             candidate = getattr(p, "replica_id", getattr(p, "candidate_id", -1))
             epoch = getattr(p, "replica_epoch", getattr(p, "candidate_epoch", -1))
-            return candidate, VoteRequest(candidate, epoch + 1 if pre_vote else epoch,
+            return candidate, VoteRequest(candidate, epoch,
                                           p.last_offset_epoch, p.last_offset, pre_vote)
         case ApiKey.BEGIN_QUORUM_EPOCH:
             p = _metadata_partition(request.topics, "topic_name")
