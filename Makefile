@@ -34,7 +34,7 @@ lint: install-test
 test: install-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs --durations=25
 
 clean:
 	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache

@@ -197,6 +197,8 @@ class StreamsRun:
     unsettled_before_kill: list[tuple[str, str]]
     """(instance, state) of every state change after both instances ran with tasks and
     before the kill: a rebalance nobody caused (a fenced producer, a lost member)."""
+    why_unsettled: list[str]
+    """The instances' log lines that say why they rebalanced before the kill, if they did."""
     seconds: float
 
 
@@ -266,6 +268,7 @@ def run_windowed_counts(platform: Platform, base: Path) -> StreamsRun:
                            lambda: f"a quarter of the views counted ({counted()})")
         unsettled = [(i.name, e["state"]) for i, mark in zip(instances, settled)
                      for e in i.events[mark:] if e["event"] == "state"]
+        why_unsettled = rebalance_reasons(instances) if unsettled else []
         wait_while_running(lambda: bool(victim.active_tasks()), instances, 60,
                            lambda: f"the victim processing ({victim.state()})")
         counted_at_kill = counted()
@@ -288,7 +291,18 @@ def run_windowed_counts(platform: Platform, base: Path) -> StreamsRun:
             instance.stop(check=False)
         output.close()
     return StreamsRun({key: counts[-1] for key, counts in history.items()}, dict(history),
-                      counted_at_kill, unsettled, time.monotonic() - started)
+                      counted_at_kill, unsettled, why_unsettled, time.monotonic() - started)
+
+
+REBALANCE_CAUSES = ("Request joining group due to", "Fenced", "fenced", "TaskMigrated",
+                    "Attempt to heartbeat failed", "ERROR", "WARN")
+
+
+def rebalance_reasons(instances: list[StreamsInstance]) -> list[str]:
+    """The lines of the instances' logs that say why a group rebalanced or a task moved."""
+    return [f"{i.name}: {line[:400]}" for i in instances
+            for line in i.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+            if any(cause in line for cause in REBALANCE_CAUSES)]
 
 
 def assert_counts_never_go_back(run: StreamsRun) -> None:
@@ -319,7 +333,7 @@ def test_windowed_counts_on_kafka_survive_a_killed_instance(kafka_windowed_count
     assert 0 < run.counted_at_kill < VIEWS
     assert run.counts == expected_counts()
     assert_counts_never_go_back(run)
-    assert run.unsettled_before_kill == []
+    assert run.unsettled_before_kill == [], "\n".join(run.why_unsettled)
 
 
 def test_windowed_counts_on_ottla_equal_kafkas(ottla_windowed_counts,
@@ -338,7 +352,8 @@ def test_windowed_counts_on_ottla_equal_kafkas(ottla_windowed_counts,
 def test_streams_on_ottla_rebalance_only_when_an_instance_dies(ottla_windowed_counts) -> None:
     """Until the kill, both instances stay RUNNING, as on Kafka: no stream thread's
     producer is fenced and no task moves when no instance failed."""
-    assert ottla_windowed_counts.unsettled_before_kill == []
+    run = ottla_windowed_counts
+    assert run.unsettled_before_kill == [], "\n".join(run.why_unsettled)
 
 
 # --- Kafka Connect -------------------------------------------------------------------------

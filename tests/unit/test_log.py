@@ -490,20 +490,65 @@ def test_after_a_v2_marker_the_new_epoch_starts_at_sequence_0(tmp_path) -> None:
     assert log.append_as_leader(first, read_header(first), 0, now_ms=1000).first_offset == 4
 
 
+
+
 def test_a_batch_overtaking_one_being_verified_is_out_of_order(tmp_path) -> None:
     """Kafka's VerificationStateEntry: while a producer's batch from sequence 0 waits for
     its transaction coordinator, a later batch (sequence 12) that gets there first is
     refused OUT_OF_ORDER_SEQUENCE_NUMBER (the client retries it); once the first is in,
     the second follows."""
     log = make_log(str(tmp_path / "t-0"))
-    log.producer_state.begin_verification(7, 0)
-    log.producer_state.begin_verification(7, 12)
+    log.producer_state.begin_verification(7, 0, 0, supports_epoch_bump=False, now_ms=1000)
+    log.producer_state.begin_verification(7, 12, 0, supports_epoch_bump=False, now_ms=1000)
     later = _txn_batch(0, 12, 8)
     with pytest.raises(KafkaError) as refused:
         log.append_as_leader(later, read_header(later), 0, now_ms=1000)
     assert refused.value.code == ErrorCode.out_of_order_sequence_number
-    log.producer_state.end_verification(7)
     earlier = _txn_batch(0, 0, 12)
     log.append_as_leader(earlier, read_header(earlier), 0, now_ms=1000)
-    log.producer_state.end_verification(7)
     assert log.append_as_leader(later, read_header(later), 0, now_ms=1000).first_offset == 12
+
+
+@pytest.mark.parametrize("transactions_v2", [False, True])
+def test_a_failed_verification_still_holds_later_batches_back(tmp_path,
+                                                              transactions_v2: bool) -> None:
+    """The batch from sequence 0 failed its verification (the coordinator was still
+    writing the last transaction's markers: CONCURRENT_TRANSACTIONS, retriable) and was
+    not appended; the client retries it. A later batch verified meanwhile must not be
+    appended first, or the retried one finds a gap it cannot fill (OUT_OF_ORDER forever,
+    and the transactional producer's task is lost): as in Kafka, the verification
+    state lives until a transactional batch of the producer is appended."""
+    log = make_log(str(tmp_path / "t-0"))
+    state = log.producer_state
+    state.begin_verification(7, 0, 0, supports_epoch_bump=transactions_v2, now_ms=1000)
+    # ... its verification fails; the batch from 35 is verified on its own:
+    state.begin_verification(7, 35, 0, supports_epoch_bump=transactions_v2, now_ms=1000)
+    later = _txn_batch(0, 35, 5)
+    with pytest.raises(KafkaError) as refused:
+        log.append_as_leader(later, read_header(later), 0, now_ms=1000)
+    assert refused.value.code == ErrorCode.out_of_order_sequence_number
+    retried = _txn_batch(0, 0, 35)
+    assert log.append_as_leader(retried, read_header(retried), 0, now_ms=1000).first_offset == 0
+    assert log.append_as_leader(later, read_header(later), 0, now_ms=1000).first_offset == 35
+
+
+def test_a_v2_verification_with_no_state_expects_sequence_0(tmp_path) -> None:
+    """Kafka's checkSequence: a transactions-v2 producer (Produce v12+) being verified on
+    a partition where it has no batches must start at sequence 0, even when the batch
+    from 0 was never verified here (it failed before reaching this leader)."""
+    log = make_log(str(tmp_path / "t-0"))
+    log.producer_state.begin_verification(7, 20, 0, supports_epoch_bump=True, now_ms=1000)
+    batch = _txn_batch(0, 20, 5)
+    with pytest.raises(KafkaError) as refused:
+        log.append_as_leader(batch, read_header(batch), 0, now_ms=1000)
+    assert refused.value.code == ErrorCode.out_of_order_sequence_number
+
+
+def test_a_verification_state_expires_with_producer_ids(tmp_path) -> None:
+    """A verification nobody followed up (the producer went away) is forgotten after
+    ``producer.id.expiration.ms``, as Kafka's removeExpiredProducers does."""
+    log = make_log(str(tmp_path / "t-0"))
+    log.producer_state.begin_verification(7, 0, 0, supports_epoch_bump=False, now_ms=1000)
+    log.producer_state.remove_expired(now_ms=1000 + 86_400_000, expiration_ms=86_400_000)
+    batch = _txn_batch(0, 9, 1)
+    assert log.append_as_leader(batch, read_header(batch), 0, now_ms=1000).first_offset == 0

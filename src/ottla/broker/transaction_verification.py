@@ -60,15 +60,14 @@ class AddPartitionsToTxnManager:
             state.producer_epoch == producer_epoch
 
     @staticmethod
-    def begin(partition: Partition, producer_id: int, first_sequence: int) -> None:
-        """A batch from ``first_sequence`` waits for the coordinator: a later batch of the
-        producer that overtakes it is refused OUT_OF_ORDER_SEQUENCE_NUMBER until ``end``
-        (Kafka's VerificationStateEntry and its lowest sequence)."""
-        partition.log.producer_state.begin_verification(producer_id, first_sequence)
-
-    @staticmethod
-    def end(partition: Partition, producer_id: int) -> None:
-        partition.log.producer_state.end_verification(producer_id)
+    def begin(partition: Partition, producer_id: int, producer_epoch: int,
+              first_sequence: int, supports_epoch_bump: bool, now_ms: int) -> None:
+        """A batch from ``first_sequence`` is verified with the coordinator: a later batch
+        of the producer is refused OUT_OF_ORDER_SEQUENCE_NUMBER until one of its
+        transactional batches is appended (Kafka's VerificationStateEntry), so one that
+        overtakes a batch whose verification fails and is retried cannot leave a gap."""
+        partition.log.producer_state.begin_verification(
+            producer_id, first_sequence, producer_epoch, supports_epoch_bump, now_ms)
 
     @staticmethod
     def guard_holds(partition: Partition, producer_id: int, guard: int | None) -> bool:

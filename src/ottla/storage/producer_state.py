@@ -70,6 +70,31 @@ class CompletedTxn:
     aborted: bool
 
 
+@dataclass(slots=True)
+class VerificationState:
+    """Kafka's VerificationStateEntry: a producer's transactional batches are being, or
+    were, verified with its transaction coordinator. It lives until one of the
+    producer's transactional batches is appended (or ``producer.id.expiration.ms``), not
+    until the verification answers: a batch whose verification failed and will be
+    retried keeps later batches out, which would otherwise be appended before it and
+    leave a gap it cannot fill."""
+
+    lowest_sequence: int
+    epoch: int
+    supports_epoch_bump: bool
+    """Transactions v2 (Produce v12+): the first batch where the producer has no state
+    must start at sequence 0."""
+    created_ms: int
+
+    def update(self, sequence: int, epoch: int) -> None:
+        """Kafka's maybeUpdateLowestSequenceAndEpoch."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.lowest_sequence = sequence
+
+
 def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -86,9 +111,8 @@ class ProducerStateManager:
         self._appends: dict[int, int] = {}
         """Producer id -> how many of its batches and markers were appended (the
         verification guard: see ``verification_guard``)."""
-        self._verifying: dict[int, tuple[int, int]] = {}
-        """Producer id -> (the lowest first sequence of its batches being verified with
-        their transaction coordinator, how many are): Kafka's VerificationStateEntry."""
+        self._verifying: dict[int, VerificationState] = {}
+        """Producer id -> its verification state (``begin_verification``)."""
 
     def check(self, header: BatchHeader) -> BatchMetadata | None:
         """Validate a batch from a client before it is appended.
@@ -99,7 +123,7 @@ class ProducerStateManager:
         entry = self.producers.get(header.producer_id)
         if entry is None:
             if header.base_sequence != NO_SEQUENCE:
-                self._check_verifying(header)
+                self._check_verifying(header, has_batches=False)
             return None  # a producer we know nothing of may start at any sequence
         if header.producer_epoch < entry.producer_epoch:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
@@ -110,7 +134,7 @@ class ProducerStateManager:
         duplicate = entry.find_duplicate(header)
         if duplicate is not None:
             return duplicate
-        self._check_verifying(header)
+        self._check_verifying(header, has_batches=bool(entry.batches))
         if header.producer_epoch != entry.producer_epoch:
             if header.base_sequence != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise KafkaError(ErrorCode.out_of_order_sequence_number,
@@ -130,30 +154,45 @@ class ProducerStateManager:
                                  f"expected {last + 1}")
         return None
 
-    def _check_verifying(self, header: BatchHeader) -> None:
-        """A batch after one of the producer's still being verified (a later request
-        overtaking an earlier one while the coordinator answers) is out of order, as
-        Kafka refuses it: appended, it would leave a gap the earlier batch cannot fill."""
+    def _check_verifying(self, header: BatchHeader, has_batches: bool) -> None:
+        """Kafka's checkSequence against the verification state: a batch after one of
+        the producer's being (or failed to be) verified is out of order, since appended
+        it would leave a gap the earlier batch cannot fill; with transactions v2 a
+        producer with no batch here starts at sequence 0."""
         verifying = self._verifying.get(header.producer_id)
-        if verifying is not None and header.base_sequence > verifying[0]:
+        if verifying is None:
+            return
+        if verifying.supports_epoch_bump and header.base_sequence != 0 and not has_batches:
+            raise KafkaError(ErrorCode.out_of_order_sequence_number,
+                             f"Invalid sequence number {header.base_sequence} for producer "
+                             f"{header.producer_id}: expected sequence 0 for a transactions "
+                             f"v2 producer with no existing state")
+        if header.base_sequence > verifying.lowest_sequence:
             raise KafkaError(ErrorCode.out_of_order_sequence_number,
                              f"Out of order sequence number for producer "
-                             f"{header.producer_id}: found {header.base_sequence} while a "
-                             f"batch from sequence {verifying[0]} is being verified")
+                             f"{header.producer_id}: found {header.base_sequence}, earliest "
+                             f"seen sequence {verifying.lowest_sequence}")
 
-    def begin_verification(self, producer_id: int, first_sequence: int) -> None:
-        """A batch of the producer from ``first_sequence`` waits for its transaction
-        coordinator's answer (Kafka's maybeCreateVerificationStateEntry)."""
-        lowest, pending = self._verifying.get(producer_id, (first_sequence, 0))
-        self._verifying[producer_id] = (min(lowest, first_sequence), pending + 1)
-
-    def end_verification(self, producer_id: int) -> None:
-        """A batch begun with ``begin_verification`` was appended or refused."""
-        lowest, pending = self._verifying.get(producer_id, (0, 1))
-        if pending <= 1:
-            self._verifying.pop(producer_id, None)
+    def begin_verification(self, producer_id: int, first_sequence: int, epoch: int,
+                           supports_epoch_bump: bool, now_ms: int) -> None:
+        """A transactional batch of the producer from ``first_sequence`` is verified with
+        its coordinator before it may open a transaction here (Kafka's
+        maybeCreateVerificationStateEntry)."""
+        state = self._verifying.get(producer_id)
+        if state is None:
+            self._verifying[producer_id] = VerificationState(
+                first_sequence, epoch, supports_epoch_bump, now_ms)
         else:
-            self._verifying[producer_id] = (lowest, pending - 1)
+            state.update(first_sequence, epoch)
+
+    def _verified_batch_appended(self, header: BatchHeader) -> None:
+        """A transactional batch or marker of the producer was appended: its verification
+        state goes (Kafka's updateProducers), unless a transactions-v2 marker of the
+        epoch the state is for, whose next transaction's verification already began."""
+        state = self._verifying.get(header.producer_id)
+        if state is not None and not (state.supports_epoch_bump and header.is_control
+                                      and header.producer_epoch == state.epoch):
+            del self._verifying[header.producer_id]
 
     def verification_guard(self, producer_id: int) -> int:
         """Taken before a leader asks the coordinator whether a batch may open a
@@ -172,6 +211,8 @@ class ProducerStateManager:
         """Record an appended batch (from a client, a follower fetch or log recovery)."""
         if header.producer_id < 0:
             return
+        if header.is_transactional:
+            self._verified_batch_appended(header)
         self._appends[header.producer_id] = self._appends.get(header.producer_id, 0) + 1
         entry = self.producers.get(header.producer_id)
         if entry is None:
@@ -209,6 +250,7 @@ class ProducerStateManager:
                         coordinator_epoch: int) -> CompletedTxn:
         """A marker at ``offset`` was appended: the producer's transaction is closed (one
         with no batch here closes at the marker itself)."""
+        self._verified_batch_appended(header)
         self._appends[header.producer_id] = self._appends.get(header.producer_id, 0) + 1
         entry = self.producers.get(header.producer_id)
         if entry is None:
@@ -256,3 +298,6 @@ class ProducerStateManager:
                    and now_ms - e.last_timestamp >= expiration_ms]
         for pid in expired:
             del self.producers[pid]
+        for pid in [pid for pid, v in self._verifying.items()
+                    if now_ms - v.created_ms >= expiration_ms]:
+            del self._verifying[pid]

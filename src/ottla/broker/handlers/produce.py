@@ -133,24 +133,21 @@ async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, ti
                     entry.batch = await offload(entry.batch.finish)
                 except KafkaError as e:
                     entry.fail(e)
-    verifying: list[tuple[Partition, int]] = []
-    try:
-        if verify_for is not None:
-            await _verify_transaction(broker, verify_for, topics, add,
-                                      abortable=ctx.api_version >= 11, verifying=verifying)
-        appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
-    finally:
-        for partition, producer_id in verifying:
-            broker.txn_verification.end(partition, producer_id)
+    if verify_for is not None:
+        await _verify_transaction(broker, verify_for, topics, add,
+                                  abortable=ctx.api_version >= 11)
+    appended = _append_all(broker, ctx, acks, timeout_ms, topics, broker.now_ms())
     return await appended if inspect.iscoroutine(appended) else appended
 
 
-# What a failed verification means to the producer (Kafka's AddPartitionsToTxnManager):
-# a coordinator that cannot answer now (or a v2 transaction whose previous markers are
-# still being written past the retries) is retriable, as NOT_ENOUGH_REPLICAS is for
-# every client version.
+# What a failed verification means to the producer (Kafka's ReplicaManager and
+# AddPartitionsToTxnManager): a coordinator that cannot answer now is retriable, as
+# NOT_ENOUGH_REPLICAS is for every client version; so is a transaction whose previous
+# markers are still being written past the retries (CONCURRENT_TRANSACTIONS), which a
+# transactions-v2 client (Produce v12+) is told as it is.
 _VERIFY_ERRORS = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.network_exception: ErrorCode.not_enough_replicas,
     ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
     ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
     ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
@@ -158,17 +155,23 @@ _VERIFY_ERRORS = {
 }
 
 
+def _verify_error(error: ErrorCode, add: bool, abortable: bool) -> ErrorCode:
+    if error == ErrorCode.concurrent_transactions and add:
+        return error
+    error = _VERIFY_ERRORS.get(error, error)
+    if error == ErrorCode.transaction_abortable and not abortable:
+        return ErrorCode.invalid_txn_state
+    return error
+
+
 async def _verify_transaction(broker: Broker, transactional_id: str,
                               topics: list[tuple[str | None, Any, list[_Entry]]],
-                              add: bool, abortable: bool,
-                              verifying: list[tuple[Partition, int]]) -> None:
+                              add: bool, abortable: bool) -> None:
     """KIP-890 (``broker.transaction_verification``): each transactional batch that
     would open the producer's transaction on a partition is verified with (or, with
     ``add``, added by) the coordinator first; one that is not in the transaction gets
     TRANSACTION_ABORTABLE (INVALID_TXN_STATE before Produce v11) instead of leaving a
-    transaction open on the partition that nobody will end. Each partition whose
-    verification begins is added to ``verifying``: the caller ends it once the batches
-    are appended or refused, whatever happens meanwhile."""
+    transaction open on the partition that nobody will end."""
     verification = broker.txn_verification
     unverified: dict[TopicPartition, tuple[_Entry, Partition]] = {}
     producer: tuple[int, int] | None = None
@@ -188,8 +191,8 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
             entry.abortable = abortable
             unverified[(name, entry.index)] = (entry, partition)
             producer = (header.producer_id, header.producer_epoch)
-            verification.begin(partition, header.producer_id, header.base_sequence)
-            verifying.append((partition, header.producer_id))
+            verification.begin(partition, header.producer_id, header.producer_epoch,
+                               header.base_sequence, add, broker.now_ms())
     if not unverified or producer is None:
         return
     answers = await verification.verify(
@@ -201,9 +204,7 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
         # newer epoch than the batch, which the append refuses anyway: no guard then.
         entry.guard = answer.guard
         if answer.error != ErrorCode.none:
-            error = _VERIFY_ERRORS.get(answer.error, answer.error)
-            if error == ErrorCode.transaction_abortable and not abortable:
-                error = ErrorCode.invalid_txn_state
+            error = _verify_error(answer.error, add, abortable)
             entry.fail(KafkaError(error, f"Partition {tp[0]}-{tp[1]} is not in the "
                                          f"ongoing transaction of {transactional_id}"
                                   if error in (ErrorCode.invalid_txn_state,
