@@ -72,8 +72,10 @@ def proc_peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def produce(bootstrap: str, topic: str, size: int, seconds: float, acks: str) -> dict[str, Any]:
-    """As many records as the producer can send in ``seconds``; records/s and MB/s."""
+def produce(bootstrap: str, topic: str, size: int, seconds: float, acks: str,
+            partitions: int = 1) -> dict[str, Any]:
+    """As many records as the producer can send in ``seconds`` (round-robin over the
+    first ``partitions`` partitions); records/s and MB/s."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
     value = b"x" * size
     errors: list[Any] = []
@@ -86,7 +88,8 @@ def produce(bootstrap: str, topic: str, size: int, seconds: float, acks: str) ->
     while time.perf_counter() - start < seconds:
         for _ in range(1000):
             try:
-                producer.produce(topic, value, partition=0, on_delivery=report)
+                producer.produce(topic, value, partition=count % partitions,
+                                 on_delivery=report)
                 count += 1
             except BufferError:
                 producer.poll(0.001)
