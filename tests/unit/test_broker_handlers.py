@@ -1658,6 +1658,33 @@ def acquired(response: Any) -> list[tuple[int, int, int]]:
             for t in response.responses for p in t.partitions for a in p.acquired_records]
 
 
+async def test_a_share_fetch_sends_only_the_batches_it_acquired(broker) -> None:
+    """KIP-932: a member whose ShareFetch may take 4 records gets the batches holding
+    them and nothing after (Kafka slices the fetched records to the acquired ones); the
+    next member gets the next batches. Sending the whole backlog up to MaxBytes with
+    every fetch made each one cost what remained of the topic."""
+    from ottla.broker.share.partition_manager import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    for i in range(0, 30, 3):
+        await produce_ok(broker, "jobs", 0, batch(*(b"%d" % n for n in range(i, i + 3))))
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    small = {**share_fetch_body(topic_id, "m1", 0), "max_records": 4, "batch_size": 4,
+             "max_bytes": 50 << 20}
+    first = await ask(broker, ApiKey.SHARE_FETCH, 1, small)
+    assert acquired(first) == [(0, 2, 1), (3, 5, 1)]  # whole batches
+    assert [v for _, v in values_of(first.responses[0].partitions[0].records)] == \
+        [b"%d" % n for n in range(6)]
+    second = await ask(broker, ApiKey.SHARE_FETCH, 1, {**small, "member_id": "m2"})
+    assert acquired(second) == [(6, 8, 1), (9, 11, 1)]
+    assert [v for _, v in values_of(second.responses[0].partitions[0].records)] == \
+        [b"%d" % n for n in range(6, 12)]
+
+
 async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> None:
     """KIP-932 on the leader: a member's ShareFetch acquires the records (from the log
     start with share.auto.offset.reset=earliest), another member gets none of them while

@@ -70,6 +70,9 @@ DEFAULT_LOCK_MS = 30_000
 """AcquisitionLockTimeoutMs of a session that holds no share-partition yet
 (``group.share.record.lock.duration.ms``'s default)."""
 
+SHARE_READ_STEP = 1 << 20
+"""The first read of a share fetch (growing fourfold until it holds the record budget)."""
+
 
 @dataclass(slots=True)
 class ShareFetchResult:
@@ -509,16 +512,17 @@ class SharePartitionManager:
         bound = partition.last_stable_offset if committed else partition.high_watermark
         if offset >= bound:
             return ShareFetchResult()
-        read = partition.read(offset, max_bytes, 1 if committed else 0, -1, True)
-        if read.records is None:
+        data = self._read_for(partition, offset, bound, max_bytes, max_records, committed)
+        if data is None:
             return ShareFetchResult()
-        data = read.records.read()
         aborted = partition.log.collect_aborted(offset, bound) if committed else []
         fetched: list[tuple[int, int]] = []
         skipped: list[tuple[int, int]] = []
-        for _, h in scan_batches(data):
+        ends: list[tuple[int, int]] = []  # (last offset, end position) of each batch
+        for position, h in scan_batches(data):
             if h.base_offset >= bound:
                 break
+            ends.append((h.last_offset, position + h.size))
             run = (h.base_offset, min(h.last_offset, bound - 1))
             # Markers, and with share.isolation.level=read_committed the batches of
             # aborted transactions, are archived rather than delivered.
@@ -533,7 +537,33 @@ class SharePartitionManager:
         if not acquired:
             return ShareFetchResult()
         self._lock_timer.deadline_changed(now_ms + sp.lock_duration_ms)
-        return ShareFetchResult(records=data, acquired=acquired)
+        # Up to the batch holding the last acquired record, as Kafka slices a share
+        # fetch's records: what lies beyond is not the member's to read.
+        last = max(a.last_offset for a in acquired)
+        end = next((e for last_offset, e in ends if last_offset >= last), len(data))
+        return ShareFetchResult(records=data[:end], acquired=acquired)
+
+    @staticmethod
+    def _read_for(partition: Partition, offset: int, bound: int, max_bytes: int,
+                  max_records: int, committed: bool) -> bytes | None:
+        """The log from ``offset``: enough whole batches for ``max_records`` records, at
+        most ``max_bytes`` (at least one batch). Read in growing steps, since a member
+        takes a few hundred records while a client asks for up to 50 MiB: reading (and
+        sending) all of it made every fetch cost the whole backlog."""
+        step, previous = min(max_bytes, SHARE_READ_STEP), -1
+        while True:
+            read = partition.read(offset, step, 1 if committed else 0, -1, True)
+            if read.records is None:
+                return None
+            data = read.records.read()
+            covered = sum(min(h.last_offset, bound - 1) - max(h.base_offset, offset) + 1
+                          for _, h in scan_batches(data) if h.base_offset < bound)
+            # Done with enough records, at the bound, or when a larger read brought
+            # nothing more (the end of the segment, as Kafka's reads stop there too).
+            if covered >= max_records or step >= max_bytes or len(data) == previous or \
+                    offset + covered >= bound:
+                return data
+            step, previous = min(max_bytes, step * 4), len(data)
 
     # --- what wakes waiting fetches ---------------------------------------------------------
 
