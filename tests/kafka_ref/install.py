@@ -8,7 +8,9 @@ Kafka's broker, tools, Streams, Connect and clients with their runtime dependenc
 install of this very pom, so a second run costs nothing and an edited pom installs afresh.
 Maven's own local repository (``~/.m2``, or ``-Dmaven.repo.local`` in ``MAVEN_OPTS``) caches the
 downloads as usual. A failure raises ``InstallError`` (the command exits 1) with Maven's
-output: a test that needs Kafka fails with the reason, it never skips.
+output: a test that needs Kafka fails with the reason, it never skips. ``main`` then
+resolves Spark's Kafka connector as well (``tests.kafka_ref.spark_kafka``), for the test that
+runs Spark's ``format("kafka")`` against Ottla.
 """
 
 from __future__ import annotations
@@ -154,17 +156,25 @@ def main(argv: list[str] | None = None) -> int:
                     "(into $OTTLA_KAFKA_HOME/libs, default ~/.cache/ottla/kafka-4.4.0/libs).")
     parser.add_argument("--home", type=Path, help="install here instead of the default")
     parser.add_argument("--force", action="store_true", help="resolve and copy again")
+    parser.add_argument("--spark-kafka-home", type=Path,
+                        help="install Spark's Kafka connector here instead of the default")
     args = parser.parse_args(argv)
+    from tests.kafka_ref import spark_kafka  # it imports this module
+
     start = time.monotonic()
     try:
         libs = install(args.home, force=args.force)
-    except InstallError as e:
+        jars = list(libs.glob("*.jar"))
+        size = sum(p.stat().st_size for p in jars)
+        print(f"Apache Kafka {KAFKA_VERSION}: {len(jars)} jars ({size / 2**20:.0f} MiB) in "
+              f"{libs} ({time.monotonic() - start:.1f} s)")
+        start = time.monotonic()
+        connector = spark_kafka.install(args.spark_kafka_home, force=args.force)
+    except (InstallError, spark_kafka.InstallError) as e:  # two classes under ``-m``
         print(f"kafka-ref: {e}", file=sys.stderr)
         return 1
-    jars = list(libs.glob("*.jar"))
-    size = sum(p.stat().st_size for p in jars)
-    print(f"Apache Kafka {KAFKA_VERSION}: {len(jars)} jars ({size / 2**20:.0f} MiB) in {libs} "
-          f"({time.monotonic() - start:.1f} s)")
+    print(f"Spark's Kafka connector {spark_kafka.SPARK_KAFKA_VERSION}: {len(connector)} jars "
+          f"in {connector[0].parent} ({time.monotonic() - start:.1f} s)")
     return 0
 
 
