@@ -344,11 +344,14 @@ async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, re
     for group_id in req.group_ids:
         described: DescribedConsumerGroup | None
         try:
-            described = await broker.group_coordinator.read_committed(
-                group_id, lambda shard, g=group_id: shard.describe_consumer_group(g))
+            described, exists = await broker.group_coordinator.read_committed(
+                group_id, lambda shard, g=group_id: (
+                    shard.describe_consumer_group(g), g in shard.group_metadata.groups))
             if described is None:
+                # Kafka's GroupMetadataManager.consumerGroup words the two cases apart.
                 raise KafkaError(ErrorCode.group_id_not_found,
-                                 f"Group {group_id} is not a consumer group.")
+                                 f"Group {group_id} is not a consumer group." if exists
+                                 else f"Group {group_id} not found.")
         except KafkaError as e:
             described = {"error_code": e.code, "error_message": e.message,
                          "group_id": group_id, "group_state": "Dead", "group_epoch": -1,

@@ -1,0 +1,879 @@
+"""Kafka's own command-line tools (kafka-topics, kafka-configs, kafka-consumer-groups,
+kafka-share-groups, kafka-transactions, kafka-metadata-quorum, kafka-features,
+kafka-log-dirs, kafka-get-offsets, kafka-dump-log) run through their main classes against
+one Ottla node and one Apache Kafka 4.4 node set up the same way: the same topics, the
+same record batches (byte for byte), the same groups and transactions. Kafka's output is
+the expectation, because it is what a user of the tools knows: each test normalises what
+differs by nature (addresses, cluster and topic ids, wall-clock times, paths) and compares
+the rest. Where the two cannot agree, ``DIFFERENCES`` says how and why, and a normaliser
+named after it takes out exactly that difference (docs/compatibility.md lists them)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    AcknowledgeType,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+    TopicPartition,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+
+from tests.helpers import OttlaProcess, wait_until
+from tests.kafka_ref.cluster import broker_defaults, single_node
+from tests.kafka_tools import (
+    Run,
+    Side,
+    blank,
+    produce_batch,
+    require_kafka,
+    rows,
+    run_all,
+    write_tools_archive,
+)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where a tool's output on Ottla differs from Kafka 4.4's, why, and whether that is a
+    bug in Ottla (else: by design, or a Kafka level Ottla does not reach)."""
+
+    tool: str
+    what: str
+    why: str
+    bug: bool
+
+
+DIFFERENCES: dict[str, Difference] = {
+    "elr-min-isr": Difference(
+        "kafka-topics --describe, kafka-configs --describe --entity-default",
+        "Kafka lists min.insync.replicas=1 among every topic's Configs and as a cluster "
+        "default (DYNAMIC_DEFAULT_BROKER_CONFIG); Ottla lists neither",
+        "Kafka 4.4 formats a new cluster with eligible.leader.replicas.version=1, and with ELR "
+        "on its controller writes the cluster-wide min.insync.replicas (KIP-966); a new Ottla "
+        "cluster starts at metadata.version 4.0-IV3 with ELR off. Ottla's controller does not "
+        "write that record when ELR is turned on either (a gap to close with ELR)", False),
+    "partitions-decrease-message": Difference(
+        "kafka-topics --alter --partitions (fewer)",
+        "both refuse (INVALID_PARTITIONS, exit 1); Ottla's message is 'Topic currently has 3 "
+        "partitions, which is higher than the requested 2.', Kafka's 'The topic orders "
+        "currently has 3 partition(s); 2 would not be an increase.'",
+        "Ottla's controller words it as Kafka's ZooKeeper-era AdminZkClient did; Kafka's "
+        "KRaft ReplicationControlManager's text is the one to give "
+        "(src/ottla/controller/replication_control.py)", True),
+    "topic-synonyms": Difference(
+        "kafka-configs --describe (topics)",
+        "Ottla lists the broker's DEFAULT_CONFIG log.retention.hours=168 / log.roll.hours=168 "
+        "/ log.roll.jitter.hours=0 among the synonyms of retention.ms, segment.ms and "
+        "segment.jitter.ms; Kafka lists none (only a topic override)",
+        "Kafka's ConfigHelper.configSynonyms drops every synonym before the first one named "
+        "as the broker key itself (log.retention.ms, whose default is null); Ottla's "
+        "describe_topic_configs "
+        "(src/ottla/broker/handlers/configs.py) adds them", True),
+    "group-synonyms": Difference(
+        "kafka-configs --describe (groups)",
+        "Kafka lists the broker's group.* key (its DEFAULT_CONFIG or STATIC_BROKER_CONFIG) "
+        "as a synonym of a group's dynamic config, e.g. group.consumer.heartbeat.interval.ms "
+        "for consumer.heartbeat.interval.ms; Ottla lists only the DYNAMIC_GROUP_CONFIG one",
+        "Ottla's DescribeConfigs for a GROUP resource (src/ottla/broker/handlers/configs.py) "
+        "does not add the broker synonyms Kafka's GroupConfig maps each key to", True),
+    "member-epochs": Difference(
+        "kafka-consumer-groups and kafka-share-groups --describe --members/--state --verbose",
+        "the GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, ASSIGNMENT-EPOCH, CURRENT-EPOCH, "
+        "TARGET-EPOCH and MEMBER-EPOCH of a group with one member: 1 on Ottla, 2 (consumer) "
+        "or 3 (share) on Kafka",
+        "epochs are opaque counters; Kafka bumps them once more as the member's subscribed "
+        "topics' metadata arrives (and, for share groups, computes the assignment after the "
+        "first heartbeat), Ottla assigns in the first heartbeat", False),
+    "share-start-offset": Difference(
+        "kafka-share-groups --describe (offsets)",
+        "START-OFFSET of a share group whose first records were acknowledged: Ottla shows "
+        "the first offset not yet acknowledged (6 after 0-5 were accepted; 10 after all), "
+        "Kafka 0; the LAG agrees",
+        "Kafka 4.4's SharePartition writes the share-group state and only then moves its "
+        "start offset, so the persisted start offset (which DescribeShareGroupOffsets reads) "
+        "trails by one write and the acknowledged records are counted out of the lag "
+        "instead; Ottla persists the start offset that the acknowledgement moved", False),
+    "features": Difference(
+        "kafka-features describe",
+        "Ottla's newest metadata.version is 4.0-IV3 (Kafka's 4.4-IV2), it has no "
+        "group.version, kraft.version or streams.version feature, and a new cluster "
+        "finalizes eligible.leader.replicas.version 0 and share.version 1 (Kafka: 1 and 2)",
+        "the levels docs/compatibility.md describes: KIP-848 groups need no group.version, "
+        "the quorum is static, there are no streams groups; ELR and the share-group "
+        "dead-letter queue are upgrades away (ottla features upgrade)", False),
+}
+
+BASE_TS = (int(time.time()) // 3600 - 1) * 3600 * 1000
+"""CreateTime of the first record: an hour ago on the hour, the same on both sides, well
+within retention and segment.ms (no segment rolls or goes)."""
+
+
+@dataclass
+class Nodes:
+    """The two nodes and what each test shares: their sides, live clients to close."""
+
+    ottla: Side
+    kafka: Side
+    clients: list[Any] = field(default_factory=list)
+
+    @property
+    def sides(self) -> tuple[Side, Side]:
+        return self.ottla, self.kafka
+
+
+def _cluster_id(data_dir: Path) -> str:
+    props = dict(line.split("=", 1) for line in
+                 (data_dir / "meta.properties").read_text().splitlines()
+                 if "=" in line and not line.startswith("#"))
+    return props["cluster.id"]
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory) -> Iterator[Nodes]:
+    """One Ottla node and one Kafka node, configured alike (Kafka's single-node defaults,
+    the share tests' fast heartbeats), both populated by ``populate``: one pair of nodes
+    for the module, because a Kafka node costs seconds to start and each tool a JVM."""
+    libs = require_kafka()
+    base = tmp_path_factory.mktemp("kafka-tools")
+    (base / "ottla").mkdir()
+    ottla = OttlaProcess(str(base / "ottla" / "data"), overrides={
+        **broker_defaults(1), "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"})
+    kafka = single_node(base / "kafka")
+    clients: list[Any] = []
+    ottla.start(wait=False)
+    try:
+        kafka.start()
+        ottla.wait_ready()
+        both = Nodes(
+            Side("ottla", ottla.bootstrap, ottla.controller, _cluster_id(Path(ottla.data_dir)),
+                 Path(ottla.data_dir)),
+            Side("kafka", kafka.bootstrap, kafka.bootstrap_controller, kafka.cluster_id,
+                 kafka.nodes[1].data_dir), clients)
+        with ThreadPoolExecutor(3) as pool:  # Kafka's share groups take seconds to form
+            pending = [pool.submit(populate, side, clients) for side in both.sides]
+            pending.append(pool.submit(write_tools_archive, libs, ottla.bootstrap))
+            for done in pending:
+                done.result()
+        yield both
+    finally:
+        try:
+            for client in reversed(clients):
+                client.close()
+        finally:
+            try:
+                ottla.stop()
+            finally:
+                kafka.stop()
+
+
+def retry(call, timeout: float = 30) -> Any:
+    """``call`` until it does not raise a KafkaException (a group coordinator that is
+    still loading, a topic not yet everywhere in the metadata)."""
+    failure: list[BaseException] = []
+
+    def attempt() -> Any:
+        try:
+            return call() or True
+        except KafkaException as e:
+            failure[:] = [e]
+            return False
+    return wait_until(attempt, timeout, 0.2, lambda: f"{call} ({failure})")
+
+
+GROUP_OFFSETS = {("orders", 0): 5, ("orders", 1): 3}
+RESET_GROUPS = ("g-earliest", "g-latest", "g-offset", "g-shift", "g-datetime", "g-dry")
+"""Idle groups with ``GROUP_OFFSETS`` committed, one per --reset-offsets variant, so that
+the variants run at once."""
+DUMPED_BATCHES: list[tuple[list[tuple[bytes | None, bytes | None,
+                                      tuple[tuple[str, bytes | None], ...]]], int]] = [
+    ([(b"alpha", b"one", (("trace", b"t-1"), ("tenant", b"acme"))), (None, b"two", ()),
+      (b"gamma", None, (("empty", None),))], 0),
+    ([(b"g1", b"gzipped " * 8, ()), (b"g2", b"gzipped again", ())], 1),
+    ([(b"s1", b"snappy " * 8, ())], 2),
+    ([(b"l1", b"lz4 " * 8, ()), (b"l2", b"lz4", (("h", b"v"),))], 3),
+    ([(b"z1", b"zstd " * 8, ())], 4),
+    ([(f"big{i}".encode(), bytes([65 + i]) * 2000, ()) for i in range(3)], 0),
+    ([(b"after-big", b"indexed", ())], 0),
+]
+"""The batches of topic ``dumped`` (records, codec): headers, null keys and values, every
+codec, and more than index.interval.bytes (4096) before the last, which gets an offset
+and a time index entry."""
+
+
+def populate(side: Side, clients: list[Any]) -> None:
+    """The same topics, records, groups and transactions on a side."""
+    admin = AdminClient({"bootstrap.servers": side.bootstrap})
+    for future in admin.create_topics([
+            NewTopic("orders", 3, 1), NewTopic("jobs", 1, 1), NewTopic("dumped", 1, 1),
+            NewTopic("payments", 1, 1),
+            NewTopic("configured", 1, 1, config={"segment.ms": "3600000"})]).values():
+        future.result(30)
+    for p in range(3):
+        produce_batch(side.bootstrap, "orders", p, [
+            (f"k{p}-{i}".encode(), f"order-{p}-{i}".encode(), ()) for i in range(10)],
+            BASE_TS + p * 100_000, ts_step=1000)
+    produce_batch(side.bootstrap, "jobs", 0, [(None, f"job-{i}".encode(), ())
+                                              for i in range(10)], BASE_TS)
+    for i, (records, codec) in enumerate(DUMPED_BATCHES):
+        produce_batch(side.bootstrap, "dumped", 0, records, BASE_TS + i * 10_000, codec=codec)
+
+    commit(side.bootstrap, (*RESET_GROUPS, "g-gone", "g-trimmed"), GROUP_OFFSETS)
+    clients.append(live_consumer(side.bootstrap, "g-live", "consumer", "live-1"))
+    clients.append(live_consumer(side.bootstrap, "g-classic", "classic", "classic-1"))
+    populate_share_groups(side, clients)
+    populate_transactions(side, clients)
+
+
+def commit(bootstrap: str, groups: Sequence[str], offsets: dict[tuple[str, int], int]
+           ) -> None:
+    """Commit ``offsets`` for each of ``groups`` (which have no members), as
+    AlterConsumerGroupOffsets does: one admin client for all of them (a consumer per
+    group would cost a join's worth of round trips each)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+    for group in groups:
+        retry(lambda g=group: committed(admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(g, partitions)])[g].result(30)))
+
+
+def committed(result: ConsumerGroupTopicPartitions) -> ConsumerGroupTopicPartitions:
+    """``result`` once every partition's offset is committed: the admin client reports
+    a partition's error in the partition, so it is raised here, to retry."""
+    for tp in result.topic_partitions:
+        if tp.error is not None:
+            raise KafkaException(tp.error)
+    return result
+
+
+def live_consumer(bootstrap: str, group: str, protocol: str, client_id: str) -> Consumer:
+    """A member of ``group`` that has read all of ``orders`` and committed, and stays in
+    the group (librdkafka heartbeats in the background) until the module ends."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "group.protocol": protocol, "client.id": client_id,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "max.poll.interval.ms": 600_000})
+    consumer.subscribe(["orders"])
+    seen: list[Any] = []
+
+    def read_all() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            seen.append(message)
+        return len(seen) >= 30
+    wait_until(read_all, 60, 0, f"{group} on {bootstrap} to read orders ({len(seen)})")
+    consumer.commit(asynchronous=False)
+    return consumer
+
+
+def populate_share_groups(side: Side, clients: list[Any]) -> None:
+    """sg-done: 6 of jobs' 10 records accepted, 4 released, no members; sg-gone: all
+    accepted, no members (to delete); sg-live: a member still in the group. The three
+    at once: a share group takes Kafka a few heartbeats to form."""
+    set_share_reset(side.bootstrap, "sg-done", "sg-gone", "sg-live")
+
+    def acknowledged(group: str, accepted: int) -> None:
+        member = ShareConsumer({"bootstrap.servers": side.bootstrap, "group.id": group,
+                                "client.id": f"{group}-1",
+                                "share.acknowledgement.mode": "explicit"})
+        try:
+            member.subscribe(["jobs"])
+            for m in share_receive(member, 10):
+                member.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < accepted
+                                   else AcknowledgeType.RELEASE)
+            member.commit_sync(30)
+        finally:
+            member.close()
+
+    def live() -> None:
+        member = ShareConsumer({"bootstrap.servers": side.bootstrap, "group.id": "sg-live",
+                                "client.id": "sg-live-1"})
+        clients.append(member)
+        member.subscribe(["jobs"])
+        share_receive(member, 10)
+
+    with ThreadPoolExecutor(3) as pool:
+        for done in [pool.submit(acknowledged, "sg-done", 6),
+                     pool.submit(acknowledged, "sg-gone", 10), pool.submit(live)]:
+            done.result()
+
+
+def set_share_reset(bootstrap: str, *groups: str) -> None:
+    """share.auto.offset.reset=earliest for ``groups``: records already written are
+    delivered to their first member."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ConfigResource.Type.GROUP, g, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest",
+                    incremental_operation=AlterConfigOpType.SET)]) for g in groups]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(30)
+
+
+def share_receive(member: ShareConsumer, count: int) -> list[Any]:
+    got: list[Any] = []
+
+    def enough() -> bool:
+        got.extend(m for m in member.poll(0.3) or [] if m.error() is None)
+        return len(got) >= count
+    wait_until(enough, 60, 0, lambda: f"{count} records for a share member ({len(got)})")
+    return got
+
+
+def populate_transactions(side: Side, clients: list[Any]) -> None:
+    """tx-done: committed; tx-open: open on payments-0 (a long timeout: it stays open)."""
+    done = Producer({"bootstrap.servers": side.bootstrap, "transactional.id": "tx-done"})
+    done.init_transactions(30)
+    done.begin_transaction()
+    done.produce("payments", key=b"p1", value=b"paid", partition=0, timestamp=BASE_TS)
+    done.commit_transaction(30)
+    opened = Producer({"bootstrap.servers": side.bootstrap, "transactional.id": "tx-open",
+                       "transaction.timeout.ms": 900_000})
+    opened.init_transactions(30)
+    opened.begin_transaction()
+    opened.produce("payments", key=b"p2", value=b"pending", partition=0,
+                   timestamp=BASE_TS + 1000)
+    opened.flush(30)
+    clients.append(Open(opened))
+
+
+@dataclass
+class Open:
+    """A producer kept (its transaction open) until the module ends."""
+
+    producer: Producer
+
+    def close(self) -> None:
+        self.producer.abort_transaction(30)
+
+
+MEMBER_ID = re.compile(
+    r"\b[\w.-]+-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"  # classic
+    r"|(?<=\s)[A-Za-z0-9+/_-]{22}(?=\s)")  # a Uuid in base64: consumer and share members
+TOPIC_ID = re.compile(r"TopicId: \S+")
+
+
+def same(run: Run, normalise: Callable[[str], str] = lambda text: text, sort: bool = False,
+         kafka: Callable[[str], str] = lambda text: text,
+         ottla: Callable[[str], str] = lambda text: text) -> str:
+    """Assert both sides printed the same, after ``normalise``, and ``kafka`` or ``ottla``
+    on that side only (a difference of ``DIFFERENCES``, taken out); sorted line by line
+    where the tool prints in no defined order (a hash map's). Returns Ottla's text."""
+    ottla_text, kafka_text = normalise(ottla(run.ottla)), normalise(kafka(run.kafka))
+    if sort:
+        ottla_text, kafka_text = "\n".join(sorted(ottla_text.splitlines())), "\n".join(
+            sorted(kafka_text.splitlines()))
+    assert ottla_text == kafka_text, run.describe()
+    return ottla_text
+
+
+def failed_alike(run: Run) -> str:
+    """Assert both sides failed with exit code 1 and printed the same; returns it."""
+    assert run.code("ottla") == run.code("kafka") == 1, run.describe()
+    ottla = run.out("ottla", check=False)
+    assert ottla == run.out("kafka", check=False), run.describe()
+    return ottla
+
+
+def without_elr_min_isr(text: str) -> str:
+    """Kafka's output without the cluster-wide min.insync.replicas its ELR writes
+    (DIFFERENCES["elr-min-isr"])."""
+    text, found = re.subn(r"min\.insync\.replicas=1,?", "", text)
+    assert found, text
+    return text
+
+
+def tool(name: str, *args: str) -> list[str]:
+    """A command for ``run_all``: a bin/ script name and its arguments, with
+    ``--bootstrap-server {bootstrap}`` first for the admin tools."""
+    return [name, "--bootstrap-server", "{bootstrap}", *args]
+
+
+# --- kafka-topics --------------------------------------------------------------------
+
+
+def test_kafka_topics_create_list_describe_alter_delete(nodes: Nodes) -> None:
+    """The whole life of a topic through kafka-topics, with Kafka's errors for a topic
+    that exists, an invalid config and fewer partitions."""
+    created, doomed, exists, invalid = run_all(nodes.sides, [
+        tool("kafka-topics", "--create", "--topic", "tool-topic", "--partitions", "2",
+             "--replication-factor", "1", "--config", "retention.ms=3600000",
+             "--config", "cleanup.policy=compact"),
+        tool("kafka-topics", "--create", "--topic", "doomed", "--partitions", "1"),
+        tool("kafka-topics", "--create", "--topic", "orders", "--partitions", "1"),
+        tool("kafka-topics", "--create", "--topic", "bad", "--config", "retention.ms=soon"),
+    ])
+    assert same(created) == "Created topic tool-topic.\n"
+    assert same(doomed) == "Created topic doomed.\n"
+    assert "Topic 'orders' already exists." in failed_alike(exists)
+    assert "retention.ms" in failed_alike(invalid)
+
+    described, shrink = run_all(nodes.sides, [
+        tool("kafka-topics", "--describe", "--topic", "tool-topic"),
+        tool("kafka-topics", "--alter", "--topic", "orders", "--partitions", "2"),
+    ])
+    text = same(described, lambda t: TOPIC_ID.sub("TopicId: <id>", t),
+                kafka=without_elr_min_isr)
+    assert "PartitionCount: 2\tReplicationFactor: 1\tConfigs: cleanup.policy=compact," \
+           "retention.ms=3600000" in text
+    # DIFFERENCES["partitions-decrease-message"]: both refuse, in other words.
+    assert shrink.code("ottla") == shrink.code("kafka") == 1, shrink.describe()
+    assert "would not be an increase" in shrink.out("kafka", check=False)
+    assert "Error while executing topic command : Topic currently has 3 partitions, which " \
+           "is higher than the requested 2." in shrink.out("ottla", check=False)
+
+    grown, deleted = run_all(nodes.sides, [
+        tool("kafka-topics", "--alter", "--topic", "tool-topic", "--partitions", "4"),
+        tool("kafka-topics", "--delete", "--topic", "doomed")])
+    assert same(grown) == same(deleted) == ""
+
+    described, listed = run_all(nodes.sides, [
+        tool("kafka-topics", "--describe", "--topic", "tool-topic"),
+        tool("kafka-topics", "--list")])
+    text = same(described, lambda t: TOPIC_ID.sub("TopicId: <id>", t),
+                kafka=without_elr_min_isr)
+    assert [r[:4] for r in rows(text)[1:]] == [
+        ("Topic:", "tool-topic", "Partition:", str(p)) for p in range(4)]
+    assert same(listed) == "".join(f"{t}\n" for t in sorted(
+        ["__consumer_offsets", "__share_group_state", "__transaction_state", "configured",
+         "dumped", "jobs", "orders", "payments", "tool-topic"]))
+
+
+# --- kafka-configs -------------------------------------------------------------------
+
+
+def config_lines(text: str) -> dict[str, str]:
+    """kafka-configs --describe's entries: key -> the rest of its line."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^  ([^=\s]+)=(.*)$", text, re.M)}
+
+
+def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes) -> None:
+    """Dynamic configs of a topic, a broker, the cluster default and a group: described,
+    added and deleted, each step as Kafka prints it."""
+    configs = ["kafka-configs", "--bootstrap-server", "{bootstrap}"]
+    describe = [*configs, "--describe"]
+    topic, broker, default, group = (
+        ["--entity-type", "topics", "--entity-name", "configured"],
+        ["--entity-type", "brokers", "--entity-name", "1"],
+        ["--entity-type", "brokers", "--entity-default"],
+        ["--entity-type", "groups", "--entity-name", "g-earliest"])
+    runs = run_all(nodes.sides, [[*describe, *topic], [*describe, *default]])
+    assert same(runs[0], ottla=without_hours_synonym) == (
+        "Dynamic configs for topic configured are:\n  segment.ms=3600000 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=3600000}\n")
+    assert same(runs[1], kafka=without_elr_default) == \
+        "Default configs for brokers in the cluster are:\n"
+
+    alter = [*configs, "--alter"]
+    runs = run_all(nodes.sides, [
+        [*alter, *topic, "--add-config", "retention.ms=7200000,cleanup.policy=[compact,delete]",
+         "--delete-config", "segment.ms"],
+        [*alter, *broker, "--add-config", "log.cleaner.threads=2"],
+        [*alter, *default, "--add-config", "log.cleaner.backoff.ms=20000"],
+        [*alter, *group, "--add-config", "consumer.heartbeat.interval.ms=6000"],
+        [*alter, *topic, "--add-config", "no.such.key=1"],
+        [*alter, *group, "--add-config", "consumer.session.timeout.ms=1000"]])
+    assert [same(r) for r in runs[:4]] == [
+        "Completed updating config for topic configured.\n",
+        "Completed updating config for broker 1.\n",
+        "Completed updating default config for brokers in the cluster.\n",
+        "Completed updating config for group g-earliest.\n"]
+    for refused in runs[4:]:
+        assert refused.code("ottla") == refused.code("kafka") == 1, refused.describe()
+        assert refused.err("ottla").splitlines()[0] == refused.err("kafka").splitlines()[0], \
+            refused.describe()
+
+    runs = run_all(nodes.sides, [[*describe, *topic], [*describe, *broker],
+                                 [*describe, *default], [*describe, *group]])
+    assert config_lines(same(runs[0], ottla=without_hours_synonym)) == {
+        "cleanup.policy": "compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+                          "cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy="
+                          "delete}",
+        "retention.ms": "7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
+                        "retention.ms=7200000}"}
+    assert config_lines(same(runs[1]))["log.cleaner.threads"].startswith("2 sensitive=false")
+    assert "log.cleaner.backoff.ms=20000" in same(runs[2], kafka=without_elr_default)
+    assert same(runs[3], kafka=without_group_broker_synonym).endswith(
+        "consumer.heartbeat.interval.ms=6000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
+        "consumer.heartbeat.interval.ms=6000}\n")
+
+
+HOURS_SYNONYM = re.compile(r", DEFAULT_CONFIG:log\.(?:retention|roll|roll\.jitter)\.hours=\d+")
+
+
+def without_hours_synonym(text: str) -> str:
+    """Ottla's topic configs without the broker's log.*.hours default listed as a synonym
+    of retention.ms, segment.ms and segment.jitter.ms (DIFFERENCES["topic-synonyms"])."""
+    assert "DEFAULT_CONFIG:log.retention.ms" not in text
+    text, found = HOURS_SYNONYM.subn("", text)
+    assert found, text
+    return text
+
+
+def without_group_broker_synonym(text: str) -> str:
+    """Kafka's group configs without the broker key each names as its synonym
+    (DIFFERENCES["group-synonyms"])."""
+    text, found = re.subn(r", (?:DEFAULT_CONFIG|STATIC_BROKER_CONFIG):group\.[a-z.]+=\d+",
+                          "", text)
+    assert found, text
+    return text
+
+
+def without_elr_default(text: str) -> str:
+    """Kafka's cluster defaults without the min.insync.replicas its ELR writes."""
+    text, found = re.subn(r"  min\.insync\.replicas=1 sensitive=false synonyms=\{"
+                          r"DYNAMIC_DEFAULT_BROKER_CONFIG:min\.insync\.replicas=1\}\n", "", text)
+    assert found, text
+    return text
+
+
+# --- kafka-consumer-groups -----------------------------------------------------------
+
+
+def members(text: str) -> str:
+    """Member ids (the coordinator's: random on each side) as ``<member>``."""
+    return MEMBER_ID.sub("<member>", text)
+
+
+def epochs(text: str, *columns: str, token: str = "<epoch>") -> str:
+    """``text`` with the values of ``columns`` of every table in it as ``token``, after
+    checking each is a positive number (DIFFERENCES["member-epochs"]): a table is a header
+    line naming one of them and the rows after it up to a blank line."""
+    out: list[str] = []
+    blanked: list[int] = []
+    for line in text.split("\n"):
+        cells = line.split()
+        if any(c in cells for c in columns):
+            blanked = [i for i, c in enumerate(cells) if c in columns]
+        elif not cells:
+            blanked = []
+        elif blanked:
+            for i in blanked:
+                assert int(cells[i]) > 0, line
+                cells[i] = token
+            line = " ".join(cells)
+        out.append(line)
+    return "\n".join(out)
+
+
+def test_kafka_consumer_groups_list_and_describe(nodes: Nodes) -> None:
+    """--list (with --state), --describe with --offsets, --members and --state, of idle
+    groups, a KIP-848 consumer group and a classic one, each with a live member, and of
+    a group that does not exist."""
+    groups = ["kafka-consumer-groups", "--bootstrap-server", "{bootstrap}"]
+    listed, states, everything, live_members, classic_members, live_state, classic_state, \
+        unknown = run_all(nodes.sides, [
+            [*groups, "--list"], [*groups, "--list", "--state"],
+            [*groups, "--describe", "--all-groups"],
+            [*groups, "--describe", "--group", "g-live", "--members", "--verbose"],
+            [*groups, "--describe", "--group", "g-classic", "--members", "--verbose"],
+            [*groups, "--describe", "--group", "g-live", "--state", "--verbose"],
+            [*groups, "--describe", "--group", "g-classic", "--state"],
+            [*groups, "--describe", "--group", "g-nope"]])
+    idle = sorted([*RESET_GROUPS, "g-gone", "g-trimmed"])
+    assert sorted(same(listed, sort=True).split()) == sorted([*idle, "g-live", "g-classic"])
+    assert rows(same(states, sort=True)) == sorted(
+        [("GROUP", "STATE"), ("g-classic", "Stable"), ("g-live", "Stable"),
+         *[(g, "Empty") for g in idle]])
+    text = same(everything, members)
+    assert ("g-live", "orders", "0", "10", "10", "0", "<member>", "/127.0.0.1", "live-1") \
+        in rows(text)
+    assert ("g-earliest", "orders", "1", "3", "10", "7", "-", "-", "-") in rows(text)
+    assert everything.err("ottla").count("has no active members") == len(idle)
+
+    assert rows(same(live_members, lambda t: epochs(members(t), "CURRENT-EPOCH",
+                                                    "TARGET-EPOCH")))[1] == (
+        "g-live", "<member>", "/127.0.0.1", "live-1", "3", "<epoch>", "orders:0,1,2",
+        "<epoch>", "orders:0,1,2")
+    assert rows(same(classic_members, members))[1] == (
+        "g-classic", "<member>", "/127.0.0.1", "classic-1", "3", "-", "orders:0,1,2", "-", "-")
+    assert rows(same(live_state, lambda t: epochs(t, "GROUP-EPOCH",
+                                                  "TARGET-ASSIGNMENT-EPOCH")))[1] == (
+        "g-live", "<bootstrap>", "(1)", "uniform", "Stable", "<epoch>", "<epoch>", "1")
+    assert rows(same(classic_state))[1] == (
+        "g-classic", "<bootstrap>", "(1)", "range", "Stable", "1")
+    assert "GroupIdNotFoundException: Group g-nope not found." in same(unknown)
+
+
+def test_kafka_consumer_groups_reset_delete_offsets_and_delete(nodes: Nodes) -> None:
+    """--reset-offsets in each of its forms (--execute, and --dry-run which changes
+    nothing), refused for a group with members; --delete-offsets and --delete, refused
+    for a group with members as Kafka refuses them."""
+    from datetime import UTC, datetime
+
+    groups = ["kafka-consumer-groups", "--bootstrap-server", "{bootstrap}"]
+    reset = [*groups, "--reset-offsets"]
+    when = datetime.fromtimestamp((BASE_TS + 5500) / 1000, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%f")[:-3]  # between orders-0's records 5 and 6
+    runs = run_all(nodes.sides, [
+        [*reset, "--group", "g-earliest", "--topic", "orders", "--to-earliest", "--execute"],
+        [*reset, "--group", "g-latest", "--all-topics", "--to-latest", "--execute"],
+        [*reset, "--group", "g-offset", "--topic", "orders:0,1", "--to-offset", "4",
+         "--execute"],
+        [*reset, "--group", "g-shift", "--topic", "orders:0,1", "--shift-by", "-2",
+         "--execute"],
+        [*reset, "--group", "g-datetime", "--topic", "orders", "--to-datetime", when,
+         "--execute"],
+        [*reset, "--group", "g-dry", "--topic", "orders", "--to-earliest", "--dry-run"],
+        [*reset, "--group", "g-live", "--topic", "orders", "--to-earliest", "--execute"],
+        [*groups, "--delete-offsets", "--group", "g-trimmed", "--topic", "orders:1"],
+        [*groups, "--delete", "--group", "g-gone"],
+        [*groups, "--delete", "--group", "g-live"],
+        [*groups, "--delete-offsets", "--group", "g-live", "--topic", "orders"]])
+    new_offsets = [{(r[1], r[2]): r[3] for r in rows(same(run))[1:]} for run in runs[:6]]
+    assert new_offsets == [
+        {("orders", "0"): "0", ("orders", "1"): "0", ("orders", "2"): "0"},
+        {("orders", "0"): "10", ("orders", "1"): "10"},
+        {("orders", "0"): "4", ("orders", "1"): "4"},
+        {("orders", "0"): "3", ("orders", "1"): "1"},
+        {("orders", "0"): "6", ("orders", "1"): "0", ("orders", "2"): "0"},
+        {("orders", "0"): "0", ("orders", "1"): "0", ("orders", "2"): "0"}]
+    assert "Assignments can only be reset if the group 'g-live' is inactive, but the " \
+           "current state is Stable." in same(runs[6])
+    assert "orders          1          Successful" in same(runs[7])
+    assert same(runs[8]) == "Deletion of requested consumer groups ('g-gone') was successful.\n"
+    assert "GroupNotEmptyException: The group is not empty." in same(runs[9])
+    assert same(runs[10]).count("GroupSubscribedToTopicException") == 3
+
+    described, listed, trimmed = run_all(nodes.sides, [
+        [*groups, "--describe", *[a for g in RESET_GROUPS for a in ("--group", g)]],
+        [*groups, "--list"], [*groups, "--describe", "--group", "g-trimmed"]])
+    committed = {(r[0], r[2]): r[3] for r in rows(same(described)) if r[1] == "orders"}
+    assert committed == {
+        ("g-earliest", "0"): "0", ("g-earliest", "1"): "0", ("g-earliest", "2"): "0",
+        ("g-latest", "0"): "10", ("g-latest", "1"): "10",
+        ("g-offset", "0"): "4", ("g-offset", "1"): "4",
+        ("g-shift", "0"): "3", ("g-shift", "1"): "1",
+        ("g-datetime", "0"): "6", ("g-datetime", "1"): "0", ("g-datetime", "2"): "0",
+        ("g-dry", "0"): "5", ("g-dry", "1"): "3"}
+    assert "g-gone" not in same(listed, sort=True).split()
+    assert [r[:4] for r in rows(same(trimmed))[1:2]] == [("g-trimmed", "orders", "0", "5")]
+
+
+# --- kafka-share-groups --------------------------------------------------------------
+
+
+def share_start_offsets(text: str) -> str:
+    """Ottla's share-group START-OFFSET of sg-done and sg-gone as Kafka's persisted one
+    (DIFFERENCES["share-start-offset"]): Ottla's must be the first offset not yet
+    acknowledged (6 of sg-done's 10 records were accepted, all of sg-gone's)."""
+    out: list[str] = []
+    column = -1
+    for line in text.split("\n"):
+        cells = line.split()
+        if "START-OFFSET" in cells:
+            column = cells.index("START-OFFSET")
+        elif cells and column >= 0 and cells[0] in SHARE_ACKNOWLEDGED:
+            value = cells[column]
+            assert value == SHARE_ACKNOWLEDGED[cells[0]], line
+            line = line.replace(f" {value} ", f" {'0'.ljust(len(value))} ", 1)
+        out.append(line)
+    return "\n".join(out)
+
+
+SHARE_ACKNOWLEDGED = {"sg-done": "6", "sg-gone": "10"}
+
+
+def test_kafka_share_groups(nodes: Nodes) -> None:
+    """kafka-share-groups: --list, --describe (offsets, --members, --state), then
+    --reset-offsets (refused while a member is in the group), --delete and
+    --delete-offsets, each as Kafka prints it."""
+    sg = ["kafka-share-groups", "--bootstrap-server", "{bootstrap}"]
+    listed, live_members, live_state, done_state, everything = run_all(nodes.sides, [
+        [*sg, "--list"],
+        [*sg, "--describe", "--group", "sg-live", "--members", "--verbose"],
+        [*sg, "--describe", "--group", "sg-live", "--state", "--verbose"],
+        [*sg, "--describe", "--group", "sg-done", "--state"],
+        [*sg, "--describe", "--all-groups", "--verbose"]])
+    assert same(listed, sort=True).split() == ["sg-done", "sg-gone", "sg-live"]
+    assert rows(same(live_members, lambda t: epochs(members(t), "MEMBER-EPOCH")))[1] == (
+        "sg-live", "<member>", "/127.0.0.1", "sg-live-1", "1", "<epoch>", "jobs:0")
+    assert rows(same(live_state, lambda t: epochs(t, "GROUP-EPOCH", "ASSIGNMENT-EPOCH"))
+                )[1] == ("sg-live", "<bootstrap>", "(1)", "Stable", "<epoch>", "<epoch>", "1")
+    assert rows(same(done_state))[1] == ("sg-done", "<bootstrap>", "(1)", "Empty", "0")
+    assert "Share group 'sg-done' has no active members." in done_state.err("ottla")
+    assert [r for r in rows(same(everything, ottla=share_start_offsets))
+            if r[0] != "GROUP"] == [("sg-done", "jobs", "0", "0", "0", "4"),
+                                    ("sg-gone", "jobs", "0", "0", "0", "0"),
+                                    ("sg-live", "jobs", "0", "0", "0", "10")]
+
+    runs = run_all(nodes.sides, [
+        [*sg, "--reset-offsets", "--group", "sg-done", "--topic", "jobs", "--to-earliest",
+         "--execute"],
+        [*sg, "--reset-offsets", "--group", "sg-live", "--all-topics", "--to-latest",
+         "--dry-run"],
+        [*sg, "--delete", "--group", "sg-gone"],
+        [*sg, "--delete", "--group", "sg-live"],
+        [*sg, "--delete-offsets", "--group", "sg-live", "--topic", "jobs"]])
+    assert rows(same(runs[0]))[1] == ("sg-done", "jobs", "0", "0")
+    assert failed_alike(runs[1]) == ""
+    assert runs[1].err("ottla").splitlines()[0] == runs[1].err("kafka").splitlines()[0] \
+        == "Share group 'sg-live' is not empty.", runs[1].describe()
+    assert same(runs[2]) == "Deletion of requested share groups ('sg-gone') was successful.\n"
+    assert "Share group 'sg-live' is not EMPTY." in same(runs[3])
+    assert "jobs            Error: The group is not empty." in same(runs[4])
+
+    done, listed = run_all(nodes.sides, [[*sg, "--describe", "--group", "sg-done"],
+                                         [*sg, "--list"]])
+    assert rows(same(done))[1] == ("sg-done", "jobs", "0", "0", "10")
+    assert same(listed, sort=True).split() == ["sg-done", "sg-live"]
+
+
+# --- kafka-transactions --------------------------------------------------------------
+
+
+def clock_columns(text: str) -> str:
+    """Wall-clock columns of kafka-transactions' tables (the coordinator's and the
+    marker's times, which differ between two runs) as ``<t>``."""
+    return epochs(text, "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                  token="<t>")
+
+
+def test_kafka_transactions(nodes: Nodes) -> None:
+    """list, describe (an open and a committed transaction), describe-producers and
+    find-hanging (by broker, by topic with a timeout that makes the open one old)."""
+    tx = ["kafka-transactions", "--bootstrap-server", "{bootstrap}"]
+    listed, opened, done, producers, by_broker, by_topic = run_all(nodes.sides, [
+        [*tx, "list"], [*tx, "describe", "--transactional-id", "tx-open"],
+        [*tx, "describe", "--transactional-id", "tx-done"],
+        [*tx, "describe-producers", "--topic", "payments", "--partition", "0"],
+        [*tx, "find-hanging", "--broker-id", "1"],
+        [*tx, "find-hanging", "--topic", "payments", "--max-transaction-timeout", "0"]])
+    assert rows(same(listed, sort=True)) == [
+        ("TransactionalId", "Coordinator", "ProducerId", "TransactionState"),
+        ("tx-done", "1", "0", "CompleteCommit"), ("tx-open", "1", "1", "Ongoing")]
+    assert rows(same(opened, clock_columns))[1] == (
+        "1", "tx-open", "1", "0", "Ongoing", "900000", "<t>", "<t>", "payments-0")
+    assert rows(same(done, clock_columns))[1] == (
+        "1", "tx-done", "0", "0", "CompleteCommit", "60000", "<t>", "<t>")
+    marker_time = re.compile(r"^(0\s+0\s+0\s+0\s+)\d+", re.M)  # the commit marker's
+    assert rows(same(producers, lambda t: marker_time.sub(r"\1<t>", t)))[1:] == [
+        ("0", "0", "0", "0", "<t>", "None"), ("1", "0", "-1", "0", str(BASE_TS + 1000), "2")]
+    header = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+              "StartOffset", "LastTimestamp", "Duration(min)")
+    assert rows(same(by_broker)) == rows(same(by_topic)) == [header]
+
+
+# --- the cluster: kafka-metadata-quorum, kafka-features, kafka-log-dirs, kafka-get-offsets
+
+
+def quorum(text: str) -> str:
+    """Metadata log offsets, fetch times and directory ids (each node's own) blanked."""
+    return blank(re.sub(r'"directoryId": "[^"]+"', '"directoryId": "<dir>"', text),
+                 r"(?<=HighWatermark:)\s+\d+", r"(?<=\t)[A-Za-z0-9_-]{22}(?=\t)",
+                 r"(?<=\t)\d{3,}\s*(?=\t)")
+
+
+def kafka_features_as_ottla(text: str) -> str:
+    """Kafka's features as Ottla's newest levels have them (DIFFERENCES["features"])."""
+    kept = [line for line in text.splitlines(keepends=True)
+            if not re.match(r"Feature: (group|kraft|streams)\.version ", line)]
+    text = "".join(kept).replace("4.4-IV2  ", "4.0-IV3  ")
+    text = re.sub(r"(eligible\.leader\.replicas\.version .*FinalizedVersionLevel: )1",
+                  r"\g<1>0", text)
+    return re.sub(r"(share\.version .*FinalizedVersionLevel: )2", r"\g<1>1", text)
+
+
+def test_kafka_metadata_quorum_features_log_dirs_and_get_offsets(nodes: Nodes) -> None:
+    """The quorum's status and replication, the features, the log dirs' partitions and
+    sizes (the same bytes stored, so the same sizes), and ListOffsets through
+    kafka-get-offsets: latest, earliest (-2), max timestamp (-3) and by timestamp."""
+    status, replication, features, log_dirs, latest, earliest, max_ts, by_time = run_all(
+        nodes.sides, [
+            ["kafka-metadata-quorum", "--bootstrap-server", "{bootstrap}", "describe",
+             "--status"],
+            ["kafka-metadata-quorum", "--bootstrap-controller", "{controller}", "describe",
+             "--replication"],
+            ["kafka-features", "--bootstrap-server", "{bootstrap}", "describe"],
+            ["kafka-log-dirs", "--bootstrap-server", "{bootstrap}", "--describe",
+             "--topic-list", "dumped,orders,jobs"],
+            ["kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "orders"],
+            ["kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "orders",
+             "--time", "-2"],
+            ["kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic-partitions",
+             "orders:1,dumped:0", "--time", "-3"],
+            ["kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "orders",
+             "--time", str(BASE_TS + 105_500)]])
+    assert same(status, quorum).splitlines()[:3] == [
+        "ClusterId:              <cluster-id>", "LeaderId:               1",
+        "LeaderEpoch:            1"]
+    assert rows(same(replication, quorum))[1] == (
+        "1", "<t>", "<t>", "0", "<t>", "<t>", "Leader")
+    text = same(features, lambda t: re.sub(r"Epoch: \d+", "Epoch: <n>", t),
+                kafka=kafka_features_as_ottla)
+    assert "Feature: transaction.version" in text
+    sizes = same(log_dirs)
+    for partition, size in (("jobs-0", 181), ("orders-2", 271), ("dumped-0", 6750)):
+        assert f'{{"partition":"{partition}","size":{size},' in sizes
+    assert same(latest) == "orders:0:10\norders:1:10\norders:2:10\n"
+    assert same(earliest) == "orders:0:0\norders:1:0\norders:2:0\n"
+    assert same(max_ts, sort=True) == "dumped:0:12\norders:1:9"
+    assert same(by_time) == "orders:1:6\norders:2:0\n"
+
+
+# --- kafka-dump-log ------------------------------------------------------------------
+
+
+def control_times(text: str) -> str:
+    """A transaction marker's CreateTime and CRC (the coordinator's clock) as ``<t>``."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if "isControl: true" in line or "endTxnMarker" in line:
+            line = re.sub(r"(CreateTime|crc): \d+", r"\1: <t>", line)
+        out.append(line)
+    return "".join(out)
+
+
+def test_kafka_dump_log_reads_ottla_segments_as_kafkas(nodes: Nodes) -> None:
+    """kafka-dump-log over each broker's own segment files for the same record bytes:
+    the .log (every codec, headers, null keys and values, a transaction and its marker),
+    the .index and the .timeindex, read by Kafka's own code from Ottla's files."""
+    files = "{data}/dumped-0/00000000000000000000"
+    log, index, time_index, payments = run_all(nodes.sides, [
+        ["kafka-dump-log", "--files", f"{files}.log", "--print-data-log"],
+        ["kafka-dump-log", "--files", f"{files}.index"],
+        ["kafka-dump-log", "--files", f"{files}.timeindex"],
+        ["kafka-dump-log", "--files", "{data}/payments-0/00000000000000000000.log",
+         "--print-data-log"]])
+    text = same(log)
+    assert text.count("baseOffset:") == len(DUMPED_BATCHES)
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        assert f"compresscodec: {codec} " in text
+    assert "headerKeys: [trace,tenant] key: alpha payload: one" in text
+    assert text.count("| offset:") == 13
+    assert same(index) == "Dumping <data>/dumped-0/00000000000000000000.index\n" \
+                          "offset: 12 position: 6666\n"
+    assert same(time_index) == "Dumping <data>/dumped-0/00000000000000000000.timeindex\n" \
+                               f"timestamp: {BASE_TS + 60_000} offset: 12\n"
+    text = same(payments, control_times)
+    assert "endTxnMarker: COMMIT coordinatorEpoch: 0" in text
+    assert "key: p2 payload: pending" in text
+
+
+
+def test_every_difference_is_in_the_compatibility_doc() -> None:
+    """docs/compatibility.md's "Kafka's tools" lists each ``DIFFERENCES`` entry, so that
+    what users are told and what the tests accept stay one list."""
+    doc = (Path(__file__).parents[2] / "docs" / "compatibility.md").read_text()
+    section = doc[doc.index("### Kafka's tools"):]
+    listed = set(re.findall(r"^- `([a-z-]+)` \((?:bug|by design)\)", section, re.M))
+    assert listed == set(DIFFERENCES)
+    for key, difference in DIFFERENCES.items():
+        assert f"`{key}` ({'bug' if difference.bug else 'by design'})" in section, key
