@@ -36,6 +36,27 @@ def make_ottla(tmp_path) -> Iterator:
     stop_all(nodes)
 
 
+LOG_TAIL = 4000
+"""How much of each node's log a failed test shows (the end: what led to the failure)."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that ran ``ottla`` processes in its ``tmp_path`` shows the end of each
+    node's log: a CI run keeps nothing else of them."""
+    outcome = yield
+    report = outcome.get_result()
+    tmp_path = getattr(item, "funcargs", {}).get("tmp_path")
+    if report.when != "call" or not report.failed or tmp_path is None:
+        return
+    for path in sorted(tmp_path.glob("**/ottla-*.log"))[:12]:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        report.sections.append((f"end of {path.relative_to(tmp_path)}", text[-LOG_TAIL:]))
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if os.sep + "integration" + os.sep in str(item.fspath):

@@ -208,6 +208,7 @@ FATAL = frozenset({ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch,
 
 VERIFY_ERRORS = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.network_exception: ErrorCode.not_enough_replicas,
     ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
     ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
     ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,

@@ -161,10 +161,11 @@ def controller_of(broker: Broker) -> FakeController:
 
 def create_topic(broker: Broker, name: str, partitions: int = 1, leader: int = NODE,
                  configs: dict[str, str] | None = None,
-                 replicas: tuple[int, ...] | None = None) -> uuid.UUID:
+                 replicas: tuple[int, ...] | None = None, topic_id: uuid.UUID | None = None
+                 ) -> uuid.UUID:
     """Replay a topic's records into the image and open its logs, as the node does when
     the metadata publisher applies committed records."""
-    topic_id = uuid.uuid4()
+    topic_id = topic_id or uuid.uuid4()
     broker.image.replay(r.TopicRecord(name=name, topic_id=topic_id))
     for index in range(partitions):
         broker.image.replay(r.PartitionRecord(
@@ -509,6 +510,27 @@ async def test_fetch_of_unknown_partitions_answers_their_errors(broker) -> None:
     (topic,) = response.responses
     assert topic.topic_id == unknown
     assert topic.partitions[0].error_code == ErrorCode.unknown_topic_id
+
+
+async def test_a_session_opened_before_its_topic_was_known_fetches_it_once_it_is(
+        broker) -> None:
+    """A follower may learn of a new partition before its leader does: its first fetch
+    opens a session on a topic id the leader does not know yet. The session resolves the
+    name once the topic arrives (Kafka's ``maybeResolveUnknownName``); the follower names
+    the partition again only when its position moves, so nothing else would."""
+    topic_id = uuid.uuid4()
+    body = fetch_body("orders", (0, 0, 1 << 20))
+    body["topics"] = [{"topic_id": topic_id, "partitions": body["topics"][0]["partitions"]}]
+    body["session_epoch"] = 0
+    first = await ask(broker, ApiKey.FETCH, 16, body)
+    assert first.session_id != 0
+    assert first.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_id
+    create_topic(broker, "orders", topic_id=topic_id)
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b"))
+    incremental = {**body, "session_id": first.session_id, "session_epoch": 1, "topics": []}
+    (topic,) = (await ask(broker, ApiKey.FETCH, 16, incremental)).responses
+    assert topic.partitions[0].error_code == ErrorCode.none
+    assert values_of(topic.partitions[0].records) == [(0, b"a"), (1, b"b")]
 
 
 async def test_fetch_beyond_the_log_end_answers_offset_out_of_range(broker) -> None:

@@ -12,8 +12,14 @@ from __future__ import annotations
 import itertools
 import random
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import uuid
+
+    from ottla.metadata.image import TopicImage
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -34,6 +40,15 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+
+    def resolve_name(self, topics_by_id: Mapping[uuid.UUID, TopicImage]) -> None:
+        """A partition cached under a topic id the broker did not know yet (a follower may
+        learn of a new partition first) takes the topic's name once it is known; the
+        client names it again only when its position moves, so nothing else would."""
+        if not self.topic and self.topic_id is not None:
+            known = topics_by_id.get(self.topic_id)
+            if known is not None:
+                self.topic = known.name
 
     def must_respond(self, data: dict[str, Any]) -> bool:
         """Whether a partition's fresh data differs from what the client already knows;

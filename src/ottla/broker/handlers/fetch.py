@@ -218,6 +218,9 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 existing.max_bytes = cached.max_bytes
                 existing.current_leader_epoch = cached.current_leader_epoch
                 existing.last_fetched_epoch = cached.last_fetched_epoch
+        if uses_ids:
+            for cached in session.partitions.values():
+                cached.resolve_name(broker.image.topics_by_id)
         session.epoch += 1
         session.last_used_ms = now_ms
         parts = session.partitions

@@ -53,6 +53,8 @@ class FollowerState:
     in_sync: bool = False
     """Caught up with the leader's high watermark at the last answer: a replica in sync
     is never throttled (Kafka's ``isReplicaInSync``)."""
+    last_error: ErrorCode = ErrorCode.none
+    """The leader's last answer for it: a new error is logged once, not every backoff."""
 
 
 class ReplicaFetcher:
@@ -277,10 +279,13 @@ class ReplicaFetcherManager:
         if error != ErrorCode.none:
             # Not (or no longer) the leader, an epoch the leader does not know yet: wait
             # for the metadata that says who leads now.
-            log.debug("Fetch of %s-%d: %s", partition.topic, partition.index,
-                      ErrorCode(error).name)
+            if error != state.last_error:
+                log.info("Fetch of %s-%d from broker %d: %s (backing off)", partition.topic,
+                         partition.index, state.leader_id, ErrorCode(error).name)
+            state.last_error = ErrorCode(error)
             state.backoff_until_ms = now + self.config["replica.fetch.backoff.ms"]
             return
+        state.last_error = ErrorCode.none
         diverging = data.diverging_epoch
         if diverging is not None and (diverging.epoch != -1 or diverging.end_offset != -1):
             self._truncate_on_divergence(partition, diverging.epoch, diverging.end_offset)
