@@ -1,20 +1,28 @@
-"""``ottla configs``: describe and alter the dynamic configs of topics, brokers and groups
-(kafka-configs.sh), with Kafka's flags and output."""
+"""``ottla configs``: describe and alter the dynamic configs of topics, brokers and groups,
+and the SCRAM credentials of users (kafka-configs.sh), with Kafka's flags and output."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from ottla.cli.common import client_config, connect, fail
 from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
+from ottla.security.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramMechanism, salted_password
 
 if TYPE_CHECKING:
     from ottla.client.blocking import BlockingClient
 
 TIMEOUT = 30.0
-ENTITY_TYPES = ("topics", "brokers", "groups")
+ENTITY_TYPES = ("topics", "brokers", "groups", "users")
+SCRAM_MECHANISMS = {m.mechanism_name: m for m in ScramMechanism
+                    if m != ScramMechanism.UNKNOWN}
+QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
+                 "controller_mutation_rate")
+"""Kafka's client and user quota keys (``QuotaConfig.isClientOrUserQuotaConfig``)."""
 # ConfigEntry.ConfigSource names as the Java admin client prints them, by wire id.
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG",
@@ -28,12 +36,14 @@ _CLUSTER_DEFAULT_SOURCE = 3
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe and alter dynamic configs (kafka-configs.sh)",
                        description="Add, delete or describe the configs of a topic, a broker "
-                       "(or the cluster default) or a group.")
+                       "(or the cluster default) or a group, or the SCRAM credentials of a "
+                       "user (--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]', "
+                       "--delete-config SCRAM-SHA-256).")
     p.add_argument("--bootstrap-server", required=True, help="host:port of a broker")
     p.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
-    p.add_argument("--entity-name", help="topic, broker id or group id")
+    p.add_argument("--entity-name", help="topic, broker id, group id or user principal")
     p.add_argument("--entity-default", action="store_true",
-                   help="the cluster-wide default of brokers")
+                   help="the cluster-wide default of brokers (or users)")
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list configs")
     actions.add_argument("--alter", action="store_true", help="change configs")
@@ -170,11 +180,125 @@ def _alter(client: BlockingClient, args: argparse.Namespace) -> int:
     return 0
 
 
+# --- users: SCRAM credentials (KIP-554) -----------------------------------------------
+
+_EXCEPTION_NAMES = {ErrorCode.duplicate_resource: "DuplicateResourceException",
+                    ErrorCode.resource_not_found: "ResourceNotFoundException",
+                    ErrorCode.cluster_authorization_failed: "ClusterAuthorizationException"}
+
+
+def _exception_name(code: ErrorCode) -> str:
+    """The Java exception class kafka-configs names for an error code."""
+    return _EXCEPTION_NAMES.get(code) or "".join(
+        part.capitalize() for part in code.name.split("_")) + "Exception"
+
+
+def _describe_users(client: BlockingClient, args: argparse.Namespace) -> int:
+    """kafka-configs' SCRAM half of describing users (it describes no credentials for the
+    default user). Users without credentials are left out; users are sorted, each
+    credential listed by mechanism."""
+    if args.entity_default:
+        return 0
+    users = [{"name": args.entity_name}] if args.entity_name is not None else []
+    response = client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": users})
+    if response.error_code:
+        raise ConfigsError(response.error_message or f"error {int(response.error_code)}")
+    for result in sorted(response.results, key=lambda res: res.user):
+        code = ErrorCode(result.error_code)
+        if code == ErrorCode.resource_not_found:
+            continue
+        if code != ErrorCode.none:
+            print(f"Error retrieving SCRAM credential configs for user-principal "
+                  f"'{result.user}': {_exception_name(code)}: {result.error_message}")
+            continue
+        infos = ", ".join(
+            f"{_mechanism_name(info.mechanism)}=iterations={info.iterations}"
+            for info in sorted(result.credential_infos, key=lambda info: info.mechanism))
+        print(f"SCRAM credential configs for user-principal '{result.user}' are {infos}")
+    return 0
+
+
+def _mechanism_name(number: int) -> str:
+    try:
+        return ScramMechanism(number).mechanism_name
+    except ValueError:
+        return "UNKNOWN"
+
+
+_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+
+
+def scram_upsertion(user: str, mechanism_name: str, value: str) -> dict[str, Any]:
+    """An AlterUserScramCredentials upsertion from ``--add-config``'s
+    ``SCRAM-SHA-256=[iterations=8192,password=secret]`` (brackets already dropped), with
+    kafka-configs' and the Java admin client's checks; the salt is random and only the
+    salted password is sent."""
+    mechanism = SCRAM_MECHANISMS[mechanism_name]
+    match = _CREDENTIAL.fullmatch(value)
+    if match is None or match.group(1) == "" or match.group(1) == "-":
+        raise ValueError(f"Invalid credential property {mechanism.name}={value}")
+    given, password = match.group(1), match.group(2)
+    iterations = DEFAULT_ITERATIONS if given is None or given == "-1" else int(given)
+    if iterations < MIN_ITERATIONS:
+        raise ValueError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} "
+                         f"required for {mechanism.mechanism_name}")
+    if not password:
+        raise ValueError("Password must not be empty")
+    salt = secrets.token_bytes(32)
+    return {"name": user, "mechanism": int(mechanism), "iterations": iterations,
+            "salt": salt, "salted_password": salted_password(mechanism, password, salt,
+                                                             iterations)}
+
+
+def _alter_users(client: BlockingClient, args: argparse.Namespace) -> int:
+    """Add or delete a user's SCRAM credentials. Each alteration goes in a request of its
+    own: Kafka's controller refuses a request that names a user twice (even for two
+    mechanisms) with DUPLICATE_RESOURCE, so kafka-configs.sh itself fails when it sends
+    two at once. The alterations are not atomic: the first error stops the rest."""
+    added = parse_add_config(args.add_config) if args.add_config else {}
+    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    unknown_added = [k for k in added if k not in SCRAM_MECHANISMS and k not in QUOTA_CONFIGS]
+    if unknown_added:
+        return fail("Only quota and SCRAM credential configs can be added for 'users' using "
+                    f"--bootstrap-server. Unexpected config names: Set({', '.join(unknown_added)})")
+    unknown_deleted = [k for k in deleted if k not in SCRAM_MECHANISMS and k not in QUOTA_CONFIGS]
+    if unknown_deleted:
+        return fail("Only quota and SCRAM credential configs can be deleted for 'users' "
+                    "using --bootstrap-server. Unexpected config names: "
+                    f"List({', '.join(unknown_deleted)})")
+    quotas = [k for k in [*added, *deleted] if k in QUOTA_CONFIGS]
+    scram = [k for k in [*added, *deleted] if k in SCRAM_MECHANISMS]
+    if scram and args.entity_default:
+        return fail("The use of --entity-default or --user-defaults is not allowed with User "
+                    "SCRAM Credentials using --bootstrap-server.")
+    if scram and quotas:
+        return fail("Cannot alter both quota and SCRAM credential configs simultaneously "
+                    "for 'users' using --bootstrap-server.")
+    if quotas:
+        return fail(f"Client quotas are not served by Ottla yet: {', '.join(quotas)}")
+    user = args.entity_name
+    alterations: list[dict[str, Any]] = [
+        {"deletions": [{"name": user, "mechanism": int(SCRAM_MECHANISMS[k])}], "upsertions": []}
+        for k in deleted]
+    alterations += [{"deletions": [], "upsertions": [scram_upsertion(user, k, v)]}
+                    for k, v in added.items()]
+    for body in alterations:
+        response = client.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body)
+        for result in response.results:
+            if result.error_code:
+                raise ConfigsError(result.error_message or
+                                   f"error {int(result.error_code)}")
+    print(f"Completed updating config for user {user}.")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
-    if args.entity_default and (args.entity_type != "brokers" or args.entity_name):
-        return fail("--entity-default applies to --entity-type brokers, without --entity-name")
+    if args.entity_default and (args.entity_type not in ("brokers", "users")
+                                or args.entity_name):
+        return fail("--entity-default applies to --entity-type brokers or users, without "
+                    "--entity-name")
     if args.entity_type == "brokers" and args.entity_name is not None and \
             not args.entity_name.isdigit():
         return fail("The entity name for brokers must be a valid integer broker id, found: "
@@ -187,6 +311,9 @@ def run(args: argparse.Namespace) -> int:
                         "with --alter")
     try:
         with connect(args.bootstrap_server, "ottla-configs") as client:
+            if args.entity_type == "users":
+                return _describe_users(client, args) if args.describe \
+                    else _alter_users(client, args)
             if args.describe:
                 return _describe(_admin(args), client, args)
             return _alter(client, args)

@@ -15,6 +15,9 @@ version 1; at level 2 clients may use transactions v2 (a partition joins a trans
 with its first Produce v12, the group's offsets partition with TxnOffsetCommit v5, and
 every EndTxn v5 bumps the producer epoch)."""
 IBP_4_0_IV2 = 24
+IBP_3_5_IV2 = 11
+"""The metadata.version from which SCRAM credentials are metadata records (KIP-554 in
+KRaft, Kafka's ``isScramSupported``)."""
 IBP_3_7_IV2 = 17
 """The metadata.version from which replicas' log dirs are tracked (KIP-858, Kafka's
 ``isDirectoryAssignmentSupported``)."""
@@ -52,6 +55,12 @@ def directory_assignment_supported(features: Mapping[str, int]) -> bool:
     image without a metadata.version (before the bootstrap records) counts as the
     newest."""
     return features.get(METADATA_VERSION, METADATA_VERSION_LEVEL) >= IBP_3_7_IV2
+
+
+def scram_supported(level: int) -> bool:
+    """Kafka's ``MetadataVersion.isScramSupported``: whether a cluster at metadata.version
+    ``level`` keeps SCRAM credentials (3.5-IV2 and later)."""
+    return level >= IBP_3_5_IV2
 
 
 def share_groups_enabled(features: Mapping[str, int]) -> bool:

@@ -9,10 +9,10 @@ they are committed. Randomness (topic ids, placement) comes from an injected gen
 The work is done by control managers, as Kafka's controller is organised, and an
 operation is a call on one of them (``controller.replication.create_topics(...)``): the
 cluster (brokers), replication (topics, partitions, leaders and ISRs), configuration,
-features and producer ids. They decide from one ``MetadataImage``, which is the state
-every record replays into (and, on the active controller, keeps its history on the
-timeline so that renouncing reverts it); unlike Kafka's managers they keep no state of
-their own in the log, only the cluster's soft broker sessions.
+features, producer ids and SCRAM credentials. They decide from one ``MetadataImage``,
+which is the state every record replays into (and, on the active controller, keeps its
+history on the timeline so that renouncing reverts it); unlike Kafka's managers they keep
+no state of their own in the log, only the cluster's soft broker sessions.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ottla.controller.configuration_control import ConfigurationControlManager
 from ottla.controller.feature_control import FeatureControlManager
 from ottla.controller.producer_id_control import ProducerIdControlManager
 from ottla.controller.replication_control import ReplicationControlManager
+from ottla.controller.scram_control import ScramControlManager
 from ottla.metadata.image import MetadataImage
 from ottla.timeline import SnapshotRegistry
 
@@ -52,6 +53,7 @@ class QuorumController:
         self.configuration = ConfigurationControlManager(self.image, broker_config)
         self.features = FeatureControlManager(self.image)
         self.producer_ids = ProducerIdControlManager(self.image)
+        self.scram = ScramControlManager(self.image)
 
     def replay(self, record: Any, offset: int | None = None) -> None:
         self.image.replay(record, offset)

@@ -4,7 +4,8 @@
 .checkpoint`` as Kafka 4 does: a snapshot file of record batches, a header control
 record, the KRaft version and initial voters (``--standalone`` or
 ``--initial-controllers``) as control records, the bootstrap metadata records
-(``metadata.version`` from ``--release-version``) and a footer. On its first start a
+(``metadata.version`` from ``--release-version``, then the other features, then the SCRAM
+credentials of ``--add-scram``) and a footer. On its first start a
 node with an empty metadata log replays these records instead of the built-in defaults.
 """
 
@@ -154,14 +155,17 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> BootstrapMetadata:
 
 
 def write_bootstrap(metadata_log_dir: str, level: int, voters: list[InitialVoter],
-                    now_ms: int, features: dict[str, int] | None = None) -> str:
+                    now_ms: int, features: dict[str, int] | None = None,
+                    extra_records: list[Any] | None = None) -> str:
     """Write the bootstrap snapshot (atomically, fsynced) and return its path: the
     metadata.version, then the other features at ``features`` (by default the release's
-    defaults, ``default_feature_levels``)."""
+    defaults, ``default_feature_levels``), then ``extra_records`` (the
+    UserScramCredentialRecords of ``--add-scram``, as Kafka's Formatter appends them)."""
     levels = default_feature_levels(level) if features is None else features
     records = [meta.FeatureLevelRecord(name=METADATA_VERSION, feature_level=level)]
     records += [meta.FeatureLevelRecord(name=name, feature_level=feature_level)
                 for name, feature_level in sorted(levels.items()) if feature_level > 0]
+    records += extra_records or []
     path = bootstrap_path(metadata_log_dir)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     write_atomically(path, encode_snapshot(records, now_ms, voters))

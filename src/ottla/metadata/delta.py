@@ -35,6 +35,8 @@ class MetadataDelta:
     brokers: set[int] = field(default_factory=set)
     """Brokers registered, fenced, unfenced, changed (their log dirs) or gone."""
     features: bool = False
+    scram_users: set[str] = field(default_factory=set)
+    """Users whose SCRAM credentials were set or removed (Kafka's ScramDelta)."""
 
     def note(self, record: Any, image: MetadataImage) -> None:
         """Note what ``record`` changes; call it before the image replays the record
@@ -60,12 +62,14 @@ class MetadataDelta:
                 self.brokers.add(record.id)
             case r.FeatureLevelRecord():
                 self.features = True
+            case r.UserScramCredentialRecord() | r.RemoveUserScramCredentialRecord():
+                self.scram_users.add(record.name)
 
     @property
     def changed(self) -> bool:
         return bool(self.full or self.partitions or self.removed_topics or
                     self.topic_configs or self.broker_configs or self.brokers or
-                    self.features)
+                    self.features or self.scram_users)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
+from ottla.security.scram import ScramCredential, ScramMechanism
 from ottla.timeline import SnapshotRegistry, TimelineHashMap
 
 NO_LEADER = -1
@@ -126,6 +127,9 @@ class MetadataImage:
         self.configs: MutableMapping[tuple[int, str], dict[str, str]] = self._map()
         self.brokers: MutableMapping[int, BrokerRegistration] = self._map()
         self.features: MutableMapping[str, int] = self._map()
+        self.scram: MutableMapping[tuple[int, str], ScramCredential] = self._map()
+        """SCRAM credentials (KIP-554) by (mechanism number, user name); read them with
+        ``scram_credential`` and ``scram_users``."""
         self._scalars: MutableMapping[str, int] = self._map()
 
     def _map(self) -> MutableMapping[Any, Any]:
@@ -145,7 +149,7 @@ class MetadataImage:
         if self.registry is not None:
             self.registry.reset()
         for mapping in (self.topics_by_name, self.topics_by_id, self.configs, self.brokers,
-                        self.features, self._scalars):
+                        self.features, self.scram, self._scalars):
             mapping.clear()
 
     # --- the one way state changes ---------------------------------------------------
@@ -257,14 +261,23 @@ class MetadataImage:
     def _replay_ProducerIdsRecord(self, rec: r.ProducerIdsRecord) -> None:
         self._scalars["next_producer_id"] = rec.next_producer_id
 
+    def _replay_UserScramCredentialRecord(self, rec: r.UserScramCredentialRecord) -> None:
+        self.scram[(rec.mechanism, rec.name)] = ScramCredential(
+            rec.salt, rec.stored_key, rec.server_key, rec.iterations)
+
+    def _replay_RemoveUserScramCredentialRecord(self, rec: r.RemoveUserScramCredentialRecord
+                                                ) -> None:
+        self.scram.pop((rec.mechanism, rec.name), None)
+
     _handlers: dict[type, Callable[[MetadataImage, Any], None]] = {}
 
     # --- snapshots -------------------------------------------------------------------
 
     def to_records(self) -> list[Any]:
         """The image as records that replay to an equal image: what a snapshot holds.
-        In a fixed order (features first, then brokers, topics, configs), so two equal
-        images give the same records."""
+        In a fixed order (features first, then brokers, topics, configs, producer ids and
+        SCRAM credentials, as Kafka's image writes them), so two equal images give the
+        same records."""
         records: list[Any] = [r.FeatureLevelRecord(name=name, feature_level=level)
                               for name, level in sorted(self.features.items())]
         for broker in sorted(self.brokers.values(), key=lambda b: b.broker_id):
@@ -295,6 +308,12 @@ class MetadataImage:
         if self.next_producer_id:
             records.append(r.ProducerIdsRecord(broker_id=-1,
                                                next_producer_id=self.next_producer_id))
+        for (mechanism, user), credential in sorted(self.scram.items(),
+                                                    key=lambda item: (item[0][1], item[0][0])):
+            records.append(r.UserScramCredentialRecord(
+                name=user, mechanism=mechanism, salt=credential.salt,
+                stored_key=credential.stored_key, server_key=credential.server_key,
+                iterations=credential.iterations))
         return records
 
     def digest(self) -> str:
@@ -313,6 +332,21 @@ class MetadataImage:
         """Dynamic broker configs: per broker if ``broker_id`` is given, else cluster-wide."""
         name = "" if broker_id is None else str(broker_id)
         return self.configs.get((ConfigResourceType.BROKER, name), {})
+
+    def scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        """The SCRAM credential of ``user`` for ``mechanism``, or None: what a SASL/SCRAM
+        exchange on a broker checks the client's proof against."""
+        return self.scram.get((int(mechanism), user))
+
+    def scram_users(self) -> dict[str, list[tuple[int, int]]]:
+        """Every user with a SCRAM credential, sorted, with the (mechanism number,
+        iterations) of each of its credentials by mechanism: what
+        DescribeUserScramCredentials tells (never the salt or keys)."""
+        users: dict[str, list[tuple[int, int]]] = {}
+        for (mechanism, user), credential in sorted(self.scram.items(),
+                                                    key=lambda item: (item[0][1], item[0][0])):
+            users.setdefault(user, []).append((mechanism, credential.iterations))
+        return users
 
     def live_brokers(self) -> list[BrokerRegistration]:
         return sorted((b for b in self.brokers.values() if not b.fenced),

@@ -240,6 +240,20 @@ class BrokerRegistrationChangeRecord(_Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord(_Record):
+    """A user's SCRAM credential for one mechanism (KIP-554): what the password gives,
+    never the password. A later record for the same user and mechanism replaces it."""
+    __api_key__: ClassVar[int] = 11
+    name: str = field(metadata=_meta("string"))
+    mechanism: int = field(metadata=_meta("int8"))
+    """``ScramMechanism``: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512."""
+    salt: bytes = field(metadata=_meta("bytes"))
+    stored_key: bytes = field(metadata=_meta("bytes"))
+    server_key: bytes = field(metadata=_meta("bytes"))
+    iterations: int = field(metadata=_meta("int32"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord(_Record):
     __api_key__: ClassVar[int] = 12
     name: str = field(metadata=_meta("string"))
@@ -257,6 +271,14 @@ class ProducerIdsRecord(_Record):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord(_Record):
     __api_key__: ClassVar[int] = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord(_Record):
+    """A user's SCRAM credential for one mechanism is gone."""
+    __api_key__: ClassVar[int] = 22
+    name: str = field(metadata=_meta("string"))
+    mechanism: int = field(metadata=_meta("int8"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -279,8 +301,9 @@ class AbortTransactionRecord(_Record):
 RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
     RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
     PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
-    BrokerRegistrationChangeRecord, FeatureLevelRecord, ProducerIdsRecord, NoOpRecord,
-    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)}
+    BrokerRegistrationChangeRecord, UserScramCredentialRecord, FeatureLevelRecord,
+    ProducerIdsRecord, NoOpRecord, RemoveUserScramCredentialRecord, BeginTransactionRecord,
+    EndTransactionRecord, AbortTransactionRecord)}
 
 _LEGACY: dict[tuple[int, int], type] = {
     (0, 0): _RegisterBrokerRecordV0, (0, 1): _RegisterBrokerRecordV1,

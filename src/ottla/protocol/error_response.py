@@ -119,7 +119,14 @@ def error_response(request: Any, code: ErrorCode, message: str | None = None
     """The response to ``request`` (a decoded kio request) that reports ``code`` for all
     it names, as a version-agnostic dict for ``messages.build`` with the response schema
     of the request's version."""
-    from ottla.protocol.api import response_schema
+    from ottla.protocol.api import ApiKey, response_schema
 
+    if request.__api_key__ == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        # Kafka's AlterUserScramCredentialsRequest.getErrorResponse: one result per user
+        # of its deletions and upsertions together, sorted (two arrays, one result array).
+        users = sorted({d.name for d in request.deletions} |
+                       {u.name for u in request.upsertions})
+        return {"throttle_time": 0, "results": [
+            {"user": user, "error_code": code, "error_message": message} for user in users]}
     schema = response_schema(request.__api_key__, request.__version__)
     return _mirror(schema, request, code, message)

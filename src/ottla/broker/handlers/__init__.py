@@ -15,6 +15,7 @@ from ottla.broker.handlers import (
     metadata,
     produce,
     producer,
+    scram,
     share,
     share_offsets,
     share_state,
@@ -28,5 +29,5 @@ def broker_apis() -> list[ApiSpec[Broker]]:
     """Every API a broker listener serves, but ApiVersions (``server.apis``)."""
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
             *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
-            *share_offsets.APIS, *share_state.APIS, *configs.APIS,
+            *share_offsets.APIS, *share_state.APIS, *configs.APIS, *scram.APIS,
             *forwarding.APIS]

@@ -6,11 +6,19 @@ here."""
 from __future__ import annotations
 
 from ottla.protocol.requests import ApiSpec
-from ottla.server.controller_apis import cluster, configs, envelope, quorum, registration, topics
+from ottla.server.controller_apis import (
+    cluster,
+    configs,
+    envelope,
+    quorum,
+    registration,
+    scram,
+    topics,
+)
 from ottla.server.controller_apis.services import ControllerServices
 
 
 def controller_apis() -> list[ApiSpec[ControllerServices]]:
     """Every API the controller listener serves, but ApiVersions (``server.apis``)."""
     return [*registration.APIS, *quorum.APIS, *envelope.APIS, *topics.APIS, *configs.APIS,
-            *cluster.APIS]
+            *cluster.APIS, *scram.APIS]

@@ -1,0 +1,1 @@
+"""Kafka's security model, sans I/O: principals, SASL mechanisms and their credentials."""
