@@ -69,7 +69,7 @@ class Broker(BrokerContext):
         self.replica_fetchers = ReplicaFetcherManager(
             node_id, config, self.endpoint_of, lambda: self.broker_epoch, self.now_ms,
             lambda p, moved: replica_manager.followed(p, moved, self.now_ms()),
-            quota=self.follower_quota)
+            quota=self.follower_quota, security=self.inter_broker_security)
         self.alter_partitions = AlterPartitionManager(
             node_id, lambda: self.broker_epoch, controller.call,
             lambda p, isr, epoch: replica_manager.isr_answered(p, isr, epoch, self.now_ms()))

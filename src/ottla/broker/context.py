@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from ottla.broker.controller_client import ControllerClient
 from ottla.broker.replication.replica_fetcher import Endpoint
 from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.client.security import client_security
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import NewTopic
 from ottla.metadata.image import MetadataImage
@@ -52,6 +53,9 @@ class BrokerContext:
         self.clock = clock
         self.broker_epoch = -1
         """This broker's registration epoch, set by the node's lifecycle once registered."""
+        self.inter_broker_security = client_security(
+            config, self.inter_broker_listener, "sasl.mechanism.inter.broker.protocol")
+        """TLS and SASL towards other brokers' inter-broker listener (None: PLAINTEXT)."""
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
         """Runs CPU-heavy request work off the event loop (the node's validation thread):
         a large compressed batch's decompression and record walk."""
@@ -78,12 +82,19 @@ class BrokerContext:
                         self.config["default.replication.factor"],
                         configs=dict(configs or {}))
 
+    @property
+    def inter_broker_listener(self) -> str | None:
+        """``inter.broker.listener.name``, else the listener named after
+        ``security.inter.broker.protocol`` (Kafka's rule)."""
+        return self.config["inter.broker.listener.name"] or \
+            self.config["security.inter.broker.protocol"]
+
     def endpoint_of(self, broker_id: int) -> Endpoint | None:
         """Where this broker reaches ``broker_id``: its inter-broker listener."""
         registration = self.image.brokers.get(broker_id)
         if registration is None:
             return None
-        name = self.config["inter.broker.listener.name"]
+        name = self.inter_broker_listener
         endpoint = registration.endpoints.get(name) if name else None
         if endpoint is None and registration.endpoints:
             endpoint = next(iter(registration.endpoints.values()))

@@ -30,7 +30,8 @@ class InterBrokerClients:
         client = self._clients.get(endpoint)
         if client is None:
             client = self._clients[endpoint] = AsyncClient(
-                *endpoint, client_id=f"broker-{self.broker.node_id}-{self.purpose}")
+                *endpoint, client_id=f"broker-{self.broker.node_id}-{self.purpose}",
+                security=self.broker.inter_broker_security)
         try:
             return await client.request(api_key, version, body, timeout=timeout)
         except (NodeUnavailable, TimeoutError, OSError) as e:

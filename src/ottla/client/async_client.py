@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
 from typing import Any
 
+from ottla.client.security import AuthenticationFailed, ClientSecurity, authenticate
+from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.protocol.api import request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.messages import build
 
 _SIZE = struct.Struct(">i")
+_limited = RateLimitedLog(logging.getLogger(__name__))
 
 
 class NodeUnavailable(ConnectionError):
@@ -27,9 +31,12 @@ class NodeUnavailable(ConnectionError):
 
 class AsyncClient:
     def __init__(self, host: str, port: int, client_id: str = "ottla",
-                 connect_timeout: float = 5.0) -> None:
+                 connect_timeout: float = 5.0, security: ClientSecurity | None = None
+                 ) -> None:
         self.host = host
         self.port = port
+        self.security = security
+        """TLS and SASL towards a secured listener (None: PLAINTEXT)."""
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self._writer: asyncio.StreamWriter | None = None
@@ -78,11 +85,27 @@ class AsyncClient:
                 self._connecting = None
 
     async def _open(self) -> None:
+        security = self.security
+        context = security.ssl_context if security is not None else None
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout)
+                asyncio.open_connection(self.host, self.port, ssl=context,
+                                        server_hostname=self.host if context else None),
+                self.connect_timeout)
         except (OSError, TimeoutError) as e:
             raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {e}") from e
+        if security is not None and security.sasl_mechanism is not None:
+            try:
+                await asyncio.wait_for(authenticate(reader, writer, security, self.client_id),
+                                       self.connect_timeout)
+            except (OSError, TimeoutError, asyncio.IncompleteReadError,
+                    AuthenticationFailed) as e:
+                writer.close()
+                _limited.log(logging.WARNING, ("authenticate", self.host, self.port),
+                             "Cannot authenticate to %s:%d as %s: %s", self.host, self.port,
+                             security.username, e)
+                raise NodeUnavailable(f"cannot authenticate to {self.host}:{self.port}: "
+                                      f"{e}") from e
         self._writer = writer
         self._reader_task = asyncio.ensure_future(self._read(reader, writer))
 

@@ -343,6 +343,18 @@ class Listener:
         return SECURITY_PROTOCOLS[self.security_protocol]
 
 
+def _listener_key(name: str) -> bool:
+    """``listener.name.<listener>.<key>``: a per-listener value of a known key (or of a
+    mechanism's ``sasl.jaas.config``)."""
+    if not name.startswith("listener.name."):
+        return False
+    rest = name[len("listener.name."):].split(".", 1)
+    if len(rest) != 2:
+        return False
+    key = rest[1]
+    return key in BROKER_CONFIGS or key.split(".", 1)[-1] == "sasl.jaas.config"
+
+
 def dev_defaults() -> dict[str, str]:
     """What ``ottla server`` with no config runs: one combined node on 127.0.0.1."""
     return {
@@ -376,7 +388,8 @@ class KafkaConfig:
 
     def __init__(self, props: Mapping[str, Any]) -> None:
         self.originals = dict(props)
-        self.unknown = sorted(k for k in props if k not in BROKER_CONFIGS)
+        self.unknown = sorted(k for k in props if k not in BROKER_CONFIGS
+                              and not _listener_key(k))
         for name in self.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         self.values: dict[str, Any] = {k.name: k.default for k in BROKER_CONFIGS.keys.values()}
@@ -443,6 +456,22 @@ class KafkaConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"Each listener must have a different name: {key}={entries}")
         return listeners
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """``key`` for one listener: ``listener.name.<listener>.<key>`` if set (Kafka's
+        per-listener override), else the node's own value."""
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        if prefixed in self.originals:
+            return BROKER_CONFIGS[key].parse(self.originals[prefixed])
+        return self.values.get(key)
+
+    def sasl_jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """The JAAS configuration of ``mechanism`` on ``listener``:
+        ``listener.name.<listener>.<mechanism>.sasl.jaas.config``, else
+        ``sasl.jaas.config``."""
+        prefixed = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        value = self.originals.get(prefixed) or self.values.get("sasl.jaas.config")
+        return str(value) if value else None
 
     @property
     def listeners(self) -> list[Listener]:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ottla.common.principal import ANONYMOUS, Principal
 from ottla.protocol.codec import RequestHeader
 
 S = TypeVar("S")
@@ -27,19 +28,6 @@ Response = Any
 ``NO_RESPONSE``."""
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who sent a request. Until authentication lands every client is ANONYMOUS, as on a
-    Kafka PLAINTEXT listener."""
-
-    type: str = "User"
-    name: str = "ANONYMOUS"
-
-    def __str__(self) -> str:
-        return f"{self.type}:{self.name}"
-
-
-ANONYMOUS = Principal()
 
 
 @dataclass(slots=True)

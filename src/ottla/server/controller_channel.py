@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.client.security import ClientSecurity
 from ottla.common.backoff import ExponentialBackoff
 from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.protocol.api import ApiKey, request_schema
@@ -54,8 +55,10 @@ class ControllerUnavailable(CloseConnection):
 class ControllerChannel:
     def __init__(self, node_id: int, raft: RaftDriver, local: ControllerDriver | None,
                  voters: dict[int, tuple[str, int]], describe: Callable[[], QuorumDescription]
-                 | None = None) -> None:
+                 | None = None, security: ClientSecurity | None = None) -> None:
         self.node_id = node_id
+        self.security = security
+        """TLS and SASL towards the controllers' listener."""
         self.raft = raft
         self.local = local
         self.voters = voters
@@ -155,7 +158,8 @@ class ControllerChannel:
         if client is None:
             host, port = self.voters[node]
             client = self._clients[node] = AsyncClient(host, port,
-                                                       client_id=f"broker-{self.node_id}")
+                                                       client_id=f"broker-{self.node_id}",
+                                                       security=self.security)
         return client
 
     async def close(self) -> None:

@@ -25,9 +25,12 @@ from typing import Any
 from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import RequestHeader
-from ottla.protocol.errors import MalformedRequest
-from ottla.protocol.requests import NO_RESPONSE, CloseConnection
+from ottla.protocol.errors import ErrorCode, MalformedRequest
+from ottla.protocol.requests import ANONYMOUS, NO_RESPONSE, CloseConnection, Principal
+from ottla.security.sasl import SaslAnswer, SaslState
+from ottla.security.ssl_principal import NoMatchingRule
 from ottla.server.api_versions import unsupported_version_response
+from ottla.server.listener_security import PLAINTEXT, ListenerSecurity
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.request_dispatcher import (
     RequestDispatcher,
@@ -129,6 +132,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """When the bytes of a frame not yet whole began to arrive."""
         self._map_slices = False
         """Whether segment slices go out as mappings of the page cache (see ``_respond``)."""
+        security = server.security
+        self.authenticator = security.new_authenticator() \
+            if security.new_authenticator is not None else None
+        """SASL listeners: who the client is, once it has said so (``_authenticate``)."""
+        self.principal: Principal = ANONYMOUS
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -144,6 +152,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
             return
         self._admitted = True
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and self.authenticator is None:
+            try:
+                self.principal = self.server.security.tls_principal(ssl_object)
+            except NoMatchingRule as e:
+                _limited.log(logging.INFO, ("principal", self.peer[0]),
+                             "Closing connection from %s:%d: %s", *self.peer, e)
+                self.close()
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -322,6 +339,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _process(self, frame: bytes | memoryview) -> None:
         dispatcher = self.dispatcher
+        auth = self.authenticator
+        if auth is not None and auth.state == SaslState.RAW_AUTHENTICATE:
+            self._authenticate_raw(bytes(frame))
+            return
         try:
             header, spec, request = dispatcher.decode(frame)
         except UnsupportedApiVersions as e:
@@ -341,7 +362,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                          client_id_of(frame), e)
             self.close()
             return
-        ctx = dispatcher.context(header, self.server.listener_name, *self.peer)
+        if auth is not None and self._authenticate(header, request):
+            return
+        ctx = dispatcher.context(header, self.server.listener_name, *self.peer,
+                                 self.principal)
         try:
             result = dispatcher.call(spec, ctx, request)
         except CloseConnection as e:
@@ -355,6 +379,61 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._task = asyncio.ensure_future(self._finish(header, request, result))
         else:
             self._respond(header, result)
+
+    def _authenticate(self, header: RequestHeader, request: Any) -> bool:
+        """SASL before (and, with connections.max.reauth.ms, again during) a session:
+        whether the authenticator answered the request. ApiVersions goes to the table."""
+        auth = self.authenticator
+        assert auth is not None
+        api_key = header.api_key
+        now_ms = int(self.dispatcher.clock() * 1000)
+        if not auth.intercepts(api_key):
+            if auth.expired(now_ms) and api_key != ApiKey.API_VERSIONS:
+                _limited.log(logging.INFO, ("reauth", self.peer[0]),
+                             "Closing connection from %s:%d (%s): its SASL session expired "
+                             "(connections.max.reauth.ms)", *self.peer, self.principal)
+                self.close()
+                return True
+            return False
+        answer: SaslAnswer
+        if api_key == ApiKey.API_VERSIONS:
+            return False
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            answer = auth.handshake(request.mechanism, header.api_version)
+        elif api_key == ApiKey.SASL_AUTHENTICATE:
+            answer = auth.authenticate(bytes(request.auth_bytes), now_ms)
+        else:
+            # Kafka's IllegalSaslStateException: closed, no response.
+            _limited.log(logging.INFO, ("sasl-state", self.peer[0]),
+                         "Closing connection from %s:%d: unexpected Kafka request of type "
+                         "%s during SASL handshake", *self.peer, ApiKey(api_key).name)
+            self.close()
+            return True
+        self._respond(header, answer.body)
+        if answer.close:
+            _limited.log(logging.INFO, ("sasl-failed", self.peer[0]),
+                         "Failed authentication with %s:%d (%s)", *self.peer,
+                         answer.body.get("error_message") or ErrorCode(
+                             answer.body["error_code"]).name)  # type: ignore[arg-type]
+            self.close()
+        elif auth.authenticated and auth.principal is not None:
+            self.principal = auth.principal
+        return True
+
+    def _authenticate_raw(self, token: bytes) -> None:
+        """A bare SASL token after a v0 SaslHandshake: answered bare, size-prefixed."""
+        auth = self.authenticator
+        assert auth is not None and self.transport is not None
+        reply = auth.authenticate_raw(token, int(self.dispatcher.clock() * 1000))
+        if reply is None:
+            _limited.log(logging.INFO, ("sasl-failed", self.peer[0]),
+                         "Failed authentication with %s:%d (invalid credentials with SASL "
+                         "mechanism %s)", *self.peer, auth.mechanism)
+            self.close()
+            return
+        self.transport.write(_SIZE.pack(len(reply)) + reply)
+        if auth.authenticated and auth.principal is not None:
+            self.principal = auth.principal
 
     async def _finish(self, header: RequestHeader, request: Any, pending: Any) -> None:
         try:
@@ -479,8 +558,10 @@ class KafkaServer:
     def __init__(self, dispatcher: RequestDispatcher[Any], listener_name: str,
                  host: str, port: int, max_request_size: int,
                  socket_options: dict[str, int] | None = None,
-                 quotas: ConnectionQuotas | None = None) -> None:
+                 quotas: ConnectionQuotas | None = None,
+                 security: ListenerSecurity = PLAINTEXT) -> None:
         self.dispatcher = dispatcher
+        self.security = security
         self.listener_name = listener_name
         self.listener_kind = dispatcher.kind
         self.host = host
@@ -499,7 +580,8 @@ class KafkaServer:
         factory: Callable[[], KafkaConnection] = lambda: KafkaConnection(self)  # noqa: E731
         self._server = await loop.create_server(factory, self.host or None, self.port,
                                                 reuse_address=True, backlog=1024,
-                                                start_serving=serve)
+                                                start_serving=serve,
+                                                ssl=self.security.ssl_context)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
         if self.quotas.idle_ms >= 0:

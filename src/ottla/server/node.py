@@ -19,6 +19,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.client.security import client_security
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
@@ -33,6 +34,7 @@ from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.controller_apis import ControllerServices
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
+from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
 from ottla.server.network import ConnectionQuotas, KafkaServer
@@ -97,10 +99,15 @@ class Node:
             fetch_timeout_ms=cfg["controller.quorum.fetch.timeout.ms"],
             election_backoff_max_ms=cfg["controller.quorum.election.backoff.max.ms"],
             request_timeout_ms=cfg["controller.quorum.request.timeout.ms"])
+        controller_listeners = cfg.controller_listener_names
+        controller_security = client_security(
+            cfg, controller_listeners[0] if controller_listeners else None,
+            "sasl.mechanism.controller.protocol")
         self.raft = RaftDriver(
             node_id=node_id, cluster_id=self.cluster_id, voters=self.voters,
             directory=os.path.join(cfg.metadata_log_dir, METADATA_PARTITION_DIR),
-            config=raft_config, clock=self.clock, on_fault=self._on_fault)
+            config=raft_config, clock=self.clock, on_fault=self._on_fault,
+            security=controller_security)
         if self.is_controller and not self.raft.is_voter:
             raise MetaPropertiesError(f"controller {node_id} is not among the voters "
                                       f"{sorted(self.voters)} of controller.quorum.voters")
@@ -130,7 +137,8 @@ class Node:
             self.raft.listeners.append(self.controller_driver)
         self.channel = ControllerChannel(
             node_id, self.raft, self.controller_driver, self.voters,
-            describe=self._describe_quorum if self.is_controller else None)
+            describe=self._describe_quorum if self.is_controller else None,
+            security=controller_security)
 
         if self.is_broker:
             self.log_manager = LogManager(cfg.log_dirs, now,
@@ -202,7 +210,8 @@ class Node:
                 continue
             server = KafkaServer(dispatchers[kind], listener.name, listener.host,
                                  listener.port, cfg["socket.request.max.bytes"],
-                                 socket_options, quotas)
+                                 socket_options, quotas,
+                                 listener_security(cfg, listener, lambda: self.image))
             await server.start(serve=kind == "controller")
             self.servers.append(server)
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",

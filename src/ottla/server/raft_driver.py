@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.client.security import ClientSecurity
 from ottla.common.files import write_atomically
 from ottla.metadata import records as metadata_records
 from ottla.protocol.api import ApiKey
@@ -82,7 +83,8 @@ class RaftDriver:
     def __init__(self, *, node_id: int, cluster_id: str, voters: dict[int, tuple[str, int]],
                  directory: str, config: RaftConfig | None = None,
                  clock: Callable[[], float] = time.time, rng: random.Random | None = None,
-                 on_fault: Callable[[BaseException], None] | None = None) -> None:
+                 on_fault: Callable[[BaseException], None] | None = None,
+                 security: ClientSecurity | None = None) -> None:
         if not voters:
             raise ValueError("the metadata quorum has no voters: set controller.quorum.voters")
         self.node_id = node_id
@@ -93,6 +95,8 @@ class RaftDriver:
         self.clock = clock
         self.rng = rng or random.Random()
         self.on_fault = on_fault
+        self.security = security
+        """TLS and SASL towards the other voters' controller listener."""
         self.listeners: list[RaftListener] = []
         self.log = FileRaftLog(directory, node_id, sorted(voters), metadata_records, clock)
         epoch, voted = read_quorum_state(directory)
@@ -334,7 +338,8 @@ class RaftDriver:
         if client is None:
             client = self._clients[(node, lane)] = AsyncClient(
                 address[0], address[1], client_id=f"raft-{self.node_id}-{lane}",
-                connect_timeout=self.config.request_timeout_ms / 1000)
+                connect_timeout=self.config.request_timeout_ms / 1000,
+                security=self.security)
         return client
 
     def _dispatch(self, out: Outgoing) -> None:

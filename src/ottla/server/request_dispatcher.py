@@ -31,7 +31,15 @@ from ottla.protocol.error_response import error_response
 from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
-from ottla.protocol.requests import ApiSpec, ApiTable, RequestContext, Response, S
+from ottla.protocol.requests import (
+    ANONYMOUS,
+    ApiSpec,
+    ApiTable,
+    Principal,
+    RequestContext,
+    Response,
+    S,
+)
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -96,10 +104,10 @@ class RequestDispatcher(Generic[S]):
         header = parse_request_header(frame, is_flexible(api_key, version))
         return header, spec, decode_request(header, frame)
 
-    def context(self, header: RequestHeader, listener_name: str, host: str, port: int
-                ) -> RequestContext:
+    def context(self, header: RequestHeader, listener_name: str, host: str, port: int,
+                principal: Principal = ANONYMOUS) -> RequestContext:
         return RequestContext(header, listener_name, self.table.kind, host, port,
-                              clock=self.clock)
+                              principal=principal, clock=self.clock)
 
     def call(self, spec: ApiSpec[S], ctx: RequestContext, request: Any) -> Any:
         """Run the handler: its response, or an awaitable of it."""

@@ -31,6 +31,7 @@ from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import truncation_offset
 from ottla.broker.replication.replication_quota import ReplicationQuota
 from ottla.client.async_client import AsyncClient, NodeUnavailable
+from ottla.client.security import ClientSecurity
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.common.topics import TopicPartition
@@ -138,7 +139,8 @@ class ReplicaFetcher:
             self.session.reset()  # a session lives on one broker
             self._client = AsyncClient(endpoint[0], endpoint[1],
                                        client_id=f"broker-{self.manager.broker_id}-fetcher-"
-                                                 f"{self.index}")
+                                                 f"{self.index}",
+                                       security=self.manager.security)
             self._endpoint = endpoint
         return self._client
 
@@ -211,8 +213,11 @@ class ReplicaFetcherManager:
                  endpoint_of: Callable[[int], Endpoint | None],
                  broker_epoch: Callable[[], int], now_ms: Callable[[], int],
                  on_appended: Callable[[Partition, bool], None],
-                 quota: ReplicationQuota | None = None) -> None:
+                 quota: ReplicationQuota | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
+        """TLS and SASL towards leaders' inter-broker listener."""
         self.config = config
         self.endpoint_of = endpoint_of
         self.broker_epoch = broker_epoch

@@ -1,0 +1,111 @@
+"""What a listener's security protocol asks of its connections, built from Kafka's keys.
+
+PLAINTEXT: nothing, every client is ``User:ANONYMOUS``. SSL: a TLS server context from
+``ssl.keystore.*``/``ssl.truststore.*`` (PEM files or strings, or PKCS12), with
+``ssl.client.auth`` deciding whether clients present certificates; a client's principal
+is its certificate's distinguished name through ``ssl.principal.mapping.rules``.
+SASL_PLAINTEXT and SASL_SSL: a ``SaslAuthenticator`` per connection over the listener's
+``sasl.enabled.mechanisms`` (PLAIN against the JAAS users, SCRAM against the credentials
+in the metadata log). Every key may be given for one listener as
+``listener.name.<listener>.<key>`` (and SASL's JAAS configuration per mechanism as
+``listener.name.<listener>.<mechanism>.sasl.jaas.config``), as in Kafka.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cryptography import x509
+
+from ottla.common.config import ConfigError
+from ottla.common.server_config import KafkaConfig, Listener
+from ottla.metadata.image import MetadataImage
+from ottla.protocol.requests import ANONYMOUS, Principal
+from ottla.security.jaas import JaasError, parse_jaas_config, plain_users
+from ottla.security.plain import PlainServer
+from ottla.security.sasl import Mechanism, SaslAuthenticator
+from ottla.security.scram import ScramCredential, ScramMechanism, ScramServer
+from ottla.security.ssl_principal import SslPrincipalMapper
+from ottla.security.tls import server_ssl_context
+
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""What a SASL listener may enable."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """How one listener's connections are secured and who their clients are."""
+
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    new_authenticator: Callable[[], SaslAuthenticator] | None = None
+    principal_mapper: SslPrincipalMapper | None = None
+
+    def tls_principal(self, ssl_object: ssl.SSLObject | None) -> Principal:
+        """The principal of a TLS client: its certificate's DN through the mapping rules,
+        ANONYMOUS without a certificate (as Kafka's DefaultKafkaPrincipalBuilder)."""
+        if ssl_object is None or self.principal_mapper is None:
+            return ANONYMOUS
+        der = ssl_object.getpeercert(binary_form=True)
+        if not der:
+            return ANONYMOUS
+        subject = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+        return Principal("User", self.principal_mapper.name(subject))
+
+
+PLAINTEXT = ListenerSecurity("PLAINTEXT")
+
+
+def listener_security(config: KafkaConfig, listener: Listener,
+                      image: Callable[[], MetadataImage]) -> ListenerSecurity:
+    protocol = listener.security_protocol
+    if protocol == "PLAINTEXT":
+        return PLAINTEXT
+    context = mapper = None
+    if protocol in ("SSL", "SASL_SSL"):
+        context = server_ssl_context(config, listener.name)
+        if protocol == "SSL":
+            mapper = SslPrincipalMapper(
+                config.listener_value(listener.name, "ssl.principal.mapping.rules"))
+    authenticator = None
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        authenticator = _authenticators(config, listener.name, image)
+    return ListenerSecurity(protocol, context, authenticator, mapper)
+
+
+def _authenticators(config: KafkaConfig, listener: str, image: Callable[[], MetadataImage]
+                    ) -> Callable[[], SaslAuthenticator]:
+    enabled = list(config.listener_value(listener, "sasl.enabled.mechanisms") or [])
+    unsupported = [m for m in enabled if m not in SASL_MECHANISMS]
+    if unsupported:
+        raise ConfigError(f"SASL mechanisms {', '.join(unsupported)} of listener {listener} "
+                          f"are not supported (sasl.enabled.mechanisms may name "
+                          f"{', '.join(SASL_MECHANISMS)})")
+    if not enabled:
+        raise ConfigError(f"Listener {listener} is SASL but sasl.enabled.mechanisms is empty")
+    mechanisms: dict[str, Mechanism] = {}
+    for name in enabled:
+        if name == "PLAIN":
+            jaas = config.sasl_jaas_config(listener, name)
+            if not jaas:
+                raise ConfigError(f"SASL/PLAIN on listener {listener} needs the users in "
+                                  f"listener.name.{listener.lower()}.plain.sasl.jaas.config")
+            try:
+                users = plain_users(parse_jaas_config(jaas))
+            except JaasError as e:
+                raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config: "
+                                  f"{e}") from e
+            mechanisms[name] = Mechanism(lambda users=users: PlainServer(users))
+        else:
+            scram = ScramMechanism.from_name(name)
+
+            def lookup(user: str, token: bool, scram: ScramMechanism = scram
+                       ) -> ScramCredential | None:
+                # Delegation tokens (tokenauth) come with KIP-48.
+                return None if token else image().scram_credential(scram, user)
+            mechanisms[name] = Mechanism(
+                lambda scram=scram, lookup=lookup: ScramServer(scram, lookup))
+    reauth_ms = config["connections.max.reauth.ms"] or 0
+    return lambda: SaslAuthenticator(mechanisms, reauth_ms)
