@@ -12,8 +12,8 @@ named by its value: a failure reads
 ``test_replication_is_safe_under_faults_and_converges_after_healing[seed 17]``, names the
 broken ``Invariant``, ends with the last steps of the run and the replay command.
 
-The seeds 1..``OTTLA_SIM_SEEDS`` (500 by default) run every time; beside them
-``OTTLA_SIM_FRESH_SEEDS`` fresh ones (150 by default, about a sixth more time), from a
+The seeds 1..``OTTLA_SIM_SEEDS`` (250 by default) run every time; beside them
+``OTTLA_SIM_FRESH_SEEDS`` fresh ones (100 by default), from a
 start drawn at random each run (ids ``fresh seed <n>``), explore what the fixed ones do
 not. ``OTTLA_SIM_SEED=<n>`` runs seed ``n`` instead of the fixed seeds and starts the fresh
 ones at ``n`` (one of them, unless ``OTTLA_SIM_FRESH_SEEDS`` says more).
@@ -37,9 +37,9 @@ from tests.simulation.partition_cluster import (
     Violation,
 )
 
-SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "500"))
+SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "250"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
-FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "150"))
+FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "100"))
 FRESH_START = int(ONLY) if ONLY is not None else random.SystemRandom().randrange(10**6, 2**31)
 """The first fresh seed: ``OTTLA_SIM_SEED``, or drawn anew each run, far above the fixed."""
 CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", "20000"))

@@ -7,7 +7,7 @@ Replay a failing seed (fixed or fresh, either quorum size) alone with::
 Each seed is its own test, named by its real value: a failure reads
 ``test_raft_is_safe_under_faults_and_recovers_after_healing[3 voters, seed 17]``, names the
 broken invariant and ends with the replay command. ``OTTLA_SIM_SEEDS`` sets how many fixed
-seeds run (200 by default, half per quorum size); beside them ``OTTLA_SIM_FRESH_SEEDS``
+seeds run (100 by default, half per quorum size; CI's time budget); beside them ``OTTLA_SIM_FRESH_SEEDS``
 fresh ones (``DEFAULT_FRESH`` by default, about a fifth more time, the quorum sizes in
 turn), from a start drawn at random each run (ids ``fresh: 3 voters, seed <n>``), explore
 what the fixed ones do not. ``OTTLA_SIM_SEED=<n>`` runs seed ``n`` with 3 and 5 voters
@@ -31,7 +31,7 @@ from tests.simulation.metadata_cluster import MetadataInvariant, MetadataQuorum
 from tests.simulation.raft_cluster import Invariant, SimulatedQuorum, Violation
 
 DEFAULT_FRESH = 40
-SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "200"))
+SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "100"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
 FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
