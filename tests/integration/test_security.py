@@ -323,6 +323,49 @@ def test_a_certificate_from_another_ca_is_refused(secure, tmp_path) -> None:
                             KafkaError._ALL_BROKERS_DOWN)
 
 
+# --- ACLs: stored as metadata, not yet enforced ------------------------------------------
+
+def test_without_an_authorizer_the_acl_apis_answer_security_disabled(secure) -> None:
+    """As Kafka's brokers without authorizer.class.name (which Ottla refuses to start with
+    until its request handlers enforce ACLs)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": secure.bootstrap("PLAINTEXT")})
+    binding = AclBinding(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL,
+                         "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    with pytest.raises(KafkaException) as created:
+        admin.create_acls([binding])[binding].result(30)
+    assert created.value.args[0].code() == KafkaError.SECURITY_DISABLED
+    # librdkafka hands DescribeAcls' top-level error to nobody (an empty list): ask it raw.
+    with WireClient(secure.bootstrap("PLAINTEXT")) as client:
+        described = client.request(ApiKey.DESCRIBE_ACLS, 3, {
+            "resource_type_filter": 1, "resource_name_filter": None,
+            "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+            "operation": 1, "permission_type": 1})
+    assert (described.error_code, described.error_message) == (
+        ErrorCode.security_disabled, "No Authorizer is configured on the broker")
+
+
+def test_a_node_with_an_authorizer_refuses_to_start_until_acls_are_enforced(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    started = subprocess.run(
+        [sys.executable, "-m", "ottla", "server", "--override", f"log.dirs={tmp_path}",
+         "--override", "authorizer.class.name="
+                       "org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+        capture_output=True, text=True, timeout=60)
+    assert started.returncode == 1
+    assert "does not enforce ACLs yet" in started.stderr
+
+
 # --- the SASL state machine on the wire --------------------------------------------------
 
 def closed(client: WireClient) -> bool:

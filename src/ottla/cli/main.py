@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 def build_parser() -> argparse.ArgumentParser:
     from ottla.cli import (
+        acls,
         configs,
         console,
         consumer_groups,
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
+    acls.add_parser(sub)
     console.add_producer_parser(sub)
     console.add_consumer_parser(sub)
     dump_log.add_parser(sub)

@@ -15,6 +15,7 @@ from ottla.common.config import ConfigError, load_properties
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.uuids import random_uuid
 from ottla.metadata.bootstrap import metadata_version, write_bootstrap
+from ottla.server.listener_security import check_security
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, format_log_dirs
 
 log = logging.getLogger("ottla")
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging()
     try:
         config = load_config(args.config, args.override)
+        check_security(config)
     except ConfigError as e:
         print(f"error: invalid configuration: {e}", file=sys.stderr)
         return 1

@@ -343,6 +343,12 @@ class Listener:
         return SECURITY_PROTOCOLS[self.security_protocol]
 
 
+AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+"""Keys of the authorizer (Kafka's StandardAuthorizer reads them from the node's
+properties; they are not broker configs): known, so not reported as unknown, and read
+from ``KafkaConfig.originals`` (``ottla.security.authorizer``)."""
+
+
 def _listener_key(name: str) -> bool:
     """``listener.name.<listener>.<key>``: a per-listener value of a known key (or of a
     mechanism's ``sasl.jaas.config``)."""
@@ -389,7 +395,7 @@ class KafkaConfig:
     def __init__(self, props: Mapping[str, Any]) -> None:
         self.originals = dict(props)
         self.unknown = sorted(k for k in props if k not in BROKER_CONFIGS
-                              and not _listener_key(k))
+                              and k not in AUTHORIZER_KEYS and not _listener_key(k))
         for name in self.unknown:
             log.warning("The configuration '%s' was supplied but isn't a known config.", name)
         self.values: dict[str, Any] = {k.name: k.default for k in BROKER_CONFIGS.keys.values()}

@@ -4,12 +4,13 @@ Sans-I/O, as seed 003 describes the controller: each operation reads the current
 returns ``ControllerResult(records, response)`` and changes nothing itself; the driver
 appends the records to the metadata log, replays them through ``replay`` (the one path
 that changes state, also used to load the log on start) and releases the response once
-they are committed. Randomness (topic ids, placement) comes from an injected generator.
+they are committed. Randomness (topic ids, ACL ids, placement) comes from an injected
+generator.
 
 The work is done by control managers, as Kafka's controller is organised, and an
 operation is a call on one of them (``controller.replication.create_topics(...)``): the
 cluster (brokers), replication (topics, partitions, leaders and ISRs), configuration,
-features, producer ids and SCRAM credentials. They decide from one ``MetadataImage``,
+features, producer ids, SCRAM credentials and ACLs. They decide from one ``MetadataImage``,
 which is the state every record replays into (and, on the active controller, keeps its
 history on the timeline so that renouncing reverts it); unlike Kafka's managers they keep
 no state of their own in the log, only the cluster's soft broker sessions.
@@ -21,6 +22,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from ottla.controller.acl_control import AclControlManager
 from ottla.controller.cluster_control import ClusterControlManager
 from ottla.controller.configuration_control import ConfigurationControlManager
 from ottla.controller.feature_control import FeatureControlManager
@@ -43,8 +45,9 @@ class QuorumController:
         self.registry = registry
         """The timeline the image's maps keep their history on (None: plain dicts)."""
         self.image = MetadataImage(registry)
+        rng = rng or random.Random()
         self.replication = ReplicationControlManager(
-            self.image, rng or random.Random(), default_num_partitions=default_num_partitions,
+            self.image, rng, default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
             delete_topic_enable=delete_topic_enable,
             unclean_leader_election_enable=unclean_leader_election_enable,
@@ -54,6 +57,7 @@ class QuorumController:
         self.features = FeatureControlManager(self.image)
         self.producer_ids = ProducerIdControlManager(self.image)
         self.scram = ScramControlManager(self.image)
+        self.acls = AclControlManager(self.image, rng)
 
     def replay(self, record: Any, offset: int | None = None) -> None:
         self.image.replay(record, offset)

@@ -16,6 +16,7 @@ from typing import Any
 from ottla.common.topics import TopicPartition
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType, MetadataImage, PartitionRegistration
+from ottla.security.acl import AclBinding
 
 
 @dataclass(slots=True)
@@ -37,6 +38,12 @@ class MetadataDelta:
     features: bool = False
     scram_users: set[str] = field(default_factory=set)
     """Users whose SCRAM credentials were set or removed (Kafka's ScramDelta)."""
+    acl_changes: dict[uuid.UUID, AclBinding | None] = field(default_factory=dict)
+    """Kafka's AclsDelta: the ACL now under each id that changed, None for one removed
+    (also for one added and removed within the delta, which Kafka leaves out: removing
+    an ACL the authorizer never had does nothing). What an authorizer
+    applies (``StandardAuthorizer.apply_changes``); after a ``full`` delta it loads the
+    image's ACLs instead."""
 
     def note(self, record: Any, image: MetadataImage) -> None:
         """Note what ``record`` changes; call it before the image replays the record
@@ -64,12 +71,19 @@ class MetadataDelta:
                 self.features = True
             case r.UserScramCredentialRecord() | r.RemoveUserScramCredentialRecord():
                 self.scram_users.add(record.name)
+            case r.AccessControlEntryRecord():
+                self.acl_changes[record.id] = AclBinding.from_codes(
+                    record.resource_type, record.resource_name, record.pattern_type,
+                    record.principal, record.host, record.operation, record.permission_type,
+                    record.id)
+            case r.RemoveAccessControlEntryRecord():
+                self.acl_changes[record.id] = None
 
     @property
     def changed(self) -> bool:
         return bool(self.full or self.partitions or self.removed_topics or
                     self.topic_configs or self.broker_configs or self.brokers or
-                    self.features or self.scram_users)
+                    self.features or self.scram_users or self.acl_changes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from typing import Any
 
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
+from ottla.security.acl import AclBinding, AclBindingFilter
 from ottla.security.scram import ScramCredential, ScramMechanism
 from ottla.timeline import SnapshotRegistry, TimelineHashMap
 
@@ -130,6 +131,12 @@ class MetadataImage:
         self.scram: MutableMapping[tuple[int, str], ScramCredential] = self._map()
         """SCRAM credentials (KIP-554) by (mechanism number, user name); read them with
         ``scram_credential`` and ``scram_users``."""
+        self.acls: MutableMapping[uuid.UUID, AclBinding] = self._map()
+        """ACLs (KRaft's StandardAcls) by the id of their AccessControlEntryRecord, each
+        carrying that id; read them with ``acl_bindings``, find one with ``acl_id``."""
+        self._acl_ids: MutableMapping[AclBinding, uuid.UUID] = self._map()
+        """The id of each ACL by its content (an ACL is stored once: Kafka's
+        ``AclControlManager.existingAcls``)."""
         self._scalars: MutableMapping[str, int] = self._map()
 
     def _map(self) -> MutableMapping[Any, Any]:
@@ -149,7 +156,7 @@ class MetadataImage:
         if self.registry is not None:
             self.registry.reset()
         for mapping in (self.topics_by_name, self.topics_by_id, self.configs, self.brokers,
-                        self.features, self.scram, self._scalars):
+                        self.features, self.scram, self.acls, self._acl_ids, self._scalars):
             mapping.clear()
 
     # --- the one way state changes ---------------------------------------------------
@@ -269,15 +276,31 @@ class MetadataImage:
                                                 ) -> None:
         self.scram.pop((rec.mechanism, rec.name), None)
 
+    def _replay_AccessControlEntryRecord(self, rec: r.AccessControlEntryRecord) -> None:
+        binding = AclBinding.from_codes(rec.resource_type, rec.resource_name,
+                                        rec.pattern_type, rec.principal, rec.host,
+                                        rec.operation, rec.permission_type, rec.id)
+        old = self.acls.get(rec.id)
+        if old is not None and self._acl_ids.get(old) == rec.id:
+            del self._acl_ids[old]
+        self.acls[rec.id] = binding
+        self._acl_ids[binding] = rec.id
+
+    def _replay_RemoveAccessControlEntryRecord(self, rec: r.RemoveAccessControlEntryRecord
+                                               ) -> None:
+        binding = self.acls.pop(rec.id, None)
+        if binding is not None and self._acl_ids.get(binding) == rec.id:
+            del self._acl_ids[binding]
+
     _handlers: dict[type, Callable[[MetadataImage, Any], None]] = {}
 
     # --- snapshots -------------------------------------------------------------------
 
     def to_records(self) -> list[Any]:
         """The image as records that replay to an equal image: what a snapshot holds.
-        In a fixed order (features first, then brokers, topics, configs, producer ids and
-        SCRAM credentials, as Kafka's image writes them), so two equal images give the
-        same records."""
+        In a fixed order (features first, then brokers, topics, configs, producer ids,
+        ACLs and SCRAM credentials, as Kafka's image writes them; ACLs by id), so two
+        equal images give the same records."""
         records: list[Any] = [r.FeatureLevelRecord(name=name, feature_level=level)
                               for name, level in sorted(self.features.items())]
         for broker in sorted(self.brokers.values(), key=lambda b: b.broker_id):
@@ -308,6 +331,11 @@ class MetadataImage:
         if self.next_producer_id:
             records.append(r.ProducerIdsRecord(broker_id=-1,
                                                next_producer_id=self.next_producer_id))
+        for acl_id, acl in sorted(self.acls.items(), key=lambda item: item[0].int):
+            records.append(r.AccessControlEntryRecord(
+                id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
+                pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host,
+                operation=acl.operation, permission_type=acl.permission_type))
         for (mechanism, user), credential in sorted(self.scram.items(),
                                                     key=lambda item: (item[0][1], item[0][0])):
             records.append(r.UserScramCredentialRecord(
@@ -347,6 +375,20 @@ class MetadataImage:
                                                     key=lambda item: (item[0][1], item[0][0])):
             users.setdefault(user, []).append((mechanism, credential.iterations))
         return users
+
+    def acl_bindings(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """Every ACL ``acl_filter`` matches (all without one), each with its id, in a
+        fixed order (resource type, name, pattern type, principal, host, operation,
+        permission): what DescribeAcls answers and DeleteAcls removes."""
+        found = [acl for acl in self.acls.values()
+                 if acl_filter is None or acl_filter.matches(acl)]
+        found.sort(key=lambda a: (a.resource_type, a.resource_name, a.pattern_type,
+                                  a.principal, a.host, a.operation, a.permission_type))
+        return found
+
+    def acl_id(self, binding: AclBinding) -> uuid.UUID | None:
+        """The id of the stored ACL equal to ``binding`` (its id aside), or None."""
+        return self._acl_ids.get(binding)
 
     def live_brokers(self) -> list[BrokerRegistration]:
         return sorted((b for b in self.brokers.values() if not b.fenced),

@@ -269,6 +269,29 @@ class ProducerIdsRecord(_Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord(_Record):
+    """One ACL (KRaft's StandardAcl), under the id a RemoveAccessControlEntryRecord
+    names. The codes are Kafka's ResourceType, PatternType, AclOperation and
+    AclPermissionType (``ottla.security.acl``)."""
+    __api_key__: ClassVar[int] = 18
+    id: uuid.UUID = field(metadata=_meta("uuid"))
+    resource_type: int = field(metadata=_meta("int8"))
+    resource_name: str = field(metadata=_meta("string"))
+    pattern_type: int = field(metadata=_meta("int8"))
+    principal: str = field(metadata=_meta("string"))
+    host: str = field(metadata=_meta("string"))
+    operation: int = field(metadata=_meta("int8"))
+    permission_type: int = field(metadata=_meta("int8"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord(_Record):
+    """The ACL stored under ``id`` is gone."""
+    __api_key__: ClassVar[int] = 19
+    id: uuid.UUID = field(metadata=_meta("uuid"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecord(_Record):
     __api_key__: ClassVar[int] = 20
 
@@ -302,7 +325,8 @@ RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
     RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
     PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
     BrokerRegistrationChangeRecord, UserScramCredentialRecord, FeatureLevelRecord,
-    ProducerIdsRecord, NoOpRecord, RemoveUserScramCredentialRecord, BeginTransactionRecord,
+    ProducerIdsRecord, AccessControlEntryRecord, RemoveAccessControlEntryRecord, NoOpRecord,
+    RemoveUserScramCredentialRecord, BeginTransactionRecord,
     EndTransactionRecord, AbortTransactionRecord)}
 
 _LEGACY: dict[tuple[int, int], type] = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ottla.broker.broker import Broker
 from ottla.broker.handlers import (
+    acls,
     configs,
     fetch,
     forwarding,
@@ -29,5 +30,5 @@ def broker_apis() -> list[ApiSpec[Broker]]:
     """Every API a broker listener serves, but ApiVersions (``server.apis``)."""
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
             *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
-            *share_offsets.APIS, *share_state.APIS, *configs.APIS, *scram.APIS,
+            *share_offsets.APIS, *share_state.APIS, *configs.APIS, *scram.APIS, *acls.APIS,
             *forwarding.APIS]
