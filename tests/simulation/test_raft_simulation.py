@@ -7,8 +7,8 @@ Replay a failing seed (fixed or fresh, either quorum size) alone with::
 Each seed is its own test, named by its real value: a failure reads
 ``test_raft_is_safe_under_faults_and_recovers_after_healing[3 voters, seed 17]``, names the
 broken invariant and ends with the replay command. ``OTTLA_SIM_SEEDS`` sets how many fixed
-seeds run (100 by default, half per quorum size; CI's time budget); beside them ``OTTLA_SIM_FRESH_SEEDS``
-fresh ones (``DEFAULT_FRESH`` by default, about a fifth more time, the quorum sizes in
+seeds run (100 by default, CI's time budget; half per quorum size); beside them
+``OTTLA_SIM_FRESH_SEEDS`` fresh ones (``DEFAULT_FRESH`` by default, the quorum sizes in
 turn), from a start drawn at random each run (ids ``fresh: 3 voters, seed <n>``), explore
 what the fixed ones do not. ``OTTLA_SIM_SEED=<n>`` runs seed ``n`` with 3 and 5 voters
 instead of the fixed seeds and starts the fresh ones at ``n`` (one seed, both sizes,
