@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import Principal
@@ -223,3 +225,27 @@ def test_ssl_principal_mapping_rules_as_kafkas_mapper() -> None:
     assert SslPrincipalMapper(None).name("CN=x") == "CN=x"
     with pytest.raises(NoMatchingRule):
         SslPrincipalMapper("RULE:^CN=(.*)$/$1/").name("OU=no-cn")
+
+
+@settings(max_examples=200, deadline=None)
+@given(mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+       tokens=st.lists(st.binary(max_size=200), min_size=1, max_size=3))
+def test_hostile_tokens_are_refused_never_raised(mechanism, tokens) -> None:
+    """Whatever bytes a client sends as its SASL messages, the authenticator answers
+    (SASL_AUTHENTICATION_FAILED and close, or the next step) and never raises."""
+    credential = credential_from_password(SHA256, "pw", iterations=4096)
+    credential512 = credential_from_password(SHA512, "pw", iterations=4096)
+    mechanisms = {
+        "PLAIN": Mechanism(lambda: PlainServer({"u": "pw"})),
+        "SCRAM-SHA-256": Mechanism(lambda: ScramServer(SHA256, lambda u, t: credential)),
+        "SCRAM-SHA-512": Mechanism(lambda: ScramServer(SHA512, lambda u, t: credential512)),
+    }
+    auth = SaslAuthenticator(mechanisms)
+    assert auth.handshake(mechanism, 1).body["error_code"] == ErrorCode.none
+    for token in tokens:
+        answer = auth.authenticate(token, 0)
+        if answer.close:
+            assert answer.body["error_code"] in (ErrorCode.sasl_authentication_failed,
+                                                 ErrorCode.illegal_sasl_state)
+            break
+    assert auth.principal is None or auth.principal.name == "u"

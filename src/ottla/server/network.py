@@ -395,14 +395,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close()
                 return True
             return False
-        answer: SaslAnswer
         if api_key == ApiKey.API_VERSIONS:
             return False
-        if api_key == ApiKey.SASL_HANDSHAKE:
-            answer = auth.handshake(request.mechanism, header.api_version)
-        elif api_key == ApiKey.SASL_AUTHENTICATE:
-            answer = auth.authenticate(bytes(request.auth_bytes), now_ms)
-        else:
+        answer: SaslAnswer | None
+        try:
+            if api_key == ApiKey.SASL_HANDSHAKE:
+                answer = auth.handshake(request.mechanism, header.api_version)
+            elif api_key == ApiKey.SASL_AUTHENTICATE:
+                answer = auth.authenticate(bytes(request.auth_bytes), now_ms)
+            else:
+                answer = None
+        except Exception:
+            # A mechanism's own failure is a refusal, never a node down.
+            _limited.log(logging.ERROR, ("sasl-error", self.peer[0]),
+                         "Closing connection from %s:%d: SASL %s failed", *self.peer,
+                         auth.mechanism or "handshake", exc_info=True)
+            self.close()
+            return True
+        if answer is None:
             # Kafka's IllegalSaslStateException: closed, no response.
             _limited.log(logging.INFO, ("sasl-state", self.peer[0]),
                          "Closing connection from %s:%d: unexpected Kafka request of type "
@@ -424,7 +434,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """A bare SASL token after a v0 SaslHandshake: answered bare, size-prefixed."""
         auth = self.authenticator
         assert auth is not None and self.transport is not None
-        reply = auth.authenticate_raw(token, int(self.dispatcher.clock() * 1000))
+        try:
+            reply = auth.authenticate_raw(token, int(self.dispatcher.clock() * 1000))
+        except Exception:
+            _limited.log(logging.ERROR, ("sasl-error", self.peer[0]),
+                         "Closing connection from %s:%d: SASL %s failed", *self.peer,
+                         auth.mechanism, exc_info=True)
+            reply = None
         if reply is None:
             _limited.log(logging.INFO, ("sasl-failed", self.peer[0]),
                          "Failed authentication with %s:%d (invalid credentials with SASL "
