@@ -540,7 +540,31 @@ def test_a_cluster_with_nothing_in_clear_text_replicates_and_elects(tmp_path) ->
             except Exception:
                 return False
         wait_until(brokers_up, 60, 0.5, "both brokers registered, over SASL_SSL")
-        admin.create_topics([NewTopic("secured", 2, 2)])["secured"].result(30)
+        # Ottla's own tools with Kafka's --command-config (Java client property names).
+        client_properties = tmp_path / "client.properties"
+        client_properties.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="app" password="app-secret";\n'
+            f"ssl.truststore.type=PEM\nssl.truststore.location={ca.cert_path}\n")
+        controller_properties = tmp_path / "controller.properties"
+        controller_properties.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+            'required username="controller" password="controller-secret";\n'
+            f"ssl.truststore.type=PEM\nssl.truststore.location={ca.cert_path}\n")
+        tool = _tool_runner(config["bootstrap.servers"])
+        tool("topics", "--create", "--topic", "secured", "--partitions", "2",
+             "--replication-factor", "2", "--command-config", client_properties)
+        users = tool("configs", "--describe", "--entity-type", "users",
+                     "--command-config", client_properties)
+        assert "SCRAM credential configs for user-principal 'app' are SCRAM-SHA-512" in users
+        quorum = _tool_runner(nodes[1].controller)(
+            "metadata-quorum", "--bootstrap-controller", nodes[1].controller,
+            "--command-config", controller_properties, "describe", "--status")
+        assert "CurrentVoters" in quorum
+        assert "SASL_SSL" not in tool("log-dirs", "--describe", "--command-config",
+                                      client_properties)
         first = round_trip(config, "secured", 40)
         assert sorted(first) == sorted(b"secured-%d" % i for i in range(40))
         # The brokers replicate to each other (SCRAM-SHA-512 on BROKER): both in sync.
@@ -560,6 +584,21 @@ def test_a_cluster_with_nothing_in_clear_text_replicates_and_elects(tmp_path) ->
     finally:
         for node in nodes.values():
             node.stop(check=False)
+
+
+def _tool_runner(bootstrap: str):
+    """``ottla <tool> --bootstrap-server|controller ... args``: its output; fails the test
+    with the tool's errors if it does not exit 0."""
+    import subprocess
+    import sys
+
+    def run(tool: str, *args: object) -> str:
+        where = [] if "--bootstrap-controller" in args else ["--bootstrap-server", bootstrap]
+        done = subprocess.run([sys.executable, "-m", "ottla", tool, *where,
+                               *map(str, args)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"ottla {tool}: {done.stdout}{done.stderr}"
+        return done.stdout
+    return run
 
 
 def _active_controller(nodes: dict[int, OttlaProcess]) -> int:

@@ -100,3 +100,42 @@ def test_a_nodes_own_connections_take_the_mechanisms_jaas_login() -> None:
     assert found is not None
     assert (found.sasl_mechanism, found.username, found.password) == \
         ("PLAIN", "admin", "admin-secret")
+
+
+def test_a_tools_java_client_properties_become_librdkafkas(tmp_path) -> None:
+    """Kafka's --command-config names (what a user's existing file says) for the tools
+    built on confluent-kafka."""
+    from ottla.client.security import librdkafka_properties
+
+    translated = librdkafka_properties({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                            'required username="app" password="app-secret";',
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/ca.pem",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": "/etc/client.pem",
+        "ssl.endpoint.identification.algorithm": ""})
+    assert translated == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "app", "sasl.password": "app-secret",
+        "ssl.ca.location": "/etc/ca.pem", "ssl.certificate.location": "/etc/client.pem",
+        "ssl.key.location": "/etc/client.pem", "ssl.endpoint.identification.algorithm": "none"}
+    with pytest.raises(ConfigError, match="PEM"):
+        librdkafka_properties({"ssl.truststore.location": "/etc/trust.jks"})
+
+
+def test_a_tools_client_properties_secure_its_protocol_client(tmp_path) -> None:
+    from ottla.client.security import properties_security
+
+    assert properties_security({}) is None
+    ca = CertificateAuthority(tmp_path)
+    found = properties_security({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": PLAIN_JAAS, "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca.cert_path)})
+    assert found is not None and found.ssl_context is not None
+    assert found.ssl_context.check_hostname  # https, Kafka's default
+    assert (found.sasl_mechanism, found.username) == ("PLAIN", "admin")
+    with pytest.raises(ConfigError, match="sasl"):
+        properties_security({"security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(ConfigError, match=r"security\.protocol"):
+        properties_security({"security.protocol": "TLS"})

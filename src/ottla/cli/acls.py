@@ -16,8 +16,8 @@ What Kafka prints:
 Kafka iterates Java hash sets; this tool keeps the order of the command line (resources
 as Kafka collects them: topics, the cluster, groups, transactional ids, delegation tokens,
 users; entries by principal, operation, host, ALLOW before DENY) and lists resources in
-the broker's order. ``--command-config`` is accepted but not used yet: the tool speaks
-the wire protocol in PLAINTEXT (``BlockingClient``), without TLS or SASL.
+the broker's order. ``--command-config`` takes the client properties of a secured
+listener (TLS, SASL), as Kafka's tool does.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ottla.cli.common import connect
+from ottla.cli.common import connect, read_command_config
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.security.acl import (
@@ -83,9 +83,8 @@ def add_parser(sub: Any) -> None:
         "users, as kafka-acls.sh.")
     p.add_argument("--bootstrap-server", help="host:port of brokers to connect to")
     p.add_argument("--bootstrap-controller", help="host:port of controllers to connect to")
-    p.add_argument("--command-config", nargs="?", const="",
-                   help="a properties file of client configs (accepted, not used yet: "
-                   "this tool connects in PLAINTEXT)")
+    p.add_argument("--command-config",
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
     p.add_argument("--add", action="store_true", help="Indicates you are trying to add ACLs.")
     p.add_argument("--remove", action="store_true",
                    help="Indicates you are trying to remove ACLs.")
@@ -410,9 +409,6 @@ def list_acls(client: BlockingClient, args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         check_args(args)
-        if args.command_config is not None:
-            print("Note: --command-config is not used yet; ottla acls connects in PLAINTEXT.",
-                  file=sys.stderr)
         # What the flags ask for, refused before connecting as Kafka's tool refuses it
         # before its admin client has reached a broker.
         if args.add:
@@ -423,7 +419,8 @@ def run(args: argparse.Namespace) -> int:
             resource_filters(args, False)
             _principals(args.principal)
         bootstrap = args.bootstrap_server or args.bootstrap_controller
-        with connect(bootstrap, "ottla-acls") as client:
+        with connect(bootstrap, "ottla-acls", read_command_config(args.command_config)) \
+                as client:
             if args.add:
                 add_acls(client, args)
             elif args.remove:

@@ -38,21 +38,53 @@ def fail(message: str) -> int:
     return 1
 
 
+def read_command_config(path: str | None) -> dict[str, str]:
+    """The client properties of a tool's ``--command-config`` file (Kafka's Java client
+    names: security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.*, ...)."""
+    if not path:
+        return {}
+    from ottla.common.config import load_properties
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return load_properties(f.read())
+    except OSError as e:
+        raise SystemExit(f"error: cannot read --command-config {path}: {e.strerror}") from e
+
+
 def client_config(bootstrap: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A confluent-kafka config: ``extra`` client properties in Kafka's Java names are
+    translated to librdkafka's (``librdkafka_properties``)."""
+    from ottla.client.security import librdkafka_properties
+    from ottla.common.config import ConfigError
+
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap}
-    conf.update(extra or {})
+    try:
+        conf.update(librdkafka_properties({k: str(v) for k, v in (extra or {}).items()}))
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from e
     return conf
 
 
-def connect(bootstrap: str, client_id: str) -> BlockingClient:
+def connect(bootstrap: str, client_id: str, properties: dict[str, str] | None = None
+            ) -> BlockingClient:
     """A protocol client to the first broker of a comma-separated bootstrap list that
-    answers (Kafka's tools take a list)."""
+    answers (Kafka's tools take a list), secured as the client ``properties`` say."""
     from ottla.client.blocking import BlockingClient
+    from ottla.client.security import AuthenticationFailed, properties_security
+    from ottla.common.config import ConfigError
 
+    try:
+        security = properties_security(properties or {})
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from e
     last: OSError | None = None
     for address in bootstrap.split(","):
         try:
-            return BlockingClient(address.strip(), client_id=client_id)
+            return BlockingClient(address.strip(), client_id=client_id, security=security)
+        except AuthenticationFailed as e:
+            raise SystemExit(f"error: authentication with {address.strip()} failed: {e}") \
+                from e
         except OSError as e:
             last = e
     raise ConnectionError(f"no broker of {bootstrap} answered: {last}")

@@ -8,7 +8,7 @@ import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from ottla.cli.common import client_config, connect, fail
+from ottla.cli.common import client_config, connect, fail, read_command_config
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.security.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramMechanism, salted_password
@@ -73,13 +73,8 @@ def parse_add_config(text: str) -> dict[str, str]:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    extra: dict[str, Any] = {}
-    if args.command_config:
-        from ottla.common.config import load_properties
-
-        with open(args.command_config, encoding="utf-8") as f:
-            extra.update(load_properties(f.read()))
-    return AdminClient(client_config(args.bootstrap_server, extra))
+    return AdminClient(client_config(args.bootstrap_server,
+                                     read_command_config(args.command_config)))
 
 
 _RESOURCE_TYPES = {"topics": 2, "brokers": 4, "groups": 32}
@@ -310,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
             return fail("At least one of --add-config or --delete-config must be specified "
                         "with --alter")
     try:
-        with connect(args.bootstrap_server, "ottla-configs") as client:
+        with connect(args.bootstrap_server, "ottla-configs",
+                     read_command_config(args.command_config)) as client:
             if args.entity_type == "users":
                 return _describe_users(client, args) if args.describe \
                     else _alter_users(client, args)

@@ -11,7 +11,7 @@ import argparse
 import datetime
 from typing import Any
 
-from ottla.cli.common import client_config, connect, fail, parse_properties
+from ottla.cli.common import client_config, connect, fail, read_command_config
 from ottla.protocol.errors import ErrorCode
 
 TIMEOUT = 30.0
@@ -50,12 +50,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _conf(args: argparse.Namespace) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    if args.command_config:
-        with open(args.command_config, encoding="utf-8") as f:
-            lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("#")]
-        extra = parse_properties(lines, "--command-config")
-    return client_config(args.bootstrap_server, extra)
+    return client_config(args.bootstrap_server, read_command_config(args.command_config))
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> None:
@@ -231,7 +226,6 @@ def _topic_partitions(args: argparse.Namespace, known: dict[str, int]
 
 
 def _delete_offsets(args: argparse.Namespace, groups: list[str]) -> int:
-    from ottla.client.blocking import BlockingClient
     from ottla.protocol.api import ApiKey
 
     if len(groups) != 1 or not args.topic:
@@ -241,7 +235,8 @@ def _delete_offsets(args: argparse.Namespace, groups: list[str]) -> int:
 
     topics = AdminClient(_conf(args)).list_topics(timeout=TIMEOUT).topics
     partitions = _topic_partitions(args, {n: len(t.partitions) for n, t in topics.items()})
-    with connect(args.bootstrap_server, "ottla-consumer-groups") as client:
+    properties = read_command_config(args.command_config)
+    with connect(args.bootstrap_server, "ottla-consumer-groups", properties) as client:
         found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
         if found.error_code != ErrorCode.none:
             return fail(f"Could not find the coordinator of group '{group}': "
@@ -249,8 +244,8 @@ def _delete_offsets(args: argparse.Namespace, groups: list[str]) -> int:
     by_topic: dict[str, list[int]] = {}
     for topic, p in partitions:
         by_topic.setdefault(topic, []).append(p)
-    with BlockingClient(f"{found.host}:{found.port}",
-                        client_id="ottla-consumer-groups") as coordinator:
+    with connect(f"{found.host}:{found.port}", "ottla-consumer-groups",
+                 properties) as coordinator:
         response = coordinator.request(ApiKey.OFFSET_DELETE, 0, {"group_id": group, "topics": [
             {"name": t, "partitions": [{"partition_index": p} for p in ps]}
             for t, ps in by_topic.items()]})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ottla.cli.common import connect, fail
+from ottla.cli.common import connect, fail, read_command_config
 from ottla.common.features import METADATA_VERSION
 from ottla.metadata.bootstrap import METADATA_VERSIONS, metadata_version
 
@@ -25,6 +25,8 @@ def add_parser(sub: Any) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server")
     where.add_argument("--bootstrap-controller")
+    p.add_argument("--command-config",
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     actions.add_parser("describe", help="the supported and finalized levels").set_defaults(
@@ -51,7 +53,7 @@ def run_describe(args: argparse.Namespace) -> int:
     """One line per supported feature, sorted by name; a feature not finalized is at level
     0 (as ``share.version`` is after a downgrade to 0), as kafka-features.sh prints it."""
     address = args.bootstrap_server or args.bootstrap_controller
-    with connect(address, "ottla-features") as client:
+    with connect(address, "ottla-features", read_command_config(args.command_config)) as client:
         versions = client.api_versions()
     finalized = {f.name: f.max_version_level for f in versions.finalized_features}
     for f in sorted(versions.supported_features, key=lambda f: f.name):
@@ -82,7 +84,7 @@ def run_update(args: argparse.Namespace) -> int:
     kind = UPGRADE if args.action == "upgrade" else \
         (UNSAFE_DOWNGRADE if getattr(args, "unsafe", False) else SAFE_DOWNGRADE)
     address = args.bootstrap_server or args.bootstrap_controller
-    with connect(address, "ottla-features") as client:
+    with connect(address, "ottla-features", read_command_config(args.command_config)) as client:
         response = client.request(ApiKey.UPDATE_FEATURES, 1, {
             "timeout": 60000, "validate_only": args.dry_run, "feature_updates": [
                 {"feature": n, "max_version_level": lvl, "upgrade_type": kind}

@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from ottla.cli.common import client_config, fail
+from ottla.cli.common import client_config, fail, read_command_config
 from ottla.protocol.errors import ErrorCode
 
 
@@ -19,6 +19,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("leader-election", help="elect preferred or unclean leaders "
                        "(kafka-leader-election.sh)")
     p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--admin.config", dest="admin_config",
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
     p.add_argument("--election-type", required=True, type=str.upper,
                    choices=["PREFERRED", "UNCLEAN"])
     which = p.add_mutually_exclusive_group(required=True)
@@ -50,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.partition is not None and not args.topic:
         return fail("--partition needs --topic")
-    admin = AdminClient(client_config(args.bootstrap_server))
+    admin = AdminClient(client_config(args.bootstrap_server,
+                                      read_command_config(args.admin_config)))
     try:
         wanted = _partitions(args, admin)
     except (ValueError, KeyError, OSError) as e:

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ottla.cli.common import connect, fail
+from ottla.cli.common import connect, fail, read_command_config
 
 
 def add_parser(sub: Any) -> None:
@@ -15,17 +15,19 @@ def add_parser(sub: Any) -> None:
                    help="same as --describe")
     p.add_argument("--describe", action="store_true")
     p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--command-config",
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
     p.add_argument("--topic-list", help="comma separated topics (default: all)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ottla.client.blocking import BlockingClient
     from ottla.protocol.api import ApiKey
 
     if not args.describe and args.action != "describe":
         return fail("Exactly one of [--describe] must be given.")
-    with connect(args.bootstrap_server, "ottla-log-dirs") as client:
+    properties = read_command_config(args.command_config)
+    with connect(args.bootstrap_server, "ottla-log-dirs", properties) as client:
         cluster = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
             "include_cluster_authorized_operations": False})
         topics = None
@@ -40,8 +42,7 @@ def run(args: argparse.Namespace) -> int:
     print("Querying brokers for log directories information")
     brokers = []
     for broker in cluster.brokers:
-        with BlockingClient(f"{broker.host}:{broker.port}",
-                            client_id="ottla-log-dirs") as client:
+        with connect(f"{broker.host}:{broker.port}", "ottla-log-dirs", properties) as client:
             described = client.request(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": topics})
         brokers.append({"broker": broker.broker_id, "logDirs": [
             {"logDir": d.log_dir, "error": None if d.error_code == 0 else str(d.error_code),

@@ -12,7 +12,7 @@ import json
 import time
 from typing import Any
 
-from ottla.cli.common import connect, fail
+from ottla.cli.common import connect, fail, read_command_config
 from ottla.common.topics import METADATA_TOPIC
 from ottla.common.uuids import kafka_uuid_text
 
@@ -23,7 +23,8 @@ def add_parser(sub: Any) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--bootstrap-server", help="a broker, host:port")
     where.add_argument("--bootstrap-controller", help="a controller listener, host:port")
-    p.add_argument("--command-config", help="client properties (accepted, unused)")
+    p.add_argument("--command-config",
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     describe = actions.add_parser("describe", help="describe the quorum")
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 
     address = args.bootstrap_server or args.bootstrap_controller
     try:
-        with connect(address, "ottla-metadata-quorum") as client:
+        with connect(address, "ottla-metadata-quorum",
+                     read_command_config(args.command_config)) as client:
             response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
                 "topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
             cluster = client.request(ApiKey.DESCRIBE_CLUSTER, 1, {

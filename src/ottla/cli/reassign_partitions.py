@@ -22,7 +22,7 @@ import argparse
 import json
 from typing import Any
 
-from ottla.cli.common import connect, fail
+from ottla.cli.common import connect, fail, read_command_config
 from ottla.protocol.api import ApiKey
 
 Assignment = dict[tuple[str, int], list[int]]
@@ -33,6 +33,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("reassign-partitions", help="move partitions between brokers "
                        "(kafka-reassign-partitions.sh)")
     p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--command-config",
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
     actions = p.add_mutually_exclusive_group(required=True)
     for action in ("generate", "execute", "verify", "list", "cancel"):
         actions.add_argument(f"--{action}", action="store_true")
@@ -85,7 +87,8 @@ def propose(current: Assignment, brokers: list[int]) -> Assignment:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with connect(args.bootstrap_server, "ottla-reassign-partitions") as client:
+        with connect(args.bootstrap_server, "ottla-reassign-partitions",
+                     read_command_config(args.command_config)) as client:
             if args.generate:
                 return _generate(client, args)
             if args.list:

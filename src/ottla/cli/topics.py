@@ -6,7 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from ottla.cli.common import client_config, client_uuid_text, fail, parse_properties
+from ottla.cli.common import (
+    client_config,
+    client_uuid_text,
+    fail,
+    parse_properties,
+    read_command_config,
+)
 
 TIMEOUT = 30.0
 
@@ -42,13 +48,8 @@ def add_parser(sub: Any) -> None:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    extra: dict[str, Any] = {}
-    if args.command_config:
-        from ottla.common.config import load_properties
-
-        with open(args.command_config, encoding="utf-8") as f:
-            extra.update(load_properties(f.read()))
-    return AdminClient(client_config(args.bootstrap_server, extra))
+    return AdminClient(client_config(args.bootstrap_server,
+                                     read_command_config(args.command_config)))
 
 
 def run(args: argparse.Namespace) -> int:

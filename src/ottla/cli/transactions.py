@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ottla.cli.common import connect, fail
+from ottla.cli.common import connect, fail, read_command_config
 from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import skip_tagged_fields
 from ottla.protocol.errors import ErrorCode
@@ -122,14 +122,14 @@ def _common(p: argparse.ArgumentParser, default: Any) -> None:
     p.add_argument("--bootstrap-server", metavar="host:port", default=default,
                    help="hostname and port for the broker to connect to")
     p.add_argument("--command-config", metavar="FILE", default=default,
-                   help="accepted for compatibility (no client properties are needed)")
+                   help="a file of client properties (security.protocol, sasl.*, ssl.*)")
 
 
 def run(args: argparse.Namespace) -> int:
     if not args.bootstrap_server:
         return fail("--bootstrap-server is required")
     try:
-        with Cluster(args.bootstrap_server) as cluster:
+        with Cluster(args.bootstrap_server, read_command_config(args.command_config)) as cluster:
             args.action(cluster, args)
     except ToolError as e:
         print(e, file=sys.stderr)
@@ -150,8 +150,9 @@ class PartitionInfo:
 class Cluster:
     """The brokers and partitions (Metadata), with a connection per broker asked."""
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = connect(bootstrap, CLIENT_ID)
+    def __init__(self, bootstrap: str, properties: dict[str, str] | None = None) -> None:
+        self.properties = properties or {}
+        self.bootstrap = connect(bootstrap, CLIENT_ID, self.properties)
         self.clients: dict[int, Any] = {}
         self.brokers: dict[int, str] = {}
         self.partitions: dict[tuple[str, int], PartitionInfo] = {}
@@ -182,7 +183,7 @@ class Cluster:
         if node_id not in self.clients:
             if node_id not in self.brokers:
                 raise Retry(f"broker {node_id} is not known")
-            self.clients[node_id] = connect(self.brokers[node_id], CLIENT_ID)
+            self.clients[node_id] = connect(self.brokers[node_id], CLIENT_ID, self.properties)
         return self.clients[node_id]
 
     def leader(self, topic: str, partition: int) -> int:

@@ -10,6 +10,7 @@ import socket
 import struct
 from typing import Any
 
+from ottla.client.security import ClientSecurity, authenticate_blocking
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.messages import build
@@ -21,11 +22,21 @@ class BlockingClient:
     """A blocking Kafka protocol client for tests: send any request, read its response."""
 
     def __init__(self, bootstrap: str, timeout: float = 10.0,
-                 client_id: str = "ottla-tests") -> None:
+                 client_id: str = "ottla-tests", security: ClientSecurity | None = None
+                 ) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.correlation_id = 0
         self.client_id = client_id
+        try:
+            if security is not None and security.ssl_context is not None:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=host)
+            self.sock = sock
+            if security is not None and security.sasl_mechanism is not None:
+                authenticate_blocking(self.request, security)
+        except BaseException:
+            sock.close()
+            raise
 
     def __enter__(self) -> BlockingClient:
         return self

@@ -5,7 +5,6 @@ with a clear error. Every key may be given per listener (``listener.name.<l>.<ke
 
 from __future__ import annotations
 
-import contextlib
 import os
 import ssl
 import tempfile
@@ -56,9 +55,13 @@ def server_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
 def client_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
     """The TLS client side a node uses towards another node's ``listener`` (inter-broker
     and controller connections): the same truststore and keystore keys."""
-    def value(key: str) -> object:
-        return config.listener_value(listener, key)
+    return ssl_client_context(lambda key: config.listener_value(listener, key), listener)
 
+
+def ssl_client_context(value: Callable[[str], object], where: str) -> ssl.SSLContext:
+    """A TLS client context from ``ssl.*`` keys as ``value`` gives them (a node's config,
+    or a tool's client properties; ``where`` names them in errors)."""
+    listener = where
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     _set_protocols(context, list(value("ssl.enabled.protocols") or []), listener)
     trusted = _truststore(value, listener)
@@ -68,7 +71,8 @@ def client_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
         context.load_default_certs()
     context.check_hostname = str(value("ssl.endpoint.identification.algorithm") or "") \
         .lower() == "https"
-    with contextlib.suppress(ConfigError):
+    if value("ssl.keystore.location") or value("ssl.keystore.certificate.chain"):
+        # A client certificate only where one is configured (mutual TLS).
         certificate, key = _keystore(value, listener)
         _load_cert_chain(context, certificate, key)
     return context
