@@ -73,10 +73,12 @@ def proc_peak_rss_mb(pid: int) -> float:
 
 
 def produce(bootstrap: str, topic: str, size: int, seconds: float, acks: str,
-            partitions: int = 1) -> dict[str, Any]:
+            partitions: int = 1, client: dict[str, Any] | None = None) -> dict[str, Any]:
     """As many records as the producer can send in ``seconds`` (round-robin over the
-    first ``partitions`` partitions); records/s and MB/s."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER})
+    first ``partitions`` partitions); records/s and MB/s. ``client``: more client
+    settings (a secured listener's)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER,
+                         **(client or {})})
     value = b"x" * size
     errors: list[Any] = []
 
@@ -102,10 +104,10 @@ def produce(bootstrap: str, topic: str, size: int, seconds: float, acks: str,
             "mb_per_s": count * size / took / MB}
 
 
-def consume(bootstrap: str, topic: str, size: int, count: int, timeout: float = 120
-            ) -> dict[str, Any]:
+def consume(bootstrap: str, topic: str, size: int, count: int, timeout: float = 120,
+            client: dict[str, Any] | None = None) -> dict[str, Any]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}",
-                         **CONSUMER})
+                         **CONSUMER, **(client or {})})
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
     start = None
