@@ -452,6 +452,41 @@ def test_garbage_on_secured_listeners_leaves_the_node_up(secure) -> None:
         assert client.api_versions().error_code == ErrorCode.none
 
 
+def test_a_stalled_tls_or_sasl_handshake_is_cut_at_the_idle_limit(tmp_path) -> None:
+    """Slow loris: a client that opens a connection and stalls in the TLS handshake, or
+    halfway through its SASL exchange, is disconnected after connections.max.idle.ms."""
+    import time
+
+    ca = CertificateAuthority(tmp_path / "tls")
+    (tmp_path / "tls" / "keystore.pem").write_bytes(ca.server().pem())
+    node = OttlaProcess(str(tmp_path / "data"))
+    ssl_port, sasl_port = free_port(), free_port()
+    node.overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+                     f"CONTROLLER://127.0.0.1:{node.controller_port},"
+                     f"SSL://127.0.0.1:{ssl_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port},"
+                                f"SSL://127.0.0.1:{ssl_port},"
+                                f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "tls" /
+                                                                "keystore.pem"),
+        "connections.max.idle.ms": "2000"}
+    node.start()
+    try:
+        for port, opening in ((ssl_port, b""), (sasl_port, b"\x00\x00\x00\x40\x00\x11")):
+            with socket.create_connection(("127.0.0.1", port), 5) as sock:
+                sock.sendall(opening)  # nothing, or the start of a SaslHandshake frame
+                sock.settimeout(15)
+                started = time.monotonic()
+                assert sock.recv(4096) == b""  # closed by the node, not by the timeout
+                assert time.monotonic() - started < 12
+        with WireClient(node.bootstrap) as client:
+            assert client.api_versions().error_code == ErrorCode.none
+    finally:
+        node.stop()
+
+
 # --- a cluster with nothing in clear text ------------------------------------------------
 
 CONTROLLER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '

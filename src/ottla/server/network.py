@@ -597,11 +597,21 @@ class KafkaServer:
         self._server = await loop.create_server(factory, self.host or None, self.port,
                                                 reuse_address=True, backlog=1024,
                                                 start_serving=serve,
-                                                ssl=self.security.ssl_context)
+                                                ssl=self.security.ssl_context,
+                                                ssl_handshake_timeout=self._handshake_s())
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
         if self.quotas.idle_ms >= 0:
             self._reaper = asyncio.ensure_future(self._close_idle())
+
+    def _handshake_s(self) -> float | None:
+        """How long a TLS handshake may take: connections.max.idle.ms (a client that
+        stalls before its connection is made is cut as an idle one would be), at most
+        asyncio's own 60 s; None on clear-text listeners."""
+        if self.security.ssl_context is None:
+            return None
+        idle_ms = self.quotas.idle_ms
+        return min(60.0, idle_ms / 1000) if idle_ms > 0 else 60.0
 
     async def _close_idle(self) -> None:
         """connections.max.idle.ms: close connections on which no byte moved for that
