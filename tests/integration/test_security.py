@@ -35,11 +35,29 @@ MAPPING_RULES = "RULE:^CN=([a-z]+),OU=clients,O=Ottla tests$/$1/L"
 KEYSTORE_PASSWORD = "keystore-secret"
 
 
+ISSUER, AUDIENCE = "https://issuer.ottla.test", "ottla"
+
+
 @dataclass
 class SecureNode:
     node: OttlaProcess
     ports: dict[str, int]
     ca: CertificateAuthority
+    token_key: Any
+    """The RSA key whose public half the SASL_SSL listener's JWKS holds (OAUTHBEARER)."""
+
+    def token(self, key: Any = None, **claims: Any) -> tuple[str, float]:
+        """A JWT for OAUTHBEARER (signed by ``token_key`` unless another key is given) and
+        its expiry, as confluent-kafka's oauth_cb returns them."""
+        import time
+
+        import jwt
+
+        now = int(time.time())
+        body = {"sub": "token-user", "iat": now, "exp": now + 300, "aud": AUDIENCE,
+                "iss": ISSUER, **claims}
+        return (jwt.encode(body, key or self.token_key, algorithm="RS256",
+                           headers={"kid": "test-key"}), float(body["exp"]))
 
     def bootstrap(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
@@ -61,6 +79,15 @@ def secure(tmp_path_factory) -> Iterator[SecureNode]:
     server = ca.server()
     (root / "tls" / "server-keystore.pem").write_bytes(server.pem())
     keystore = server.pkcs12(root / "tls" / "server.p12", KEYSTORE_PASSWORD, ca.cert)
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    token_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(token_key.public_key()))
+    (root / "jwks.json").write_text(json.dumps({"keys": [
+        {**jwk, "kid": "test-key", "alg": "RS256", "use": "sig"}]}))
     ports = {name: free_port() for name in ("SASL_PLAINTEXT", "SSL", "SASL_SSL")}
     node = OttlaProcess(str(root / "data"))
     ports["PLAINTEXT"] = node.port
@@ -81,7 +108,11 @@ def secure(tmp_path_factory) -> Iterator[SecureNode]:
         "ssl.truststore.location": str(ca.cert_path),
         "listener.name.ssl.ssl.client.auth": "required",
         "listener.name.ssl.ssl.principal.mapping.rules": MAPPING_RULES,
-        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.jwks.endpoint.url":
+            f"file://{root / 'jwks.json'}",
+        "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.expected.audience": AUDIENCE,
+        "listener.name.sasl_ssl.oauthbearer.sasl.oauthbearer.expected.issuer": ISSUER,
         "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
         "listener.name.sasl_ssl.ssl.keystore.location": str(keystore),
         "listener.name.sasl_ssl.ssl.keystore.password": KEYSTORE_PASSWORD,
@@ -89,7 +120,7 @@ def secure(tmp_path_factory) -> Iterator[SecureNode]:
     }
     node.start()
     try:
-        yield SecureNode(node, ports, ca)
+        yield SecureNode(node, ports, ca, token_key)
     finally:
         node.stop()
 
@@ -291,6 +322,25 @@ def test_kafkas_java_client_over_sasl_ssl_and_mutual_tls(secure, tmp_path) -> No
                            "ssl.keystore.location": str(keystore)}})
     assert [e["value"] for e in read if e["event"] == "record"] == \
         [f"v{i}" for i in range(100)]
+
+
+def test_oauthbearer_tokens_signed_by_the_jwks_key_are_accepted_others_refused(
+        secure) -> None:
+    """SASL_SSL with OAUTHBEARER (Kafka's OAuthBearerValidatorCallbackHandler: a JWKS,
+    the expected audience and issuer): confluent-kafka's oauth_cb hands it the token."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    topic = create_topic(secure, "oauth-topic")
+
+    def settings(token: tuple[str, float]) -> dict[str, Any]:
+        return secure.client("SASL_SSL", **{"sasl.mechanism": "OAUTHBEARER",
+                                            "oauth_cb": lambda _config: token})
+    assert len(round_trip(settings(secure.token()), topic)) == 20
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    for refused in (secure.token(key=stranger), secure.token(aud="another-service"),
+                    secure.token(iss="https://elsewhere.test")):
+        error = authentication_error(settings(refused))
+        assert error.code() == KafkaError._AUTHENTICATION, error
 
 
 # --- SSL with client certificates --------------------------------------------------------

@@ -140,7 +140,7 @@ class SaslAuthenticator:
             failure = self._complete(now_ms)
             if failure is not None:
                 return failure
-            lifetime = self.reauth_ms
+            lifetime = self.session_expires_ms - now_ms if self.session_expires_ms else 0
         return SaslAnswer(self._authenticate_body(ErrorCode.none, None, reply, lifetime))
 
     def authenticate_raw(self, token: bytes, now_ms: int) -> bytes | None:
@@ -157,7 +157,8 @@ class SaslAuthenticator:
 
     def _complete(self, now_ms: int) -> SaslAnswer | None:
         assert self._server is not None
-        principal = self.mechanisms[self.mechanism].principal_of(self._server)
+        server = self._server
+        principal = self.mechanisms[self.mechanism].principal_of(server)
         if self._reauthenticating and principal != self.principal:
             self.state = SaslState.FAILED
             return SaslAnswer(self._authenticate_body(
@@ -168,7 +169,13 @@ class SaslAuthenticator:
         self.state = SaslState.COMPLETE
         self._reauthenticating = False
         self._server = None
-        self.session_expires_ms = now_ms + self.reauth_ms if self.reauth_ms > 0 else None
+        self.session_expires_ms = None
+        if self.reauth_ms > 0:
+            # KIP-368: the lifetime is the shorter of connections.max.reauth.ms and the
+            # credential's own (an OAUTHBEARER token's expiry).
+            expires = getattr(server, "credential_expires_ms", None)
+            self.session_expires_ms = now_ms + self.reauth_ms if expires is None else \
+                max(now_ms, min(now_ms + self.reauth_ms, expires))
         return None
 
     def _failed(self) -> SaslAnswer:

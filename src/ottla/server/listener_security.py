@@ -14,6 +14,7 @@ in the metadata log). Every key may be given for one listener as
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,13 +27,24 @@ from ottla.metadata.image import MetadataImage
 from ottla.protocol.requests import ANONYMOUS, Principal
 from ottla.security.authorizer import authorizer_configured
 from ottla.security.jaas import JaasError, parse_jaas_config, plain_users
+from ottla.security.oauthbearer import (
+    OAuthBearerServer,
+    TokenValidator,
+    jwt_validator,
+    unsecured_validator,
+)
 from ottla.security.plain import PlainServer
 from ottla.security.sasl import Mechanism, SaslAuthenticator
 from ottla.security.scram import ScramCredential, ScramMechanism, ScramServer
 from ottla.security.ssl_principal import SslPrincipalMapper
 from ottla.security.tls import server_ssl_context
+from ottla.server.jwks import JwksKeys
 
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+VALIDATOR_HANDLER = ("org.apache.kafka.common.security.oauthbearer."
+                     "OAuthBearerValidatorCallbackHandler")
+"""Kafka's secured OAUTHBEARER validator (signed JWTs against a JWKS); without it (or a
+JWKS URL) a listener takes Kafka's default, the unsecured validator."""
 """What a SASL listener may enable."""
 
 
@@ -100,6 +112,9 @@ def _authenticators(config: KafkaConfig, listener: str, image: Callable[[], Meta
                 raise ConfigError(f"listener.name.{listener.lower()}.plain.sasl.jaas.config: "
                                   f"{e}") from e
             mechanisms[name] = Mechanism(lambda users=users: PlainServer(users))
+        elif name == "OAUTHBEARER":
+            validate = _oauthbearer_validator(config, listener)
+            mechanisms[name] = Mechanism(lambda validate=validate: OAuthBearerServer(validate))
         else:
             scram = ScramMechanism.from_name(name)
 
@@ -111,6 +126,49 @@ def _authenticators(config: KafkaConfig, listener: str, image: Callable[[], Meta
                 lambda scram=scram, lookup=lookup: ScramServer(scram, lookup))
     reauth_ms = config["connections.max.reauth.ms"] or 0
     return lambda: SaslAuthenticator(mechanisms, reauth_ms)
+
+
+def _oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator:
+    def value(key: str) -> object:
+        prefixed = f"listener.name.{listener.lower()}.oauthbearer.{key}"
+        if prefixed in config.originals:
+            return config.originals[prefixed]
+        return config.listener_value(listener, key)
+
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    url = value("sasl.oauthbearer.jwks.endpoint.url")
+    handler = str(value("sasl.server.callback.handler.class") or "")
+    if url or handler == VALIDATOR_HANDLER:
+        if not url:
+            raise ConfigError(f"OAUTHBEARER on listener {listener} with {VALIDATOR_HANDLER} "
+                              "needs sasl.oauthbearer.jwks.endpoint.url")
+        audience = value("sasl.oauthbearer.expected.audience") or []
+        if isinstance(audience, str):
+            audience = [a.strip() for a in audience.split(",") if a.strip()]
+        return jwt_validator(
+            JwksKeys(str(url), int(str(value("sasl.oauthbearer.jwks.endpoint.refresh.ms")
+                                       or 3_600_000))), now_ms,
+            audience=list(audience), issuer=str(value("sasl.oauthbearer.expected.issuer"))
+            if value("sasl.oauthbearer.expected.issuer") else None,
+            sub_claim=str(value("sasl.oauthbearer.sub.claim.name") or "sub"),
+            scope_claim=str(value("sasl.oauthbearer.scope.claim.name") or "scope"),
+            skew_ms=1000 * int(str(value("sasl.oauthbearer.clock.skew.seconds") or 30)))
+    options: dict[str, str] = {}
+    jaas = config.sasl_jaas_config(listener, "OAUTHBEARER")
+    if jaas:
+        try:
+            for module in parse_jaas_config(jaas):
+                options.update(module.options)
+        except JaasError as e:
+            raise ConfigError(f"The JAAS configuration of OAUTHBEARER on {listener}: {e}") \
+                from e
+    return unsecured_validator(
+        now_ms, principal_claim=options.get("unsecuredValidatorPrincipalClaimName", "sub"),
+        scope_claim=options.get("unsecuredValidatorScopeClaimName", "scope"),
+        required_scope=options.get("unsecuredValidatorRequiredScope", "").split(),
+        skew_ms=int(options.get("unsecuredValidatorAllowableClockSkewMs", "0")))
 
 
 def check_security(config: KafkaConfig) -> None:
