@@ -11,7 +11,7 @@ timeout that only tells a hung node from a slow machine), must not have grown it
 what the load can account for above what it was just before, and after kill -9 and a
 restart must return every acknowledged record, unchanged, at its offset.
 
-The run is bounded in time (``OTTLA_FUZZ_SECONDS``, 30 s by default; longer runs for
+The run is bounded in time (``OTTLA_FUZZ_SECONDS``, 20 s by default; longer runs for
 hunting). It is seeded: a failure names its seed, and ``OTTLA_FUZZ_SEED=<seed>`` replays
 the same sequence of requests.
 """
@@ -42,7 +42,7 @@ from tests.batches import mutate_bytes, raw_batch, record, zstd_bomb
 from tests.helpers import OttlaProcess, WireClient
 from tests.strategies import RandomMessages
 
-FUZZ_SECONDS = float(os.environ.get("OTTLA_FUZZ_SECONDS", "30"))
+FUZZ_SECONDS = float(os.environ.get("OTTLA_FUZZ_SECONDS", "20"))
 BYSTANDER_TIMEOUT_S = 10.0
 """How long the bystander waits for an answer before it counts the node as hung (its
 round trips are printed; how slow they get under attack is not asserted here)."""
