@@ -10,13 +10,15 @@ without the zero-copy path). Then the handshake rate: new connections per second
 complete TLS and a SCRAM-SHA-512 exchange (4096 iterations) and one ApiVersions, made one
 after another by Ottla's own protocol client, and the node's CPU per handshake.
 
-Run: ``python -m benchmarks.security [--size 1024] [--seconds 5] [--handshakes 200]``.
+Run: ``python -m benchmarks.security [--size 1024] [--seconds 5] [--repeat 3]
+[--handshakes 200]`` (medians of the rounds, each in another order after a warm-up).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -89,24 +91,35 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--handshakes", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds (each listener once per round, the order rotated); "
+                        "the table shows medians")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ottla-security-bench-") as root:
         node, ports, ca = start(Path(root))
         try:
             admin = AdminClient({"bootstrap.servers": node.bootstrap})
-            figures: dict[str, Any] = {}
-            for protocol in PROTOCOLS:
-                topic = f"bench-{protocol.lower()}"
-                admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-                settings = client_settings(protocol, ca)
-                bootstrap = f"127.0.0.1:{ports[protocol]}"
-                produced = produce(bootstrap, topic, args.size, args.seconds, "1",
-                                   client=settings)
-                consumed = consume(bootstrap, topic, args.size, produced["records"],
-                                   client=settings)
-                figures[protocol] = {"produce_mb_per_s": produced["mb_per_s"],
-                                     "consume_mb_per_s": consumed["mb_per_s"]}
+            admin.create_topics([NewTopic("warm-up", 1, 1)])["warm-up"].result(30)
+            produce(node.bootstrap, "warm-up", args.size, min(args.seconds, 3), "1")
+            rounds: dict[str, list[tuple[float, float]]] = {p: [] for p in PROTOCOLS}
+            for index in range(args.repeat):
+                # Each round in another order, so that no listener always goes first.
+                order = PROTOCOLS[index % len(PROTOCOLS):] + PROTOCOLS[:index % len(PROTOCOLS)]
+                for protocol in order:
+                    topic = f"bench-{protocol.lower()}-{index}"
+                    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    settings = client_settings(protocol, ca)
+                    bootstrap = f"127.0.0.1:{ports[protocol]}"
+                    produced = produce(bootstrap, topic, args.size, args.seconds, "1",
+                                       client=settings)
+                    consumed = consume(bootstrap, topic, args.size, produced["records"],
+                                       client=settings)
+                    rounds[protocol].append((produced["mb_per_s"], consumed["mb_per_s"]))
+            figures: dict[str, Any] = {
+                p: {"produce_mb_per_s": statistics.median(r[0] for r in rounds[p]),
+                    "consume_mb_per_s": statistics.median(r[1] for r in rounds[p]),
+                    "rounds": rounds[p]} for p in PROTOCOLS}
             assert node.proc is not None
             cpu_before = proc_cpu_seconds(node.proc.pid)
             rate = handshakes(ports["SASL_SSL"], ca, args.handshakes)
@@ -119,8 +132,8 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
         return
     base = figures["PLAINTEXT"]
-    print(f"{args.size}-byte records, acks=1, {args.seconds:.0f} s each; ratios to "
-          "PLAINTEXT in the same run")
+    print(f"{args.size}-byte records, acks=1, {args.seconds:.0f} s each, median of "
+          f"{args.repeat} rounds; ratios to PLAINTEXT in the same run")
     print(f"{'listener':<16}{'produce MB/s':>14}{'ratio':>8}{'consume MB/s':>15}{'ratio':>8}")
     for protocol in PROTOCOLS:
         f = figures[protocol]
