@@ -1,10 +1,12 @@
 # Two commands set everything up on a fresh machine (Python 3.11 and the package registries):
 #   make run   - install Ottla in .venv and start a single node on 127.0.0.1:9092
 #   make test  - install the test dependencies in .venv and run the whole test suite
-#                (pytest -rs: the reason of every skip is printed)
+#                (pytest -rs: the reason of every skip is printed; TEST_WORKERS pytest-xdist
+#                workers, whole modules each: TEST_WORKERS=0 runs it in one process)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint bench install install-test install-bench clean
 
@@ -34,7 +36,7 @@ lint: install-test
 test: install-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -rs --durations=25
+	$(BIN)/python -m pytest -q -rs --durations=25 -n $(TEST_WORKERS)
 
 clean:
 	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache

@@ -57,6 +57,29 @@ def pytest_runtest_makereport(item, call):
         report.sections.append((f"end of {path.relative_to(tmp_path)}", text[-LOG_TAIL:]))
 
 
+SPARK_MODULES = ("tests/spark/", "tests/integration/test_spark_kafka_connector.py")
+"""The modules whose tests run PySpark, in one process (one JVM)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist (``make test`` runs two workers), each worker takes whole test
+    modules, so a module's shared cluster starts once, and every test that runs PySpark
+    goes to one worker: there the session's broker, SparkSession and Spark clusters start
+    once, and test_spark_kafka_connector (first in collection order) starts the worker's
+    JVM with Spark's Kafka connector on its class path, as it must."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module.startswith(SPARK_MODULES):
+                return "spark"
+            return module
+
+    return ByModule(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if os.sep + "integration" + os.sep in str(item.fspath):

@@ -18,6 +18,7 @@ from typing import Any
 
 from ottla.client.blocking import BlockingClient
 from ottla.protocol.api import ApiKey
+from ottla.server.stack_dump import DUMP_SIGNAL
 
 
 def cached_bytes(path: str, start: int = 0, end: int | None = None) -> int:
@@ -79,9 +80,11 @@ def wait_until(condition: Callable[[], Any], timeout: float = 10.0, interval: fl
                          + (f" (last error: {last_error!r})" if last_error else ""))
 
 
-def terminate(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> tuple[int, str]:
+def terminate(proc: subprocess.Popen[bytes], sig: int, timeout: float,
+              dump: signal.Signals | None = None) -> tuple[int, str]:
     """Send ``sig`` to a child process and wait (SIGKILL after ``timeout`` seconds): its
-    exit code, and how it ended, in words for a failure message."""
+    exit code, and how it ended, in words for a failure message. A process that hangs is
+    sent ``dump`` first, if given, to write its stacks where its log goes."""
     how = f"had exited on its own before {signal.Signals(sig).name}"
     if proc.poll() is None:
         how = f"on {signal.Signals(sig).name}"
@@ -90,6 +93,10 @@ def terminate(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> tuple[
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
             how = f"hung for {timeout:g} s after {signal.Signals(sig).name}, then SIGKILL"
+            if dump is not None:
+                proc.send_signal(dump)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(2)  # time to write the stacks
             proc.kill()
             proc.wait(10)
     return proc.returncode, how
@@ -176,7 +183,7 @@ class OttlaProcess:
         teardown that drops the code would hide it. SIGKILL is never checked."""
         if self.proc is None:
             return None
-        code, how = terminate(self.proc, sig, timeout)
+        code, how = terminate(self.proc, sig, timeout, dump=DUMP_SIGNAL)
         self.proc = None
         if check and code != 0 and sig != signal.SIGKILL:
             raise AssertionError(f"ottla node {self.node_id} ({self.roles}, {self.bootstrap}) "

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 
 import pytest
 
 from ottla.broker.replication.partition_state import LeaderAndIsr, PartitionState
 from tests.simulation import partition_cluster
+from tests.simulation.fresh import fresh_start
 from tests.simulation.partition_cluster import (
     Invariant,
     PartitionCluster,
@@ -40,7 +40,7 @@ from tests.simulation.partition_cluster import (
 SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "250"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
 FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "100"))
-FRESH_START = int(ONLY) if ONLY is not None else random.SystemRandom().randrange(10**6, 2**31)
+FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_SIM_SEED``, or drawn anew each run, far above the fixed."""
 CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", "20000"))
 """Simulated time under faults (``OTTLA_SIM_CHAOS_MS``); the healed cluster then has

@@ -18,7 +18,6 @@ unless ``OTTLA_SIM_FRESH_SEEDS`` says more).
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Callable
 from enum import Enum
 
@@ -27,6 +26,7 @@ import pytest
 from ottla.controller.offset_control import OffsetControl
 from ottla.raft.messages import Outgoing
 from ottla.raft.quorum import RaftReplica, Role
+from tests.simulation.fresh import fresh_start
 from tests.simulation.metadata_cluster import MetadataInvariant, MetadataQuorum
 from tests.simulation.raft_cluster import Invariant, SimulatedQuorum, Violation
 
@@ -35,7 +35,7 @@ SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "100"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
 FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
-FRESH_START = int(ONLY) if ONLY is not None else random.SystemRandom().randrange(10**6, 2**31)
+FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_SIM_SEED``, or drawn anew each run, far above the fixed."""
 CHAOS_MS = 15_000
 RECOVERY_BOUND_MS = 10_000

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 from typing import NamedTuple
 
 import pytest
@@ -33,6 +32,7 @@ import pytest
 from ottla.coordinator.transaction.metadata import TransactionMetadata
 from ottla.storage.producer_state import ProducerStateManager
 from tests.simulation import transaction_cluster
+from tests.simulation.fresh import fresh_start
 from tests.simulation.transaction_cluster import (
     Invariant,
     Stats,
@@ -46,7 +46,7 @@ SEEDS = int(os.environ.get("OTTLA_TXN_SIM_SEEDS", str(DEFAULT_SEEDS)))
 ONLY = os.environ.get("OTTLA_TXN_SIM_SEED")
 FRESH = int(os.environ.get("OTTLA_TXN_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
-FRESH_START = int(ONLY) if ONLY is not None else random.SystemRandom().randrange(10**6, 2**31)
+FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_TXN_SIM_SEED``, or drawn anew each run, far above the fixed."""
 CHAOS_MS = int(os.environ.get("OTTLA_TXN_SIM_CHAOS_MS", "15000"))
 """Simulated time under faults; the healed cluster then has ``HEAL_BOUND_MS`` to be quiet."""

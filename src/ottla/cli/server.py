@@ -15,6 +15,7 @@ from ottla.common.config import ConfigError, load_properties
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.uuids import random_uuid
 from ottla.metadata.bootstrap import metadata_version, write_bootstrap
+from ottla.server import stack_dump
 from ottla.server.listener_security import check_security
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, format_log_dirs
 
@@ -101,6 +102,7 @@ async def serve(config: KafkaConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, node.request_stop)
+    stack_dump.install(loop)
     try:
         await node.start()
     except MetaPropertiesError as e:
