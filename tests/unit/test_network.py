@@ -9,6 +9,7 @@ import struct
 from typing import Any
 
 from ottla.client.async_client import NodeUnavailable
+from ottla.common.principal import Principal, deserialize_principal
 from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.codec import decode_response, encode_body, encode_request
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -96,6 +97,8 @@ class Context:
         api_key = ApiKey.DELETE_TOPICS
         api_version = 6
     client_id = "c"
+    principal = Principal("User", "alice")
+    client_host = "10.1.2.3"
 
 
 def channel(answers: list[Any]) -> tuple[ControllerChannel, Envelopes]:
@@ -109,12 +112,34 @@ DELETE = build(request_schema(ApiKey.DELETE_TOPICS, 6), {
     "topics": [{"name": "t", "topic_id": None}], "timeout": 1000})
 
 
-async def test_a_refused_forward_is_answered_with_the_controllers_error() -> None:
-    ch, client = channel([Envelope(ErrorCode.invalid_request)])
-    response = await ch.forward(Context(), DELETE, timeout=5)
-    assert len(client.calls) == 1  # not retried
-    assert response["responses"][0]["name"] == "t"
-    assert response["responses"][0]["error_code"] == ErrorCode.invalid_request
+async def test_a_refused_envelope_is_an_unknown_server_error_for_the_client() -> None:
+    """As Kafka's ForwardingManager: an error of the envelope itself (this broker lacks
+    CLUSTER_ACTION, the controller could not read the request) is the brokers' fault,
+    not the client's."""
+    for error in (ErrorCode.invalid_request, ErrorCode.cluster_authorization_failed):
+        ch, client = channel([Envelope(error)])
+        response = await ch.forward(Context(), DELETE, timeout=5)
+        assert len(client.calls) == 1  # not retried
+        assert response["responses"][0]["name"] == "t"
+        assert response["responses"][0]["error_code"] == ErrorCode.unknown_server_error
+
+
+async def test_a_forwarded_request_carries_the_clients_principal_and_address() -> None:
+    inner = build(response_schema(ApiKey.DELETE_TOPICS, 6),
+                  {"throttle_time": 0, "responses": []})
+    data = struct.pack(">i", 0) + b"\x00" + encode_body(inner)
+    ch, client = channel([Envelope(ErrorCode.none, data)])
+    sent: list[Any] = []
+    original = client.request
+
+    async def request(api_key: int, version: int, body: Any, timeout: float) -> Any:
+        sent.append(body)
+        return await original(api_key, version, body, timeout)
+    client.request = request  # type: ignore[method-assign]
+    await ch.forward(Context(), DELETE, timeout=5)
+    (envelope,) = sent
+    assert deserialize_principal(envelope["request_principal"]) == Principal("User", "alice")
+    assert envelope["client_host_address"] == bytes([10, 1, 2, 3])
 
 
 async def test_only_an_absent_or_inactive_controller_is_retried_with_backoff(monkeypatch

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ottla.common.principal import ANONYMOUS, Principal
 from ottla.protocol.codec import RequestHeader
@@ -28,6 +28,15 @@ Response = Any
 ``NO_RESPONSE``."""
 
 
+class Authorizer(Protocol):
+    """What handlers ask of the node's authorizer (``security.authorizer``'s
+    StandardAuthorizer), through ``security.auth_helper``."""
+
+    def authorize(self, principal: Principal, host: str, operation: Any,
+                  resource_type: Any, name: str) -> bool: ...
+
+    def authorize_by_resource_type(self, principal: Principal, host: str, operation: Any,
+                                   resource_type: Any) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -42,6 +51,9 @@ class RequestContext:
     client_port: int
     principal: Principal = ANONYMOUS
     clock: Callable[[], float] = field(default=time.time, repr=False)
+    authorizer: Authorizer | None = field(default=None, repr=False)
+    """The node's authorizer; None without ``authorizer.class.name``: every check
+    passes (``security.auth_helper``)."""
 
     @property
     def api_version(self) -> int:

@@ -8,9 +8,16 @@ go the same way. The active controller is the Raft leader this node's replica kn
 an Envelope answered NOT_CONTROLLER (a leader that has not claimed yet, or lost its
 claim) or a controller that cannot be reached is retried, against the leader as the
 replica learns it and with a growing backoff, until the request's deadline; any other
-error of the envelope goes back to the client in the response to its request. On a node
-that also runs the controller, the request still travels over the controller listener:
-one path, whichever node is active.
+error of the envelope (the controller refused the envelope itself: this node lacks
+CLUSTER_ACTION, or the inner request could not be read) reaches the client as
+UNKNOWN_SERVER_ERROR for all its request names, as Kafka's ForwardingManager answers it:
+the fault is the brokers', not the client's. On a node that also runs the controller, the
+request still travels over the controller listener: one path, whichever node is active.
+
+A client's request carries the client's principal (``request_principal``, Kafka's
+serialized DefaultPrincipalData) and address (``client_host_address``), which the
+controller authorizes the inner request with; the node's own requests carry no principal
+and are authorized as the node's connection to the controller.
 
 ``submit`` is the in-process path the controller listener's handlers use on the active
 controller itself.
@@ -19,6 +26,7 @@ controller itself.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import logging
 import time
@@ -28,6 +36,7 @@ from typing import Any
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.client.security import ClientSecurity
 from ottla.common.backoff import ExponentialBackoff
+from ottla.common.principal import Principal, serialize_principal
 from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import decode_response, encode_request
@@ -45,6 +54,18 @@ ENVELOPE_VERSION = 0
 RETRY_BACKOFF_S = 0.05
 RETRY_BACKOFF_MAX_S = 1.0
 LOOPBACK = bytes([127, 0, 0, 1])
+
+
+def address_bytes(host: str | None) -> bytes:
+    """An Envelope's ``client_host_address``: the client's IP address as its 4 or 16
+    bytes (Java's ``InetAddress.getAddress``); the loopback address for the node's own
+    requests."""
+    if host is None:
+        return LOOPBACK
+    try:
+        return ipaddress.ip_address(host.partition("%")[0]).packed
+    except ValueError:
+        return LOOPBACK
 
 
 class ControllerUnavailable(CloseConnection):
@@ -92,8 +113,12 @@ class ControllerChannel:
     # --- from anywhere --------------------------------------------------------------------
 
     async def call(self, api_key: int, version: int, body: dict[str, Any] | Any,
-                   timeout: float = 30.0, client_id: str | None = None) -> Any:
-        """Send a request to the active controller in an Envelope; its response.
+                   timeout: float = 30.0, client_id: str | None = None,
+                   principal: Principal | None = None, client_host: str | None = None
+                   ) -> Any:
+        """Send a request to the active controller in an Envelope; its response. With
+        ``principal`` (and ``client_host``), on a client's behalf: the controller
+        authorizes the request as that client; without, as this node.
 
         Only what may pass is retried, with a backoff that doubles up to a second: a
         controller that cannot be reached and one that is not the active one. Any other
@@ -103,8 +128,10 @@ class ControllerChannel:
             else body
         inner = encode_request(api_key, version, 0, client_id or f"broker-{self.node_id}",
                                entity)[4:]
-        envelope = {"request_data": inner, "request_principal": None,
-                    "client_host_address": LOOPBACK}
+        envelope = {"request_data": inner,
+                    "request_principal": None if principal is None
+                    else serialize_principal(principal),
+                    "client_host_address": address_bytes(client_host)}
         deadline = time.monotonic() + timeout
         last_error = "no controller answered"
         backoff = ExponentialBackoff(RETRY_BACKOFF_S * 1000, RETRY_BACKOFF_MAX_S * 1000)
@@ -138,14 +165,19 @@ class ControllerChannel:
         the error the controller gave the envelope, for all the request names."""
         try:
             return await self.call(ctx.header.api_key, ctx.header.api_version, request,
-                                   timeout, ctx.client_id)
+                                   timeout, ctx.client_id, principal=ctx.principal,
+                                   client_host=ctx.client_host)
         except KafkaError as e:
             if e.code == ErrorCode.unsupported_version:
                 # The controller does not serve this version (a rolling upgrade): as
                 # Kafka, close the connection so that the client asks ApiVersions again.
                 raise CloseConnection(f"the controller does not serve "
                                       f"v{ctx.header.api_version} of this API") from e
-            return error_response(request, e.code, e.message)
+            # The envelope itself was refused: the brokers' fault (Kafka's
+            # ForwardingManager answers UNKNOWN_SERVER_ERROR), not the client's.
+            log.warning("The controller refused a forwarded %s: %s",
+                        ApiKey(ctx.header.api_key).name, e.code.name)
+            return error_response(request, ErrorCode.unknown_server_error, None)
 
     def _target(self) -> int:
         leader = self.raft.leader_id

@@ -25,7 +25,11 @@ from ottla.common.config import ConfigError
 from ottla.common.server_config import KafkaConfig, Listener
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.requests import ANONYMOUS, Principal
-from ottla.security.authorizer import authorizer_configured
+from ottla.security.authorizer import (
+    STANDARD_AUTHORIZER,
+    StandardAuthorizer,
+    authorizer_configured,
+)
 from ottla.security.jaas import JaasError, parse_jaas_config, plain_users
 from ottla.security.oauthbearer import (
     OAuthBearerServer,
@@ -185,8 +189,22 @@ def check_security(config: KafkaConfig) -> None:
     client_security(config, controllers[0] if controllers else None,
                     "sasl.mechanism.controller.protocol")
     if authorizer_configured(config):
+        check_authorizer(config)
         # Storing ACLs without checking them would promise what is not kept: until every
         # request handler authorizes (issue 31), a node with an authorizer does not start.
         raise ConfigError(f"authorizer.class.name={config['authorizer.class.name']}: Ottla "
                           "does not enforce ACLs yet; leave it unset (the ACL APIs then "
                           "answer SECURITY_DISABLED, as Kafka's without an authorizer)")
+
+
+def check_authorizer(config: KafkaConfig) -> None:
+    """``authorizer.class.name`` must name Kafka's StandardAuthorizer (the one Ottla
+    has), and ``super.users`` must be principals (Kafka's node fails to start else)."""
+    name = str(config["authorizer.class.name"]).strip()
+    if name != STANDARD_AUTHORIZER:
+        raise ConfigError(f"authorizer.class.name={name}: Ottla has only "
+                          f"{STANDARD_AUTHORIZER}")
+    try:
+        StandardAuthorizer.from_config(config.originals)
+    except ValueError as e:
+        raise ConfigError(f"super.users: {e}") from e

@@ -6,7 +6,9 @@ and this publisher turns each committed batch into image updates, in offset orde
 The image is what the broker serves Metadata, DescribeCluster and configs from; after
 a batch that touched topics, brokers or configs, ``on_change`` lets the node update its
 partitions and coordinators. The records of a metadata transaction reach the image
-together, at its EndTransactionRecord, or never (AbortTransactionRecord).
+together, at its EndTransactionRecord, or never (AbortTransactionRecord). The node's
+authorizer (if ``authorizer.class.name`` is set) follows the image's ACLs: each batch's
+ACL changes, or all of them again after a snapshot (Kafka's AclPublisher).
 
 Snapshots: once ``metadata.log.max.record.bytes.between.snapshots`` bytes of batches
 have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` has
@@ -29,6 +31,7 @@ from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 from ottla.metadata.loader import MetadataLoader
 from ottla.raft.messages import Committed
+from ottla.security.authorizer import StandardAuthorizer
 from ottla.server.raft_driver import RaftDriver
 
 log = logging.getLogger(__name__)
@@ -37,10 +40,13 @@ class MetadataPublisher:
     def __init__(self, image: MetadataImage, raft: RaftDriver, *,
                  on_change: Callable[[MetadataDelta], None] = lambda delta: None,
                  snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3600000,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 authorizer: StandardAuthorizer | None = None) -> None:
         self.image = image
         self.raft = raft
         self.on_change = on_change
+        self.authorizer = authorizer
+        """Kept current with the image's ACLs (None: the node authorizes nothing)."""
         self.snapshot_bytes = snapshot_bytes
         self.snapshot_interval_ms = snapshot_interval_ms
         self.clock = clock
@@ -88,6 +94,7 @@ class MetadataPublisher:
             offset += entry.count
         self.applied_end = max(self.applied_end, offset)
         delta = self.loader.take_delta()
+        self._publish_acls(delta)
         if changed or delta.full:
             self.on_change(delta)
         still = []
@@ -102,6 +109,15 @@ class MetadataPublisher:
 
     def on_raft_state(self) -> None:
         pass
+
+    def _publish_acls(self, delta: MetadataDelta) -> None:
+        authorizer = self.authorizer
+        if authorizer is None:
+            return
+        if delta.full:
+            authorizer.load(self.image.acls)
+        elif delta.acl_changes:
+            authorizer.apply_changes(delta.acl_changes)
 
     def _maybe_snapshot(self) -> None:
         if self._bytes_since_snapshot == 0 or self.loader.in_transaction:

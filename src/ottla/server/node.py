@@ -29,6 +29,7 @@ from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 from ottla.raft.description import QuorumDescription, ReplicaDescription
 from ottla.raft.quorum import RaftConfig
+from ottla.security.authorizer import StandardAuthorizer, authorizer_configured
 from ottla.server.apis import broker_dispatcher, controller_dispatcher
 from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.controller_apis import ControllerServices
@@ -72,6 +73,11 @@ class Node:
         self.broker: Broker | None = None
         """The broker role (None on a node that is only a controller)."""
         self.channel: ControllerChannel | None = None
+        self.authorizer: StandardAuthorizer | None = \
+            StandardAuthorizer.from_config(config.originals) \
+            if authorizer_configured(config) else None
+        """Kafka's StandardAuthorizer over the image's ACLs, which every listener of the
+        node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -115,7 +121,8 @@ class Node:
         self.publisher = MetadataPublisher(
             self.image, self.raft, on_change=self._on_metadata, clock=self.clock,
             snapshot_bytes=cfg["metadata.log.max.record.bytes.between.snapshots"],
-            snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"])
+            snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"],
+            authorizer=self.authorizer)
         self.raft.listeners.append(self.publisher)
         if self.is_controller:
             controller = QuorumController(
@@ -195,6 +202,8 @@ class Node:
                 node_id=cfg.node_id, cluster_id=self.cluster_id, config=cfg,
                 image=self.image, channel=self.channel, raft=self.raft, clock=self.clock),
                 self.clock)
+        for dispatcher in dispatchers.values():
+            dispatcher.authorizer = self.authorizer
         controller_names = set(cfg.controller_listener_names)
         socket_options = {k: cfg[k] for k in ("socket.send.buffer.bytes",
                                               "socket.receive.buffer.bytes")

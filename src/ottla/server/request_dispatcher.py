@@ -35,6 +35,7 @@ from ottla.protocol.requests import (
     ANONYMOUS,
     ApiSpec,
     ApiTable,
+    Authorizer,
     Principal,
     RequestContext,
     Response,
@@ -77,6 +78,9 @@ class RequestDispatcher(Generic[S]):
         self.clock = clock
         self.disconnect_listeners: list[Callable[[str, str, int], None]] = []
         """Told (listener, host, port) when a client connection closes."""
+        self.authorizer: Authorizer | None = None
+        """The node's authorizer, given to every request's context (None: no
+        ``authorizer.class.name``, nothing is checked)."""
 
     def disconnected(self, listener_name: str, host: str, port: int) -> None:
         for listener in self.disconnect_listeners:
@@ -107,7 +111,8 @@ class RequestDispatcher(Generic[S]):
     def context(self, header: RequestHeader, listener_name: str, host: str, port: int,
                 principal: Principal = ANONYMOUS) -> RequestContext:
         return RequestContext(header, listener_name, self.table.kind, host, port,
-                              principal=principal, clock=self.clock)
+                              principal=principal, clock=self.clock,
+                              authorizer=self.authorizer)
 
     def call(self, spec: ApiSpec[S], ctx: RequestContext, request: Any) -> Any:
         """Run the handler: its response, or an awaitable of it."""

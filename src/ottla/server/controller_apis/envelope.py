@@ -11,19 +11,46 @@ closes its client's connection, as Kafka's does, so the client asks ApiVersions 
 one that cannot be parsed is INVALID_REQUEST, which the client gets as the error of its
 request; an inner handler that fails is answered, not dropped, so the forwarding broker
 does not send it again.
+
+Authorization (Kafka's ``ControllerApis.handleEnvelopeRequest`` and ``EnvelopeUtils``):
+the forwarding node's own principal (the connection's) needs CLUSTER_ACTION on the
+cluster, asked before anything else (CLUSTER_AUTHORIZATION_FAILED in the envelope). The
+inner request then runs as the client it came from: the principal in
+``request_principal`` (Kafka's serialized DefaultPrincipalData; one that cannot be read is
+PRINCIPAL_DESERIALIZATION_FAILURE) from the address in ``client_host_address`` (4 or 16
+bytes, else INVALID_REQUEST), and it must be one of the APIs a broker forwards
+(``FORWARDABLE``, else INVALID_REQUEST). An envelope without a principal is the
+forwarding node's own request (its registration, heartbeats, topic creation): it runs as
+that node's connection, whatever its API.
 """
 
 from __future__ import annotations
 
 import inspect
+import ipaddress
 from typing import Any
 
+from ottla.common.principal import PrincipalDeserializationError, deserialize_principal
 from ottla.controller.results import NotControllerError
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, MalformedRequest
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import CLUSTER_ACTION, authorize_cluster
 from ottla.server.controller_apis.services import ControllerServices
 from ottla.server.request_dispatcher import UnsupportedVersion
+
+FORWARDABLE = frozenset({
+    ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_CONFIGS, ApiKey.CREATE_PARTITIONS, ApiKey.CREATE_DELEGATION_TOKEN,
+    ApiKey.RENEW_DELEGATION_TOKEN, ApiKey.EXPIRE_DELEGATION_TOKEN, ApiKey.ELECT_LEADERS,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
+    ApiKey.UNREGISTER_BROKER, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ADD_RAFT_VOTER,
+    ApiKey.REMOVE_RAFT_VOTER,
+    94,  # UnregisterController (KIP-1220), newer than kio's schemas
+})
+"""``ApiKeys.forwardable`` (Kafka 4.4): what an Envelope may carry for a client."""
 
 
 def _envelope(error: ErrorCode, data: bytes | None = None) -> dict[str, Any]:
@@ -34,18 +61,31 @@ async def handle_envelope(controller: ControllerServices, ctx: RequestContext, r
                           ) -> dict[str, Any]:
     dispatcher = controller.dispatcher
     assert dispatcher is not None, "the controller listener's dispatcher is set at start"
+    if not authorize_cluster(ctx, CLUSTER_ACTION):
+        return _envelope(ErrorCode.cluster_authorization_failed)
+    principal, host = ctx.principal, ctx.client_host
+    if req.request_principal is not None:
+        try:
+            principal = deserialize_principal(bytes(req.request_principal))
+        except PrincipalDeserializationError:
+            return _envelope(ErrorCode.principal_deserialization_failure)
+        try:
+            host = str(ipaddress.ip_address(bytes(req.client_host_address)))
+        except ValueError:
+            return _envelope(ErrorCode.invalid_request)
     try:
         header, spec, inner = dispatcher.decode(req.request_data)
     except UnsupportedVersion:
         return _envelope(ErrorCode.unsupported_version)
     except MalformedRequest:
         return _envelope(ErrorCode.invalid_request)
-    if header.api_key == ApiKey.ENVELOPE:
+    if header.api_key == ApiKey.ENVELOPE or (
+            req.request_principal is not None and header.api_key not in FORWARDABLE):
         return _envelope(ErrorCode.invalid_request)
     if not controller.channel.is_active:
         return _envelope(ErrorCode.not_controller)
-    inner_ctx = dispatcher.context(header, ctx.listener_name, ctx.client_host,
-                                   ctx.client_port)
+    inner_ctx = dispatcher.context(header, ctx.listener_name, host, ctx.client_port,
+                                   principal)
     try:
         response = dispatcher.call(spec, inner_ctx, inner)
         if inspect.isawaitable(response):
