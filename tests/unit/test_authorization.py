@@ -8,8 +8,12 @@ the inner request with.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import io
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,11 +28,25 @@ from ottla.common.principal import (
 )
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import encode_snapshot
-from ottla.metadata.image import MetadataImage
+from ottla.metadata.image import ConfigResourceType, MetadataImage
+from ottla.protocol.api import ApiKey, request_schema
+from ottla.protocol.codec import RequestHeader, encode_request
+from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.messages import build
+from ottla.protocol.requests import RequestContext
 from ottla.raft.messages import Committed, Entry, Snapshot
-from ottla.security.acl import AclOperation, AclPermissionType, PatternType, ResourceType
+from ottla.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from ottla.security.authorizer import StandardAuthorizer
 from ottla.server.metadata_publisher import MetadataPublisher
+from tests import authorization_table as table
+from tests.unit import test_controller_apis as controller_tests
 
 ALICE = Principal("User", "alice")
 HOST = "10.0.0.9"
@@ -97,3 +115,384 @@ def test_the_authorizer_follows_the_acls_committed_and_reloads_after_a_snapshot(
                                 "payments")
     assert not authorizer.authorize(ALICE, HOST, AclOperation.READ, ResourceType.GROUP,
                                     "billing")
+
+
+# --- the table, API by API --------------------------------------------------------------------
+#
+# Each case is one request to the handler of one API on one listener, sent as alice from
+# 10.0.0.9. ``checks`` are the table's checks this request meets (indexes into the
+# handling's checks; None: all of them). The case is sent once with the ACLs of the first
+# k of them for every k (the first grant of each: alice, any host, LITERAL): with k < all,
+# Kafka's error of check k must be in the response (where the check has one); with all of
+# them, no authorization error may be.
+
+AUTH_ERRORS = frozenset({ErrorCode.topic_authorization_failed,
+                         ErrorCode.group_authorization_failed,
+                         ErrorCode.cluster_authorization_failed,
+                         ErrorCode.transactional_id_authorization_failed,
+                         ErrorCode.delegation_token_authorization_failed})
+TOPIC_NAME, GROUP_NAME, TXN_ID = "orders", "billing", "tx-1"
+NAMES = {table.Res.TOPIC: TOPIC_NAME, table.Res.GROUP: GROUP_NAME,
+         table.Res.TRANSACTIONAL_ID: TXN_ID, table.Res.CLUSTER: CLUSTER_NAME,
+         table.Res.USER: "User:bob"}
+
+
+@dataclass
+class Case:
+    key: int
+    listener: table.Listener
+    version: int
+    body: dict[str, Any] | Callable[[Any], dict[str, Any]]
+    checks: tuple[int, ...] | None = None
+    setup: Callable[[Any], Awaitable[None]] | None = None
+    codes: Callable[[Any], set[int]] | None = None
+    """The error codes of the response that count (all of them by default)."""
+    like: table.Listener | None = None
+    """Check as Kafka does on this listener instead (an API Kafka does not serve here)."""
+    grants: tuple[int, ...] | None = None
+    """Which grant of each applicable check the ACLs give (the first by default)."""
+
+    @property
+    def id(self) -> str:
+        return f"{table.BY_KEY[self.key].name}-v{self.version}-{self.listener}"
+
+    def applicable(self) -> list[table.Check]:
+        handling = table.BY_KEY[self.key].on(self.like or self.listener)
+        assert handling is not None
+        checks = handling.checks
+        return list(checks) if self.checks is None else [checks[i] for i in self.checks]
+
+
+def acls_for(checks: list[table.Check], grants: tuple[int, ...] | None = None
+             ) -> StandardAuthorizer:
+    authorizer = StandardAuthorizer()
+    for i, check in enumerate(checks):
+        grant = check.any_of[grants[i] if grants is not None else 0]
+        authorizer.add_acl(uuid.UUID(int=i + 1), AclBinding(
+            ResourceType(int(grant.resource)), NAMES[grant.resource], PatternType.LITERAL,
+            str(ALICE), "*", AclOperation(int(grant.op)), AclPermissionType.ALLOW))
+    return authorizer
+
+
+def error_codes(value: Any) -> set[int]:
+    """Every ``*error_code`` field of a decoded response, however deep."""
+    found: set[int] = set()
+    if dataclasses.is_dataclass(value):
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if field.name.endswith("error_code"):
+                found.add(item)
+            else:
+                found |= error_codes(item)
+    elif isinstance(value, tuple):
+        for item in value:
+            found |= error_codes(item)
+    return found
+
+
+async def run_case(case: Case, env: Any, send: Callable[..., Awaitable[Any]]) -> None:
+    checks = case.applicable()
+    if case.setup is not None:
+        await case.setup(env)
+    body = case.body(env) if callable(case.body) else case.body
+    for k in range(len(checks) + 1):
+        response = await send(env, case, body, acls_for(checks[:k], case.grants))
+        codes = case.codes(response) if case.codes is not None else error_codes(response)
+        if k < len(checks):
+            if checks[k].error is not None:
+                assert int(checks[k].error) in codes, \
+                    f"{case.id}: with the ACLs of {k} check(s), {checks[k].error.name} " \
+                    f"expected in {sorted(codes)}"
+        else:
+            assert not codes & AUTH_ERRORS, \
+                f"{case.id}: refused with every ACL the table asks for: {sorted(codes)}"
+
+
+# --- the controller listener ------------------------------------------------------------------
+
+C = table.Listener.CONTROLLER
+RAFT = controller_tests.RAFT_REQUESTS
+CLUSTER_ID = controller_tests.CLUSTER_ID
+
+
+async def send_to_controller(env: Any, case: Case, body: dict[str, Any],
+                             authorizer: StandardAuthorizer) -> Any:
+    header = RequestHeader(case.key, case.version, 7, "authorization-tests", 0)
+    ctx = RequestContext(header, "CONTROLLER", "controller", HOST, 50000, principal=ALICE,
+                         clock=env.clock, authorizer=authorizer)
+    req = build(request_schema(case.key, case.version), body)
+    spec = env.dispatcher.table.get(case.key)
+    assert spec is not None and spec.min_version <= case.version <= spec.max_version
+    try:
+        response = env.dispatcher.call(spec, ctx, req)
+        if inspect.isawaitable(response):
+            response = await response
+    except KafkaError as e:
+        response = env.dispatcher.failure(header, req, e)
+    if isinstance(response, dict) and "from_raft" in response:
+        return None  # handed to the Raft driver: not refused
+    return controller_tests.as_read(env, ctx, response)
+
+
+async def a_live_broker(env: Any) -> None:
+    await controller_tests.live_broker(env, 1)
+
+
+async def a_topic(env: Any) -> None:
+    await controller_tests.live_broker(env, 1)
+    created = await controller_tests.create(env, controller_tests.new_topic(TOPIC_NAME))
+    assert created.topics[0].error_code == ErrorCode.none
+
+
+def resource(resource_type: ConfigResourceType, name: str, *configs: tuple[str, str]
+             ) -> dict[str, Any]:
+    return {"resource_type": resource_type, "resource_name": name,
+            "configs": [{"name": k, "value": v} for k, v in configs]}
+
+
+def incremental(resource_type: ConfigResourceType, name: str, *configs: tuple[str, str]
+                ) -> dict[str, Any]:
+    return {"resource_type": resource_type, "resource_name": name,
+            "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs]}
+
+
+ACL_CREATION = {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3,
+                "principal": "User:bob", "host": "*", "operation": 3, "permission_type": 3}
+ACL_FILTER = {"resource_type_filter": 1, "resource_name_filter": None,
+              "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
+              "operation": 1, "permission_type": 1}
+RETENTION = ("retention.ms", "1000")
+
+
+def envelope_body(env: Any) -> dict[str, Any]:
+    return {"request_data": controller_tests.create_request(
+        controller_tests.new_topic(TOPIC_NAME)),
+        "request_principal": serialize_principal(ALICE),
+        "client_host_address": bytes([10, 0, 0, 9])}
+
+
+CONTROLLER_CASES = [
+    Case(ApiKey.FETCH, C, 17, RAFT[ApiKey.FETCH][1]),
+    Case(ApiKey.VOTE, C, 2, RAFT[ApiKey.VOTE][1]),
+    Case(ApiKey.BEGIN_QUORUM_EPOCH, C, 1, RAFT[ApiKey.BEGIN_QUORUM_EPOCH][1]),
+    Case(ApiKey.END_QUORUM_EPOCH, C, 1, RAFT[ApiKey.END_QUORUM_EPOCH][1]),
+    Case(ApiKey.FETCH_SNAPSHOT, C, 1, RAFT[ApiKey.FETCH_SNAPSHOT][1]),
+    Case(ApiKey.CREATE_TOPICS, C, 7, {"topics": [controller_tests.new_topic(TOPIC_NAME)],
+                                      "timeout": 1000, "validate_only": True},
+         setup=a_live_broker),
+    Case(ApiKey.CREATE_TOPICS, C, 7, {"topics": [controller_tests.new_topic(TOPIC_NAME)],
+                                      "timeout": 1000, "validate_only": True},
+         setup=a_live_broker, grants=(1, 0)),
+    Case(ApiKey.CREATE_TOPICS, C, 2, {"topics": [controller_tests.new_topic(TOPIC_NAME)],
+                                      "timeout": 1000, "validate_only": False},
+         checks=(0,), setup=a_live_broker),
+    Case(ApiKey.DELETE_TOPICS, C, 6, {"topics": [{"name": TOPIC_NAME, "topic_id": None}],
+                                      "timeout": 1000}, setup=a_topic, grants=(1, 1)),
+    Case(ApiKey.DELETE_TOPICS, C, 6, lambda env: {"topics": [
+        {"name": None, "topic_id": env.image.topics_by_name[TOPIC_NAME].topic_id}],
+        "timeout": 1000}, setup=a_topic, grants=(1, 1)),
+    Case(ApiKey.DELETE_TOPICS, C, 4, {"topic_names": [TOPIC_NAME], "timeout": 1000},
+         setup=a_topic, grants=(1, 1)),
+    Case(ApiKey.DESCRIBE_ACLS, C, 3, ACL_FILTER),
+    Case(ApiKey.CREATE_ACLS, C, 3, {"creations": [ACL_CREATION]}),
+    Case(ApiKey.DELETE_ACLS, C, 3, {"filters": [ACL_FILTER]}),
+    Case(ApiKey.ALTER_CONFIGS, C, 2, {"resources": [resource(
+        ConfigResourceType.TOPIC, TOPIC_NAME, RETENTION)], "validate_only": False},
+        checks=(1,), setup=a_topic),
+    Case(ApiKey.ALTER_CONFIGS, C, 2, {"resources": [resource(
+        ConfigResourceType.BROKER, "", ("log.cleaner.threads", "2"))], "validate_only": False},
+        checks=(0,)),
+    Case(ApiKey.ALTER_CONFIGS, C, 2, {"resources": [resource(
+        ConfigResourceType.GROUP, GROUP_NAME, ("consumer.session.timeout.ms", "45000"))],
+        "validate_only": False}, checks=(2,)),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, C, 1, {"resources": [incremental(
+        ConfigResourceType.BROKER_LOGGER, "1", ("kafka", "DEBUG"))], "validate_only": False},
+        checks=(0,)),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, C, 1, {"resources": [incremental(
+        ConfigResourceType.BROKER, "", ("log.cleaner.threads", "2"))], "validate_only": False},
+        checks=(1,)),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, C, 1, {"resources": [incremental(
+        ConfigResourceType.TOPIC, TOPIC_NAME, RETENTION)], "validate_only": False},
+        checks=(2,), setup=a_topic),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, C, 1, {"resources": [incremental(
+        ConfigResourceType.GROUP, GROUP_NAME, ("consumer.session.timeout.ms", "45000"))],
+        "validate_only": False}, checks=(3,)),
+    Case(ApiKey.CREATE_PARTITIONS, C, 3, {"topics": [
+        {"name": TOPIC_NAME, "count": 2, "assignments": None}], "timeout": 1000,
+        "validate_only": False}, setup=a_topic),
+    Case(ApiKey.ELECT_LEADERS, C, 2, {"election_type": 0, "topic_partitions": [
+        {"topic": TOPIC_NAME, "partitions": [0]}], "timeout": 1000}, setup=a_topic),
+    Case(ApiKey.ALTER_PARTITION_REASSIGNMENTS, C, 0, {"timeout": 1000, "topics": [
+        {"name": TOPIC_NAME, "partitions": [{"partition_index": 0, "replicas": None}]}]},
+        setup=a_topic),
+    Case(ApiKey.LIST_PARTITION_REASSIGNMENTS, C, 0, {"timeout": 1000, "topics": [
+        {"name": TOPIC_NAME, "partition_indexes": [0]}]}),
+    Case(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, C, 0, {"users": [{"name": "bob"}]},
+         like=table.Listener.BROKER),
+    Case(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, C, 0, {"deletions": [
+        {"name": "bob", "mechanism": 1}], "upsertions": []}),
+    Case(ApiKey.DESCRIBE_QUORUM, C, 2, controller_tests.DESCRIBE_METADATA),
+    Case(ApiKey.ALTER_PARTITION, C, 3, {"broker_id": 1, "broker_epoch": 1, "topics": []}),
+    Case(ApiKey.UPDATE_FEATURES, C, 1, {"timeout": 1000, "feature_updates": [],
+                                        "validate_only": True}),
+    Case(ApiKey.ENVELOPE, C, 0, envelope_body, setup=a_live_broker),
+    Case(ApiKey.DESCRIBE_CLUSTER, C, 1, {"include_cluster_authorized_operations": True,
+                                         "endpoint_type": 2}),
+    Case(ApiKey.BROKER_REGISTRATION, C, 4, lambda env: {
+        "broker_id": 1, "cluster_id": CLUSTER_ID, "incarnation_id": uuid.UUID(int=5),
+        "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9091,
+                       "security_protocol": 0}], "features": [], "rack": None,
+        "log_dirs": [uuid.UUID(int=6)]}),
+    Case(ApiKey.BROKER_HEARTBEAT, C, 1, {
+        "broker_id": 1, "broker_epoch": 1, "current_metadata_offset": 0, "want_fence": False,
+        "want_shut_down": False}),
+    Case(ApiKey.ALLOCATE_PRODUCER_IDS, C, 0, {"broker_id": 1, "broker_epoch": 1}),
+    Case(ApiKey.ASSIGN_REPLICAS_TO_DIRS, C, 0, {"broker_id": 1, "broker_epoch": 1,
+                                                "directories": []}),
+]
+
+
+@pytest.mark.parametrize("case", CONTROLLER_CASES, ids=lambda c: c.id)
+async def test_controller_apis_authorize_as_kafka(case: Case) -> None:
+    await run_case(case, controller_tests.make_env(), send_to_controller)
+
+
+def authorizer_with(*acls: tuple[ResourceType, str, AclOperation], principal: str = "User:alice",
+                    pattern: PatternType = PatternType.LITERAL,
+                    permission: AclPermissionType = AclPermissionType.ALLOW,
+                    into: StandardAuthorizer | None = None) -> StandardAuthorizer:
+    authorizer = into if into is not None else StandardAuthorizer()
+    for resource_type, name, operation in acls:
+        authorizer.add_acl(uuid.uuid4(), AclBinding(resource_type, name, pattern, principal,
+                                                    "*", operation, permission))
+    return authorizer
+
+
+async def controller_ask(env: Any, api_key: int, version: int, body: dict[str, Any],
+                         authorizer: StandardAuthorizer,
+                         principal: Principal = ALICE) -> Any:
+    case = Case(api_key, C, version, body)
+    header = RequestHeader(api_key, version, 7, "authorization-tests", 0)
+    ctx = RequestContext(header, "CONTROLLER", "controller", HOST, 50000,
+                         principal=principal, clock=env.clock, authorizer=authorizer)
+    req = build(request_schema(api_key, version), body)
+    spec = env.dispatcher.table.get(case.key)
+    response = env.dispatcher.call(spec, ctx, req)
+    if inspect.isawaitable(response):
+        response = await response
+    return controller_tests.as_read(env, ctx, response)
+
+
+async def test_create_topics_with_create_on_the_cluster_and_configs_only_if_describable(
+        ) -> None:
+    env = controller_tests.make_env()
+    await a_live_broker(env)
+    authorizer = authorizer_with((ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.CREATE),
+                                 (ResourceType.TOPIC, "seen", AclOperation.ALTER_CONFIGS))
+    response = await controller_ask(env, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        controller_tests.new_topic("seen"), controller_tests.new_topic("unseen")],
+        "timeout": 1000, "validate_only": False}, authorizer)
+    seen, unseen = response.topics
+    assert (seen.error_code, seen.topic_config_error_code, seen.num_partitions) == \
+        (ErrorCode.none, ErrorCode.none, 1)  # ALTER_CONFIGS implies DESCRIBE_CONFIGS
+    assert seen.configs
+    assert (unseen.error_code, unseen.topic_config_error_code, unseen.num_partitions,
+            unseen.replication_factor, unseen.configs) == \
+        (ErrorCode.none, ErrorCode.topic_authorization_failed, -1, -1, ())
+    assert {"seen", "unseen"} <= set(env.image.topics_by_name)  # both created
+
+
+async def test_create_topics_refuses_the_topics_without_create_and_creates_the_rest() -> None:
+    env = controller_tests.make_env()
+    await a_live_broker(env)
+    authorizer = authorizer_with((ResourceType.TOPIC, "app-", AclOperation.CREATE),
+                                 pattern=PatternType.PREFIXED)
+    response = await controller_ask(env, ApiKey.CREATE_TOPICS, 7, {"topics": [
+        controller_tests.new_topic("app-1"), controller_tests.new_topic("other")],
+        "timeout": 1000, "validate_only": False}, authorizer)
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("app-1", ErrorCode.none, None),
+        ("other", ErrorCode.topic_authorization_failed, "Authorization failed.")]
+    assert "other" not in env.image.topics_by_name
+
+
+async def test_delete_topics_tells_nothing_of_a_topic_that_may_not_be_described() -> None:
+    env = controller_tests.make_env()
+    await a_topic(env)
+    topic_id = env.image.topics_by_name[TOPIC_NAME].topic_id
+    nobody = StandardAuthorizer()
+    by_id = await controller_ask(env, ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": None, "topic_id": topic_id}], "timeout": 1000}, nobody)
+    assert [(t.name, t.topic_id, t.error_code) for t in by_id.responses] == [
+        (None, topic_id, ErrorCode.topic_authorization_failed)]
+    # A name that does not exist looks like one that may not be described.
+    missing = await controller_ask(env, ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": "missing", "topic_id": None}], "timeout": 1000}, nobody)
+    assert missing.responses[0].error_code == ErrorCode.topic_authorization_failed
+    describer = authorizer_with((ResourceType.TOPIC, "*", AclOperation.DESCRIBE))
+    described = await controller_ask(env, ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": None, "topic_id": topic_id}, {"name": "missing", "topic_id": None}],
+        "timeout": 1000}, describer)
+    assert [(t.name, t.error_code) for t in described.responses] == [
+        (TOPIC_NAME, ErrorCode.topic_authorization_failed),
+        ("missing", ErrorCode.unknown_topic_or_partition)]
+    admin = authorizer_with((ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DELETE))
+    deleted = await controller_ask(env, ApiKey.DELETE_TOPICS, 6, {"topics": [
+        {"name": TOPIC_NAME, "topic_id": None}], "timeout": 1000}, admin)
+    assert deleted.responses[0].error_code == ErrorCode.none
+    assert TOPIC_NAME not in env.image.topics_by_name
+
+
+def envelope_of(inner: bytes, principal: bytes | None = serialize_principal(ALICE),
+                address: bytes = bytes([10, 0, 0, 9])) -> dict[str, Any]:
+    return {"request_data": inner, "request_principal": principal,
+            "client_host_address": address}
+
+
+async def test_the_envelope_needs_cluster_action_and_runs_as_the_client_it_carries() -> None:
+    env = controller_tests.make_env()
+    await a_live_broker(env)
+    broker = Principal("User", "broker")
+    authorizer = authorizer_with((ResourceType.CLUSTER, CLUSTER_NAME,
+                                  AclOperation.CLUSTER_ACTION), principal="User:broker")
+    create = controller_tests.create_request(controller_tests.new_topic(TOPIC_NAME))
+    # Alice may not send an Envelope herself.
+    refused = await controller_ask(env, ApiKey.ENVELOPE, 0, envelope_of(create), authorizer)
+    assert (refused.error_code, refused.response_data) == \
+        (ErrorCode.cluster_authorization_failed, None)
+    # Through the broker, the request runs as alice: no CREATE, not created.
+    forwarded = await controller_ask(env, ApiKey.ENVELOPE, 0, envelope_of(create),
+                                     authorizer, principal=broker)
+    assert forwarded.error_code == ErrorCode.none
+    _, inner = controller_tests.decode_response(ApiKey.CREATE_TOPICS, 7,
+                                                forwarded.response_data)
+    assert inner.topics[0].error_code == ErrorCode.topic_authorization_failed
+    # ... from her address: an ACL for another host does not apply.
+    authorizer.add_acl(uuid.uuid4(), AclBinding(
+        ResourceType.TOPIC, TOPIC_NAME, PatternType.LITERAL, "User:alice", "10.0.0.10",
+        AclOperation.CREATE, AclPermissionType.ALLOW))
+    elsewhere = await controller_ask(env, ApiKey.ENVELOPE, 0, envelope_of(create),
+                                     authorizer, principal=broker)
+    _, inner = controller_tests.decode_response(ApiKey.CREATE_TOPICS, 7,
+                                                elsewhere.response_data)
+    assert inner.topics[0].error_code == ErrorCode.topic_authorization_failed
+    here = await controller_ask(env, ApiKey.ENVELOPE, 0, envelope_of(
+        create, address=bytes([10, 0, 0, 10])), authorizer, principal=broker)
+    _, inner = controller_tests.decode_response(ApiKey.CREATE_TOPICS, 7, here.response_data)
+    assert inner.topics[0].error_code == ErrorCode.none
+    assert TOPIC_NAME in env.image.topics_by_name
+
+
+@pytest.mark.parametrize(("envelope", "error"), [
+    (envelope_of(b"", principal=b"\x00\x07junk"), ErrorCode.principal_deserialization_failure),
+    (envelope_of(b"", address=b"\x01\x02\x03"), ErrorCode.invalid_request),
+    (envelope_of(encode_request(ApiKey.DESCRIBE_CLUSTER, 0, 1, "c", build(
+        request_schema(ApiKey.DESCRIBE_CLUSTER, 0),
+        {"include_cluster_authorized_operations": False}))[4:]), ErrorCode.invalid_request),
+], ids=["principal", "address", "not-forwardable"])
+async def test_an_envelope_kafka_would_not_run_is_refused(envelope: dict[str, Any],
+                                                          error: ErrorCode) -> None:
+    env = controller_tests.make_env()
+    response = await controller_ask(env, ApiKey.ENVELOPE, 0, envelope, StandardAuthorizer(
+        super_users=["User:alice"]))
+    assert (response.error_code, response.response_data) == (error, None)

@@ -29,6 +29,8 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 }
 _NAME_FIELDS = ("group_id", "name", "key", "topic", "resource_name", "topic_name")
 """Where a request's bare string (a group id, a topic name) goes in its response item."""
+_INDEX_FIELDS = ("partition_index", "partition_id", "partition", "index")
+"""Where a request's bare integer (a partition index) goes in its response item."""
 
 
 def _required(field: dataclasses.Field[Any]) -> bool:
@@ -66,6 +68,8 @@ def _source_value(source: Any, name: str) -> Any:
         return dataclasses.MISSING
     if isinstance(source, str):
         return source if name in _NAME_FIELDS else dataclasses.MISSING
+    if isinstance(source, int) and not isinstance(source, bool):
+        return source if name in _INDEX_FIELDS else dataclasses.MISSING
     for candidate in (name, *_ALIASES.get(name, ())):
         value = getattr(source, candidate, dataclasses.MISSING)
         if value is not dataclasses.MISSING and not isinstance(value, tuple):
@@ -80,8 +84,8 @@ def _source_arrays(source: Any) -> dict[str, tuple[Any, ...]]:
             if isinstance(getattr(source, f.name), tuple)}
 
 
-def _mirror(cls: type, source: Any, code: ErrorCode, message: str | None
-            ) -> dict[str, Any]:
+def _mirror(cls: type, source: Any, code: ErrorCode, message: str | None,
+            entries: bool = True) -> dict[str, Any]:
     values: dict[str, Any] = {}
     fields = dataclasses.fields(cls)
     arrays = _source_arrays(source)
@@ -94,8 +98,8 @@ def _mirror(cls: type, source: Any, code: ErrorCode, message: str | None
             values[field.name] = message
         elif typing.get_origin(tp) is tuple and \
                 dataclasses.is_dataclass(element := typing.get_args(tp)[0]):
-            items = arrays.get(field.name)
-            if items is None and len(unmatched) == 1:
+            items = arrays.get(field.name) if entries else None
+            if items is None and entries and len(unmatched) == 1:
                 items = arrays[unmatched[0]]
             if items is None:
                 if _required(field):
@@ -130,3 +134,15 @@ def error_response(request: Any, code: ErrorCode, message: str | None = None
             {"user": user, "error_code": code, "error_message": message} for user in users]}
     schema = response_schema(request.__api_key__, request.__version__)
     return _mirror(schema, request, code, message)
+
+
+def top_level_error_response(request: Any, code: ErrorCode, message: str | None = None
+                             ) -> dict[str, Any]:
+    """The response to ``request`` with ``code`` (and ``message``) in its top-level
+    fields only, its arrays empty (or null where they may be): what Kafka's
+    ``getErrorResponse`` of the requests that have a top-level error answers (the KRaft
+    RPCs, broker registration, heartbeats)."""
+    from ottla.protocol.api import response_schema
+
+    schema = response_schema(request.__api_key__, request.__version__)
+    return _mirror(schema, request, code, message, entries=False)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 from ottla.protocol.api import ApiKey
+from ottla.protocol.error_response import error_response, top_level_error_response
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import RequestContext
 from ottla.security.acl import (
@@ -115,6 +117,25 @@ def require_cluster(ctx: RequestContext, operation: AclOperation) -> None:
     is allowed."""
     if not authorize_cluster(ctx, operation):
         raise cluster_authorization_error(ctx, operation)
+
+
+NEEDS_PERMISSION: Any = object()
+"""``deny_cluster``'s message: the one ``cluster_authorization_error`` words."""
+
+
+def deny_cluster(ctx: RequestContext, request: Any, operation: AclOperation,
+                 message: str | None = NEEDS_PERMISSION, every_entry: bool = False
+                 ) -> dict[str, Any] | None:
+    """None if the principal may ``operation`` the cluster; else the response Kafka sends
+    when ``authorizeClusterOperation`` fails: CLUSTER_AUTHORIZATION_FAILED with
+    ``message`` at the top level (the response's arrays empty), or with ``every_entry``
+    in every entry the request named as well (its ``getErrorResponse``)."""
+    if authorize_cluster(ctx, operation):
+        return None
+    if message is NEEDS_PERMISSION:
+        message = cluster_authorization_error(ctx, operation).message
+    build = error_response if every_entry else top_level_error_response
+    return build(request, ErrorCode.cluster_authorization_failed, message)
 
 
 def authorized_names(ctx: RequestContext, operation: AclOperation,

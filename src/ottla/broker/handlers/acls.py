@@ -20,6 +20,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, CloseConnection, RequestContext
 from ottla.security.acl import AclBinding, AclBindingFilter
+from ottla.security.auth_helper import DESCRIBE, deny_cluster
 from ottla.security.authorizer import authorizer_configured
 
 NO_AUTHORIZER_ON_BROKER = "No Authorizer is configured on the broker"
@@ -62,7 +63,9 @@ def handle_describe_acls(node: HasImageAndConfig, ctx: RequestContext, req: Any
     if 0 in (req.resource_type_filter, req.pattern_type_filter, req.operation,
              req.permission_type):
         raise CloseConnection("DescribeAclsRequest contains UNKNOWN elements")
-    # Kafka authorizes DESCRIBE on the CLUSTER resource here (authorizeClusterOperation).
+    denied = deny_cluster(ctx, req, DESCRIBE)
+    if denied is not None:
+        return denied
     if not authorizer_configured(node.config):
         return {"throttle_time": 0, "error_code": ErrorCode.security_disabled,
                 "error_message": NO_AUTHORIZER_ON_BROKER, "resources": []}

@@ -1,6 +1,7 @@
 """DescribeUserScramCredentials (KIP-554): which users have SCRAM credentials, with the
 mechanism and iteration count of each, from the metadata image (Kafka's
-``ScramImage.describe``). Salts and keys never leave the node. AlterUserScramCredentials
+``ScramImage.describe``), to principals with DESCRIBE on the cluster. Salts and keys never
+leave the node. AlterUserScramCredentials
 changes metadata: brokers forward it to the controller (``forwarding``), which runs
 ``controller.scram_control``.
 """
@@ -15,6 +16,7 @@ from ottla.metadata.image import MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import DESCRIBE, MSG_CLUSTER, authorize_cluster
 
 DESCRIBE_DUPLICATE_USER = ("Cannot describe SCRAM credentials for the same user twice in a "
                            "single request: ")
@@ -33,7 +35,7 @@ def describe_user_scram_credentials(image: MetadataImage, users: Sequence[str] |
     """The response of DescribeUserScramCredentials for ``users`` (None or empty: every
     user with a credential). A user named twice is DUPLICATE_RESOURCE, once in the
     results; a named user without a credential RESOURCE_NOT_FOUND; the top-level error is
-    NONE (it is for authorization, which Ottla does not do yet)."""
+    NONE (it is for authorization)."""
     known = image.scram_users()
     named: dict[str, bool] = {}
     if not users:
@@ -61,6 +63,13 @@ def describe_user_scram_credentials(image: MetadataImage, users: Sequence[str] |
 
 def handle_describe_user_scram_credentials(node: HasImage, ctx: RequestContext, req: Any
                                            ) -> dict[str, Any]:
+    if not authorize_cluster(ctx, DESCRIBE):
+        # DescribeUserScramCredentialsRequest.getErrorResponse: the error at the top and
+        # once per user asked for (without the user's name).
+        error = ErrorCode.cluster_authorization_failed
+        return {"throttle_time": 0, "error_code": error, "error_message": MSG_CLUSTER,
+                "results": [{"user": "", "error_code": error, "error_message": MSG_CLUSTER,
+                             "credential_infos": []} for _ in req.users or ()]}
     users = None if req.users is None else [u.name for u in req.users]
     return describe_user_scram_credentials(node.image, users)
 

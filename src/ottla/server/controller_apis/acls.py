@@ -27,6 +27,7 @@ from ottla.security.acl import (
     PatternType,
     ResourceType,
 )
+from ottla.security.auth_helper import ALTER, deny_cluster
 from ottla.security.authorizer import authorizer_configured
 from ottla.server.controller_apis.services import ControllerServices
 
@@ -44,7 +45,10 @@ def _not_a_binding(binding: AclBinding) -> bool:
 
 async def handle_create_acls(controller: ControllerServices, ctx: RequestContext, req: Any
                              ) -> dict[str, Any]:
-    # Kafka authorizes ALTER on the CLUSTER resource here (authorizeClusterOperation).
+    denied = deny_cluster(ctx, req, ALTER, every_entry=True)
+    if denied is not None:
+        return denied
+
     def everyone(code: ErrorCode, message: str | None) -> dict[str, Any]:
         return {"throttle_time": 0, "results": [
             {"error_code": code, "error_message": message} for _ in req.creations]}
@@ -71,7 +75,9 @@ def _matching_acl(binding: AclBinding) -> dict[str, Any]:
 
 async def handle_delete_acls(controller: ControllerServices, ctx: RequestContext, req: Any
                              ) -> dict[str, Any]:
-    # Kafka authorizes ALTER on the CLUSTER resource here (authorizeClusterOperation).
+    denied = deny_cluster(ctx, req, ALTER, every_entry=True)
+    if denied is not None:
+        return denied
     if not authorizer_configured(controller.config):
         return {"throttle_time": 0, "filter_results": [
             {"error_code": ErrorCode.security_disabled, "error_message": NO_AUTHORIZER,

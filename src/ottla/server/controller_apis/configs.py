@@ -1,17 +1,85 @@
 """AlterConfigs, IncrementalAlterConfigs and UpdateFeatures: run on the active controller,
-to which brokers forward them."""
+to which brokers forward them.
+
+Authorization (Kafka's ``ControllerApis.authorizeAlterResource``), per resource: ALTER_CONFIGS
+on the cluster for BROKER and CLIENT_METRICS resources, on the topic for a TOPIC, on the
+group for a GROUP; a BROKER_LOGGER change (IncrementalAlterConfigs) needs CLUSTER_ACTION.
+A denied resource is answered with the authorization error and left out of the change;
+a resource named twice is INVALID_REQUEST "Duplicate resource." (before any check).
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    ALTER,
+    ALTER_CONFIGS,
+    CLUSTER_ACTION,
+    GROUP,
+    MSG_CLUSTER,
+    MSG_GROUP,
+    MSG_TOPIC,
+    TOPIC,
+    authorize,
+    authorize_cluster,
+    deny_cluster,
+)
 from ottla.server.controller_apis.services import ControllerServices
 
+Result = tuple[int, str, ErrorCode, str | None]
 
-def _alter_response(results: list[tuple[int, str, ErrorCode, str | None]]) -> dict[str, Any]:
+
+def alter_denial(ctx: RequestContext, resource_type: int, name: str, incremental: bool
+                 ) -> tuple[ErrorCode, str] | None:
+    """The authorization error of changing one resource's configs, or None."""
+    if resource_type in (ConfigResourceType.BROKER, ConfigResourceType.CLIENT_METRICS):
+        allowed = authorize_cluster(ctx, ALTER_CONFIGS)
+        denial = ErrorCode.cluster_authorization_failed, MSG_CLUSTER
+    elif resource_type == ConfigResourceType.BROKER_LOGGER and incremental:
+        allowed = authorize_cluster(ctx, CLUSTER_ACTION)
+        denial = ErrorCode.cluster_authorization_failed, MSG_CLUSTER
+    elif resource_type == ConfigResourceType.TOPIC:
+        allowed = authorize(ctx, ALTER_CONFIGS, TOPIC, name)
+        denial = ErrorCode.topic_authorization_failed, MSG_TOPIC
+    elif resource_type == ConfigResourceType.GROUP:
+        allowed = authorize(ctx, ALTER_CONFIGS, GROUP, name)
+        denial = ErrorCode.group_authorization_failed, MSG_GROUP
+    else:
+        return None  # refused by the controller, whoever asks
+    return None if allowed else denial
+
+
+async def _authorized_alter(ctx: RequestContext, req: Any, incremental: bool,
+                            alter: Callable[[list[Any]], Awaitable[list[Result]]]
+                            ) -> dict[str, Any]:
+    """Run ``alter`` on the resources that are neither named twice nor denied; every
+    resource's answer in the request's order."""
+    keys = [(res.resource_type, res.resource_name) for res in req.resources]
+    named = Counter(keys)
+    answers: dict[int, Result] = {}
+    kept: list[int] = []
+    for i, res in enumerate(req.resources):
+        if named[keys[i]] > 1:
+            answers[i] = (*keys[i], ErrorCode.invalid_request, "Duplicate resource.")
+            continue
+        denial = alter_denial(ctx, res.resource_type, res.resource_name, incremental)
+        if denial is not None:
+            answers[i] = (*keys[i], *denial)
+        else:
+            kept.append(i)
+    if kept:
+        answers.update(zip(kept, await alter([req.resources[i] for i in kept])))
+    return _alter_response([answers[i] for i in range(len(keys))])
+
+
+def _alter_response(results: list[Result]) -> dict[str, Any]:
     return {"throttle_time": 0, "responses": [
         {"error_code": code, "error_message": msg, "resource_type": rtype,
          "resource_name": rname} for rtype, rname, code, msg in results]}
@@ -19,26 +87,34 @@ def _alter_response(results: list[tuple[int, str, ErrorCode, str | None]]) -> di
 
 async def handle_alter_configs(controller: ControllerServices, ctx: RequestContext,
                                req: Any) -> dict[str, Any]:
-    resources = [(res.resource_type, res.resource_name,
-                  {c.name: c.value for c in res.configs}) for res in req.resources]
-    results = await controller.channel.submit(
-        lambda c: c.configuration.alter_configs(resources, req.validate_only))
-    return _alter_response(results)
+    async def alter(kept: list[Any]) -> list[Result]:
+        resources = [(res.resource_type, res.resource_name,
+                      {c.name: c.value for c in res.configs}) for res in kept]
+        results: list[Result] = await controller.channel.submit(
+            lambda c: c.configuration.alter_configs(resources, req.validate_only))
+        return results
+    return await _authorized_alter(ctx, req, False, alter)
 
 
 async def handle_incremental_alter_configs(controller: ControllerServices, ctx: RequestContext,
                                            req: Any) -> dict[str, Any]:
-    resources = [(res.resource_type, res.resource_name,
-                  [(c.name, c.config_operation, c.value) for c in res.configs])
-                 for res in req.resources]
-    results = await controller.channel.submit(
-        lambda c: c.configuration.incremental_alter_configs(resources, req.validate_only))
-    return _alter_response(results)
+    async def alter(kept: list[Any]) -> list[Result]:
+        resources = [(res.resource_type, res.resource_name,
+                      [(c.name, c.config_operation, c.value) for c in res.configs])
+                     for res in kept]
+        results: list[Result] = await controller.channel.submit(
+            lambda c: c.configuration.incremental_alter_configs(resources, req.validate_only))
+        return results
+    return await _authorized_alter(ctx, req, True, alter)
 
 
 async def handle_update_features(controller: ControllerServices, ctx: RequestContext,
                                  req: Any) -> dict[str, Any]:
-    """Finalize feature levels (metadata.version), all or nothing."""
+    """Finalize feature levels (metadata.version), all or nothing (ALTER on the
+    cluster)."""
+    denied = deny_cluster(ctx, req, ALTER)
+    if denied is not None:
+        return denied
     # v0 had allow_downgrade; v1 an upgrade type (1 upgrade, 2 safe, 3 unsafe downgrade).
     updates = [(u.feature, u.max_version_level,
                 (2 if u.allow_downgrade else 1) if ctx.api_version == 0 else u.upgrade_type)

@@ -86,6 +86,7 @@ async def handle_envelope(controller: ControllerServices, ctx: RequestContext, r
         return _envelope(ErrorCode.not_controller)
     inner_ctx = dispatcher.context(header, ctx.listener_name, host, ctx.client_port,
                                    principal)
+    inner_ctx.authorizer = ctx.authorizer
     try:
         response = dispatcher.call(spec, inner_ctx, inner)
         if inspect.isawaitable(response):

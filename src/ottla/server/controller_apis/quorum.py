@@ -1,7 +1,11 @@
 """The KRaft RPCs between the replicas of ``__cluster_metadata`` (Vote,
 BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) on the controller listener, and
 DescribeQuorum, the state of the quorum (KIP-595, KIP-853), which the leader answers
-(brokers forward it here)."""
+(brokers forward it here).
+
+The KRaft RPCs need CLUSTER_ACTION on the cluster (the other replicas' principals: make
+them super users), DescribeQuorum DESCRIBE; a denied request gets
+CLUSTER_AUTHORIZATION_FAILED at its top level (Kafka's ControllerApis)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from ottla.common.uuids import parse_kafka_uuid
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import CLUSTER_ACTION, DESCRIBE, MSG_CLUSTER, deny_cluster
 from ottla.server.controller_apis.services import ControllerServices
 
 
@@ -23,16 +28,25 @@ def _replica(r: Any) -> dict[str, Any]:
 
 async def handle_vote(controller: ControllerServices, ctx: RequestContext,
                       req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     return await controller.raft.inbound(ApiKey.VOTE, req)
 
 
 async def handle_begin_quorum_epoch(controller: ControllerServices, ctx: RequestContext,
                                     req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     return await controller.raft.inbound(ApiKey.BEGIN_QUORUM_EPOCH, req)
 
 
 async def handle_end_quorum_epoch(controller: ControllerServices, ctx: RequestContext,
                                   req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     return await controller.raft.inbound(ApiKey.END_QUORUM_EPOCH, req)
 
 
@@ -40,16 +54,26 @@ async def handle_raft_fetch(controller: ControllerServices, ctx: RequestContext,
                             req: Any) -> dict[str, Any]:
     """A follower or an observer fetching the metadata log; the leader may hold it until
     there is something new (long polling)."""
+    if deny_cluster(ctx, req, CLUSTER_ACTION, None) is not None:
+        # FetchRequest.getErrorResponse from v13: the top-level error, no partitions.
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "session_id": 0, "responses": [], "node_endpoints": []}
     return await controller.raft.inbound(ApiKey.FETCH, req)
 
 
 async def handle_fetch_snapshot(controller: ControllerServices, ctx: RequestContext,
                                 req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     return await controller.raft.inbound(ApiKey.FETCH_SNAPSHOT, req)
 
 
 async def handle_describe_quorum(controller: ControllerServices, ctx: RequestContext,
                                  req: Any) -> Any:
+    denied = deny_cluster(ctx, req, DESCRIBE, MSG_CLUSTER)
+    if denied is not None:
+        return denied
     topics = req.topics
     valid = len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC and \
         len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0

@@ -9,6 +9,9 @@ metadata has caught up to that offset, and name the log dirs that went offline (
 partitions then lose it from their ISR and as leader). A broker silent for
 ``broker.session.timeout.ms`` is fenced and its partitions lose it as leader. A broker
 with several log dirs says in which it put each new replica (AssignReplicasToDirs).
+
+Each needs CLUSTER_ACTION on the cluster (the brokers' principals: make them super users);
+a denied request gets CLUSTER_AUTHORIZATION_FAILED at its top level.
 """
 
 from __future__ import annotations
@@ -21,11 +24,15 @@ from ottla.metadata.isr_change import UNKNOWN_BROKER_EPOCH, IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import CLUSTER_ACTION, deny_cluster
 from ottla.server.controller_apis.services import ControllerServices
 
 
 async def handle_broker_registration(controller: ControllerServices, ctx: RequestContext,
                                      req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     if req.cluster_id != controller.cluster_id:
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_cluster_id,
                 "broker_epoch": -1}
@@ -44,6 +51,9 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
 
 async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestContext,
                                   req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     try:
         reply = await controller.channel.submit(lambda c: c.cluster.broker_heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
@@ -60,6 +70,9 @@ async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestCo
 async def handle_alter_partition(controller: ControllerServices, ctx: RequestContext,
                                  req: Any) -> dict[str, Any]:
     """A partition leader changes its ISR (the controller validates epochs and members)."""
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     changes = []
     for topic in req.topics:
         for p in topic.partitions:
@@ -88,6 +101,9 @@ async def handle_alter_partition(controller: ControllerServices, ctx: RequestCon
 async def handle_allocate_producer_ids(controller: ControllerServices, ctx: RequestContext,
                                        req: Any) -> dict[str, Any]:
     """A block of producer ids for a broker's idempotent and transactional producers."""
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     try:
         start, length = await controller.channel.submit(
             lambda c: c.producer_ids.allocate_producer_ids(req.broker_id, req.broker_epoch))
@@ -102,6 +118,9 @@ async def handle_assign_replicas_to_dirs(controller: ControllerServices, ctx: Re
                                          req: Any) -> dict[str, Any]:
     """A broker with several log dirs says in which it put replicas (KIP-858, Kafka's
     ``ControllerApis.handleAssignReplicasToDirs``)."""
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     assignments = [DirectoryAssignment(d.id_, [(t.topic_id, [p.partition_index
                                                               for p in t.partitions])
                                                for t in d.topics])

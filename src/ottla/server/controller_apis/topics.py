@@ -1,29 +1,79 @@
-"""CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders: run on the active
-controller, to which brokers forward them."""
+"""CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders and the partition
+reassignments: run on the active controller, to which brokers forward them.
+
+Authorization, as Kafka's ControllerApis: CreateTopics needs CREATE on the cluster or on
+each topic (a denied topic is not created: TOPIC_AUTHORIZATION_FAILED "Authorization
+failed."), and returns a created topic's configs only with DESCRIBE_CONFIGS on it;
+DeleteTopics needs DESCRIBE then DELETE on each topic (or DELETE on the cluster);
+CreatePartitions ALTER on each topic; ElectLeaders and AlterPartitionReassignments ALTER
+on the cluster, ListPartitionReassignments DESCRIBE.
+"""
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from typing import Any
 
 from ottla.broker.handlers.configs import describe_topic_configs
-from ottla.common.topics import NewTopic
+from ottla.common.topics import METADATA_TOPIC, NewTopic
 from ottla.protocol.api import ApiKey
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    ALTER,
+    CREATE,
+    DELETE,
+    DESCRIBE,
+    DESCRIBE_CONFIGS,
+    MSG_TOPIC,
+    TOPIC,
+    authorize,
+    authorize_cluster,
+    deny_cluster,
+)
 from ottla.server.controller_apis.services import ControllerServices
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _refused_topic(name: str, error: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {"name": name, "topic_id": ZERO_UUID, "error_code": error,
+            "error_message": message, "topic_config_error_code": 0, "num_partitions": -1,
+            "replication_factor": -1, "configs": None}
 
 
 async def handle_create_topics(controller: ControllerServices, ctx: RequestContext,
                                req: Any) -> dict[str, Any]:
+    named = Counter(t.name for t in req.topics)
+    creatable = authorize_cluster(ctx, CREATE)
+    refused: dict[int, dict[str, Any]] = {}
+    for i, t in enumerate(req.topics):
+        if named[t.name] > 1:
+            refused[i] = _refused_topic(t.name, ErrorCode.invalid_request,
+                                        "Duplicate topic name.")
+        elif t.name == METADATA_TOPIC:
+            refused[i] = _refused_topic(t.name, ErrorCode.invalid_request,
+                                        f"Creation of internal topic {METADATA_TOPIC} is "
+                                        "prohibited.")
+        elif not creatable and not authorize(ctx, CREATE, TOPIC, t.name):
+            refused[i] = _refused_topic(t.name, ErrorCode.topic_authorization_failed,
+                                        "Authorization failed.")
     new_topics = [NewTopic(
         name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
         assignments={a.partition_index: list(a.broker_ids) for a in t.assignments} or None,
-        configs={c.name: c.value for c in t.configs}) for t in req.topics]
+        configs={c.name: c.value for c in t.configs})
+        for i, t in enumerate(req.topics) if i not in refused]
     validate_only = req.validate_only
     results = await controller.channel.submit(
-        lambda c: c.replication.create_topics(new_topics, validate_only))
+        lambda c: c.replication.create_topics(new_topics, validate_only)) if new_topics else []
+    created = iter(zip(new_topics, results))
     topics = []
-    for new, result in zip(new_topics, results):
+    for i in range(len(req.topics)):
+        if i in refused:
+            topics.append(refused[i])
+            continue
+        new, result = next(created)
         entry: dict[str, Any] = {
             "name": result.name, "topic_id": result.topic_id, "error_code": result.error,
             "error_message": result.message, "topic_config_error_code": 0,
@@ -31,7 +81,11 @@ async def handle_create_topics(controller: ControllerServices, ctx: RequestConte
             "replication_factor": result.replication_factor, "configs": None,
         }
         if result.error == ErrorCode.none:
-            if validate_only:
+            if not authorize(ctx, DESCRIBE_CONFIGS, TOPIC, new.name):
+                # Created, but its configs are not the principal's to see.
+                entry.update(topic_config_error_code=ErrorCode.topic_authorization_failed,
+                             num_partitions=-1, replication_factor=-1, configs=[])
+            elif validate_only:
                 entry["configs"] = _configs_for_new_topic(controller, new)
             else:
                 entry["configs"] = describe_topic_configs(controller, new.name)
@@ -51,6 +105,10 @@ def _configs_for_new_topic(controller: ControllerServices, new: NewTopic) -> lis
 
 async def handle_delete_topics(controller: ControllerServices, ctx: RequestContext,
                                req: Any) -> dict[str, Any]:
+    if not controller.config["delete.topic.enable"]:
+        # Kafka refuses the whole request before looking at any topic.
+        raise KafkaError(ErrorCode.invalid_request if ctx.api_version < 3
+                         else ErrorCode.topic_deletion_disabled, "Topic deletion is disabled.")
     if ctx.api_version >= 6:
         names = [t.name for t in req.topics]
         ids = [t.topic_id if t.topic_id is not None and t.topic_id.int else None
@@ -58,27 +116,72 @@ async def handle_delete_topics(controller: ControllerServices, ctx: RequestConte
     else:
         names = list(req.topic_names)
         ids = [None] * len(names)
-    results = await controller.channel.submit(lambda c: c.replication.delete_topics(names, ids))
+    refused = _undeletable(controller, ctx, names, ids)
+    kept = [i for i in range(len(names)) if i not in refused]
+    results = await controller.channel.submit(lambda c: c.replication.delete_topics(
+        [names[i] for i in kept], [ids[i] for i in kept])) if kept else []
+    answers = dict(zip(kept, results))
+    answers.update(refused)
     return {"throttle_time": 0, "responses": [
         {"name": name, "topic_id": topic_id, "error_code": code, "error_message": msg}
-        for name, topic_id, code, msg in results]}
+        for name, topic_id, code, msg in (answers[i] for i in range(len(names)))]}
+
+
+def _undeletable(controller: ControllerServices, ctx: RequestContext,
+                 names: list[str | None], ids: list[uuid.UUID | None]
+                 ) -> dict[int, tuple[str | None, uuid.UUID, ErrorCode, str]]:
+    """The entries the principal may not delete, answered as Kafka answers them: a topic
+    must be describable (else its existence is not told: by name, refused before it is
+    looked up; by id, refused without its name) and deletable; DELETE on the cluster
+    allows both."""
+    if authorize_cluster(ctx, DELETE):
+        return {}
+    denied = ErrorCode.topic_authorization_failed
+    refused = {}
+    for i, (name, topic_id) in enumerate(zip(names, ids)):
+        if name:
+            describable = authorize(ctx, DESCRIBE, TOPIC, name)
+            if not describable or (name in controller.image.topics_by_name
+                                   and not authorize(ctx, DELETE, TOPIC, name)):
+                refused[i] = (name, ZERO_UUID, denied, MSG_TOPIC)
+        elif topic_id is not None:
+            topic = controller.image.topics_by_id.get(topic_id)
+            if topic is None or authorize(ctx, DELETE, TOPIC, topic.name):
+                continue  # unknown ids are the controller's to answer
+            shown = topic.name if authorize(ctx, DESCRIBE, TOPIC, topic.name) else None
+            refused[i] = (shown, topic_id, denied, MSG_TOPIC)
+    return refused
 
 
 async def handle_create_partitions(controller: ControllerServices, ctx: RequestContext,
                                    req: Any) -> dict[str, Any]:
+    named = Counter(t.name for t in req.topics)
+    refused: dict[int, tuple[str, ErrorCode, str | None]] = {}
+    for i, t in enumerate(req.topics):
+        if named[t.name] > 1:
+            refused[i] = (t.name, ErrorCode.invalid_request, "Duplicate topic name.")
+        elif not authorize(ctx, ALTER, TOPIC, t.name):
+            refused[i] = (t.name, ErrorCode.topic_authorization_failed, None)
+    kept = [i for i in range(len(req.topics)) if i not in refused]
     requests = [(t.name, t.count,
                  [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
-                for t in req.topics]
+                for t in (req.topics[i] for i in kept)]
     results = await controller.channel.submit(
-        lambda c: c.replication.create_partitions(requests, req.validate_only))
+        lambda c: c.replication.create_partitions(requests, req.validate_only)) \
+        if requests else []
+    answers = dict(zip(kept, results))
+    answers.update(refused)
     return {"throttle_time": 0, "results": [
         {"name": name, "error_code": code, "error_message": msg}
-        for name, code, msg in results]}
+        for name, code, msg in (answers[i] for i in range(len(req.topics)))]}
 
 
 async def handle_elect_leaders(controller: ControllerServices, ctx: RequestContext,
                                req: Any) -> dict[str, Any]:
     """Preferred or unclean leader elections, decided by the controller."""
+    denied = deny_cluster(ctx, req, ALTER, every_entry=True)
+    if denied is not None:
+        return denied
     election_type = getattr(req, "election_type", 0)
     if election_type not in (0, 1):
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_request,
@@ -99,6 +202,9 @@ async def handle_elect_leaders(controller: ControllerServices, ctx: RequestConte
 async def handle_alter_partition_reassignments(controller: ControllerServices,
                                               ctx: RequestContext, req: Any) -> dict[str, Any]:
     """Start or cancel partition reassignments (KIP-455), decided by the controller."""
+    denied = deny_cluster(ctx, req, ALTER, every_entry=True)
+    if denied is not None:
+        return denied
     wanted = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
               for t in req.topics for p in t.partitions]
     allow = getattr(req, "allow_replication_factor_change", True)
@@ -116,6 +222,9 @@ async def handle_alter_partition_reassignments(controller: ControllerServices,
 async def handle_list_partition_reassignments(controller: ControllerServices,
                                              ctx: RequestContext, req: Any) -> dict[str, Any]:
     """The reassignments in progress (of the partitions named, or all)."""
+    denied = deny_cluster(ctx, req, DESCRIBE, every_entry=True)
+    if denied is not None:
+        return denied
     wanted = None if req.topics is None else [
         (t.name, p) for t in req.topics for p in t.partition_indexes]
     found = await controller.channel.submit(
