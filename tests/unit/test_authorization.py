@@ -20,6 +20,7 @@ import pytest
 from kio.schema.default_principal_data.v0 import DefaultPrincipalData
 from kio.serial import entity_writer
 
+from ottla.broker.handlers import broker_apis
 from ottla.common.principal import (
     Principal,
     PrincipalDeserializationError,
@@ -31,8 +32,10 @@ from ottla.metadata.bootstrap import encode_snapshot
 from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import RequestHeader, encode_request
+from ottla.protocol.error_response import error_response
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
+from ottla.protocol.records import build_batch
 from ottla.protocol.requests import RequestContext
 from ottla.raft.messages import Committed, Entry, Snapshot
 from ottla.security.acl import (
@@ -46,6 +49,7 @@ from ottla.security.acl import (
 from ottla.security.authorizer import StandardAuthorizer
 from ottla.server.metadata_publisher import MetadataPublisher
 from tests import authorization_table as table
+from tests.unit import test_broker_handlers as broker_tests
 from tests.unit import test_controller_apis as controller_tests
 
 ALICE = Principal("User", "alice")
@@ -496,3 +500,108 @@ async def test_an_envelope_kafka_would_not_run_is_refused(envelope: dict[str, An
     response = await controller_ask(env, ApiKey.ENVELOPE, 0, envelope, StandardAuthorizer(
         super_users=["User:alice"]))
     assert (response.error_code, response.response_data) == (error, None)
+
+
+# --- the broker listener ----------------------------------------------------------------------
+
+B = table.Listener.BROKER
+broker_node = broker_tests.broker
+"""The fixture: a real Broker over a temporary directory (``test_broker_handlers``)."""
+BROKER_SPECS = {int(spec.api_key): spec for spec in broker_apis()}
+
+
+async def send_to_broker(broker: Any, case: Case, body: dict[str, Any],
+                         authorizer: StandardAuthorizer) -> Any:
+    """The handler's answer as a client reads it (a raised KafkaError answered as the
+    request dispatcher answers it)."""
+    header = RequestHeader(case.key, case.version, 17, "authorization-tests", 0)
+    ctx = RequestContext(header, broker_tests.LISTENER, "broker", HOST, 50000,
+                         principal=ALICE, clock=broker_tests.clock, authorizer=authorizer)
+    spec = BROKER_SPECS[case.key]
+    assert spec.min_version <= case.version <= spec.max_version
+    req = build(request_schema(case.key, case.version), body)
+    try:
+        response = spec.handler(broker, ctx, req)
+        if inspect.isawaitable(response):
+            response = await response
+    except KafkaError as e:
+        response = error_response(req, e.code, e.message)
+    return broker_tests.decoded(case.key, case.version, response)
+
+
+async def orders(broker: Any) -> None:
+    broker_tests.create_topic(broker, TOPIC_NAME)
+    await broker_tests.produce_ok(broker, TOPIC_NAME, 0, broker_tests.batch(b"a", b"b"))
+
+
+async def creatable(broker: Any) -> None:
+    """The controller creates what the broker asks it to (auto-creation)."""
+    broker_tests.controller_of(broker).answers[ApiKey.CREATE_TOPICS] = {
+        "throttle_time": 0, "topics": [
+            {"name": TOPIC_NAME, "error_code": ErrorCode.none, "error_message": None,
+             "topic_id": None, "num_partitions": 1, "replication_factor": 1,
+             "configs": None}]}
+
+
+def topic_id_of(broker: Any, name: str = TOPIC_NAME) -> uuid.UUID:
+    return broker.image.topics_by_name[name].topic_id
+
+
+TXN_BATCH = build_batch([(b"k", b"v")], producer_id=7, producer_epoch=0, base_sequence=0,
+                        transactional=True)
+METADATA_V12 = {"topics": [{"name": TOPIC_NAME, "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": True}
+
+BROKER_CASES = [
+    Case(ApiKey.PRODUCE, B, 9, broker_tests.produce_body(
+        TOPIC_NAME, (0, broker_tests.batch(b"x"))), checks=(1,), setup=orders),
+    Case(ApiKey.PRODUCE, B, 13, lambda b: {
+        "transactional_id": None, "acks": -1, "timeout": 30000, "topic_data": [
+            {"topic_id": topic_id_of(b), "partition_data": [
+                {"index": 0, "records": broker_tests.batch(b"x")}]}]},
+         checks=(1,), setup=orders),
+    Case(ApiKey.PRODUCE, B, 9, broker_tests.produce_body(
+        TOPIC_NAME, (0, TXN_BATCH), transactional_id=TXN_ID), setup=orders),
+    Case(ApiKey.FETCH, B, 12, broker_tests.fetch_body(TOPIC_NAME, (0, 0, 1 << 20)),
+         checks=(1,), setup=orders),
+    Case(ApiKey.FETCH, B, 17, lambda b: {
+        **broker_tests.fetch_body(TOPIC_NAME, (0, 0, 1 << 20)), "topics": [
+            {"topic_id": topic_id_of(b), "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]},
+         checks=(1,), setup=orders),
+    Case(ApiKey.FETCH, B, 17, lambda b: broker_tests.replica_fetch_body(
+        topic_id_of(b), (0, 0, 0, -1)), checks=(0,), setup=orders),
+    Case(ApiKey.LIST_OFFSETS, B, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": TOPIC_NAME, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]},
+         setup=orders),
+    Case(ApiKey.METADATA, B, 12, METADATA_V12, checks=(0,), setup=orders),
+    Case(ApiKey.METADATA, B, 12, lambda b: {**METADATA_V12, "topics": [
+        {"name": None, "topic_id": topic_id_of(b)}]}, checks=(0,), setup=orders),
+    Case(ApiKey.METADATA, B, 12, {**METADATA_V12, "allow_auto_topic_creation": True},
+         checks=(0, 2), setup=creatable),
+    Case(ApiKey.METADATA, B, 12, {**METADATA_V12, "allow_auto_topic_creation": True},
+         checks=(0, 2), grants=(0, 1), setup=creatable),
+    Case(ApiKey.DELETE_RECORDS, B, 2, {"topics": [{"name": TOPIC_NAME, "partitions": [
+        {"partition_index": 0, "offset": 1}]}], "timeout": 1000}, setup=orders),
+    Case(ApiKey.OFFSET_FOR_LEADER_EPOCH, B, 4, {"replica_id": -1, "topics": [
+        {"topic": TOPIC_NAME, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+         setup=orders),
+    Case(ApiKey.OFFSET_FOR_LEADER_EPOCH, B, 4, {"replica_id": -1, "topics": [
+        {"topic": TOPIC_NAME, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+         setup=orders, grants=(1,)),
+    Case(ApiKey.DESCRIBE_LOG_DIRS, B, 4, {"topics": None}),
+    Case(ApiKey.DESCRIBE_CLUSTER, B, 1, {"include_cluster_authorized_operations": True,
+                                         "endpoint_type": 1}),
+    Case(ApiKey.DESCRIBE_TOPIC_PARTITIONS, B, 0, {
+        "topics": [{"name": TOPIC_NAME}], "response_partition_limit": 100, "cursor": None},
+         checks=(0,), setup=orders),
+]
+
+
+@pytest.mark.parametrize("case", BROKER_CASES, ids=lambda c: c.id)
+async def test_broker_apis_authorize_as_kafka(case: Case, broker_node: Any) -> None:
+    await run_case(case, broker_node, send_to_broker)

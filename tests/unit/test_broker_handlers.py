@@ -106,7 +106,7 @@ class FakeController:
         """Run on each ``call`` before answering (e.g. to replay what it created)."""
 
     async def call(self, api_key: int, version: int, body: Any, timeout: float = 30.0,
-                   client_id: str | None = None) -> Any:
+                   client_id: str | None = None, **on_behalf_of: Any) -> Any:
         self.calls.append((api_key, version, body))
         if self.on_call is not None:
             self.on_call(api_key, body)

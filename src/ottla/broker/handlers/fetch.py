@@ -9,6 +9,12 @@ a consumer (KIP-74).
 
 The response is encoded here, by ``protocol.fetch_response`` rather than through kio
 objects; its record sets stay ``FileSlice``s that the connection sends from the page cache.
+
+Authorization (Kafka's ``handleFetchRequest``): a follower (replica id >= 0) needs
+CLUSTER_ACTION on the cluster, else every partition of the fetch is
+TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else that topic's
+partitions are (after an unknown topic id, before an unknown partition). Refused
+partitions are answered as they are and do not keep a long poll waiting.
 """
 
 from __future__ import annotations
@@ -34,6 +40,14 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody, encode_fetch_response
 from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    CLUSTER_ACTION,
+    READ,
+    TOPIC,
+    authorize_cluster,
+    authorized_names,
+    enabled,
+)
 
 TOPIC_IDS_VERSION = 13
 """Fetch names topics by id from this version on (KIP-516), by name before it."""
@@ -74,18 +88,53 @@ def _error_response(version: int, error: ErrorCode) -> EncodedBody:
         "responses": [], "node_endpoints": []})
 
 
+class Denied:
+    """The topics a fetch may not read: ``everything`` for a follower without
+    CLUSTER_ACTION, else those not in ``readable`` (None: every topic may be read)."""
+
+    __slots__ = ("everything", "readable")
+
+    def __init__(self, everything: bool = False, readable: set[str | None] | None = None
+                 ) -> None:
+        self.everything = everything
+        self.readable = readable
+
+    def __contains__(self, topic: str) -> bool:
+        return self.everything or (self.readable is not None and topic not in self.readable)
+
+
+NOTHING_DENIED = Denied()
+
+
+def _denied(ctx: RequestContext, parts: OrderedDict[tuple[Any, int], CachedPartition],
+            replica: FetchingReplica | None) -> Denied:
+    if not enabled(ctx):
+        return NOTHING_DENIED
+    if replica is not None:
+        return NOTHING_DENIED if authorize_cluster(ctx, CLUSTER_ACTION) else Denied(True)
+    return Denied(readable=authorized_names(ctx, READ, TOPIC,
+                                            (c.topic for c in parts.values() if c.topic)))
+
+
 def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, isolation: int,
                     min_one: bool, uses_ids: bool, replica: FetchingReplica | None,
-                    client_rack: str | None = None) -> dict[str, Any]:
+                    client_rack: str | None = None, denied: Denied = NOTHING_DENIED
+                    ) -> dict[str, Any]:
     data: dict[str, Any] = {
         "partition_index": cached.partition, "error_code": ErrorCode.none,
         "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
         "aborted_transactions": [] if isolation == READ_COMMITTED else None,
         "preferred_read_replica": -1, "records": b"",
     }
+    if denied.everything:
+        data["error_code"] = ErrorCode.topic_authorization_failed
+        return data
     if not cached.topic:
         data["error_code"] = ErrorCode.unknown_topic_id if uses_ids \
             else ErrorCode.unknown_topic_or_partition
+        return data
+    if cached.topic in denied:
+        data["error_code"] = ErrorCode.topic_authorization_failed
         return data
     partition = None
     try:
@@ -137,7 +186,8 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
 
 def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartition],
               max_bytes: int, isolation: int, uses_ids: bool,
-              replica: FetchingReplica | None = None, client_rack: str | None = None
+              replica: FetchingReplica | None = None, client_rack: str | None = None,
+              denied: Denied = NOTHING_DENIED
               ) -> tuple[dict[tuple[Any, int], dict[str, Any]], int, bool]:
     remaining = max_bytes
     min_one = True
@@ -146,12 +196,15 @@ def _read_all(broker: Broker, parts: OrderedDict[tuple[Any, int], CachedPartitio
     errors = False
     for key, cached in parts.items():
         data = _read_partition(broker, cached, min(cached.max_bytes, remaining), isolation,
-                               min_one, uses_ids, replica, client_rack)
+                               min_one, uses_ids, replica, client_rack, denied)
         size = len(data["records"])
         if size:
             min_one = False
             remaining = max(0, remaining - size)
             total += size
+        if data["error_code"] == ErrorCode.topic_authorization_failed:
+            results[key] = data  # answered as it is; a long poll waits for the others
+            continue
         errors = errors or data["error_code"] != ErrorCode.none or \
             "diverging_epoch" in data or data["preferred_read_replica"] >= 0
         results[key] = data
@@ -228,16 +281,18 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     max_bytes = min(getattr(req, "max_bytes", INT_MAX), broker.config["fetch.max.bytes"])
     isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     max_wait = max(0, ms(req.max_wait))
-    keys = [(c.topic, c.partition) for c in parts.values() if c.topic]
     replica = _fetching_replica(req, now_ms)
+    denied = _denied(ctx, parts, replica)
+    keys = [(c.topic, c.partition) for c in parts.values()
+            if c.topic and c.topic not in denied]
     # A consumer's Fetch v11+ says where it is (KIP-392): it may read a follower, and a
     # leader may send it to a replica in its rack. None: leaders only.
     client_rack = getattr(req, "rack_id", "") if version >= 11 and replica is None else None
     fetch = _Fetch(broker, parts, session, session_id, create_session, version, max_bytes,
                    isolation, req.min_bytes, keys, now_ms, replica, ctx.listener_name,
-                   client_rack)
+                   client_rack, denied)
     results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica,
-                                       client_rack)
+                                       client_rack, denied)
     if max_wait == 0 or fetch.satisfied(results, total, errors):
         # Data (or nothing to wait for): answer in this loop turn, no task.
         return fetch.respond(results)
@@ -254,7 +309,7 @@ class _Fetch:
                  version: int, max_bytes: int, isolation: int, min_bytes: int,
                  keys: list[tuple[str, int]], now_ms: int,
                  replica: FetchingReplica | None = None, listener: str = "",
-                 client_rack: str | None = None) -> None:
+                 client_rack: str | None = None, denied: Denied = NOTHING_DENIED) -> None:
         self.broker = broker
         self.parts = parts
         self.session = session
@@ -270,6 +325,7 @@ class _Fetch:
         self.replica = replica
         self.listener = listener
         self.client_rack = client_rack
+        self.denied = denied
 
     def satisfied(self, results: dict[tuple[Any, int], dict[str, Any]], total: int,
                   errors: bool) -> bool:
@@ -283,12 +339,12 @@ class _Fetch:
 
     def _read(self) -> dict[tuple[Any, int], dict[str, Any]]:
         return _read_all(self.broker, self.parts, self.max_bytes, self.isolation,
-                         self.uses_ids, self.replica, self.client_rack)[0]
+                         self.uses_ids, self.replica, self.client_rack, self.denied)[0]
 
     def _read_if_satisfied(self) -> dict[tuple[Any, int], dict[str, Any]] | None:
         results, total, errors = _read_all(self.broker, self.parts, self.max_bytes,
                                            self.isolation, self.uses_ids, self.replica,
-                                           self.client_rack)
+                                           self.client_rack, self.denied)
         return results if self.satisfied(results, total, errors) else None
 
     async def park(self, deadline_ms: int) -> EncodedBody:

@@ -1,5 +1,11 @@
 """ListOffsets (earliest, latest, by timestamp, max timestamp), OffsetForLeaderEpoch,
-DeleteRecords and DescribeLogDirs: the APIs that ask a broker about its logs."""
+DeleteRecords and DescribeLogDirs: the APIs that ask a broker about its logs.
+
+Authorization (Kafka's KafkaApis): ListOffsets needs DESCRIBE on each topic,
+OffsetForLeaderEpoch CLUSTER_ACTION on the cluster (followers) or DESCRIBE on each topic
+(consumers), DeleteRecords DELETE on each topic (a refused topic's partitions are
+TOPIC_AUTHORIZATION_FAILED); DescribeLogDirs DESCRIBE on the cluster
+(CLUSTER_AUTHORIZATION_FAILED, no log dir)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,15 @@ from ottla.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    CLUSTER_ACTION,
+    DELETE,
+    DESCRIBE,
+    TOPIC,
+    authorize_cluster,
+    authorized_names,
+    enabled,
+)
 
 LATEST = -1
 EARLIEST = -2
@@ -54,12 +69,15 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     topics = []
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    describable = authorized_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
+                if topic.name not in describable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 if named[(topic.name, p.partition_index)] > 1:
                     # As Kafka: every mention of a partition named twice is refused.
                     raise KafkaError(ErrorCode.invalid_request, "Duplicate partition")
@@ -78,12 +96,17 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
 
 def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
+    describable = None
+    if enabled(ctx) and not authorize_cluster(ctx, CLUSTER_ACTION):
+        describable = authorized_names(ctx, DESCRIBE, TOPIC, (t.topic for t in req.topics))
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
             result = {"error_code": ErrorCode.none, "partition": p.partition,
                       "leader_epoch": -1, "end_offset": -1}
             try:
+                if describable is not None and topic.topic not in describable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 partition = broker.replica_manager.require(topic.topic, p.partition,
                                                            broker.image)
                 partition.check_leader_epoch(p.current_leader_epoch)
@@ -100,12 +123,15 @@ def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any
 
 def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
+    deletable = authorized_names(ctx, DELETE, TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
             result = {"partition_index": p.partition_index, "low_watermark": -1,
                       "error_code": ErrorCode.none}
             try:
+                if topic.name not in deletable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 partition = broker.replica_manager.require(topic.name, p.partition_index,
                                                            broker.image)
                 partition.check_leader_epoch(-1)
@@ -124,6 +150,9 @@ def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict
 
 def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """Sizes of the partitions in each log dir (kafka-log-dirs.sh --describe)."""
+    if not authorize_cluster(ctx, DESCRIBE):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "results": []}
     wanted = None
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}

@@ -1,4 +1,14 @@
-"""Metadata (with auto topic creation) and DescribeCluster, served from the broker's image."""
+"""Metadata (with auto topic creation), DescribeCluster and DescribeTopicPartitions, served
+from the broker's image.
+
+Authorization (Kafka's KafkaApis): a topic is described only to a principal with DESCRIBE
+on it: named topics it may not describe are TOPIC_AUTHORIZATION_FAILED (whether they
+exist or not), and a request for all topics leaves them out; a missing topic is created
+only with CREATE on the cluster or on it (else TOPIC_AUTHORIZATION_FAILED). The
+``*authorized_operations`` fields report what the principal may do (everything a
+resource type supports, without an authorizer); DescribeCluster's needs DESCRIBE on the
+cluster (0 otherwise), and DescribeCluster itself needs nothing on a broker.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +22,20 @@ from ottla.metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CREATE,
+    DESCRIBE,
+    TOPIC,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized_operations,
+)
 
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 BROKERS, CONTROLLERS = 1, 2
 """DescribeCluster's endpoint types (KIP-919)."""
-# Bits of the AclOperation codes a principal may perform (ACLs come later: all allowed).
-TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13, 14))
 
 
 def broker_endpoints(image: MetadataImage, listener: str, include_fenced: bool = False
@@ -42,7 +59,7 @@ def leader_endpoint(image: MetadataImage, leader: int, listener: str) -> dict[st
 
 
 def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str, *,
-                   include_operations: bool) -> dict[str, Any]:
+                   operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
     partitions = []
     for index in sorted(topic.partitions):
         reg = topic.partitions[index]
@@ -64,14 +81,14 @@ def topic_metadata(image: MetadataImage, topic: TopicImage, listener: str, *,
     return {
         "error_code": ErrorCode.none, "name": topic.name, "topic_id": topic.topic_id,
         "is_internal": is_internal_topic(topic.name), "partitions": partitions,
-        "topic_authorized_operations": TOPIC_OPERATIONS if include_operations
-        else AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": operations,
     }
 
 
-def _unknown(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> dict[str, Any]:
+def _unknown(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode,
+             is_internal: bool = False) -> dict[str, Any]:
     return {"error_code": error, "name": name, "topic_id": topic_id or uuid.UUID(int=0),
-            "is_internal": False, "partitions": [],
+            "is_internal": is_internal, "partitions": [],
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
@@ -79,6 +96,11 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
     version = ctx.api_version
     image: MetadataImage = broker.image
     include_ops = bool(getattr(req, "include_topic_authorized_operations", False))
+
+    def operations(name: str | None) -> int:
+        return authorized_operations(ctx, TOPIC, name) if include_ops \
+            else AUTHORIZED_OPERATIONS_OMITTED
+
     requested = req.topics
     if version < 12 and requested and any(
             t.name is None or (getattr(t, "topic_id", None) or uuid.UUID(int=0)).int
@@ -86,19 +108,28 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
         raise KafkaError(ErrorCode.invalid_request, "Topic names can not be null and topic "
                          f"ids are not supported in requests for version {version}")
     if requested is None or (version == 0 and not requested):
-        topics = [topic_metadata(image, t, ctx.listener_name, include_operations=include_ops)
-                  for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)]
+        describable = authorized_names(ctx, DESCRIBE, TOPIC, image.topics_by_name)
+        topics = [topic_metadata(image, t, ctx.listener_name, operations=operations(t.name))
+                  for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
+                  if t.name in describable]
     else:
         allow_create = getattr(req, "allow_auto_topic_creation", True) and \
             broker.config["auto.create.topics.enable"]
+        named = [t.name or _name_by_id(image, getattr(t, "topic_id", None))
+                 for t in requested]
+        describable = authorized_names(ctx, DESCRIBE, TOPIC, (n for n in named if n))
         missing = [t.name for t in requested
-                   if t.name and t.name not in image.topics_by_name]
+                   if t.name and t.name not in image.topics_by_name and t.name in describable]
+        uncreatable: set[str] = set()
+        if missing and allow_create and not authorize_cluster(ctx, CREATE):
+            uncreatable = {n for n in missing if not authorize(ctx, CREATE, TOPIC, n)}
+            missing = [n for n in missing if n not in uncreatable]
         creation_errors: dict[str, ErrorCode] = {}
         if missing and allow_create:
-            creation_errors = await _auto_create(broker, missing)
+            creation_errors = await _auto_create(broker, missing, ctx)
         topics = []
         seen = set()
-        for t in requested:
+        for t, resolved in zip(requested, named):
             name = t.name
             topic_id = getattr(t, "topic_id", None)
             key = name or topic_id
@@ -110,18 +141,30 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
                 if topic is None:
                     topics.append(_unknown(None, topic_id, ErrorCode.unknown_topic_id))
                     continue
+                if resolved not in describable:
+                    # Topic ids are not secret: the id is echoed, the name is not.
+                    topics.append(_unknown(None, topic_id, ErrorCode.topic_authorization_failed))
+                    continue
+            elif name not in describable:
+                topics.append(_unknown(name, None, ErrorCode.topic_authorization_failed))
+                continue
             else:
                 topic = image.topics_by_name.get(name or "")
             if topic is None:
+                if name in uncreatable:
+                    topics.append(_unknown(name, None, ErrorCode.topic_authorization_failed,
+                                           is_internal_topic(name or "")))
+                    continue
                 # As Kafka: a topic whose creation was asked for is LEADER_NOT_AVAILABLE
                 # (retriable) until this broker's metadata has it.
                 created = allow_create and name in missing
                 error = creation_errors.get(name or "", ErrorCode.leader_not_available
                                             if created else ErrorCode.unknown_topic_or_partition)
-                topics.append(_unknown(name, None, error))
+                topics.append({**_unknown(name, None, error),
+                               "topic_authorized_operations": operations(name)})
             else:
                 topics.append(topic_metadata(image, topic, ctx.listener_name,
-                                             include_operations=include_ops))
+                                             operations=operations(topic.name)))
     response = {
         "throttle_time": 0,
         "brokers": broker_endpoints(image, ctx.listener_name),
@@ -130,14 +173,18 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
         "topics": topics,
         "error_code": ErrorCode.none,
     }
-    if getattr(req, "include_cluster_authorized_operations", False):
-        response["cluster_authorized_operations"] = CLUSTER_OPERATIONS
-    else:
-        response["cluster_authorized_operations"] = AUTHORIZED_OPERATIONS_OMITTED
+    response["cluster_authorized_operations"] = cluster_authorized_operations(
+        ctx, bool(getattr(req, "include_cluster_authorized_operations", False)))
     return response
 
 
-async def _auto_create(broker: Broker, names: list[str]) -> dict[str, ErrorCode]:
+def _name_by_id(image: MetadataImage, topic_id: uuid.UUID | None) -> str | None:
+    topic = image.topics_by_id.get(topic_id) if topic_id is not None else None
+    return topic.name if topic is not None else None
+
+
+async def _auto_create(broker: Broker, names: list[str], ctx: RequestContext
+                       ) -> dict[str, ErrorCode]:
     """Create unknown topics with this broker's defaults; returns the errors by name."""
     errors: dict[str, ErrorCode] = {}
     valid = []
@@ -150,7 +197,7 @@ async def _auto_create(broker: Broker, names: list[str]) -> dict[str, ErrorCode]
             continue
         valid.append(broker.auto_created(name))
     if valid:
-        for name, error in (await create_topics(broker.controller, valid)).items():
+        for name, error in (await create_topics(broker.controller, valid, ctx)).items():
             if error not in (ErrorCode.none, ErrorCode.topic_already_exists):
                 errors[name] = (ErrorCode.invalid_replication_factor
                                 if error == ErrorCode.invalid_replication_factor
@@ -172,8 +219,8 @@ def handle_describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> di
         "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"],
                      "rack": b["rack"], "is_fenced": b["is_fenced"]}
                     for b in broker_endpoints(broker.image, ctx.listener_name, include_fenced)],
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
-        if req.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": cluster_authorized_operations(
+            ctx, req.include_cluster_authorized_operations),
     }
 
 
@@ -192,7 +239,9 @@ def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: A
     partitions in index order, at most ``response_partition_limit`` partitions (bounded by
     ``max.request.partition.size.limit``) per response, the rest named by
     ``next_cursor``. Without topics it describes them all; a cursor names where to go on
-    and must be one of the topics asked for."""
+    and must be one of the topics asked for. Topics the principal may not DESCRIBE are
+    left out of all topics, and answered TOPIC_AUTHORIZATION_FAILED after the others when
+    named (Kafka's DescribeTopicPartitionsRequestHandler)."""
     image = broker.image
     limit = max(1, min(req.response_partition_limit,
                        broker.config["max.request.partition.size.limit"]))
@@ -206,19 +255,26 @@ def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: A
         names = [n for n in names if n >= cursor.topic_name]
         start_partition = max(0, cursor.partition_index)
     topics: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
     next_cursor = None
     remaining = limit
     for name in names:
+        if not authorize(ctx, DESCRIBE, TOPIC, name):
+            if req.topics:
+                refused.append(_unknown(name, None, ErrorCode.topic_authorization_failed))
+            continue
         first = start_partition if cursor is not None and name == cursor.topic_name else 0
         topic = image.topics_by_name.get(name)
         if topic is None:
             topics.append({**_unknown(name, None, ErrorCode.unknown_topic_or_partition),
-                           "topic_authorized_operations": TOPIC_OPERATIONS})
+                           "topic_authorized_operations": authorized_operations(
+                               ctx, TOPIC, name)})
             continue
         if remaining == 0:
             next_cursor = {"topic_name": name, "partition_index": first}
             break
-        described = topic_metadata(image, topic, ctx.listener_name, include_operations=True)
+        described = topic_metadata(image, topic, ctx.listener_name,
+                                   operations=authorized_operations(ctx, TOPIC, name))
         partitions = [p for p in described["partitions"] if p["partition_index"] >= first]
         if len(partitions) > remaining:
             next_cursor = {"topic_name": name,
@@ -233,7 +289,7 @@ def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: A
         remaining -= len(partitions)
         if next_cursor is not None:
             break
-    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+    return {"throttle_time": 0, "topics": topics + refused, "next_cursor": next_cursor}
 
 
 APIS: list[ApiSpec[Broker]] = [

@@ -8,6 +8,13 @@ in the order the request named them.
 With ``acks=all`` the answer waits in the replica manager's produce purgatory until the
 high watermark of every appended partition covers its records (at once with one
 replica), the leadership moves, or the request's ``timeout_ms`` passes.
+
+Authorization (Kafka's ``handleProduceRequest``): a request with transactional batches
+needs WRITE on its transactional id, else every partition is refused
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then each topic needs WRITE, else its partitions
+are TOPIC_AUTHORIZATION_FAILED (after an unknown topic id, before an unknown topic).
+There is no IDEMPOTENT_WRITE check here (InitProducerId makes it). A refused ``acks=0``
+request closes the connection, as any failed one.
 """
 
 from __future__ import annotations
@@ -26,8 +33,17 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
 from ottla.protocol.produce_response import encode_produce_response
-from ottla.protocol.records import BatchHeader
+from ottla.protocol.records import ATTRIBUTES_OFFSET, MAGIC_OFFSET, TRANSACTIONAL_FLAG, BatchHeader
 from ottla.protocol.requests import NO_RESPONSE, ApiSpec, CloseConnection, RequestContext
+from ottla.security.auth_helper import (
+    MSG_TXN,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    authorize,
+    authorized_names,
+    enabled,
+)
 
 Validated = tuple[bytearray, BatchHeader]
 
@@ -74,11 +90,34 @@ class _Entry:
         return self.result["error_code"] == ErrorCode.not_leader_or_follower
 
 
+def _has_transactional_records(req: Any) -> bool:
+    """Kafka's ``ProduceRequest.hasTransactionalRecords``: the first batch of some
+    partition has the transactional flag."""
+    for topic_data in req.topic_data:
+        for pdata in topic_data.partition_data:
+            records = pdata.records
+            if records is not None and len(records) > ATTRIBUTES_OFFSET + 1 and \
+                    records[MAGIC_OFFSET] >= 2 and \
+                    records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
 def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     image = broker.image
     replica_manager = broker.replica_manager
     now_ms = broker.now_ms()
+    writable: set[str | None] | None = None
+    if enabled(ctx):
+        if _has_transactional_records(req) and \
+                not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+            if acks == 0:
+                raise CloseConnection("transactional id authorization failed")
+            raise KafkaError(ErrorCode.transactional_id_authorization_failed, MSG_TXN)
+        writable = authorized_names(ctx, WRITE, TOPIC, (
+            getattr(t, "name", None) or _name_of(image, getattr(t, "topic_id", None))
+            for t in req.topic_data))
     topics: list[tuple[str | None, Any, list[_Entry]]] = []
     pending = False
     for topic_data in req.topic_data:
@@ -86,19 +125,20 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         topic_id = getattr(topic_data, "topic_id", None)
         unknown_error = ErrorCode.unknown_topic_or_partition
         if name is None:
-            topic = image.topics_by_id.get(topic_id)
-            name = topic.name if topic is not None else None
+            name = _name_of(image, topic_id)
             unknown_error = ErrorCode.unknown_topic_id
         entries = []
         for pdata in topic_data.partition_data:
             entry = _Entry(name, pdata.index)
             entries.append(entry)
             try:
+                if name is None:
+                    raise KafkaError(unknown_error, "Unknown topic id")
+                if writable is not None and name not in writable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.invalid_required_acks,
                                      f"Invalid required acks {acks}")
-                if name is None:
-                    raise KafkaError(unknown_error, "Unknown topic id")
                 if is_internal_topic(name):
                     # Only the broker's coordinators write their own topics.
                     raise KafkaError(ErrorCode.invalid_topic_exception,
@@ -120,6 +160,11 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         return _finish_then_append(broker, ctx, acks, timeout_ms, topics,
                                    req.transactional_id if verify else None, add)
     return _append_all(broker, ctx, acks, timeout_ms, topics, now_ms)
+
+
+def _name_of(image: Any, topic_id: Any) -> str | None:
+    topic = image.topics_by_id.get(topic_id) if topic_id is not None else None
+    return topic.name if topic is not None else None
 
 
 async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
