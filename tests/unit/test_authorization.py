@@ -146,7 +146,9 @@ class Case:
     key: int
     listener: table.Listener
     version: int
-    body: dict[str, Any] | Callable[[Any], dict[str, Any]]
+    body: dict[str, Any] | Callable[[Any], Any]
+    """The request, or what makes it from the environment (evaluated for each sending,
+    awaited if need be)."""
     checks: tuple[int, ...] | None = None
     setup: Callable[[Any], Awaitable[None]] | None = None
     codes: Callable[[Any], set[int]] | None = None
@@ -198,8 +200,10 @@ async def run_case(case: Case, env: Any, send: Callable[..., Awaitable[Any]]) ->
     checks = case.applicable()
     if case.setup is not None:
         await case.setup(env)
-    body = case.body(env) if callable(case.body) else case.body
     for k in range(len(checks) + 1):
+        body: Any = case.body(env) if callable(case.body) else case.body
+        if inspect.isawaitable(body):
+            body = await body
         response = await send(env, case, body, acls_for(checks[:k], case.grants))
         codes = case.codes(response) if case.codes is not None else error_codes(response)
         if k < len(checks):
@@ -599,6 +603,236 @@ BROKER_CASES = [
     Case(ApiKey.DESCRIBE_TOPIC_PARTITIONS, B, 0, {
         "topics": [{"name": TOPIC_NAME}], "response_partition_limit": 100, "cursor": None},
          checks=(0,), setup=orders),
+]
+
+
+async def everything(broker: Any) -> None:
+    """A topic with records, the group and transaction coordinators loaded, share
+    groups over an in-memory share coordinator, a controller that hands out producer ids
+    and creates topics."""
+    from ottla.broker.share.partition_manager import SharePartitionManager
+    from ottla.common.topics import OFFSETS_TOPIC
+    from tests.share_state import ShardPersister
+
+    await orders(broker)
+    await creatable(broker)
+    broker_tests.create_topic(broker, OFFSETS_TOPIC, configs={"cleanup.policy": "compact"})
+    broker.group_coordinator.on_metadata(broker_tests.NOW_MS)
+    broker_tests.transaction_coordinator(broker).on_metadata(broker_tests.NOW_MS)
+    broker_tests.controller_of(broker).answers[ApiKey.ALLOCATE_PRODUCER_IDS] = \
+        broker_tests.allocation(7000)
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name=GROUP_NAME,
+                                       name="share.auto.offset.reset", value="earliest"))
+
+
+SUPER = StandardAuthorizer(super_users=["User:alice"])
+_members = iter(range(1 << 30))
+
+
+def a_member() -> str:
+    return f"member-{next(_members)}"
+
+
+def share_fetch(broker: Any, member: str | None = None, epoch: int = 0,
+                acks: tuple[tuple[int, int, list[int]], ...] = ()) -> dict[str, Any]:
+    return {**broker_tests.share_fetch_body(topic_id_of(broker), member or a_member(), epoch,
+                                            acks), "group_id": GROUP_NAME}
+
+
+async def a_share_session(broker: Any) -> dict[str, Any]:
+    """A ShareAcknowledge of the records a new member's session holds."""
+    member = a_member()
+    opened = await send_to_broker(broker, Case(ApiKey.SHARE_FETCH, B, 1, {}),
+                                  share_fetch(broker, member), SUPER)
+    assert opened.error_code == ErrorCode.none
+    return {**broker_tests.share_ack_body(topic_id_of(broker), member, 1, 0, 1, 1),
+            "group_id": GROUP_NAME}
+
+
+async def a_share_group(broker: Any) -> None:
+    """``everything``, and an empty share group with offsets on the topic."""
+    await everything(broker)
+    altered = await send_to_broker(broker, Case(ApiKey.ALTER_SHARE_GROUP_OFFSETS, B, 0, {}), {
+        "group_id": GROUP_NAME, "topics": [{"topic_name": TOPIC_NAME, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}]}, SUPER)
+    assert altered.error_code == ErrorCode.none
+
+
+def commit(group_id: str = GROUP_NAME) -> dict[str, Any]:
+    return {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": TOPIC_NAME, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}]}
+
+
+def txn_commit(version_fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"transactional_id": TXN_ID, "group_id": GROUP_NAME, "producer_id": 7000,
+            "producer_epoch": 0, "generation_id": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": TOPIC_NAME, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": None}]}], **(version_fields or {})}
+
+
+JOIN = {"group_id": GROUP_NAME, "session_timeout": 10000, "rebalance_timeout": 10000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}], "reason": None}
+HEARTBEAT_848 = {"group_id": GROUP_NAME, "member_id": "", "member_epoch": 0,
+                 "instance_id": None, "rack_id": None, "rebalance_timeout": 30000,
+                 "subscribed_topic_names": [TOPIC_NAME], "subscribed_topic_regex": None,
+                 "server_assignor": None, "topic_partitions": []}
+SHARE_HEARTBEAT = {"group_id": GROUP_NAME, "member_id": "m-1", "member_epoch": 0,
+                   "rack_id": None, "subscribed_topic_names": [TOPIC_NAME]}
+CONFIGS = {"include_synonyms": False, "include_documentation": False}
+
+
+def described_configs(resource_type: ConfigResourceType, name: str) -> dict[str, Any]:
+    return {**CONFIGS, "resources": [{"resource_type": resource_type, "resource_name": name,
+                                      "configuration_keys": None}]}
+
+
+async def forwards_configs(broker: Any) -> None:
+    broker_tests.controller_of(broker).forward_answer = {"throttle_time": 0, "responses": [
+        {"error_code": ErrorCode.none, "error_message": None, "resource_type": 4,
+         "resource_name": ""}]}
+
+
+def state_request(broker: Any, **partition: Any) -> dict[str, Any]:
+    return {"group_id": GROUP_NAME, "topics": [{"topic_id": topic_id_of(broker),
+                                                "partitions": [{"partition": 0, **partition}]}]}
+
+
+BROKER_CASES += [
+    Case(ApiKey.OFFSET_COMMIT, B, 9, commit(), setup=everything),
+    Case(ApiKey.OFFSET_FETCH, B, 9, {"groups": [{"group_id": GROUP_NAME, "topics": [
+        {"name": TOPIC_NAME, "partition_indexes": [0]}]}], "require_stable": False},
+         checks=(0, 1), setup=everything),
+    Case(ApiKey.OFFSET_FETCH, B, 7, {"group_id": GROUP_NAME, "topics": [
+        {"name": TOPIC_NAME, "partition_indexes": [0]}], "require_stable": False},
+         checks=(0, 1), setup=everything),
+    Case(ApiKey.OFFSET_FETCH, B, 1, {"group_id": GROUP_NAME, "topics": [
+        {"name": TOPIC_NAME, "partition_indexes": [0]}]}, checks=(0, 1), setup=everything),
+    Case(ApiKey.OFFSET_FETCH, B, 9, {"groups": [{"group_id": GROUP_NAME, "topics": None}],
+                                     "require_stable": False},
+         checks=(0, 2), setup=everything),
+    Case(ApiKey.FIND_COORDINATOR, B, 4, {"key_type": 0, "coordinator_keys": [GROUP_NAME]},
+         checks=(0,), setup=everything),
+    Case(ApiKey.FIND_COORDINATOR, B, 2, {"key_type": 0, "key": GROUP_NAME},
+         checks=(0,), setup=everything),
+    Case(ApiKey.FIND_COORDINATOR, B, 4, {"key_type": 1, "coordinator_keys": [TXN_ID]},
+         checks=(1,), setup=everything),
+    Case(ApiKey.FIND_COORDINATOR, B, 6, lambda b: {"key_type": 2, "coordinator_keys": [
+        f"{GROUP_NAME}:{topic_id_of(b)}:0"]}, checks=(2,), setup=everything),
+    Case(ApiKey.JOIN_GROUP, B, 9, JOIN, setup=everything),
+    Case(ApiKey.JOIN_GROUP, B, 5, {k: v for k, v in JOIN.items() if k != "reason"},
+         setup=everything),
+    Case(ApiKey.HEARTBEAT, B, 4, {"group_id": GROUP_NAME, "generation_id": 1,
+                                  "member_id": "m", "group_instance_id": None},
+         setup=everything),
+    Case(ApiKey.LEAVE_GROUP, B, 5, {"group_id": GROUP_NAME, "members": [
+        {"member_id": "m", "group_instance_id": None, "reason": None}]}, setup=everything),
+    Case(ApiKey.SYNC_GROUP, B, 5, {"group_id": GROUP_NAME, "generation_id": 1,
+                                   "member_id": "m", "group_instance_id": None,
+                                   "protocol_type": "consumer", "protocol_name": "range",
+                                   "assignments": []}, setup=everything),
+    Case(ApiKey.DESCRIBE_GROUPS, B, 5, {"groups": [GROUP_NAME],
+                                        "include_authorized_operations": True},
+         setup=everything),
+    Case(ApiKey.LIST_GROUPS, B, 5, {"states_filter": [], "types_filter": []},
+         setup=everything),
+    Case(ApiKey.DELETE_GROUPS, B, 2, {"groups_names": [GROUP_NAME]}, setup=everything),
+    Case(ApiKey.OFFSET_DELETE, B, 0, {"group_id": GROUP_NAME, "topics": [
+        {"name": TOPIC_NAME, "partitions": [{"partition_index": 0}]}]}, setup=everything),
+    Case(ApiKey.INIT_PRODUCER_ID, B, 5, broker_tests.init_producer_id_body(TXN_ID),
+         checks=(0,), setup=everything),
+    Case(ApiKey.INIT_PRODUCER_ID, B, 5, broker_tests.init_producer_id_body(None),
+         checks=(2,), setup=everything),
+    Case(ApiKey.INIT_PRODUCER_ID, B, 5, broker_tests.init_producer_id_body(None),
+         checks=(2,), grants=(1,), setup=everything),
+    Case(ApiKey.ADD_PARTITIONS_TO_TXN, B, 3, {
+        "v3_and_below_transactional_id": TXN_ID, "v3_and_below_producer_id": 7000,
+        "v3_and_below_producer_epoch": 0, "v3_and_below_topics": [
+            {"name": TOPIC_NAME, "partitions": [0]}]}, checks=(1, 2), setup=everything),
+    Case(ApiKey.ADD_PARTITIONS_TO_TXN, B, 5, {"transactions": [{
+        "transactional_id": TXN_ID, "producer_id": 7000, "producer_epoch": 0,
+        "verify_only": True, "topics": [{"name": TOPIC_NAME, "partitions": [0]}]}]},
+         checks=(0,), setup=everything),
+    Case(ApiKey.ADD_OFFSETS_TO_TXN, B, 4, {"transactional_id": TXN_ID, "producer_id": 7000,
+                                           "producer_epoch": 0, "group_id": GROUP_NAME},
+         setup=everything),
+    Case(ApiKey.END_TXN, B, 5, {"transactional_id": TXN_ID, "producer_id": 7000,
+                                "producer_epoch": 0, "committed": True}, setup=everything),
+    Case(ApiKey.WRITE_TXN_MARKERS, B, 1, {"markers": [{
+        "producer_id": 7000, "producer_epoch": 0, "transaction_result": True, "topics": [
+            {"name": TOPIC_NAME, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+         setup=everything),
+    Case(ApiKey.WRITE_TXN_MARKERS, B, 1, {"markers": [{
+        "producer_id": 7000, "producer_epoch": 0, "transaction_result": True, "topics": [
+            {"name": TOPIC_NAME, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+         grants=(1,), setup=everything),
+    Case(ApiKey.TXN_OFFSET_COMMIT, B, 3, txn_commit(), setup=everything),
+    Case(ApiKey.TXN_OFFSET_COMMIT, B, 0, {k: v for k, v in txn_commit().items()
+                                          if k in ("transactional_id", "group_id",
+                                                   "producer_id", "producer_epoch",
+                                                   "topics")}, setup=everything),
+    Case(ApiKey.DESCRIBE_ACLS, B, 3, ACL_FILTER),
+    Case(ApiKey.DESCRIBE_CONFIGS, B, 4, described_configs(ConfigResourceType.BROKER, "1"),
+         checks=(0,)),
+    Case(ApiKey.DESCRIBE_CONFIGS, B, 4, described_configs(ConfigResourceType.TOPIC,
+                                                          TOPIC_NAME),
+         checks=(1,), setup=orders),
+    Case(ApiKey.DESCRIBE_CONFIGS, B, 4, described_configs(ConfigResourceType.GROUP,
+                                                          GROUP_NAME), checks=(2,)),
+    Case(ApiKey.ALTER_CONFIGS, B, 2, {"resources": [resource(
+        ConfigResourceType.BROKER, "", ("log.cleaner.threads", "2"))],
+        "validate_only": False}, setup=forwards_configs),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, B, 1, {"resources": [incremental(
+        ConfigResourceType.BROKER_LOGGER, "1", ("kafka", "DEBUG"))], "validate_only": False},
+         checks=(0,)),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, B, 1, {"resources": [incremental(
+        ConfigResourceType.BROKER, "", ("log.cleaner.threads", "2"))], "validate_only": False},
+         checks=(1,), setup=forwards_configs),
+    Case(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, B, 0, {"users": [{"name": "bob"}]}),
+    Case(ApiKey.DESCRIBE_PRODUCERS, B, 0, {"topics": [{"name": TOPIC_NAME,
+                                                       "partition_indexes": [0]}]},
+         setup=orders),
+    Case(ApiKey.DESCRIBE_TRANSACTIONS, B, 0, {"transactional_ids": [TXN_ID]},
+         checks=(0,), setup=everything),
+    Case(ApiKey.LIST_TRANSACTIONS, B, 1, {"state_filters": [], "producer_id_filters": [],
+                                          "duration_filter": -1}, setup=everything),
+    Case(ApiKey.CONSUMER_GROUP_HEARTBEAT, B, 1, HEARTBEAT_848, checks=(0, 1),
+         setup=everything),
+    Case(ApiKey.CONSUMER_GROUP_DESCRIBE, B, 1, {"group_ids": [GROUP_NAME],
+                                                "include_authorized_operations": True},
+         checks=(0,), setup=everything),
+    Case(ApiKey.SHARE_GROUP_HEARTBEAT, B, 1, SHARE_HEARTBEAT, setup=everything),
+    Case(ApiKey.SHARE_GROUP_DESCRIBE, B, 1, {"group_ids": [GROUP_NAME],
+                                             "include_authorized_operations": True},
+         checks=(0,), setup=everything),
+    Case(ApiKey.SHARE_FETCH, B, 1, share_fetch, setup=everything),
+    Case(ApiKey.SHARE_ACKNOWLEDGE, B, 1, a_share_session, setup=everything),
+    Case(ApiKey.INITIALIZE_SHARE_GROUP_STATE, B, 0, lambda b: state_request(
+        b, state_epoch=0, start_offset=0), setup=everything),
+    Case(ApiKey.READ_SHARE_GROUP_STATE, B, 0, lambda b: state_request(b, leader_epoch=0),
+         setup=everything),
+    Case(ApiKey.WRITE_SHARE_GROUP_STATE, B, 1, lambda b: state_request(
+        b, state_epoch=0, leader_epoch=0, start_offset=0, delivery_complete_count=0,
+        state_batches=[]), setup=everything),
+    Case(ApiKey.DELETE_SHARE_GROUP_STATE, B, 0, state_request, setup=everything),
+    Case(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, B, 1,
+         lambda b: state_request(b, leader_epoch=0), setup=everything),
+    Case(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, B, 1, {"groups": [
+        {"group_id": GROUP_NAME, "topics": [{"topic_name": TOPIC_NAME, "partitions": [0]}]}]},
+         checks=(0, 1), setup=everything),
+    Case(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, B, 1, {"groups": [
+        {"group_id": GROUP_NAME, "topics": None}]}, checks=(0, 2), setup=everything),
+    Case(ApiKey.ALTER_SHARE_GROUP_OFFSETS, B, 0, {"group_id": GROUP_NAME, "topics": [
+        {"topic_name": TOPIC_NAME, "partitions": [{"partition_index": 0,
+                                                   "start_offset": 0}]}]},
+         setup=everything),
+    Case(ApiKey.DELETE_SHARE_GROUP_OFFSETS, B, 0, {"group_id": GROUP_NAME, "topics": [
+        {"topic_name": TOPIC_NAME}]}, setup=a_share_group),
 ]
 
 

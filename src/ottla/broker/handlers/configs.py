@@ -4,6 +4,11 @@ the controller: ``server.controller_apis.configs``).
 Describing a config reports where its value comes from, with Kafka's precedence: a topic
 override, then the broker synonyms (dynamic per-broker, dynamic cluster-wide, static
 ``server.properties``), then the built-in default.
+
+Authorization (Kafka's ConfigHelper): DESCRIBE_CONFIGS on the cluster for BROKER,
+BROKER_LOGGER and CLIENT_METRICS resources, on the topic for a TOPIC, on the group for a
+GROUP; a denied resource is answered with the authorization error, after the others. A
+resource of any other type fails the whole request (INVALID_REQUEST).
 """
 
 from __future__ import annotations
@@ -18,8 +23,18 @@ from ottla.common.server_config import INTERNAL_BROKER_KEYS, KafkaConfig
 from ottla.common.topic_configs import TOPIC_CONFIGS
 from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import ApiKey
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    DESCRIBE_CONFIGS,
+    GROUP,
+    MSG_CLUSTER,
+    MSG_GROUP,
+    MSG_TOPIC,
+    TOPIC,
+    authorize,
+    authorize_cluster,
+)
 
 
 class ConfigView(Protocol):
@@ -220,11 +235,41 @@ def describe_cluster_defaults(node: ConfigView, keys: Sequence[str] | None,
     return result
 
 
+_CLUSTER_RESOURCES = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
+                      ConfigResourceType.CLIENT_METRICS)
+
+
+def describe_denial(ctx: RequestContext, resource_type: int, name: str
+                    ) -> tuple[ErrorCode, str] | None:
+    """The authorization error of describing one resource's configs, or None;
+    INVALID_REQUEST (for the whole request) for a resource type Kafka does not know."""
+    if resource_type in _CLUSTER_RESOURCES:
+        allowed = authorize_cluster(ctx, DESCRIBE_CONFIGS)
+        denial = ErrorCode.cluster_authorization_failed, MSG_CLUSTER
+    elif resource_type == ConfigResourceType.TOPIC:
+        allowed = authorize(ctx, DESCRIBE_CONFIGS, TOPIC, name)
+        denial = ErrorCode.topic_authorization_failed, MSG_TOPIC
+    elif resource_type == ConfigResourceType.GROUP:
+        allowed = authorize(ctx, DESCRIBE_CONFIGS, GROUP, name)
+        denial = ErrorCode.group_authorization_failed, MSG_GROUP
+    else:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected resource type {resource_type} for resource {name}")
+    return None if allowed else denial
+
+
 def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
+    refused = []
     include_synonyms = bool(getattr(req, "include_synonyms", False))
     include_docs = bool(getattr(req, "include_documentation", False))
     for res in req.resources:
+        denial = describe_denial(ctx, res.resource_type, res.resource_name)
+        if denial is not None:
+            refused.append({"error_code": denial[0], "error_message": denial[1],
+                            "resource_type": res.resource_type,
+                            "resource_name": res.resource_name, "configs": []})
+            continue
         entry: dict[str, Any] = {"error_code": ErrorCode.none, "error_message": None,
                                  "resource_type": res.resource_type,
                                  "resource_name": res.resource_name, "configs": []}
@@ -259,7 +304,7 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> di
             entry["error_code"] = ErrorCode.invalid_request
             entry["error_message"] = f"Unsupported resource type {res.resource_type}"
         results.append(entry)
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": 0, "results": results + refused}
 
 
 APIS: list[ApiSpec[Broker]] = [

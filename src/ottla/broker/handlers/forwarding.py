@@ -1,24 +1,76 @@
 """Requests a broker forwards whole to the active controller (KIP-590): every client
 request that changes metadata, and DescribeQuorum, which only the quorum's leader can
 answer. The controller's answer goes back to the client as it came; an error the
-controller gave the envelope itself becomes the error of everything the request named."""
+controller gave the envelope itself becomes the error of everything the request named.
+
+The controller authorizes them, as the client (its principal travels in the Envelope).
+The broker checks only what Kafka 4.4's broker checks before forwarding: changing a
+BROKER resource's configs (AlterConfigs, IncrementalAlterConfigs) needs ALTER_CONFIGS on
+the cluster, and a refused resource is answered here and not forwarded; a BROKER_LOGGER
+resource (IncrementalAlterConfigs) is the broker's own, never forwarded: ALTER_CONFIGS on
+the cluster, then refused, as Ottla has no runtime loggers to change.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import ALTER_CONFIGS, MSG_CLUSTER, authorize_cluster
 
 
 async def forward(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return await broker.controller.forward(ctx, req)
 
 
+def _answered_here(ctx: RequestContext, resource: Any, incremental: bool
+                   ) -> tuple[ErrorCode, str] | None:
+    """The answer the broker gives a config resource itself, or None to forward it."""
+    kind = resource.resource_type
+    if kind == ConfigResourceType.BROKER or (
+            incremental and kind == ConfigResourceType.BROKER_LOGGER):
+        if not authorize_cluster(ctx, ALTER_CONFIGS):
+            return ErrorCode.cluster_authorization_failed, MSG_CLUSTER
+        if kind == ConfigResourceType.BROKER_LOGGER:
+            return ErrorCode.invalid_request, f"Unsupported resource type {kind}"
+    return None
+
+
+async def forward_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs: the resources the broker answers itself
+    (a resource named twice is always the controller's to refuse), the rest forwarded;
+    the answers in the request's order."""
+    incremental = ctx.header.api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    named = Counter((r.resource_type, r.resource_name) for r in req.resources)
+    here = {}
+    for i, resource in enumerate(req.resources):
+        if named[(resource.resource_type, resource.resource_name)] == 1:
+            answer = _answered_here(ctx, resource, incremental)
+            if answer is not None:
+                here[i] = {"error_code": answer[0], "error_message": answer[1],
+                           "resource_type": resource.resource_type,
+                           "resource_name": resource.resource_name}
+    if not here:
+        return await forward(broker, ctx, req)
+    rest = [r for i, r in enumerate(req.resources) if i not in here]
+    forwarded: list[Any] = []
+    if rest:
+        response = await forward(broker, ctx, dataclasses.replace(req, resources=tuple(rest)))
+        forwarded = list(response["responses"] if isinstance(response, dict)
+                         else response.responses)
+    answers = iter(forwarded)
+    return {"throttle_time": 0, "responses": [
+        here[i] if i in here else next(answers) for i in range(len(req.resources))]}
+
+
 FORWARDED = [(ApiKey.CREATE_TOPICS, 2, 7), (ApiKey.DELETE_TOPICS, 1, 6),
              (ApiKey.CREATE_PARTITIONS, 0, 3), (ApiKey.ELECT_LEADERS, 0, 2),
-             (ApiKey.ALTER_CONFIGS, 0, 2), (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
              (ApiKey.UPDATE_FEATURES, 0, 1), (ApiKey.DESCRIBE_QUORUM, 0, 2),
              (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1),
              (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
@@ -26,4 +78,8 @@ FORWARDED = [(ApiKey.CREATE_TOPICS, 2, 7), (ApiKey.DELETE_TOPICS, 1, 6),
              (ApiKey.CREATE_ACLS, 1, 3), (ApiKey.DELETE_ACLS, 1, 3)]
 """(api key, min version, max version): the controller serves the same versions."""
 
-APIS: list[ApiSpec[Broker]] = [ApiSpec(key, low, high, forward) for key, low, high in FORWARDED]
+APIS: list[ApiSpec[Broker]] = [
+    *(ApiSpec(key, low, high, forward) for key, low, high in FORWARDED),
+    ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, forward_alter_configs),
+    ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, forward_alter_configs),
+]

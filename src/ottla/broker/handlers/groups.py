@@ -4,6 +4,15 @@ LeaveGroup), the consumer and share group protocols (KIP-848, KIP-932), offsets
 DescribeGroups, DeleteGroups). Each request is routed to the shard of the group's
 ``__consumer_offsets`` partition; errors of the routing itself (NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) are answered here.
+
+Authorization (Kafka's KafkaApis), before the coordinator sees a request: a member's
+requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, the heartbeats of KIP-848 and
+share groups, OffsetCommit) need READ on the group, and then READ (commits) or DESCRIBE
+(subscriptions) on the topics; FindCoordinator DESCRIBE on the group or transactional id
+(CLUSTER_ACTION for share-state keys); OffsetFetch and the describe APIs DESCRIBE on each
+group (and on the topics they show, which are filtered or refused); ListGroups lists the
+groups the principal may DESCRIBE (all of them with DESCRIBE on the cluster);
+DeleteGroups and OffsetDelete need DELETE on the group.
 """
 
 from __future__ import annotations
@@ -31,6 +40,24 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_ACTION,
+    DELETE,
+    DESCRIBE,
+    GROUP,
+    MSG_CLUSTER,
+    MSG_GROUP,
+    MSG_TXN,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    authorized_operations,
+    enabled,
+)
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
@@ -45,6 +72,15 @@ def _find(broker: Broker, ctx: RequestContext, key_type: int, key: str) -> dict[
     try:
         if key_type not in (GROUP_KEY, TRANSACTION_KEY, SHARE_KEY):
             raise KafkaError(ErrorCode.invalid_request, f"Unknown key type {key_type}")
+        old = ctx.api_version < 4  # the message only in the top-level answer of v0-3
+        if key_type == GROUP_KEY and not authorize(ctx, DESCRIBE, GROUP, key):
+            raise KafkaError(ErrorCode.group_authorization_failed, MSG_GROUP if old else None)
+        if key_type == TRANSACTION_KEY and not authorize(ctx, DESCRIBE, TRANSACTIONAL_ID, key):
+            raise KafkaError(ErrorCode.transactional_id_authorization_failed,
+                             MSG_TXN if old else None)
+        if key_type == SHARE_KEY and ctx.api_version < 6:
+            raise KafkaError(ErrorCode.invalid_request,
+                             "Share coordinators are found with FindCoordinator v6+")
         if not key:
             raise KafkaError(ErrorCode.invalid_request,
                              "The group id is empty" if key_type == GROUP_KEY
@@ -78,6 +114,10 @@ def _share_key_valid(key: str) -> bool:
 
 def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     key_type = getattr(req, "key_type", GROUP_KEY)
+    if key_type == SHARE_KEY and ctx.api_version >= 6 and req.coordinator_keys and \
+            not authorize_cluster(ctx, CLUSTER_ACTION):
+        # Only brokers find share coordinators; Kafka's check throws for the whole batch.
+        raise KafkaError(ErrorCode.cluster_authorization_failed, MSG_CLUSTER)
     if ctx.api_version >= 4:
         return {"throttle_time": 0, "coordinators": [
             _find(broker, ctx, key_type, key) for key in req.coordinator_keys]}
@@ -107,6 +147,13 @@ async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> di
         session_timeout_ms=session_timeout, rebalance_timeout_ms=rebalance_timeout,
         client_id=ctx.client_id or "", client_host=f"/{ctx.client_host}", version=version)
     response: JoinGroupResponse
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        response = {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed,
+                    "generation_id": -1, "protocol_type": None, "protocol_name": None,
+                    "leader": "", "skip_assignment": False, "member_id": "", "members": []}
+        if version < 7:
+            _protocol_strings(response, version, ("protocol_name",))
+        return response
     try:
         response = await broker.group_coordinator.write(
             req.group_id, lambda shard, now, reply: shard.join_group(now, join, reply),
@@ -120,7 +167,17 @@ async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> di
     return response
 
 
+def _sync_error(error: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "protocol_type": None,
+            "protocol_name": None, "assignment": b""}
+
+
 async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.api_version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # Mandatory from v5, checked before the group's ACLs.
+        return _sync_error(ErrorCode.inconsistent_group_protocol)
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return _sync_error(ErrorCode.group_authorization_failed)
     assignments = {a.member_id: bytes(a.assignment) for a in req.assignments}
     try:
         return await broker.group_coordinator.write(
@@ -136,6 +193,8 @@ async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> di
 
 async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     error: ErrorCode
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     try:
         error = await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.heartbeat(
@@ -155,6 +214,9 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> d
     else:
         members = [(req.member_id, None)]
     answer: LeaveGroupAnswer
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed,
+                "members": []}
     try:
         answer = await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.leave_group(now, req.group_id, members))
@@ -186,12 +248,18 @@ def _unknown_partitions(image: MetadataImage, topics: Any) -> set[tuple[str, int
 
 async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
-    unknown = _unknown_partitions(broker.image, req.topics)
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        raise KafkaError(ErrorCode.group_authorization_failed)  # for every partition
+    readable = authorized_names(ctx, READ, TOPIC, (t.name for t in req.topics))
+    denied = {(t.name, p.partition_index) for t in req.topics if t.name not in readable
+              for p in t.partitions}
+    unknown = _unknown_partitions(broker.image, req.topics) - denied
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions
-               if (t.name, p.partition_index) not in unknown]
+               if (t.name, p.partition_index) not in unknown | denied]
     results: PartitionErrors = {tp: ErrorCode.unknown_topic_or_partition for tp in unknown}
+    results.update(dict.fromkeys(denied, ErrorCode.topic_authorization_failed))
     if offsets:  # with none left, Kafka answers without asking the coordinator
         try:
             results.update(await broker.group_coordinator.write(
@@ -207,11 +275,43 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
         for t in req.topics]}
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | None = None,
-                 member_epoch: int = -1, require_stable: bool = False) -> dict[str, Any]:
+def _fetch_group(broker: Broker, ctx: RequestContext, group_id: str, topics: Any,
+                 member_id: str | None = None, member_epoch: int = -1,
+                 require_stable: bool = False) -> dict[str, Any]:
     """One group's committed offsets; with ``require_stable`` (KIP-447) a partition an
     open transaction is about to change answers UNSTABLE_OFFSET_COMMIT, which the
-    client retries, instead of an offset it would then read past."""
+    client retries, instead of an offset it would then read past. Without DESCRIBE on
+    the group it is GROUP_AUTHORIZATION_FAILED (in each partition asked for, for v1);
+    topics the principal may not DESCRIBE are TOPIC_AUTHORIZATION_FAILED when named and
+    left out of all the group's."""
+    if not authorize(ctx, DESCRIBE, GROUP, group_id):
+        error = ErrorCode.group_authorization_failed
+        return {"group_id": group_id, "error_code": error, "topics": [] if topics is None
+                or ctx.api_version >= 2 else [
+                    {"name": t.name, "partitions": [
+                        {"partition_index": p, "committed_offset": -1,
+                         "committed_leader_epoch": -1, "metadata": "", "error_code": error}
+                        for p in t.partition_indexes]} for t in topics]}
+    describable = None
+    refused: list[Any] = []
+    if enabled(ctx) and topics is not None:
+        describable = authorized_names(ctx, DESCRIBE, TOPIC, (t.name for t in topics))
+        refused = [t for t in topics if t.name not in describable]
+        topics = [t for t in topics if t.name in describable]
+    answer = _fetch_offsets(broker, group_id, topics, member_id, member_epoch,
+                            require_stable)
+    if enabled(ctx) and describable is None and answer["error_code"] == ErrorCode.none:
+        shown = authorized_names(ctx, DESCRIBE, TOPIC, (t["name"] for t in answer["topics"]))
+        answer["topics"] = [t for t in answer["topics"] if t["name"] in shown]
+    answer["topics"] += [{"name": t.name, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+         "metadata": "", "error_code": ErrorCode.topic_authorization_failed}
+        for p in t.partition_indexes]} for t in refused]
+    return answer
+
+
+def _fetch_offsets(broker: Broker, group_id: str, topics: Any, member_id: str | None,
+                   member_epoch: int, require_stable: bool) -> dict[str, Any]:
     requested = None if topics is None else \
         [(t.name, list(t.partition_indexes)) for t in topics]
     unstable: set[tuple[str, int]] = set()
@@ -238,22 +338,32 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, member_id: str | No
 def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 8:
         return {"throttle_time": 0, "groups": [
-            _fetch_group(broker, g.group_id, g.topics, getattr(g, "member_id", None),
+            _fetch_group(broker, ctx, g.group_id, g.topics, getattr(g, "member_id", None),
                          getattr(g, "member_epoch", -1), req.require_stable)
             for g in req.groups]}
-    group = _fetch_group(broker, req.group_id, req.topics,
+    group = _fetch_group(broker, ctx, req.group_id, req.topics,
                          require_stable=getattr(req, "require_stable", False))
     return {"throttle_time": 0, "topics": group["topics"], "error_code": group["error_code"]}
 
 
 async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not authorize(ctx, DELETE, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed,
+                "topics": []}
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    readable = authorized_names(ctx, READ, TOPIC, (name for name, _ in topics))
+    wanted = [(name, parts) for name, parts in topics if name in readable]
     answer: OffsetDeleteAnswer
     try:
         answer = await broker.group_coordinator.write(
-            req.group_id, lambda shard, now: shard.delete_offsets(now, req.group_id, topics))
+            req.group_id, lambda shard, now: shard.delete_offsets(now, req.group_id, wanted)) \
+            if wanted else OffsetDeleteAnswer(ErrorCode.none, {})
     except KafkaError as e:
         answer = OffsetDeleteAnswer(e.code, {})
+    for name, parts in topics:
+        if name not in readable:
+            answer.partitions.update(
+                dict.fromkeys(((name, p) for p in parts), ErrorCode.topic_authorization_failed))
     return {"throttle_time": 0, "error_code": answer.error, "topics": [
         {"name": name, "partitions": [
             {"partition_index": p,
@@ -270,15 +380,25 @@ async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any
     types = {t.lower() for t in getattr(req, "types_filter", ()) or ()}
     groups = await broker.group_coordinator.read_every_shard(
         lambda shard: shard.list_groups(states, types))
+    if enabled(ctx) and not authorize_cluster(ctx, DESCRIBE):
+        shown = authorized_names(ctx, DESCRIBE, GROUP, (g["group_id"] for g in groups))
+        groups = [g for g in groups if g["group_id"] in shown]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
 async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any
                                  ) -> dict[str, Any]:
     version = ctx.api_version
+    include_ops = bool(getattr(req, "include_authorized_operations", False))
     groups: list[DescribedGroup] = []
     for group_id in req.groups:
         described: DescribedGroup | None
+        if not authorize(ctx, DESCRIBE, GROUP, group_id):
+            groups.append({"error_code": ErrorCode.group_authorization_failed,
+                           "group_id": group_id, "group_state": "", "protocol_type": "",
+                           "protocol_data": "", "members": [], "error_message": None,
+                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
         try:
             described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_group(g))
@@ -290,7 +410,10 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any
         except KafkaError as e:
             described = {"error_code": e.code, "group_id": group_id, "group_state": "",
                          "protocol_type": "", "protocol_data": "", "members": []}
-        described["authorized_operations"] = -2147483648
+        described["authorized_operations"] = \
+            authorized_operations(ctx, GROUP, group_id) \
+            if include_ops and described["error_code"] == ErrorCode.none \
+            else AUTHORIZED_OPERATIONS_OMITTED
         described["error_message"] = None
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}
@@ -298,7 +421,11 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any
 
 async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
-    for group_id in req.groups_names:
+    for group_id in dict.fromkeys(req.groups_names):
+        if not authorize(ctx, DELETE, GROUP, group_id):
+            results.append({"group_id": group_id,
+                            "error_code": ErrorCode.group_authorization_failed})
+            continue
         try:
             # An empty share group's share-partition states go first (Kafka's
             # deleteShareGroups); if one cannot be deleted, the group stays.
@@ -314,8 +441,33 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) ->
 
 # --- the consumer protocol (KIP-848) -----------------------------------------------------
 
+def _heartbeat_error(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "error_message": message,
+            "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
+            "assignment": None}
+
+
+def _describable(ctx: RequestContext) -> Any:
+    """Whether the request's principal may DESCRIBE a topic (asked when the group's
+    coordinator resolves the member's regular expression)."""
+    return lambda topic: authorize(ctx, DESCRIBE, TOPIC, topic)
+
+
+def _subscription_denial(ctx: RequestContext, topics: Any) -> dict[str, Any] | None:
+    """A heartbeat subscribing by name needs DESCRIBE on every topic it names (Kafka's
+    consumer and share group heartbeats, after READ on the group)."""
+    if topics and len(authorized_names(ctx, DESCRIBE, TOPIC, topics)) < len(set(topics)):
+        return _heartbeat_error(ErrorCode.topic_authorization_failed)
+    return None
+
+
 async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any
                                           ) -> dict[str, Any]:
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return _heartbeat_error(ErrorCode.group_authorization_failed)
+    denied = _subscription_denial(ctx, req.subscribed_topic_names)
+    if denied is not None:
+        return denied
     owned = None
     if req.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions
@@ -328,21 +480,57 @@ async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, r
         else tuple(req.subscribed_topic_names),
         subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
         server_assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
-        client_host=f"/{ctx.client_host}")
+        client_host=f"/{ctx.client_host}",
+        regex_topics_visible=_describable(ctx) if enabled(ctx) else None)
     try:
         return await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.consumer_group_heartbeat(now, heartbeat))
     except KafkaError as e:
-        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
-                "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
-                "assignment": None}
+        return _heartbeat_error(e.code, e.message)
+
+
+DESCRIBED_TOPICS_REFUSED = ("The group has described topic(s) that the client is not "
+                            "authorized to describe.")
+
+
+def _described(ctx: RequestContext, include_ops: bool, described: dict[str, Any],
+               assignments: tuple[str, ...]) -> dict[str, Any]:
+    """A described consumer or share group as the principal may see it: its
+    ``authorized_operations`` if asked for; and, with an authorizer, the whole entry
+    replaced by TOPIC_AUTHORIZATION_FAILED if a topic of its members' assignments may
+    not be described (Kafka's KafkaApis)."""
+    if described["error_code"] != ErrorCode.none:
+        return described
+    if include_ops:
+        described["authorized_operations"] = \
+            authorized_operations(ctx, GROUP, described["group_id"])
+    if enabled(ctx):
+        topics = {tp["topic_name"] for m in described["members"] for field in assignments
+                  for tp in (m.get(field) or {}).get("topic_partitions", ())}
+        if len(authorized_names(ctx, DESCRIBE, TOPIC, topics)) < len(topics):
+            return {**described, "error_code": ErrorCode.topic_authorization_failed,
+                    "error_message": DESCRIBED_TOPICS_REFUSED, "group_state": "",
+                    "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+                    "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    return described
+
+
+def _group_refused(group_id: str) -> dict[str, Any]:
+    return {"error_code": ErrorCode.group_authorization_failed, "error_message": None,
+            "group_id": group_id, "group_state": "", "group_epoch": 0,
+            "assignment_epoch": 0, "assignor_name": "", "members": [],
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any
                                          ) -> dict[str, Any]:
     groups: list[DescribedConsumerGroup] = []
+    include_ops = bool(req.include_authorized_operations)
     for group_id in req.group_ids:
         described: DescribedConsumerGroup | None
+        if not authorize(ctx, DESCRIBE, GROUP, group_id):
+            groups.append(_group_refused(group_id))  # type: ignore[arg-type]
+            continue
         try:
             described, exists = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: (
@@ -357,7 +545,8 @@ async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, re
                          "group_id": group_id, "group_state": "Dead", "group_epoch": -1,
                          "assignment_epoch": -1, "assignor_name": "", "members": [],
                          "authorized_operations": -2147483648}
-        groups.append(described)
+        groups.append(_described(ctx, include_ops, described,  # type: ignore[arg-type]
+                                 ("assignment", "target_assignment")))
     return {"throttle_time": 0, "groups": groups}
 
 
@@ -370,6 +559,13 @@ async def handle_share_group_heartbeat(broker: Broker, ctx: RequestContext, req:
         return {"throttle_time": 0, "error_code": ErrorCode.unsupported_version,
                 "error_message": None, "member_id": None, "member_epoch": 0,
                 "heartbeat_interval": 0, "assignment": None}
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return _heartbeat_error(ErrorCode.group_authorization_failed)
+    if not req.member_id or len(req.member_id) > 36:
+        return _heartbeat_error(ErrorCode.invalid_request, "Invalid member id in the request.")
+    denied = _subscription_denial(ctx, req.subscribed_topic_names)
+    if denied is not None:
+        return denied
     heartbeat = ShareHeartbeatRequest(
         group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
         rack_id=req.rack_id,
@@ -380,9 +576,7 @@ async def handle_share_group_heartbeat(broker: Broker, ctx: RequestContext, req:
         return await broker.group_coordinator.write(
             req.group_id, lambda shard, now: shard.share_group_heartbeat(now, heartbeat))
     except KafkaError as e:
-        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message,
-                "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
-                "assignment": None}
+        return _heartbeat_error(e.code, e.message)
 
 
 async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: Any
@@ -396,8 +590,12 @@ async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: 
              "assignor_name": "", "members": [], "authorized_operations": -2147483648}
             for group_id in req.group_ids]}
     groups: list[DescribedShareGroup] = []
+    include_ops = bool(req.include_authorized_operations)
     for group_id in req.group_ids:
         described: DescribedShareGroup
+        if not authorize(ctx, DESCRIBE, GROUP, group_id):
+            groups.append(_group_refused(group_id))  # type: ignore[arg-type]
+            continue
         try:
             described = await broker.group_coordinator.read_committed(
                 group_id, lambda shard, g=group_id: shard.describe_share_group(g))
@@ -406,7 +604,8 @@ async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: 
                          "group_id": group_id, "group_state": "Dead", "group_epoch": -1,
                          "assignment_epoch": -1, "assignor_name": "", "members": [],
                          "authorized_operations": -2147483648}
-        groups.append(described)
+        groups.append(_described(ctx, include_ops, described,  # type: ignore[arg-type]
+                                 ("assignment",)))
     return {"throttle_time": 0, "groups": groups}
 
 

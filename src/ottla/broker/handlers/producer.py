@@ -1,5 +1,10 @@
 """InitProducerId (idempotent producers, and transactional ones through their transaction
-coordinator) and DescribeProducers."""
+coordinator) and DescribeProducers.
+
+Authorization (Kafka's KafkaApis): a transactional producer needs WRITE on its
+transactional id; an idempotent one IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+(KIP-679: ``authorizeByResourceType``), else CLUSTER_AUTHORIZATION_FAILED.
+DescribeProducers needs READ on each topic."""
 
 from __future__ import annotations
 
@@ -7,15 +12,38 @@ import logging
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.common.topics import topic_name_problem
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, CloseConnection, RequestContext
+from ottla.security.auth_helper import (
+    IDEMPOTENT_WRITE,
+    MSG_TOPIC,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+    authorized_names,
+)
 
 log = logging.getLogger(__name__)
 
 
+def _refused(error: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+
+
 async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if req.transactional_id is not None:
+        if not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+            return _refused(ErrorCode.transactional_id_authorization_failed)
+    elif not authorize_cluster(ctx, IDEMPOTENT_WRITE) and \
+            not authorize_by_resource_type(ctx, WRITE, TOPIC):
+        return _refused(ErrorCode.cluster_authorization_failed)
     if req.transactional_id is not None:
         expected = None
         if getattr(req, "producer_id", -1) >= 0:
@@ -45,12 +73,18 @@ def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> 
     ``ReplicaManager.activeProducerState`` does not require leadership either. A broker
     hosting no replica of a known partition answers NOT_LEADER_OR_FOLLOWER."""
     topics = []
+    readable = authorized_names(ctx, READ, TOPIC, (t.name for t in req.topics))
     for topic in req.topics:
         partitions = []
         for index in topic.partition_indexes:
             result: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.none,
                                       "error_message": None, "active_producers": []}
             try:
+                if topic_name_problem(topic.name) is not None:
+                    raise KafkaError(ErrorCode.invalid_topic_exception,
+                                     topic_name_problem(topic.name))
+                if topic.name not in readable:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, MSG_TOPIC)
                 partition = broker.replica_manager.require(topic.name, index, broker.image)
                 for entry in partition.log.producer_state.producers.values():
                     txn_start = entry.current_txn_first_offset

@@ -1,5 +1,10 @@
 """Share groups on the partition leaders (KIP-932): ShareFetch, which acquires records for
-a member (with acknowledgements riding on it), and ShareAcknowledge."""
+a member (with acknowledgements riding on it), and ShareAcknowledge.
+
+Authorization (Kafka's KafkaApis): READ on the group (else GROUP_AUTHORIZATION_FAILED
+for the whole request, before the member or its session is looked at), then READ on each
+topic fetched from or acknowledged (else that partition's error, or acknowledgement
+error, is TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import ms
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import GROUP, READ, TOPIC, authorize, authorized_names, enabled
 
 RECORD_LIMIT = 1
 """ShareFetch v2's ShareAcquireMode for share.acquire.mode=record_limit (0: batch_optimized)."""
@@ -28,8 +34,19 @@ def _known(broker: Broker, topic_id: uuid.UUID) -> bool:
     return topic_id in broker.image.topics_by_id
 
 
+def _unreadable(broker: Broker, ctx: RequestContext, topic_ids: Any) -> set[uuid.UUID]:
+    """The known topics among ``topic_ids`` the principal may not READ."""
+    if not enabled(ctx):
+        return set()
+    topics = broker.image.topics_by_id
+    names = {tid: topics[tid].name for tid in set(topic_ids) if tid in topics}
+    readable = authorized_names(ctx, READ, TOPIC, names.values())
+    return {tid for tid, name in names.items() if name not in readable}
+
+
 async def _acknowledge(broker: Broker, session: ShareSession, topics: Any,
-                       renew: bool = False) -> dict[TopicIdPartition, ErrorCode]:
+                       renew: bool = False, unreadable: set[uuid.UUID] | None = None
+                       ) -> dict[TopicIdPartition, ErrorCode]:
     """Apply the request's acknowledgement batches (each once its state is written);
     each partition's outcome. RENEW (KIP-1222) only in a request that says IsRenewAck."""
     manager = broker.share_partitions
@@ -43,6 +60,9 @@ async def _acknowledge(broker: Broker, session: ShareSession, topics: Any,
             tip = (topic.topic_id, p.partition_index)
             if not _known(broker, topic.topic_id):
                 outcome[tip] = ErrorCode.unknown_topic_id
+                continue
+            if unreadable and topic.topic_id in unreadable:
+                outcome[tip] = ErrorCode.topic_authorization_failed
                 continue
             if not renew and any(AcknowledgeType.RENEW in types for _, _, types in batches):
                 outcome[tip] = ErrorCode.invalid_request
@@ -61,9 +81,14 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
     if not share_groups_enabled(broker.image.features):  # Kafka's answer at share.version 0
         return _session_error(KafkaError(ErrorCode.unsupported_version))
     manager = broker.share_partitions
-    if not req.group_id or not req.member_id:
+    if not req.group_id:
         return _session_error(KafkaError(ErrorCode.invalid_request,
-                                         "ShareFetch needs a group id and a member id"))
+                                         "Invalid group id in the request."))
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return _session_error(KafkaError(ErrorCode.group_authorization_failed))
+    if not req.member_id:
+        return _session_error(KafkaError(ErrorCode.invalid_request,
+                                         "Invalid member id in the request."))
     try:
         session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
     except KafkaError as e:
@@ -79,7 +104,9 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
             if _known(broker, topic.topic_id):
                 session.partitions.add((topic.topic_id, p.partition_index))
     renew = getattr(req, "is_renew_ack", False)
-    acks = await _acknowledge(broker, session, req.topics, renew)
+    unreadable = _unreadable(broker, ctx, [tip[0] for tip in session.partitions] +
+                             [tip[0] for tip in requested])
+    acks = await _acknowledge(broker, session, req.topics, renew, unreadable)
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
         return _fetch_response(requested, {}, acks, 0)
@@ -87,7 +114,8 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
         return _fetch_response(requested, {}, acks, manager.lock_duration_ms(session))
     # The session's partitions in a stable order; unknown topics of this request are
     # answered UNKNOWN_TOPIC_ID.
-    partitions = sorted({tip for tip in session.partitions if _known(broker, tip[0])},
+    partitions = sorted({tip for tip in session.partitions
+                         if _known(broker, tip[0]) and tip[0] not in unreadable},
                         key=lambda tip: (str(tip[0]), tip[1]))
     limits = FetchLimits(
         max_bytes=req.max_bytes,
@@ -97,6 +125,9 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
     for tip in requested:
         if not _known(broker, tip[0]):
             results[tip] = ShareFetchResult(error=ErrorCode.unknown_topic_id)
+    for tip in session.partitions | set(requested):
+        if tip[0] in unreadable:
+            results[tip] = ShareFetchResult(error=ErrorCode.topic_authorization_failed)
     return _fetch_response(requested, results, acks, manager.lock_duration_ms(session))
 
 
@@ -131,9 +162,14 @@ async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
     if not share_groups_enabled(broker.image.features):  # Kafka's answer at share.version 0
         return _session_error(KafkaError(ErrorCode.unsupported_version))
     manager = broker.share_partitions
-    if not req.group_id or not req.member_id:
-        return _session_error(KafkaError(
-            ErrorCode.invalid_request, "ShareAcknowledge needs a group id and a member id"))
+    if not req.group_id:
+        return _session_error(KafkaError(ErrorCode.invalid_request,
+                                         "Invalid group id in the request."))
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return _session_error(KafkaError(ErrorCode.group_authorization_failed))
+    if not req.member_id:
+        return _session_error(KafkaError(ErrorCode.invalid_request,
+                                         "Invalid member id in the request."))
     if req.share_session_epoch == INITIAL_EPOCH:
         return _session_error(KafkaError(ErrorCode.invalid_share_session_epoch,
                                          "ShareAcknowledge cannot open a share session"))
@@ -141,7 +177,8 @@ async def handle_share_acknowledge(broker: Broker, ctx: RequestContext, req: Any
         session = manager.session(req.group_id, req.member_id, req.share_session_epoch)
     except KafkaError as e:
         return _session_error(e)
-    acks = await _acknowledge(broker, session, req.topics, getattr(req, "is_renew_ack", False))
+    acks = await _acknowledge(broker, session, req.topics, getattr(req, "is_renew_ack", False),
+                              _unreadable(broker, ctx, [t.topic_id for t in req.topics]))
     if req.share_session_epoch == FINAL_EPOCH:
         manager.close(session)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

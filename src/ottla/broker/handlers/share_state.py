@@ -3,7 +3,8 @@ group coordinator): Initialize, Read, Write, Delete and ReadSummary ShareGroupSt
 partition is answered by the share coordinator shard that owns its
 ``group:topicId:partition`` key; a partition whose owner is another broker, or is still
 loading, gets NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS, which the sender retries
-after finding the coordinator again."""
+after finding the coordinator again. Only brokers send them: each needs CLUSTER_ACTION on
+the cluster, else every partition is CLUSTER_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ottla.coordinator.share.shard import PersisterStateBatch, SharePartitionKey
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import CLUSTER_ACTION, MSG_CLUSTER, authorize_cluster
 
 PartitionAnswer = Callable[[SharePartitionKey, Any], Awaitable[dict[str, Any]]]
 
@@ -24,10 +26,13 @@ def _error(code: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"error_code": code, "error_message": message}
 
 
-async def _each_partition(broker: Broker, req: Any, answer: PartitionAnswer,
-                          defaults: dict[str, Any]) -> dict[str, Any]:
+async def _each_partition(broker: Broker, ctx: RequestContext, req: Any,
+                          answer: PartitionAnswer, defaults: dict[str, Any]
+                          ) -> dict[str, Any]:
     """Run ``answer`` for every partition of the request; ``defaults`` fill the fields
     of a partition answered with an error."""
+    if not authorize_cluster(ctx, CLUSTER_ACTION):
+        raise KafkaError(ErrorCode.cluster_authorization_failed, MSG_CLUSTER)
     results = []
     for topic in req.topics:
         partitions = []
@@ -56,7 +61,7 @@ async def handle_initialize_share_group_state(broker: Broker, ctx: RequestContex
         done = await broker.share_coordinator.initialize_state(key, p.state_epoch,
                                                                p.start_offset)
         return _error(done.error, done.message)
-    return await _each_partition(broker, req, answer, {})
+    return await _each_partition(broker, ctx, req, answer, {})
 
 
 async def handle_read_share_group_state(broker: Broker, ctx: RequestContext, req: Any
@@ -66,7 +71,7 @@ async def handle_read_share_group_state(broker: Broker, ctx: RequestContext, req
         return {**_error(read.error, read.message), "state_epoch": read.state_epoch,
                 "start_offset": read.start_offset,
                 "state_batches": _batches(read.state_batches)}
-    return await _each_partition(broker, req, answer, {
+    return await _each_partition(broker, ctx, req, answer, {
         "state_epoch": 0, "start_offset": -1, "state_batches": []})
 
 
@@ -79,7 +84,7 @@ async def handle_write_share_group_state(broker: Broker, ctx: RequestContext, re
             key, p.state_epoch, p.leader_epoch, p.start_offset,
             getattr(p, "delivery_complete_count", -1), batches)
         return _error(done.error, done.message)
-    return await _each_partition(broker, req, answer, {})
+    return await _each_partition(broker, ctx, req, answer, {})
 
 
 async def handle_delete_share_group_state(broker: Broker, ctx: RequestContext, req: Any
@@ -87,7 +92,7 @@ async def handle_delete_share_group_state(broker: Broker, ctx: RequestContext, r
     async def answer(key: SharePartitionKey, p: Any) -> dict[str, Any]:
         done = await broker.share_coordinator.delete_state(key)
         return _error(done.error, done.message)
-    return await _each_partition(broker, req, answer, {})
+    return await _each_partition(broker, ctx, req, answer, {})
 
 
 async def handle_read_share_group_state_summary(broker: Broker, ctx: RequestContext,
@@ -97,7 +102,7 @@ async def handle_read_share_group_state_summary(broker: Broker, ctx: RequestCont
         return {**_error(read.error, read.message), "state_epoch": read.state_epoch,
                 "leader_epoch": read.leader_epoch, "start_offset": read.start_offset,
                 "delivery_complete_count": read.delivery_complete_count}
-    return await _each_partition(broker, req, answer, {
+    return await _each_partition(broker, ctx, req, answer, {
         "state_epoch": 0, "leader_epoch": 0, "start_offset": -1,
         "delivery_complete_count": -1})
 

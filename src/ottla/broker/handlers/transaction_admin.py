@@ -2,7 +2,12 @@
 of each transactional id, and ListTransactions, which every broker answers for the
 ``__transaction_state`` partitions it leads (the admin client asks them all). They are
 what ``kafka-transactions.sh`` (``ottla transactions``) uses to find hanging
-transactions: open on a partition, unknown to their coordinator."""
+transactions: open on a partition, unknown to their coordinator.
+
+Authorization (Kafka's KafkaApis): a transaction is described or listed only to a
+principal with DESCRIBE on its transactional id (DescribeTransactions answers the others
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ListTransactions leaves them out), and a described
+transaction shows only the topics the principal may DESCRIBE."""
 
 from __future__ import annotations
 
@@ -15,6 +20,14 @@ from ottla.coordinator.transaction.metadata import TransactionMetadata, Transact
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    DESCRIBE,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    authorize,
+    authorized_names,
+    enabled,
+)
 
 STATES_BY_NAME = {state.kafka_name: state for state in TransactionState}
 
@@ -56,8 +69,19 @@ async def _describe(broker: Broker, transactional_id: str) -> dict[str, Any]:
 
 async def handle_describe_transactions(broker: Broker, ctx: RequestContext, req: Any
                                        ) -> dict[str, Any]:
-    return {"throttle_time": 0, "transaction_states": [
-        await _describe(broker, transactional_id) for transactional_id in req.transactional_ids]}
+    states = []
+    for transactional_id in req.transactional_ids:
+        if not authorize(ctx, DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+            states.append(_described(transactional_id,
+                                     ErrorCode.transactional_id_authorization_failed))
+            continue
+        described = await _describe(broker, transactional_id)
+        if enabled(ctx) and described["topics"]:
+            shown = authorized_names(ctx, DESCRIBE, TOPIC,
+                                     (t["topic"] for t in described["topics"]))
+            described["topics"] = [t for t in described["topics"] if t["topic"] in shown]
+        states.append(described)
+    return {"throttle_time": 0, "transaction_states": states}
 
 
 # --- ListTransactions ---------------------------------------------------------------------
@@ -93,6 +117,10 @@ async def handle_list_transactions(broker: Broker, ctx: RequestContext, req: Any
     listed, unknown = list_transactions(
         every, list(req.state_filters), list(req.producer_id_filters),
         getattr(req, "duration_filter", -1), broker.now_ms())
+    if enabled(ctx):
+        shown = authorized_names(ctx, DESCRIBE, TRANSACTIONAL_ID,
+                                 (md.transactional_id for md in listed))
+        listed = [md for md in listed if md.transactional_id in shown]
     return {"throttle_time": 0, "error_code": ErrorCode.none,
             "unknown_state_filters": unknown, "transaction_states": [
                 {"transactional_id": md.transactional_id, "producer_id": md.producer_id,

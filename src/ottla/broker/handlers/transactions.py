@@ -1,6 +1,12 @@
 """Transactions (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, answered by the
 transaction coordinator of the transactional id, and WriteTxnMarkers, the coordinator's
-request to the partition leaders to write COMMIT or ABORT markers."""
+request to the partition leaders to write COMMIT or ABORT markers.
+
+Authorization (Kafka's KafkaApis): a producer's requests need WRITE on its transactional
+id, and then WRITE on the topics it adds (AddPartitionsToTxn v0-3; an internal topic is
+never added), READ on the group whose offsets it commits (AddOffsetsToTxn,
+TxnOffsetCommit) and READ on their topics (TxnOffsetCommit). The brokers' requests need
+CLUSTER_ACTION on the cluster: AddPartitionsToTxn v4+, and WriteTxnMarkers (or ALTER)."""
 
 from __future__ import annotations
 
@@ -11,11 +17,26 @@ from typing import Any
 from ottla.broker.broker import Broker
 from ottla.broker.coordinators.coordinator_service import partition_for
 from ottla.broker.purgatory.delayed_produce import DelayedProduce, ProducePartitionStatus
-from ottla.common.topics import OFFSETS_TOPIC, TopicPartition
+from ottla.common.topics import OFFSETS_TOPIC, TopicPartition, is_internal_topic
 from ottla.coordinator.transaction.shard import ProducerIdAndEpoch
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
+from ottla.security.auth_helper import (
+    ALTER,
+    CLUSTER_ACTION,
+    GROUP,
+    MSG_CLUSTER,
+    MSG_TXN,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+    authorize,
+    authorize_cluster,
+    authorized_names,
+    deny_cluster,
+)
 
 MARKER_TIMEOUT_MS = 30_000
 
@@ -32,15 +53,19 @@ _VERIFY_ERRORS = {
 # --- AddPartitionsToTxn -------------------------------------------------------------------
 
 async def _add(broker: Broker, transactional_id: str, producer_id: int, producer_epoch: int,
-               topics: Any, verify_only: bool, client_version: int = 0
-               ) -> dict[TopicPartition, ErrorCode]:
-    """Each partition's answer: unknown partitions fail and the rest are not attempted,
-    as Kafka answers; otherwise the coordinator's one answer for all."""
+               topics: Any, verify_only: bool, client_version: int = 0,
+               writable: set[str | None] | None = None) -> dict[TopicPartition, ErrorCode]:
+    """Each partition's answer: topics not ``writable`` (None: all are) and unknown
+    partitions fail and the rest are not attempted, as Kafka answers; otherwise the
+    coordinator's one answer for all."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = {tp for tp in wanted if tp[0] not in broker.image.topics_by_name or
-               tp[1] not in broker.image.topics_by_name[tp[0]].partitions}
-    if unknown:
-        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+    denied = set() if writable is None else {tp for tp in wanted if tp[0] not in writable}
+    unknown = {tp for tp in wanted if tp not in denied and (
+        tp[0] not in broker.image.topics_by_name or
+        tp[1] not in broker.image.topics_by_name[tp[0]].partitions)}
+    if unknown or denied:
+        return {tp: ErrorCode.topic_authorization_failed if tp in denied
+                else ErrorCode.unknown_topic_or_partition if tp in unknown
                 else ErrorCode.operation_not_attempted for tp in wanted}
     coordinator = broker.transaction_coordinator
     try:
@@ -65,10 +90,22 @@ def _topic_results(results: dict[TopicPartition, ErrorCode]) -> list[dict[str, A
 async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any
                                        ) -> dict[str, Any]:
     if ctx.api_version <= 3:
-        results = await _add(broker, req.v3_and_below_transactional_id,
+        transactional_id = req.v3_and_below_transactional_id
+        if not authorize(ctx, WRITE, TRANSACTIONAL_ID, transactional_id):
+            return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(
+                dict.fromkeys(((t.name, p) for t in req.v3_and_below_topics
+                               for p in t.partitions),
+                              ErrorCode.transactional_id_authorization_failed))}
+        # A client may never add an internal topic to its transaction.
+        writable = authorized_names(ctx, WRITE, TOPIC, (
+            t.name for t in req.v3_and_below_topics if not is_internal_topic(t.name)))
+        results = await _add(broker, transactional_id,
                              req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
-                             req.v3_and_below_topics, verify_only=False)
+                             req.v3_and_below_topics, verify_only=False, writable=writable)
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(results)}
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
     # v4+ comes from brokers: to verify (KIP-890 part 1), or to add the partitions of a
     # transactions v2 producer's Produce or TxnOffsetCommit (part 2).
     transactions = []
@@ -90,6 +127,11 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: An
                                     ) -> dict[str, Any]:
     """The group's ``__consumer_offsets`` partition joins the transaction, so its
     transactional offset commits are decided with it."""
+    if not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return {"throttle_time": 0,
+                "error_code": ErrorCode.transactional_id_authorization_failed}
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     group = broker.group_coordinator
     offsets_partition = (OFFSETS_TOPIC, partition_for(req.group_id, group.num_partitions))
     try:
@@ -105,6 +147,12 @@ async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[
     """EndTxn; from v5 (transactions v2) the epoch is bumped and the producer id and
     epoch to use next are in the answer."""
     answer = ProducerIdAndEpoch(ErrorCode.none)
+    if not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        response: dict[str, Any] = {
+            "throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+        if ctx.api_version >= 5:
+            response.update(producer_id=-1, producer_epoch=-1)
+        return response
     try:
         answer = await broker.transaction_coordinator.end_transaction(
             req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
@@ -112,7 +160,7 @@ async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[
         error = answer.error
     except KafkaError as e:
         error = e.code
-    response: dict[str, Any] = {"throttle_time": 0, "error_code": error}
+    response = {"throttle_time": 0, "error_code": error}
     if ctx.api_version >= 5:
         response["producer_id"] = answer.producer_id if error == ErrorCode.none else -1
         response["producer_epoch"] = answer.producer_epoch if error == ErrorCode.none else -1
@@ -126,13 +174,21 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
     """The consumed offsets of a consume-transform-produce transaction: written to the
     group's partition in the producer's transaction, visible once it commits (KIP-98,
     KIP-447 group fencing by generation and member id from v3)."""
+    if not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        raise KafkaError(ErrorCode.transactional_id_authorization_failed, MSG_TXN)
+    if not authorize(ctx, READ, GROUP, req.group_id):
+        raise KafkaError(ErrorCode.group_authorization_failed)
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions]
     known = broker.image.topics_by_name
+    readable = authorized_names(ctx, READ, TOPIC, (t.name for t in req.topics))
     results: dict[TopicPartition, ErrorCode] = {
+        (t, p): ErrorCode.topic_authorization_failed for t, p, *_ in offsets
+        if t not in readable}
+    results.update({
         (t, p): ErrorCode.unknown_topic_or_partition for t, p, *_ in offsets
-        if t not in known or p not in known[t].partitions}
+        if (t, p) not in results and (t not in known or p not in known[t].partitions)})
     wanted = [o for o in offsets if (o[0], o[1]) not in results]
     if wanted:
         # The group's partition must be in the producer's ongoing transaction
@@ -184,6 +240,8 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     """Append each marker to each partition this broker leads and answer once the
     in-sync replicas have them (the coordinator completes the transaction only then)."""
+    if not authorize_cluster(ctx, ALTER) and not authorize_cluster(ctx, CLUSTER_ACTION):
+        raise KafkaError(ErrorCode.cluster_authorization_failed, MSG_CLUSTER)
     replica_manager = broker.replica_manager
     now_ms = broker.now_ms()
     results: list[tuple[int, dict[TopicPartition, ErrorCode]]] = []

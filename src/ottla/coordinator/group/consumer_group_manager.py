@@ -127,6 +127,10 @@ class ConsumerGroupManager:
         self._groups = groups
         self._topics = topics
         self._migration = migration
+        self._regex_visible: dict[str, dict[str, Callable[[str], bool]]] = {}
+        """By group and regular expression: which of the topics it matches its members
+        may see (DESCRIBE), as the last heartbeat of a member using it said (none: all).
+        Not stored in the log: after a coordinator moves, the next heartbeats say again."""
 
     def _schedule(self, key: str, delay_ms: int,
                   operation: Callable[[int], CoordinatorResult]) -> None:
@@ -296,6 +300,7 @@ class ConsumerGroupManager:
         previous = self._member_to_update(group, member_id, req, records)
         subscription_changed = self._update_member_metadata(group, previous, req, records)
         group = self._stored_group(req.group_id)  # a new group exists once its member does
+        self._note_regex_visibility(group, member_id, req)
         topics = self._topics()
         self._maybe_bump_group_epoch(group, topics, subscription_changed, records)
         self._maybe_update_target_assignment(group, topics, now_ms, records)
@@ -491,25 +496,51 @@ class ConsumerGroupManager:
                                  f"({member.member_epoch}). The member must abandon all its "
                                  "partitions and rejoin.")
 
+    def _note_regex_visibility(self, group: ConsumerGroup, member_id: str,
+                               req: HeartbeatRequest) -> None:
+        """Remember which topics the regular expression of the member may show (Kafka
+        resolves it with the context of the heartbeat), and forget the expressions no
+        member of the group uses any more."""
+        visible = self._regex_visible.setdefault(group.group_id, {})
+        member = group.members.get(member_id)
+        regex = member.subscribed_topic_regex if member is not None else None
+        if regex:
+            if req.regex_topics_visible is None:
+                visible.pop(regex, None)
+            else:
+                visible[regex] = req.regex_topics_visible
+        used = {m.subscribed_topic_regex for m in group.members.values()}
+        for stale in [r for r in visible if r not in used]:
+            del visible[stale]
+        if not visible:
+            del self._regex_visible[group.group_id]
+
+    def _matching(self, group_id: str, regex: str, topics: Topics) -> list[str]:
+        matched = topics_matching(regex, topics)
+        visible = self._regex_visible.get(group_id, {}).get(regex)
+        return matched if visible is None else [t for t in matched if visible(t)]
+
     def _subscribed_names(self, group: ConsumerGroup, topics: Topics) -> set[str]:
         names = set(group.subscribed_topic_names())
         for member in group.members.values():
             if member.subscribed_topic_regex:
-                names.update(topics_matching(member.subscribed_topic_regex, topics))
+                names.update(self._matching(group.group_id, member.subscribed_topic_regex,
+                                            topics))
         return names
 
-    def _member_topics(self, member: ConsumerMember, topics: Topics) -> frozenset[uuid.UUID]:
+    def _member_topics(self, group_id: str, member: ConsumerMember, topics: Topics
+                       ) -> frozenset[uuid.UUID]:
         ids = {topics[n][0] for n in member.subscribed_topic_names if n in topics}
         if member.subscribed_topic_regex:
-            ids.update(topics[t][0]
-                       for t in topics_matching(member.subscribed_topic_regex, topics))
+            ids.update(topics[t][0] for t in self._matching(
+                group_id, member.subscribed_topic_regex, topics))
         return frozenset(ids)
 
     def _target_assignment_records(self, group: ConsumerGroup, topics: Topics,
                                    now_ms: int) -> list[rec.CoordinatorRecord]:
         assignor = ASSIGNORS[group.preferred_assignor(self._config.assignors[0])]
         specs = {m.member_id: MemberSpec(
-            self._member_topics(m, topics),
+            self._member_topics(group.group_id, m, topics),
             {t: frozenset(ps) for t, ps in group.target.get(m.member_id, {}).items()})
             for m in group.members.values()}
         partitions = {topic_id: count for topic_id, count in topics.values()}

@@ -77,6 +77,10 @@ class HeartbeatRequest:
     owned: Assignment | None
     client_id: str
     client_host: str
+    regex_topics_visible: Callable[[str], bool] | None = None
+    """With an authorizer, whether the member's principal may DESCRIBE a topic: the
+    topics its regular expression matches are kept only if so (Kafka's coordinator
+    resolves a group's regular expressions with the context of a member's heartbeat)."""
 
 
 # --- the embedded consumer protocol of classic groups (Kafka's ConsumerProtocol) -------------
