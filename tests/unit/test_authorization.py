@@ -20,7 +20,7 @@ import pytest
 from kio.schema.default_principal_data.v0 import DefaultPrincipalData
 from kio.serial import entity_writer
 
-from ottla.broker.handlers import broker_apis
+from ottla.broker.handlers import broker_apis, forwarding
 from ottla.common.principal import (
     Principal,
     PrincipalDeserializationError,
@@ -839,3 +839,275 @@ BROKER_CASES += [
 @pytest.mark.parametrize("case", BROKER_CASES, ids=lambda c: c.id)
 async def test_broker_apis_authorize_as_kafka(case: Case, broker_node: Any) -> None:
     await run_case(case, broker_node, send_to_broker)
+
+
+# --- every API Ottla serves is covered ------------------------------------------------------
+
+NO_CHECKS = {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+
+
+def test_every_api_ottla_serves_is_covered_on_each_listener() -> None:
+    from ottla.server.controller_apis import controller_apis
+
+    cases = {(int(c.key), c.listener) for c in CONTROLLER_CASES + BROKER_CASES}
+    forwarded = {int(key) for key, _, _ in forwarding.FORWARDED}
+    served = {B: {int(spec.api_key) for spec in broker_apis()},
+              C: {int(spec.api_key) for spec in controller_apis()}}
+    missing = {str(listener): sorted(table.BY_KEY[key].name for key in keys
+                                     if key not in NO_CHECKS and (key, listener) not in cases
+                                     and not (listener is B and key in forwarded))
+               for listener, keys in served.items()}
+    assert missing == {"broker": [], "controller": []}
+
+
+@pytest.mark.parametrize("api_key", [key for key, _, _ in forwarding.FORWARDED],
+                         ids=lambda k: ApiKey(k).name)
+async def test_a_forwarded_request_goes_to_the_controller_as_the_client(
+        broker_node: Any, api_key: int) -> None:
+    """Kafka's broker checks nothing before forwarding these: the controller does, as the
+    client (whose principal and address the Envelope carries)."""
+    assert table.BY_KEY[api_key].on(B).mode is table.Mode.FORWARDED
+    assert not table.BY_KEY[api_key].on(B).checks
+    high = next(hi for key, _, hi in forwarding.FORWARDED if key == api_key)
+    controller = broker_tests.controller_of(broker_node)
+    controller.forward_answer = {"forwarded": True}
+    header = RequestHeader(api_key, high, 17, "authorization-tests", 0)
+    ctx = RequestContext(header, broker_tests.LISTENER, "broker", HOST, 50000,
+                         principal=ALICE, clock=broker_tests.clock,
+                         authorizer=StandardAuthorizer())
+    request = object()
+    answer = await BROKER_SPECS[api_key].handler(broker_node, ctx, request)
+    assert answer == {"forwarded": True}
+    ((forwarded_ctx, forwarded),) = controller.forwarded
+    assert forwarded is request and forwarded_ctx.principal == ALICE
+
+
+# --- focused: what principals with typical ACLs can do ---------------------------------------
+
+async def broker_ask(broker: Any, api_key: int, version: int, body: dict[str, Any],
+                     authorizer: StandardAuthorizer | None,
+                     principal: Principal = ALICE) -> Any:
+    header = RequestHeader(api_key, version, 17, "authorization-tests", 0)
+    ctx = RequestContext(header, broker_tests.LISTENER, "broker", HOST, 50000,
+                         principal=principal, clock=broker_tests.clock, authorizer=authorizer)
+    req = build(request_schema(api_key, version), body)
+    try:
+        response = BROKER_SPECS[api_key].handler(broker, ctx, req)
+        if inspect.isawaitable(response):
+            response = await response
+    except KafkaError as e:
+        response = error_response(req, e.code, e.message)
+    return broker_tests.decoded(api_key, version, response)
+
+
+def metadata_of(*names: str, ops: bool = False) -> dict[str, Any]:
+    return {"topics": None if not names else [{"name": n, "topic_id": None} for n in names],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": ops}
+
+
+def produced(response: Any) -> dict[str, int]:
+    return {t.name: p.error_code for t in response.responses for p in t.partition_responses}
+
+
+def bits(*operations: AclOperation) -> int:
+    return sum(1 << int(op) for op in operations)
+
+
+async def test_a_producer_with_prefixed_acls_produces_there_and_nowhere_else(broker_node: Any
+                                                                             ) -> None:
+    """``kafka-acls --add --allow-principal User:alice --producer --topic orders-
+    --resource-pattern-type prefixed``: WRITE, DESCRIBE and CREATE on the topics whose
+    names begin with ``orders-``."""
+    b = broker_node
+    for name in ("orders-eu", "payments"):
+        broker_tests.create_topic(b, name)
+    broker_tests.controller_of(b).answers[ApiKey.ALLOCATE_PRODUCER_IDS] = \
+        broker_tests.allocation(7000)
+    producer = authorizer_with(*((ResourceType.TOPIC, "orders-", op) for op in (
+        AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)),
+        pattern=PatternType.PREFIXED)
+    described = await broker_ask(b, ApiKey.METADATA, 12, metadata_of("orders-eu", "payments"),
+                                 producer)
+    assert [(t.name, t.error_code, len(t.partitions)) for t in described.topics] == [
+        ("orders-eu", ErrorCode.none, 1), ("payments", ErrorCode.topic_authorization_failed, 0)]
+    # An idempotent producer without IDEMPOTENT_WRITE: WRITE on some topic is enough.
+    ids = await broker_ask(b, ApiKey.INIT_PRODUCER_ID, 5,
+                           broker_tests.init_producer_id_body(None), producer)
+    assert (ids.error_code, ids.producer_id) == (ErrorCode.none, 7000)
+    response = await broker_ask(b, ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 30000, "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": broker_tests.batch(b"x")}]}
+            for name in ("orders-eu", "payments")]}, producer)
+    assert produced(response) == {"orders-eu": ErrorCode.none,
+                                  "payments": ErrorCode.topic_authorization_failed}
+    assert broker_tests.log_end(b, "orders-eu") == 1
+    assert broker_tests.log_end(b, "payments") == 0
+    # Producing is not consuming.
+    fetched = await broker_ask(b, ApiKey.FETCH, 12, broker_tests.fetch_body(
+        "orders-eu", (0, 0, 1 << 20)), producer)
+    assert fetched.responses[0].partitions[0].error_code == \
+        ErrorCode.topic_authorization_failed
+    # Nor may anyone else write there.
+    bob = await broker_ask(b, ApiKey.PRODUCE, 9, broker_tests.produce_body(
+        "orders-eu", (0, broker_tests.batch(b"y"))), producer, Principal("User", "bob"))
+    assert produced(bob) == {"orders-eu": ErrorCode.topic_authorization_failed}
+    refused = await broker_ask(b, ApiKey.INIT_PRODUCER_ID, 5,
+                               broker_tests.init_producer_id_body(None), producer,
+                               Principal("User", "bob"))
+    assert refused.error_code == ErrorCode.cluster_authorization_failed
+
+
+async def test_a_transactional_producer_needs_write_on_its_transactional_id(broker_node: Any
+                                                                            ) -> None:
+    b = broker_node
+    await orders(b)
+    writer = authorizer_with((ResourceType.TOPIC, TOPIC_NAME, AclOperation.WRITE))
+    body = broker_tests.produce_body(TOPIC_NAME, (0, TXN_BATCH), transactional_id=TXN_ID)
+    response = await broker_ask(b, ApiKey.PRODUCE, 9, body, writer)
+    (partition,) = [p for t in response.responses for p in t.partition_responses]
+    assert (partition.error_code, partition.error_message) == (
+        ErrorCode.transactional_id_authorization_failed, "Transactional Id authorization failed.")
+    # Only transactional batches need it: the same id with plain batches is not checked.
+    plain = broker_tests.produce_body(TOPIC_NAME, (0, broker_tests.batch(b"p")),
+                                      transactional_id=TXN_ID)
+    assert produced(await broker_ask(b, ApiKey.PRODUCE, 9, plain, writer)) == {
+        TOPIC_NAME: ErrorCode.none}
+
+
+async def test_deny_wins_over_allow(broker_node: Any) -> None:
+    b = broker_node
+    for name in (TOPIC_NAME, "other"):
+        broker_tests.create_topic(b, name)
+    authorizer = authorizer_with((ResourceType.TOPIC, "*", AclOperation.ALL),
+                                 principal="User:*")
+    authorizer_with((ResourceType.TOPIC, TOPIC_NAME, AclOperation.WRITE),
+                    permission=AclPermissionType.DENY, into=authorizer)
+    response = await broker_ask(b, ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": 1, "timeout": 30000, "topic_data": [
+            {"name": name, "partition_data": [{"index": 0, "records": broker_tests.batch(b"x")}]}
+            for name in (TOPIC_NAME, "other")]}, authorizer)
+    assert produced(response) == {TOPIC_NAME: ErrorCode.topic_authorization_failed,
+                                  "other": ErrorCode.none}
+    # A DENY of WRITE denies only WRITE: alice still describes and reads the topic.
+    described = await broker_ask(b, ApiKey.METADATA, 12, metadata_of(TOPIC_NAME, ops=True),
+                                 authorizer)
+    (topic,) = described.topics
+    assert topic.error_code == ErrorCode.none
+    assert topic.topic_authorized_operations == \
+        bits(*table.SUPPORTED_OPERATIONS[table.Res.TOPIC]) - bits(AclOperation.WRITE)
+    fetched = await broker_ask(b, ApiKey.FETCH, 12, broker_tests.fetch_body(
+        TOPIC_NAME, (0, 0, 1 << 20)), authorizer)
+    assert fetched.responses[0].partitions[0].error_code == ErrorCode.none
+    # Bob is denied nothing.
+    bob = await broker_ask(b, ApiKey.PRODUCE, 9, broker_tests.produce_body(
+        TOPIC_NAME, (0, broker_tests.batch(b"y"))), authorizer, Principal("User", "bob"))
+    assert produced(bob) == {TOPIC_NAME: ErrorCode.none}
+
+
+async def test_super_users_pass_every_check(broker_node: Any) -> None:
+    b = broker_node
+    await orders(b)
+    authorizer = StandardAuthorizer(super_users=["User:admin"])
+    authorizer_with((ResourceType.TOPIC, "*", AclOperation.ALL),
+                    permission=AclPermissionType.DENY, principal="User:*", into=authorizer)
+    admin = Principal("User", "admin")
+    produce = broker_tests.produce_body(TOPIC_NAME, (0, broker_tests.batch(b"x")))
+    assert produced(await broker_ask(b, ApiKey.PRODUCE, 9, produce, authorizer, admin)) == \
+        {TOPIC_NAME: ErrorCode.none}
+    dirs = await broker_ask(b, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}, authorizer,
+                            admin)
+    assert dirs.error_code == ErrorCode.none and dirs.results
+    cluster = await broker_ask(b, ApiKey.DESCRIBE_CLUSTER, 1, {
+        "include_cluster_authorized_operations": True, "endpoint_type": 1}, authorizer, admin)
+    assert cluster.cluster_authorized_operations == \
+        bits(*table.SUPPORTED_OPERATIONS[table.Res.CLUSTER])
+    assert produced(await broker_ask(b, ApiKey.PRODUCE, 9, produce, authorizer)) == \
+        {TOPIC_NAME: ErrorCode.topic_authorization_failed}
+    env = controller_tests.make_env()
+    await a_live_broker(env)
+    created = await controller_ask(env, ApiKey.CREATE_TOPICS, 7, {
+        "topics": [controller_tests.new_topic("made")], "timeout": 1000,
+        "validate_only": False}, authorizer, admin)
+    assert created.topics[0].error_code == ErrorCode.none and created.topics[0].configs
+
+
+async def test_metadata_shows_only_the_topics_the_principal_may_describe(broker_node: Any
+                                                                         ) -> None:
+    b = broker_node
+    for name in ("app-1", "app-2", "billing", "secret"):
+        broker_tests.create_topic(b, name)
+    authorizer = authorizer_with((ResourceType.TOPIC, "app-", AclOperation.DESCRIBE),
+                                 pattern=PatternType.PREFIXED)
+    authorizer_with((ResourceType.TOPIC, "billing", AclOperation.READ), into=authorizer)
+    everything_shown = await broker_ask(b, ApiKey.METADATA, 12, metadata_of(ops=True),
+                                        authorizer)
+    assert [(t.name, t.topic_authorized_operations) for t in everything_shown.topics] == [
+        ("app-1", bits(AclOperation.DESCRIBE)), ("app-2", bits(AclOperation.DESCRIBE)),
+        ("billing", bits(AclOperation.READ, AclOperation.DESCRIBE))]
+    v0 = await broker_ask(b, ApiKey.METADATA, 0, {"topics": []}, authorizer)
+    assert [t.name for t in v0.topics] == ["app-1", "app-2", "billing"]
+    named = await broker_ask(b, ApiKey.METADATA, 12, metadata_of("secret", "missing",
+                                                                 "app-1"), authorizer)
+    assert [(t.name, t.error_code, t.topic_id, len(t.partitions)) for t in named.topics] == [
+        ("secret", ErrorCode.topic_authorization_failed, None, 0),
+        ("missing", ErrorCode.topic_authorization_failed, None, 0),  # alike: nothing told
+        ("app-1", ErrorCode.none, topic_id_of(b, "app-1"), 1)]
+    # Without an authorizer, everything is shown and every operation reported.
+    open_ = await broker_ask(b, ApiKey.METADATA, 12, metadata_of(ops=True), None)
+    assert {t.name: t.topic_authorized_operations for t in open_.topics} == dict.fromkeys(
+        ("app-1", "app-2", "billing", "secret"), bits(*table.SUPPORTED_OPERATIONS[
+            table.Res.TOPIC]))
+    paged = await broker_ask(b, ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+        "topics": [], "response_partition_limit": 100, "cursor": None}, authorizer)
+    assert [t.name for t in paged.topics] == ["app-1", "app-2", "billing"]
+
+
+async def test_list_groups_shows_the_groups_the_principal_may_describe(broker_node: Any
+                                                                       ) -> None:
+    b = broker_node
+    await everything(b)
+    for group_id in ("team-a", "team-b", "other"):
+        await broker_ask(b, ApiKey.OFFSET_COMMIT, 9, commit(group_id), SUPER)
+    listing = {"states_filter": [], "types_filter": []}
+    team = authorizer_with((ResourceType.GROUP, "team-", AclOperation.DESCRIBE),
+                           pattern=PatternType.PREFIXED)
+    listed = await broker_ask(b, ApiKey.LIST_GROUPS, 5, listing, team)
+    assert sorted(g.group_id for g in listed.groups) == ["team-a", "team-b"]
+    authorizer_with((ResourceType.CLUSTER, CLUSTER_NAME, AclOperation.DESCRIBE), into=team)
+    listed = await broker_ask(b, ApiKey.LIST_GROUPS, 5, listing, team)
+    assert sorted(g.group_id for g in listed.groups) == ["other", "team-a", "team-b"]
+    # OffsetFetch of all a group's topics leaves out those it may not describe.
+    fetch_all = {"groups": [{"group_id": "team-a", "topics": None}], "require_stable": False}
+    assert (await broker_ask(b, ApiKey.OFFSET_FETCH, 9, fetch_all, team)).groups[0].topics == ()
+    authorizer_with((ResourceType.TOPIC, TOPIC_NAME, AclOperation.DESCRIBE), into=team)
+    (group,) = (await broker_ask(b, ApiKey.OFFSET_FETCH, 9, fetch_all, team)).groups
+    assert [t.name for t in group.topics] == [TOPIC_NAME]
+
+
+async def test_a_consumer_regex_matches_only_the_topics_it_may_describe(broker_node: Any
+                                                                        ) -> None:
+    b = broker_node
+    await everything(b)
+    broker_tests.create_topic(b, "orders-secret")
+    authorizer = authorizer_with((ResourceType.GROUP, GROUP_NAME, AclOperation.READ),
+                                 (ResourceType.TOPIC, TOPIC_NAME, AclOperation.DESCRIBE))
+    joined = await broker_ask(b, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        **HEARTBEAT_848, "subscribed_topic_names": None, "subscribed_topic_regex": "orders.*"},
+        authorizer)
+    assert joined.error_code == ErrorCode.none
+    described = await broker_ask(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        "group_ids": [GROUP_NAME], "include_authorized_operations": True}, SUPER)
+    (member,) = described.groups[0].members
+    assert [tp.topic_name for tp in member.target_assignment.topic_partitions] == [TOPIC_NAME]
+    # Bob may not describe the group; a principal that may describe it but not the
+    # topics assigned in it gets neither.
+    refused = await broker_ask(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        "group_ids": [GROUP_NAME], "include_authorized_operations": True}, authorizer,
+        Principal("User", "bob"))
+    assert refused.groups[0].error_code == ErrorCode.group_authorization_failed
+    group_only = authorizer_with((ResourceType.GROUP, GROUP_NAME, AclOperation.DESCRIBE))
+    hidden = await broker_ask(b, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        "group_ids": [GROUP_NAME], "include_authorized_operations": True}, group_only)
+    (group,) = hidden.groups
+    assert (group.error_code, group.members, group.authorized_operations) == (
+        ErrorCode.topic_authorization_failed, (), -(2**31))
