@@ -373,11 +373,10 @@ def test_a_certificate_from_another_ca_is_refused(secure, tmp_path) -> None:
                             KafkaError._ALL_BROKERS_DOWN)
 
 
-# --- ACLs: stored as metadata, not yet enforced ------------------------------------------
+# --- ACLs ---------------------------------------------------------------------------------
 
 def test_without_an_authorizer_the_acl_apis_answer_security_disabled(secure) -> None:
-    """As Kafka's brokers without authorizer.class.name (which Ottla refuses to start with
-    until its request handlers enforce ACLs)."""
+    """As Kafka's brokers without authorizer.class.name."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import (
         AclBinding,
@@ -403,17 +402,18 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(secure) -> 
         ErrorCode.security_disabled, "No Authorizer is configured on the broker")
 
 
-def test_a_node_with_an_authorizer_refuses_to_start_until_acls_are_enforced(tmp_path) -> None:
+def test_a_node_with_an_authorizer_other_than_kafkas_standard_one_refuses_to_start(
+        tmp_path) -> None:
     import subprocess
     import sys
 
     started = subprocess.run(
         [sys.executable, "-m", "ottla", "server", "--override", f"log.dirs={tmp_path}",
-         "--override", "authorizer.class.name="
-                       "org.apache.kafka.metadata.authorizer.StandardAuthorizer"],
+         "--override", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"],
         capture_output=True, text=True, timeout=60)
     assert started.returncode == 1
-    assert "does not enforce ACLs yet" in started.stderr
+    assert "Ottla has only org.apache.kafka.metadata.authorizer.StandardAuthorizer" in \
+        started.stderr
 
 
 # --- the SASL state machine on the wire --------------------------------------------------

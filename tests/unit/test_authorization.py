@@ -1111,3 +1111,41 @@ async def test_a_consumer_regex_matches_only_the_topics_it_may_describe(broker_n
     (group,) = hidden.groups
     assert (group.error_code, group.members, group.authorized_operations) == (
         ErrorCode.topic_authorization_failed, (), -(2**31))
+
+
+# --- turning it on ----------------------------------------------------------------------------
+
+def test_a_node_starts_with_kafkas_standard_authorizer_and_no_other() -> None:
+    from ottla.common.config import ConfigError
+    from ottla.common.server_config import KafkaConfig, dev_defaults
+    from ottla.security.authorizer import STANDARD_AUTHORIZER
+    from ottla.server.listener_security import check_security
+
+    def config(**keys: str) -> KafkaConfig:
+        return KafkaConfig({**dev_defaults(), **keys})
+
+    check_security(config(**{"authorizer.class.name": STANDARD_AUTHORIZER,
+                             "super.users": "User:admin; User:CN=broker"}))
+    with pytest.raises(ConfigError, match="only"):
+        check_security(config(**{"authorizer.class.name": "kafka.security.authorizer."
+                                                          "AclAuthorizer"}))
+    with pytest.raises(ConfigError, match=r"super\.users"):
+        check_security(config(**{"authorizer.class.name": STANDARD_AUTHORIZER,
+                                 "super.users": "admin"}))
+
+
+def test_a_node_builds_one_authorizer_from_its_config(tmp_path: Any) -> None:
+    """The node's StandardAuthorizer (which its listeners' dispatchers and its metadata
+    publisher get at start), from its own keys; none without authorizer.class.name."""
+    from ottla.common.server_config import KafkaConfig, dev_defaults
+    from ottla.security.authorizer import STANDARD_AUTHORIZER
+    from ottla.server.node import Node
+
+    node = Node(KafkaConfig({**dev_defaults(), "log.dirs": str(tmp_path),
+                             "authorizer.class.name": STANDARD_AUTHORIZER,
+                             "super.users": "User:admin",
+                             "allow.everyone.if.no.acl.found": "true"}))
+    assert node.authorizer is not None
+    assert node.authorizer.super_users == {"User:admin"}
+    assert node.authorizer.allow_everyone_if_no_acl_found
+    assert Node(KafkaConfig({**dev_defaults(), "log.dirs": str(tmp_path)})).authorizer is None

@@ -190,11 +190,6 @@ def check_security(config: KafkaConfig) -> None:
                     "sasl.mechanism.controller.protocol")
     if authorizer_configured(config):
         check_authorizer(config)
-        # Storing ACLs without checking them would promise what is not kept: until every
-        # request handler authorizes (issue 31), a node with an authorizer does not start.
-        raise ConfigError(f"authorizer.class.name={config['authorizer.class.name']}: Ottla "
-                          "does not enforce ACLs yet; leave it unset (the ACL APIs then "
-                          "answer SECURITY_DISABLED, as Kafka's without an authorizer)")
 
 
 def check_authorizer(config: KafkaConfig) -> None:
