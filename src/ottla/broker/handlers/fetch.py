@@ -126,14 +126,14 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
         "aborted_transactions": [] if isolation == READ_COMMITTED else None,
         "preferred_read_replica": -1, "records": b"",
     }
-    if denied.everything:
+    if denied is not NOTHING_DENIED and denied.everything:
         data["error_code"] = ErrorCode.topic_authorization_failed
         return data
     if not cached.topic:
         data["error_code"] = ErrorCode.unknown_topic_id if uses_ids \
             else ErrorCode.unknown_topic_or_partition
         return data
-    if cached.topic in denied:
+    if denied is not NOTHING_DENIED and cached.topic in denied:
         data["error_code"] = ErrorCode.topic_authorization_failed
         return data
     partition = None
@@ -284,7 +284,7 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     replica = _fetching_replica(req, now_ms)
     denied = _denied(ctx, parts, replica)
     keys = [(c.topic, c.partition) for c in parts.values()
-            if c.topic and c.topic not in denied]
+            if c.topic and (denied is NOTHING_DENIED or c.topic not in denied)]
     # A consumer's Fetch v11+ says where it is (KIP-392): it may read a follower, and a
     # leader may send it to a replica in its rack. None: leaders only.
     client_rack = getattr(req, "rack_id", "") if version >= 11 and replica is None else None

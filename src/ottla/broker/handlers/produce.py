@@ -110,8 +110,9 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     now_ms = broker.now_ms()
     writable: set[str | None] | None = None
     if enabled(ctx):
-        if _has_transactional_records(req) and \
-                not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        if _has_transactional_records(req) and (
+                req.transactional_id is None
+                or not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id)):
             if acks == 0:
                 raise CloseConnection("transactional id authorization failed")
             raise KafkaError(ErrorCode.transactional_id_authorization_failed, MSG_TXN)
