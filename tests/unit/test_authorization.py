@@ -89,8 +89,33 @@ def test_bytes_that_are_no_principal_are_refused(data: bytes) -> None:
 # --- the authorizer follows the image ------------------------------------------------------
 
 class NoRaft:
+    leader_id: int | None = None
+    high_watermark = 0
+
     def create_snapshot(self, end_offset: int, data: Any) -> bool:
         return False
+
+
+def test_until_it_has_caught_up_the_authorizer_allows_only_super_users() -> None:
+    """Kafka's StandardAuthorizer before completeInitialLoad: the ACLs may not all be in,
+    so nobody but a super user passes, even where no ACL is found and everyone would."""
+    image = MetadataImage()
+    authorizer = StandardAuthorizer(["User:admin"], allow_everyone_if_no_acl_found=True,
+                                    loaded=False)
+    raft = NoRaft()
+    publisher = MetadataPublisher(image, raft, authorizer=authorizer)  # type: ignore[arg-type]
+    anything = (HOST, AclOperation.WRITE, ResourceType.TOPIC, "orders")
+    assert not authorizer.authorize(ALICE, *anything)
+    assert authorizer.authorize(Principal("User", "admin"), *anything)
+    publisher.on_committed(Committed(0, [Entry(1, [acl_record(
+        uuid.UUID(int=1), ResourceType.TOPIC, "payments", AclOperation.READ)])]))
+    assert not authorizer.loaded  # no leader known: its high watermark may be further on
+    raft.leader_id, raft.high_watermark = 1, 2
+    publisher.on_committed(Committed(1, [Entry(1, [r.NoOpRecord()])]))
+    assert authorizer.loaded
+    assert authorizer.authorize(ALICE, *anything)  # no ACL on it: everyone
+    assert not authorizer.authorize(ALICE, HOST, AclOperation.WRITE, ResourceType.TOPIC,
+                                    "payments")
 
 
 def test_the_authorizer_follows_the_acls_committed_and_reloads_after_a_snapshot() -> None:

@@ -216,10 +216,16 @@ class StandardAuthorizer:
     """Kafka's StandardAuthorizer over ACLs given to it (from the metadata image)."""
 
     def __init__(self, super_users: Iterable[str] = (),
-                 allow_everyone_if_no_acl_found: bool = False) -> None:
+                 allow_everyone_if_no_acl_found: bool = False, loaded: bool = True) -> None:
         self.super_users = frozenset(super_users)
         """Principals (``User:admin``) allowed everything, compared as strings."""
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self.loaded = loaded
+        """Whether the ACLs of the metadata log as of the node's start are in (Kafka's
+        ``completeInitialLoad``). Until then only super users are allowed anything (Kafka
+        throws AuthorizerNotReadyException for the others): without it a node with
+        ``allow.everyone.if.no.acl.found`` would let everyone through before it knew an
+        ACL."""
         self._by_id: dict[uuid.UUID, _Acl] = {}
         self._by_type: dict[ResourceType, _TypeIndex] = {}
 
@@ -281,6 +287,8 @@ class StandardAuthorizer:
         resource pattern."""
         if self.super_users and str(principal) in self.super_users:
             return True
+        if not self.loaded:
+            return False
         index = self._by_type.get(resource_type)
         if index is None:
             return self.allow_everyone_if_no_acl_found

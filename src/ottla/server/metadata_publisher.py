@@ -118,6 +118,12 @@ class MetadataPublisher:
             authorizer.load(self.image.acls)
         elif delta.acl_changes:
             authorizer.apply_changes(delta.acl_changes)
+        if not authorizer.loaded and self.raft.leader_id is not None and \
+                self.applied_end >= self.raft.high_watermark > 0:
+            # Caught up with the log as the quorum's leader commits it: the ACLs are in.
+            authorizer.loaded = True
+            log.info("The authorizer has the ACLs of the metadata log (%d)",
+                     authorizer.acl_count)
 
     def _maybe_snapshot(self) -> None:
         if self._bytes_since_snapshot == 0 or self.loader.in_transaction:

@@ -73,9 +73,10 @@ class Node:
         self.broker: Broker | None = None
         """The broker role (None on a node that is only a controller)."""
         self.channel: ControllerChannel | None = None
-        self.authorizer: StandardAuthorizer | None = \
-            StandardAuthorizer.from_config(config.originals) \
-            if authorizer_configured(config) else None
+        self.authorizer: StandardAuthorizer | None = None
+        if authorizer_configured(config):
+            self.authorizer = StandardAuthorizer.from_config(config.originals)
+            self.authorizer.loaded = False  # until the metadata publisher has caught up
         """Kafka's StandardAuthorizer over the image's ACLs, which every listener of the
         node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
 
