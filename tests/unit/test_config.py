@@ -37,10 +37,21 @@ def test_dev_defaults_make_a_combined_node() -> None:
     ({"auto.create.topics.enable": "maybe"}, "boolean"),
     ({"log.cleanup.policy": "shred"}, "log.cleanup.policy"),
     ({"log.page.cache.window.bytes": "0"}, "-1 or at least 4096"),
+    ({"prometheus.listener": "9404"}, "prometheus.listener: expected host:port"),
+    ({"prometheus.listener": "127.0.0.1:70000"}, "expected host:port"),
 ])
 def test_bad_values_are_clear_errors(override: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         KafkaConfig({**dev_defaults(), **override})
+
+
+@pytest.mark.parametrize("value,where", [
+    ("", None), ("127.0.0.1:9404", ("127.0.0.1", 9404)), (":9404", ("", 9404)),
+    ("[::1]:0", ("::1", 0)),
+])
+def test_prometheus_listener_is_host_and_port_or_off(value: str, where: object) -> None:
+    config = KafkaConfig({**dev_defaults(), "prometheus.listener": value})
+    assert config.prometheus_listener == where
 
 
 def test_unknown_keys_are_accepted_with_a_warning(caplog) -> None:

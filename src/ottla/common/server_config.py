@@ -37,6 +37,21 @@ T = ConfigType
 
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
+_HOST_PORT = re.compile(r"^(\[[^\]]*\]|[^:\[\]]*):(\d{1,5})$")
+
+
+def _host_port(name: str, value: str | None) -> tuple[str, int] | None:
+    """``host:port`` (``[v6]:port``; an empty host binds every interface; port 0 any free
+    one), or None for an empty value."""
+    if not value:
+        return None
+    match = _HOST_PORT.match(value.strip())
+    if not match or int(match.group(2)) > 65535:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: expected "
+                          "host:port")
+    return match.group(1).strip("[]"), int(match.group(2))
+
+
 # Broker keys: (name, type, default, doc[, validator]). Keys the node does not act on yet
 # are accepted so that a Kafka server.properties starts Ottla; docs/configuration.md says
 # which ones have an effect.
@@ -300,6 +315,10 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,
               "How often the controller moves leaderships back to preferred replicas."),
     ConfigKey("queued.max.requests", T.INT, 500, "Requests queued per connection.", at_least(1)),
+    ConfigKey("prometheus.listener", T.STRING, "",
+              "Ottla: host:port on which the node serves GET /metrics (Prometheus text "
+              "format, Kafka's metric names as the JMX exporter gives them); empty: off.",
+              _host_port, read_only=True),
 ]
 def _kafka_keys() -> list[ConfigKey]:
     """The keys Kafka defines that Ottla does not define above, from Kafka's table: accepted
@@ -517,6 +536,11 @@ class KafkaConfig:
                                   "controller.quorum.voters: expected id@host:port")
             voters[int(match.group(1))] = (match.group(2).strip("[]"), int(match.group(3)))
         return voters
+
+    @property
+    def prometheus_listener(self) -> tuple[str, int] | None:
+        """Where GET /metrics is served (``prometheus.listener``), or None when off."""
+        return _host_port("prometheus.listener", self.values["prometheus.listener"])
 
     @property
     def connection_overrides(self) -> dict[str, int]:

@@ -139,7 +139,7 @@ BROKER_EXPECT = [
     *only(BROKER_KEYS, "ottla", DYNAMIC_ONLY, "dynamic-only keys are described although "
           "never set; Kafka describes them only once AlterConfigs set them", is_bug=True),
     *only(BROKER_KEYS, "ottla", ["log.page.cache.window.bytes",
-                                 "max.decompressed.batch.bytes"],
+                                 "max.decompressed.batch.bytes", "prometheus.listener"],
           "Ottla's own keys (docs/configuration.md)"),
     *only(BROKER_KEYS, "kafka", STREAMS, "streams groups (KIP-1071) are not served"),
     *only(BROKER_KEYS, "kafka", OAUTH, "Security: no SASL (docs/compatibility.md)"),
