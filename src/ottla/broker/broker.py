@@ -34,6 +34,7 @@ from ottla.broker.share.dead_letter_queue import DeadLetterQueue
 from ottla.broker.share.offsets_admin import ShareGroupOffsetsAdmin
 from ottla.broker.share.partition_manager import SharePartitionManager
 from ottla.broker.share.persister import CoordinatorPersister
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.broker.transaction_verification import AddPartitionsToTxnManager
 from ottla.common.server_config import KafkaConfig
 from ottla.metadata.delta import MetadataDelta
@@ -83,6 +84,9 @@ class Broker(BrokerContext):
         replica_manager.fetch_purgatory.on_deadline_change = \
             self.purgatory_timer.deadline_changed
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.topic_stats: BrokerTopicStats | None = None
+        """What Produce and Fetch count per topic (Kafka's BrokerTopicStats), when the node
+        serves metrics (``prometheus.listener``); None otherwise: nothing is counted."""
         # The coordinators.
         self.producer_ids = ProducerIdManager(node_id, controller)
         self.group_coordinator = GroupCoordinatorService(self)

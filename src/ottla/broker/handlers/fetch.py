@@ -34,6 +34,7 @@ from ottla.broker.fetch_session import (
 )
 from ottla.broker.purgatory.delayed_fetch import DelayedFetch
 from ottla.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED, DivergingEpoch
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.common.config import INT_MAX
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -293,10 +294,24 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                    client_rack, denied)
     results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica,
                                        client_rack, denied)
+    if broker.topic_stats is not None:
+        _count_reads(broker.topic_stats, parts, results)
     if max_wait == 0 or fetch.satisfied(results, total, errors):
         # Data (or nothing to wait for): answer in this loop turn, no task.
         return fetch.respond(results)
     return fetch.park(now_ms + max_wait)
+
+
+def _count_reads(stats: BrokerTopicStats, parts: OrderedDict[tuple[Any, int], CachedPartition],
+                 results: dict[tuple[Any, int], dict[str, Any]]) -> None:
+    """TotalFetchRequests (and the failed ones) of every partition the first read
+    reached: as in Kafka, not those refused by the authorizer or of unknown topics, and
+    not a parked fetch's later reads."""
+    for key, data in results.items():
+        topic = parts[key].topic
+        error = data["error_code"]
+        if topic and error != ErrorCode.topic_authorization_failed:
+            stats.fetched(topic, error)
 
 
 class _Fetch:
@@ -376,6 +391,12 @@ class _Fetch:
             for key, data in selected.items():
                 if data["records"]:
                     parts.move_to_end(key)  # rotate so every partition gets its turn
+        stats = self.broker.topic_stats
+        if stats is not None and self.replica is None:  # a follower's bytes are replication
+            for key, data in selected.items():
+                records = data["records"]
+                if records:
+                    stats.sent(parts[key].topic, len(records))
         return encode_fetch_response(self.version, {
             "throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
             "responses": _group(parts, selected, self.uses_ids),

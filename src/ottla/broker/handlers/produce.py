@@ -61,7 +61,7 @@ class _Entry:
     """One partition of the request: its response fields, and its batch as far as it
     got (None once it failed)."""
 
-    __slots__ = ("abortable", "batch", "guard", "index", "result", "topic")
+    __slots__ = ("abortable", "batch", "guard", "index", "produced_bytes", "result", "topic")
 
     def __init__(self, topic: str | None, index: int) -> None:
         self.topic = topic
@@ -71,6 +71,9 @@ class _Entry:
         """The producer's verification guard when its transaction was verified here."""
         self.abortable = False
         """The request version knows TRANSACTION_ABORTABLE (Produce v11+)."""
+        self.produced_bytes = -1
+        """The size of its records once it reaches the append, as Kafka's
+        BrokerTopicStats counts it (-1: refused before, not counted)."""
         self.result: dict[str, Any] = {
             "index": index, "error_code": ErrorCode.none, "base_offset": -1,
             "log_append_time": None, "log_start_offset": -1, "record_errors": [],
@@ -140,6 +143,7 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 if acks not in (-1, 0, 1):
                     raise KafkaError(ErrorCode.invalid_required_acks,
                                      f"Invalid required acks {acks}")
+                entry.produced_bytes = len(pdata.records) if pdata.records is not None else 0
                 if is_internal_topic(name):
                     # Only the broker's coordinators write their own topics.
                     raise KafkaError(ErrorCode.invalid_topic_exception,
@@ -250,6 +254,7 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
         # newer epoch than the batch, which the append refuses anyway: no guard then.
         entry.guard = answer.guard
         if answer.error != ErrorCode.none:
+            entry.produced_bytes = -1  # Kafka refuses it before the append
             error = _verify_error(answer.error, add, abortable)
             entry.fail(KafkaError(error, f"Partition {tp[0]}-{tp[1]} is not in the "
                                          f"ongoing transaction of {transactional_id}"
@@ -273,18 +278,21 @@ def _check_guard(broker: Broker, partition: Partition, header: BatchHeader,
 def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                 topics: list[tuple[str | None, Any, list[_Entry]]], now_ms: int) -> Any:
     replica_manager = broker.replica_manager
+    stats = broker.topic_stats
     failed = False
     responses = []
     waiting: dict[tuple[str, int], tuple[_Entry, ProducePartitionStatus]] = {}
     for name, topic_id, entries in topics:
         for entry in entries:
             batch = entry.batch
+            appended = 0
             if batch is not None and not isinstance(batch, PendingBatch) and name is not None:
                 try:
                     partition = replica_manager.require(name, entry.index, broker.image)
                     if entry.guard is not None:
                         _check_guard(broker, partition, batch[1], entry)
                     info = replica_manager.append_validated(partition, *batch, acks, now_ms)
+                    appended = info.last_offset - info.first_offset + 1
                     entry.result["base_offset"] = info.first_offset
                     entry.result["log_append_time"] = info.log_append_time \
                         if info.log_append_time >= 0 else None
@@ -295,7 +303,10 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                             partition.log.config["min.insync.replicas"]))
                 except KafkaError as e:
                     entry.fail(e)
-            failed = failed or entry.result["error_code"] != ErrorCode.none
+            error = entry.result["error_code"]
+            failed = failed or error != ErrorCode.none
+            if stats is not None and entry.produced_bytes >= 0 and name is not None:
+                stats.produced(name, error, appended, entry.produced_bytes)
         responses.append({"name": name or "", "topic_id": topic_id,
                           "partition_responses": [entry.result for entry in entries]})
     if acks == 0:
