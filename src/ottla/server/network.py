@@ -20,6 +20,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from ottla.common.rate_limited_log import RateLimitedLog
@@ -32,6 +33,7 @@ from ottla.security.ssl_principal import NoMatchingRule
 from ottla.server.api_versions import unsupported_version_response
 from ottla.server.listener_security import PLAINTEXT, ListenerSecurity
 from ottla.server.memory_pool import MemoryPool
+from ottla.server.metrics.request_metrics import RequestChannelMetrics
 from ottla.server.request_dispatcher import (
     RequestDispatcher,
     UnsupportedApiVersions,
@@ -96,6 +98,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.server = server
         self.dispatcher = server.dispatcher
         self.pool = server.quotas.pool
+        self.request_metrics = server.request_metrics
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray(READ_BUFFER)
         self._view = memoryview(self._buffer)
@@ -343,6 +346,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if auth is not None and auth.state == SaslState.RAW_AUTHENTICATE:
             self._authenticate_raw(bytes(frame))
             return
+        metrics = self.request_metrics
+        start = perf_counter() if metrics is not None else 0.0
         try:
             header, spec, request = dispatcher.decode(frame)
         except UnsupportedApiVersions as e:
@@ -372,13 +377,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._closing(header, e)
             return
         except Exception as e:
-            self._respond(header, dispatcher.failure(header, request, e))
-            return
+            result = dispatcher.failure(header, request, e)
         if inspect.isawaitable(result):
             self._busy = True
-            self._task = asyncio.ensure_future(self._finish(header, request, result))
-        else:
+            self._task = asyncio.ensure_future(self._finish(
+                header, request, result, start, perf_counter() if metrics is not None else 0.0))
+        elif metrics is None:
             self._respond(header, result)
+        else:
+            local_end = perf_counter()
+            self._respond(header, result)
+            metrics.record(header.api_key, header.api_version, request, start, local_end,
+                           local_end, perf_counter())
 
     def _authenticate(self, header: RequestHeader, request: Any) -> bool:
         """SASL before (and, with connections.max.reauth.ms, again during) a session:
@@ -451,7 +461,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if auth.authenticated and auth.principal is not None:
             self.principal = auth.principal
 
-    async def _finish(self, header: RequestHeader, request: Any, pending: Any) -> None:
+    async def _finish(self, header: RequestHeader, request: Any, pending: Any,
+                      start: float = 0.0, local_end: float = 0.0) -> None:
+        """Answer a handler that waited (``start`` and ``local_end``: ``perf_counter``
+        when the request was taken and when its handler returned, for its metrics)."""
         try:
             result = await pending
         except asyncio.CancelledError:
@@ -461,7 +474,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         except Exception as e:
             result = self.dispatcher.failure(header, request, e)
-        self._respond(header, result)
+        metrics = self.request_metrics
+        if metrics is None:
+            self._respond(header, result)
+        else:
+            complete = perf_counter()
+            self._respond(header, result)
+            metrics.record(header.api_key, header.api_version, request, start, local_end,
+                           complete, perf_counter())
         self._busy = False
         self._task = None
         self._release(self._in_flight)
@@ -575,8 +595,11 @@ class KafkaServer:
                  host: str, port: int, max_request_size: int,
                  socket_options: dict[str, int] | None = None,
                  quotas: ConnectionQuotas | None = None,
-                 security: ListenerSecurity = PLAINTEXT) -> None:
+                 security: ListenerSecurity = PLAINTEXT,
+                 request_metrics: RequestChannelMetrics | None = None) -> None:
         self.dispatcher = dispatcher
+        self.request_metrics = request_metrics
+        """Where the connections record each request (None: the node serves no metrics)."""
         self.security = security
         self.listener_name = listener_name
         self.listener_kind = dispatcher.kind
