@@ -80,6 +80,10 @@ class ReplicaManager:
         """Whether a broker (id, the epoch its fetch named) may join an ISR: registered,
         not fenced or shutting down, in that epoch (KIP-903). The controller refuses
         others (INELIGIBLE_REPLICA); asking first saves a refusal per fetch."""
+        self.isr_expands = 0
+        self.isr_shrinks = 0
+        """ISR changes of partitions led here that the controller accepted (Kafka's
+        IsrExpandsPerSec and IsrShrinksPerSec meters)."""
 
     # --- following the metadata --------------------------------------------------------
 
@@ -343,7 +347,15 @@ class ReplicaManager:
         """The controller answered an ISR change of ``partition``."""
         if self.partitions.get((partition.topic, partition.index)) is not partition:
             return
+        proposed, before = partition.replication.pending_isr, len(partition.state.isr)
         moved = partition.isr_answered(isr, partition_epoch)
+        if isr is not None and proposed is not None:
+            # Counted as Kafka's Partition counts an accepted change; one the metadata
+            # overtook (no longer pending) is not.
+            if len(isr) > before:
+                self.isr_expands += 1
+            elif len(isr) < before:
+                self.isr_shrinks += 1
         self._moved((partition.topic, partition.index), moved, isr is not None, now_ms)
 
     # --- purgatories ------------------------------------------------------------------
