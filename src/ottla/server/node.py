@@ -15,10 +15,11 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.security import client_security
 from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
@@ -38,6 +39,7 @@ from ottla.server.controller_driver import ControllerDriver
 from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
+from ottla.server.metrics.request_metrics import RequestChannelMetrics
 from ottla.server.network import ConnectionQuotas, KafkaServer
 from ottla.server.raft_driver import RaftDriver
 from ottla.server.request_dispatcher import RequestDispatcher
@@ -45,6 +47,9 @@ from ottla.storage.cleaner import LogCleaner
 from ottla.storage.log_manager import LogManager
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError, check_log_dirs
 from ottla.timeline import SnapshotRegistry
+
+if TYPE_CHECKING:
+    from ottla.server.metrics.endpoint import MetricsEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +84,10 @@ class Node:
             self.authorizer.loaded = False  # until the metadata publisher has caught up
         """Kafka's StandardAuthorizer over the image's ACLs, which every listener of the
         node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
+        self.request_metrics: RequestChannelMetrics | None = None
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        """GET /metrics on ``prometheus.listener``, and what the connections count for it
+        (both None when it is not set: nothing is counted)."""
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -172,7 +181,12 @@ class Node:
             self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)
             self.broker.start_replication()
 
+        if cfg.prometheus_listener is not None:
+            self.request_metrics = RequestChannelMetrics()
+            if self.broker is not None:
+                self.broker.topic_stats = BrokerTopicStats()
         await self._bind()
+        await self._serve_metrics()
         self.raft.start()
         if self.is_broker:
             await self._start_broker()
@@ -221,11 +235,30 @@ class Node:
             server = KafkaServer(dispatchers[kind], listener.name, listener.host,
                                  listener.port, cfg["socket.request.max.bytes"],
                                  socket_options, quotas,
-                                 listener_security(cfg, listener, lambda: self.image))
+                                 listener_security(cfg, listener, lambda: self.image),
+                                 self.request_metrics)
             await server.start(serve=kind == "controller")
             self.servers.append(server)
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                      server.port)
+
+    async def _serve_metrics(self) -> None:
+        """GET /metrics on ``prometheus.listener``, from the node's start (a broker's
+        metrics before it is unfenced too)."""
+        where = self.config.prometheus_listener
+        if where is None or self.request_metrics is None:
+            return
+        # Imported only here: prometheus_client (http.server, email...) costs a node
+        # that serves no metrics a noticeable part of its start.
+        from ottla.server.metrics.node_metrics import MetricsEndpoint, node_registry
+
+        registry = node_registry(image=self.image, requests=self.request_metrics,
+                                 servers=lambda: self.servers, broker=self.broker,
+                                 controller=self.controller_driver)
+        self.metrics_endpoint = MetricsEndpoint(registry, *where)
+        await self.metrics_endpoint.start()
+        log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",
+                 self.metrics_endpoint.port)
 
     async def _start_broker(self) -> None:
         """Register, wait to be caught up and unfenced, then serve clients."""
@@ -427,6 +460,8 @@ class Node:
             await self.lifecycle.stop()  # controlled shutdown while the quorum is reachable
         if self.raft is not None:
             await self.raft.resign()
+        if self.metrics_endpoint is not None:
+            await self.metrics_endpoint.stop()
         for server in self.servers:
             await server.stop()
         for task in self._tasks:

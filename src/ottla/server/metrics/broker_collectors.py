@@ -1,0 +1,118 @@
+"""The broker role's metrics, read when scraped: Kafka's BrokerTopicMetrics (what Produce
+and Fetch counted, per topic and for all topics) and its ReplicaManager gauges and ISR
+meters (from the partitions this broker hosts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.topic_stats import BrokerTopicStats
+from ottla.metadata.image import MetadataImage
+from ottla.server.metrics.jmx_names import gauge, meter
+
+BROKER_TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("messages_in", "MessagesInPerSec", "Records appended by Produce"),
+    ("bytes_in", "BytesInPerSec", "Bytes of records appended by Produce, as produced"),
+    ("bytes_out", "BytesOutPerSec", "Bytes of records sent to consumers by Fetch"),
+    ("total_produce_requests", "TotalProduceRequestsPerSec",
+     "Partitions of Produce requests that reached the append"),
+    ("failed_produce_requests", "FailedProduceRequestsPerSec",
+     "Partitions of Produce requests that failed for an unexpected reason"),
+    ("total_fetch_requests", "TotalFetchRequestsPerSec", "Partitions read by Fetch requests"),
+    ("failed_fetch_requests", "FailedFetchRequestsPerSec",
+     "Partitions of Fetch requests that failed for an unexpected reason"),
+)
+"""Each ``BrokerTopicMetrics`` counter and the meter of
+``kafka.server:type=BrokerTopicMetrics`` it is."""
+
+
+class BrokerTopicMetricsCollector:
+    """``kafka_server_brokertopicmetrics_*_total``: with ``topic`` for each topic that
+    had traffic here, without for all topics (Kafka's topic-less bean). Topics the
+    metadata no longer has are retired first (their counts stay in the total)."""
+
+    def __init__(self, stats: BrokerTopicStats, image: MetadataImage) -> None:
+        self.stats = stats
+        self.image = image
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.stats
+        for topic in [t for t in stats.topics if t not in self.image.topics_by_name]:
+            stats.remove(topic)
+        everything = stats.all_topics
+        topics = sorted(stats.topics.items())
+        for field, mbean, doc in BROKER_TOPIC_METRICS:
+            family = CounterMetricFamily(meter("kafka.server", "BrokerTopicMetrics", mbean),
+                                         f"{doc} (kafka.server:type=BrokerTopicMetrics,"
+                                         f"name={mbean}[,topic=...] Count)")
+            sample = family.name + "_total"
+            family.add_sample(sample, {}, getattr(everything, field))
+            for topic, metrics in topics:
+                family.add_sample(sample, {"topic": topic}, getattr(metrics, field))
+            yield family
+
+
+class ReplicaManagerCollector:
+    """``kafka_server_replicamanager_*``: Kafka's ReplicaManager gauges, computed from
+    the hosted partitions as Kafka's are (``Partition.isUnderReplicated`` and the rest),
+    and its ISR meters."""
+
+    def __init__(self, replica_manager: ReplicaManager, image: MetadataImage) -> None:
+        self.replica_manager = replica_manager
+        self.image = image
+
+    def _replication_factor(self, partition: Partition) -> int:
+        """The replicas less those being added by a reassignment (Kafka's
+        ``replicationFactor`` of an ongoing reassignment)."""
+        topic = self.image.topics_by_name.get(partition.topic)
+        registration = topic.partitions.get(partition.index) if topic is not None else None
+        adding = len(registration.adding_replicas) if registration is not None else 0
+        return len(partition.state.replicas) - adding
+
+    def _reassigning(self, partition: Partition) -> bool:
+        topic = self.image.topics_by_name.get(partition.topic)
+        registration = topic.partitions.get(partition.index) if topic is not None else None
+        return registration is not None and bool(registration.adding_replicas
+                                                 or registration.removing_replicas)
+
+    def collect(self) -> Iterator[Metric]:
+        manager = self.replica_manager
+        leaders = [p for p in manager.partitions.values() if p.is_leader]
+        under_replicated = under_min_isr = at_min_isr = reassigning = 0
+        for partition in leaders:
+            isr = len(partition.state.isr)
+            replication_factor = self._replication_factor(partition)
+            min_isr = min(partition.log.config["min.insync.replicas"], replication_factor)
+            under_replicated += isr < replication_factor
+            under_min_isr += isr < min_isr
+            at_min_isr += isr == min_isr
+            reassigning += self._reassigning(partition)
+        for name, value, doc in (
+                ("PartitionCount", len(manager.partitions) + len(manager.offline),
+                 "Partitions hosted here, offline ones included"),
+                ("LeaderCount", len(leaders), "Partitions led here"),
+                ("OfflineReplicaCount", len(manager.offline),
+                 "Replicas here whose log dir failed"),
+                ("UnderReplicatedPartitions", under_replicated,
+                 "Partitions led here whose ISR is smaller than their replicas"),
+                ("UnderMinIsrPartitionCount", under_min_isr,
+                 "Partitions led here whose ISR is below min.insync.replicas"),
+                ("AtMinIsrPartitionCount", at_min_isr,
+                 "Partitions led here whose ISR is at min.insync.replicas"),
+                ("ReassigningPartitions", reassigning,
+                 "Partitions led here being reassigned")):
+            yield GaugeMetricFamily(gauge("kafka.server", "ReplicaManager", name),
+                                    f"{doc} (kafka.server:type=ReplicaManager,name={name})",
+                                    value=value)
+        for mbean, value, doc in (
+                ("IsrExpandsPerSec", manager.isr_expands,
+                 "Followers the controller added to an ISR led here"),
+                ("IsrShrinksPerSec", manager.isr_shrinks,
+                 "Followers the controller removed from an ISR led here")):
+            yield CounterMetricFamily(meter("kafka.server", "ReplicaManager", mbean),
+                                      f"{doc} (kafka.server:type=ReplicaManager,"
+                                      f"name={mbean} Count)", value=value)

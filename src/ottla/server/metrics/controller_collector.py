@@ -1,0 +1,57 @@
+"""The controller role's metrics, read when scraped: the gauges of
+``kafka.controller:type=KafkaController`` that Kafka's QuorumControllerMetrics (whether
+this controller is active, how far it has applied the metadata log) and
+ControllerMetadataMetrics (counts over the committed metadata image) give every
+controller."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from ottla.metadata.image import MetadataImage
+from ottla.server.controller_driver import ControllerDriver
+from ottla.server.metrics.jmx_names import gauge
+
+
+class KafkaControllerCollector:
+    """``kafka_controller_kafkacontroller_*`` of a node with the controller role.
+    ``image`` is the node's published image (committed records, as Kafka's metrics
+    publisher sees them); the offsets are the controller's own."""
+
+    def __init__(self, driver: ControllerDriver, image: MetadataImage) -> None:
+        self.driver = driver
+        self.image = image
+
+    def collect(self) -> Iterator[Metric]:
+        image = self.image
+        partitions = offline = imbalanced = 0
+        for topic in image.topics_by_name.values():
+            for registration in topic.partitions.values():
+                partitions += 1
+                offline += registration.leader < 0
+                # Kafka's hasPreferredLeader: led by the first replica.
+                imbalanced += not registration.replicas or \
+                    registration.leader != registration.replicas[0]
+        fenced = sum(1 for b in image.brokers.values() if b.fenced)
+        offsets = self.driver.offsets
+        for name, value, doc in (
+                ("ActiveControllerCount", int(self.driver.is_active),
+                 "1 on the active controller, 0 on the others"),
+                ("GlobalTopicCount", len(image.topics_by_name), "Topics in the cluster"),
+                ("GlobalPartitionCount", partitions, "Partitions in the cluster"),
+                ("OfflinePartitionsCount", offline, "Partitions without a leader"),
+                ("PreferredReplicaImbalanceCount", imbalanced,
+                 "Partitions not led by their preferred (first) replica"),
+                ("FencedBrokerCount", fenced, "Registered brokers that are fenced"),
+                ("ActiveBrokerCount", len(image.brokers) - fenced,
+                 "Registered brokers that are not fenced"),
+                ("LastAppliedRecordOffset", offsets.replayed_end - 1,
+                 "The offset of the last metadata record this controller applied"),
+                ("LastCommittedRecordOffset", offsets.committed_end - 1,
+                 "The offset of the last committed metadata record this controller "
+                 "applied")):
+            yield GaugeMetricFamily(gauge("kafka.controller", "KafkaController", name),
+                                    f"{doc} (kafka.controller:type=KafkaController,"
+                                    f"name={name})", value=value)

@@ -1,0 +1,72 @@
+"""Kafka's MBean names as Prometheus' JMX exporter names them with its example rules for
+Kafka brokers (``examples/kafka-2_0_0.yml`` in its repository, ``example_configs/``
+before; ``kafka-kraft-3_0_0.yml`` has the same rules for these beans), whose
+``lowercaseOutputName: true`` lowers the name (not the labels). Dashboards and alerts
+written against a Kafka with that exporter find the same series here.
+
+The rules, in the order the exporter tries them, that make the names used here:
+
+- a meter (``name=...PerSec``), its ``Count``:
+  ``kafka.(\\w+)<type=(.+), name=(.+)PerSec\\w*, (.+)=(.+)><>Count`` ->
+  ``kafka_$1_$2_$3_total`` with the label ``$4="$5"`` (and the same rule for no further
+  key and for two): ``kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,
+  topic=t`` is ``kafka_server_brokertopicmetrics_messagesin_total{topic="t"}``, the
+  topic-less bean (all topics) the same name without the label, and
+  ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=9`` is
+  ``kafka_network_requestmetrics_requests_total{request="Produce",version="9"}``;
+- a gauge, its ``Value``: ``kafka.(\\w+)<type=(.+), name=(.+)><>Value`` ->
+  ``kafka_$1_$2_$3``: ``kafka_server_replicamanager_partitioncount``;
+- a histogram (``TotalTimeMs`` and the other times): its ``NNthPercentile``
+  attributes -> ``kafka_$1_$2_$3{quantile="0.NN"}`` (``0.50``, ``0.75``, ``0.95``,
+  ``0.98``, ``0.99``, ``0.999``), its ``Count`` -> ``kafka_$1_$2_$3_count``. The rules
+  write no ``_sum``; served here as a summary, it has one too.
+"""
+
+from __future__ import annotations
+
+QUANTILES: tuple[tuple[str, float], ...] = (
+    ("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99),
+    ("0.999", 0.999))
+"""The ``quantile`` labels the rules make of a Yammer histogram's 50thPercentile,
+75thPercentile, 95thPercentile, 98thPercentile, 99thPercentile and 999thPercentile
+("0." and the digits), with the quantile each stands for."""
+
+
+def _name(domain: str, mbean_type: str, name: str) -> str:
+    if not domain.startswith("kafka."):
+        raise ValueError(f"not a Kafka domain: {domain}")
+    return f"kafka_{domain.removeprefix('kafka.')}_{mbean_type}_{name}".lower()
+
+
+def meter(domain: str, mbean_type: str, name: str) -> str:
+    """The counter of a meter ``domain:type=mbean_type,name=name``, without the
+    ``_total`` the counter family adds: ``meter("kafka.server", "BrokerTopicMetrics",
+    "MessagesInPerSec")`` is ``kafka_server_brokertopicmetrics_messagesin``."""
+    if not name.endswith("PerSec"):
+        raise ValueError(f"{name} is not a meter (...PerSec)")
+    return _name(domain, mbean_type, name.removesuffix("PerSec"))
+
+
+def gauge(domain: str, mbean_type: str, name: str) -> str:
+    """The gauge of ``domain:type=mbean_type,name=name``'s Value."""
+    return _name(domain, mbean_type, name)
+
+
+def histogram(domain: str, mbean_type: str, name: str) -> str:
+    """The quantile series of a histogram (``_count`` and ``_sum`` added to it)."""
+    return _name(domain, mbean_type, name)
+
+
+def yammer_quantile(ordered: list[float], quantile: float) -> float:
+    """A quantile of sorted values as Yammer's ``Snapshot.getValue`` (the histograms
+    Kafka's JMX shows) computes it: interpolated at ``quantile * (n + 1)``; 0 for none."""
+    if not ordered:
+        return 0.0
+    position = quantile * (len(ordered) + 1)
+    if position < 1:
+        return ordered[0]
+    if position >= len(ordered):
+        return ordered[-1]
+    lower = ordered[int(position) - 1]
+    upper = ordered[int(position)]
+    return lower + (position - int(position)) * (upper - lower)
