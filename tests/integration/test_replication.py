@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -453,8 +455,8 @@ def _bindable(port: int) -> bool:
 
 
 def test_dev_cluster_runs_a_replicated_cluster_and_stops_on_ctrl_c(tmp_path) -> None:
-    """``ottla dev-cluster``: separate processes, topics replicated by default, a clean
-    stop of every node on SIGINT."""
+    """``ottla dev-cluster``: separate processes, topics replicated by default, every
+    node's metrics on the address it prints, a clean stop of every node on SIGINT."""
     base = wait_until(lambda: next((p for p in (free_port() for _ in range(20))
                                     if p < 65000 and all(_bindable(p + d)
                                                          for d in (1, 100))), None),
@@ -465,8 +467,10 @@ def test_dev_cluster_runs_a_replicated_cluster_and_stops_on_ctrl_c(tmp_path) -> 
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline() for _ in range(2)]
+        lines = [proc.stdout.readline() for _ in range(3)]
         assert "bootstrap servers: " in lines[1], lines
+        metrics = dict(re.findall(r"node (\d+) (http://\S+/metrics)", lines[2]))
+        assert sorted(metrics) == ["1", "101", "102"], lines
         bootstrap = f"127.0.0.1:{base},127.0.0.1:{base + 1}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 60, 0.5,
@@ -477,6 +481,9 @@ def test_dev_cluster_runs_a_replicated_cluster_and_stops_on_ctrl_c(tmp_path) -> 
                                                .topics["walk"]),
                            30, 0.2, "the topic's partitions")
         assert {len(p.replicas) for p in topic.partitions.values()} == {2}
+        with urllib.request.urlopen(metrics["1"], timeout=5) as response:
+            assert b"kafka_controller_kafkacontroller_activecontrollercount 1.0" in \
+                response.read()
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 0

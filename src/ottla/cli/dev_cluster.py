@@ -4,8 +4,9 @@ replication out (docs/operations.md walks through it).
 It writes one server.properties per node under ``--data-dir`` (controllers with node ids
 1.., brokers 101..), formats each node's storage under one cluster id on first start
 (``ottla storage format``, as an operator would), starts every node as its own
-``ottla server`` process with its log in ``<data-dir>/node-<id>.log``, prints the
-bootstrap servers, and stops them all (SIGTERM, each shutting down cleanly) on Ctrl-C.
+``ottla server`` process with its log in ``<data-dir>/node-<id>.log``, each serving its
+metrics on a free port (``prometheus.listener``), prints the bootstrap servers and the
+metrics addresses, and stops them all (SIGTERM, each shutting down cleanly) on Ctrl-C.
 Run it again with the same ``--data-dir`` and the cluster comes back with its data.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -35,7 +37,15 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def node_properties(args: argparse.Namespace, node_id: int, data_dir: str) -> dict[str, str]:
+def free_port() -> int:
+    """A port nothing listens on now (the node binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def node_properties(args: argparse.Namespace, node_id: int, data_dir: str,
+                    metrics_port: int | None = None) -> dict[str, str]:
     voters = ",".join(f"{i}@127.0.0.1:{args.base_port + 99 + i}"
                       for i in range(1, args.controllers + 1))
     rf = str(min(3, args.brokers))
@@ -46,6 +56,8 @@ def node_properties(args: argparse.Namespace, node_id: int, data_dir: str) -> di
              # The controller places new topics; brokers create the offsets topic.
              "default.replication.factor": rf,
              "min.insync.replicas": str(min(2, args.brokers))}
+    if metrics_port is not None:
+        props["prometheus.listener"] = f"127.0.0.1:{metrics_port}"
     if node_id > 100:
         port = args.base_port + node_id - 101
         props.update({"process.roles": "broker",
@@ -76,13 +88,15 @@ def run(args: argparse.Namespace) -> int:
             f.write(cluster_id)
     ids = [*range(1, args.controllers + 1), *range(101, 101 + args.brokers)]
     processes: list[subprocess.Popen[bytes]] = []
+    metrics = {node_id: free_port() for node_id in ids}
     try:
         for node_id in ids:
             node_dir = os.path.join(base, f"node-{node_id}")
             config = os.path.join(base, f"node-{node_id}.properties")
             with open(config, "w", encoding="utf-8") as f:
                 f.writelines(f"{k}={v}\n"
-                             for k, v in node_properties(args, node_id, node_dir).items())
+                             for k, v in node_properties(args, node_id, node_dir,
+                                                         metrics[node_id]).items())
             formatted = subprocess.run(
                 [sys.executable, "-m", "ottla", "storage", "format", "--cluster-id",
                  cluster_id, "--config", config, "--ignore-formatted"],
@@ -97,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
         bootstrap = ",".join(f"127.0.0.1:{args.base_port + i}" for i in range(args.brokers))
         print(f"Cluster {cluster_id}: {args.controllers} controller(s), {args.brokers} "
               f"broker(s) (ids 101-{100 + args.brokers}); data and logs in {base}")
-        print(f"bootstrap servers: {bootstrap}  (Ctrl-C stops every node)", flush=True)
+        print(f"bootstrap servers: {bootstrap}  (Ctrl-C stops every node)")
+        print("metrics: " + ", ".join(f"node {node_id} http://127.0.0.1:{port}/metrics"
+                                      for node_id, port in metrics.items()), flush=True)
         stop = False
 
         def on_signal(signum: int, frame: object) -> None:
