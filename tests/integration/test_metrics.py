@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -49,14 +50,20 @@ def total_or_zero(samples: Samples, name: str, **labels: str) -> float:
                if n == name and set(labels.items()) <= set(have))
 
 
+class Metered(NamedTuple):
+    node: OttlaProcess
+    port: int
+    """Where it serves /metrics."""
+
+
 @pytest.fixture(scope="module")
-def node(tmp_path_factory) -> Iterator[OttlaProcess]:
+def metered(tmp_path_factory) -> Iterator[Metered]:
+    """A combined node serving its metrics (the module's tests share it)."""
     port = free_port()
     node = OttlaProcess(str(tmp_path_factory.mktemp("metrics") / "data"), overrides={
         "prometheus.listener": f"127.0.0.1:{port}", "offsets.topic.num.partitions": "3"})
-    node.prometheus_port = port  # type: ignore[attr-defined]
     node.start()
-    yield node
+    yield Metered(node, port)
     node.stop()
 
 
@@ -64,8 +71,8 @@ RECORDS = 60
 VALUE = 200
 
 
-def test_produce_and_consume_show_as_kafka_would_count_them(node: OttlaProcess) -> None:
-    port = node.prometheus_port  # type: ignore[attr-defined]
+def test_produce_and_consume_show_as_kafka_would_count_them(metered: Metered) -> None:
+    node, port = metered
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
     admin.create_topics([NewTopic("metered", 3, 1)])["metered"].result(15)
     before = scrape(port)
@@ -141,10 +148,9 @@ def test_produce_and_consume_show_as_kafka_would_count_them(node: OttlaProcess) 
                  listener="PLAINTEXT") >= 1  # the admin client's
 
 
-def test_other_paths_are_not_found(node: OttlaProcess) -> None:
-    port = node.prometheus_port  # type: ignore[attr-defined]
+def test_other_paths_are_not_found(metered: Metered) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(f"http://127.0.0.1:{port}/nope", timeout=5)
+        urllib.request.urlopen(f"http://127.0.0.1:{metered.port}/nope", timeout=5)
     assert refused.value.code == 404
 
 

@@ -387,6 +387,11 @@ class Constant:
         yield GaugeMetricFamily("ottla_test_value", "a constant", value=7)
 
 
+class Broken:
+    def collect(self) -> Iterable[Any]:
+        raise RuntimeError("a bug")
+
+
 async def test_the_endpoint_serves_metrics_and_refuses_everything_else(monkeypatch) -> None:
     registry = CollectorRegistry()
     registry.register(Constant())
@@ -417,6 +422,12 @@ async def test_the_endpoint_serves_metrics_and_refuses_everything_else(monkeypat
         assert await http(port, b"GET /" + b"x" * 20000) == b""
         monkeypatch.setattr(endpoint_module, "READ_TIMEOUT_S", 0.1)
         assert await http(port, b"GET /metrics") == b""  # never finished: timed out
+        # A collector that fails makes the scrape fail, not the node.
+        broken = Broken()
+        registry.register(broken)
+        status, _, _ = head(await http(port, b"GET /metrics HTTP/1.1\r\n\r\n"))
+        assert status == "HTTP/1.1 500 Internal Server Error"
+        registry.unregister(broken)
         # Still serving after all that.
         status, _, _ = head(await http(port, b"GET /metrics HTTP/1.1\r\n\r\n"))
         assert status.endswith("200 OK")

@@ -5,18 +5,25 @@ needs a lock.
 Deliberately small HTTP/1.1: one request per connection (``Connection: close``), the
 request line and headers read within ``READ_TIMEOUT_S`` and ``MAX_HEAD_BYTES``, ``GET``
 (or ``HEAD``) of ``/metrics`` answered with the text exposition format, any other path
-404, any other method 405, anything unparsable 400; at most ``MAX_CONNECTIONS`` at once,
-more are closed unanswered. Whatever a client sends or does (a half request, a reset),
-the node only closes that connection. A scrape collects synchronously on the loop; a
-node with thousands of partitions spends milliseconds on it.
+404, any other method 405, anything unparsable 400, a collector that fails 500; at most
+``MAX_CONNECTIONS`` at once, more are closed unanswered. Whatever a client sends or does
+(a half request, a reset), the node only closes that connection.
+
+A scrape collects on the loop (the collectors snapshot the node's state into metric
+families) and writes the text on a worker thread, where the loop takes the interpreter
+back every few milliseconds: with 1000 active topics and 30 request names (8000 series)
+collecting took 30 ms and prometheus_client's writer 80 ms more on the loaded
+development machine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import Metric
 
 from ottla.common.rate_limited_log import RateLimitedLog
 
@@ -60,7 +67,7 @@ class MetricsEndpoint:
         self._open += 1
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-            status, body, content_type, method = self._answer(head)
+            status, body, content_type, method = await self._answer(head)
             writer.write(_response(status, body if method != "HEAD" else b"", content_type,
                                    len(body)))
             await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
@@ -74,7 +81,7 @@ class MetricsEndpoint:
             self._open -= 1
             writer.close()
 
-    def _answer(self, head: bytes) -> tuple[int, bytes, str, str]:
+    async def _answer(self, head: bytes) -> tuple[int, bytes, str, str]:
         """Status, body, content type and method for a request's head."""
         line = head.split(b"\r\n", 1)[0].decode("latin-1")
         parts = line.split(" ")
@@ -85,10 +92,30 @@ class MetricsEndpoint:
             return 404, b"Not Found: metrics are at /metrics\n", "text/plain", method
         if method not in ("GET", "HEAD"):
             return 405, b"Method Not Allowed\n", "text/plain", method
-        return 200, generate_latest(self.registry), CONTENT_TYPE_LATEST, method
+        try:
+            families = Collected(list(self.registry.collect()))
+            text = await asyncio.get_running_loop().run_in_executor(
+                None, generate_latest, families)
+            return 200, text, CONTENT_TYPE_LATEST, method
+        except Exception:  # a collector's bug: the scrape fails, the node goes on
+            _limited.log(logging.ERROR, ("collect",), "Collecting the metrics failed",
+                         exc_info=True)
+            return 500, b"Collecting the metrics failed: see the node's log\n", \
+                "text/plain", method
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+class Collected:
+    """Metric families already collected, as ``generate_latest`` asks a registry for them."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            500: "Internal Server Error"}
 
 
 def _response(status: int, body: bytes, content_type: str, length: int) -> bytes:
