@@ -17,6 +17,7 @@ from typing import Any
 
 from ottla.client.security import AuthenticationFailed, ClientSecurity, authenticate
 from ottla.common.rate_limited_log import RateLimitedLog
+from ottla.common.tasks import within
 from ottla.protocol.api import request_schema
 from ottla.protocol.codec import decode_response, encode_request
 from ottla.protocol.messages import build
@@ -61,7 +62,7 @@ class AsyncClient:
         self._writer.write(encode_request(api_key, version, correlation_id, self.client_id,
                                           entity))
         try:
-            return await asyncio.wait_for(future, timeout)
+            return await within(future, timeout)
         except TimeoutError:
             self._disconnect(NodeUnavailable(f"request to {self.host}:{self.port} timed out"))
             raise
@@ -88,7 +89,7 @@ class AsyncClient:
         security = self.security
         context = security.ssl_context if security is not None else None
         try:
-            reader, writer = await asyncio.wait_for(
+            reader, writer = await within(
                 asyncio.open_connection(self.host, self.port, ssl=context,
                                         server_hostname=self.host if context else None),
                 self.connect_timeout)
@@ -96,8 +97,8 @@ class AsyncClient:
             raise NodeUnavailable(f"cannot connect to {self.host}:{self.port}: {e}") from e
         if security is not None and security.sasl_mechanism is not None:
             try:
-                await asyncio.wait_for(authenticate(reader, writer, security, self.client_id),
-                                       self.connect_timeout)
+                await within(authenticate(reader, writer, security, self.client_id),
+                             self.connect_timeout)
             except (OSError, TimeoutError, asyncio.IncompleteReadError,
                     AuthenticationFailed) as e:
                 writer.close()

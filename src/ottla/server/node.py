@@ -22,6 +22,7 @@ from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.security import client_security
 from ottla.common.server_config import KafkaConfig
+from ottla.common.tasks import within
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
 from ottla.common.uuids import parse_kafka_uuid
 from ottla.controller.quorum_controller import QuorumController
@@ -473,7 +474,7 @@ class Node:
                 pass
         if self._cleaning is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._cleaning), 30)
+                await within(asyncio.shield(self._cleaning), 30)
             except (TimeoutError, Exception):
                 pass
         if self.broker is not None:

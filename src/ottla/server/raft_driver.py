@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.client.security import ClientSecurity
 from ottla.common.files import write_atomically
+from ottla.common.tasks import within
 from ottla.metadata import records as metadata_records
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -423,7 +424,7 @@ class RaftDriver:
             return wire.epoch_response(self.replica.leader_id, self.replica.epoch)
         wait = (getattr(message, "max_wait_ms", 0) + self.config.request_timeout_ms) / 1000
         try:
-            reply = await asyncio.wait_for(asyncio.shield(future), wait)
+            reply = await within(asyncio.shield(future), wait)
         except TimeoutError:
             reply = None
         finally:

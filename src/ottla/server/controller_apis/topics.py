@@ -40,7 +40,7 @@ ZERO_UUID = uuid.UUID(int=0)
 def _refused_topic(name: str, error: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"name": name, "topic_id": ZERO_UUID, "error_code": error,
             "error_message": message, "topic_config_error_code": 0, "num_partitions": -1,
-            "replication_factor": -1, "configs": None}
+            "replication_factor": -1, "configs": []}
 
 
 async def handle_create_topics(controller: ControllerServices, ctx: RequestContext,
@@ -71,14 +71,15 @@ async def handle_create_topics(controller: ControllerServices, ctx: RequestConte
     topics = []
     for i in range(len(req.topics)):
         if i in refused:
-            topics.append(refused[i])
+            if not _repeated(req.topics, i, named):
+                topics.append(refused[i])
             continue
         new, result = next(created)
         entry: dict[str, Any] = {
             "name": result.name, "topic_id": result.topic_id, "error_code": result.error,
             "error_message": result.message, "topic_config_error_code": 0,
             "num_partitions": result.num_partitions,
-            "replication_factor": result.replication_factor, "configs": None,
+            "replication_factor": result.replication_factor, "configs": [],
         }
         if result.error == ErrorCode.none:
             if not authorize(ctx, DESCRIBE_CONFIGS, TOPIC, new.name):
@@ -173,7 +174,15 @@ async def handle_create_partitions(controller: ControllerServices, ctx: RequestC
     answers.update(refused)
     return {"throttle_time": 0, "results": [
         {"name": name, "error_code": code, "error_message": msg}
-        for name, code, msg in (answers[i] for i in range(len(req.topics)))]}
+        for name, code, msg in (answers[i] for i in range(len(req.topics))
+                                if not _repeated(req.topics, i, named))]}
+
+
+def _repeated(topics: Any, i: int, named: Counter[str]) -> bool:
+    """Whether entry ``i`` names a topic an earlier entry named: Kafka answers a name given
+    twice once ("Duplicate topic name."), not once per entry."""
+    name = topics[i].name
+    return named[name] > 1 and any(t.name == name for t in topics[:i])
 
 
 async def handle_elect_leaders(controller: ControllerServices, ctx: RequestContext,

@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import Metric
 
 from ottla.common.rate_limited_log import RateLimitedLog
+from ottla.common.tasks import within
 
 log = logging.getLogger(__name__)
 _limited = RateLimitedLog(log)
@@ -66,11 +67,11 @@ class MetricsEndpoint:
             return
         self._open += 1
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            head = await within(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             status, body, content_type, method = await self._answer(head)
             writer.write(_response(status, body if method != "HEAD" else b"", content_type,
                                    len(body)))
-            await asyncio.wait_for(writer.drain(), READ_TIMEOUT_S)
+            await within(writer.drain(), READ_TIMEOUT_S)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
                 ConnectionError):
             pass  # a client that went away, sent too much or too little: just close
