@@ -778,3 +778,125 @@ def test_a_follower_answers_describe_producers_as_its_leader_does(
     for follower in (r for r in replicas if r != leader):
         wait_until(lambda follower=follower: producers(follower) == on_leader, 30, 0.2,
                    f"broker {follower}, a follower, to list {on_leader}")
+
+
+# --- Kafka's own tools against the cluster ------------------------------------------------
+
+def kafka_tool_events(tool: str, *args: str) -> subprocess.Popen[str]:
+    """One of Kafka's verifiable clients (``kafka-verifiable-producer`` or ``-consumer``)
+    running against the cluster: one JSON event per line on its stdout."""
+    from tests.kafka_ref.cluster import TOOL_JVM_OPTS, TOOLS, TOOLS_LOG4J2, java_command
+    from tests.kafka_tools import require_kafka
+
+    command = java_command(TOOLS[tool], *args, jvm_opts=TOOL_JVM_OPTS,
+                           log4j2_config=TOOLS_LOG4J2, libs=require_kafka())
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, text=True)
+
+
+class EventReader:
+    """The JSON events a verifiable client prints, read on a thread of their own."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.events: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in list(self.events) if e.get("name") == name]
+
+    def finish(self, timeout: float) -> int:
+        code = self.proc.wait(timeout)
+        self._thread.join(10)
+        return code
+
+
+def test_kafkas_verifiable_producer_and_consumer_lose_nothing_when_a_leader_is_killed(
+        cluster: KRaftCluster) -> None:
+    """What Kafka's own system tests do (ReplicationTest): kafka-verifiable-producer
+    (acks=-1, Kafka's Java producer, idempotent by default) writes while the leader of a
+    partition is killed with SIGKILL; kafka-verifiable-consumer then reads, in a group,
+    every value the producer saw acknowledged."""
+    topic, total = "verifiable", 3000
+    create(cluster, [NewTopic(topic, 2, 3, config={"min.insync.replicas": "2"})])
+    wait_until(lambda: full_isr(cluster, topic), 30, 0.2, "three in-sync replicas")
+    producer = EventReader(kafka_tool_events(
+        "kafka-verifiable-producer", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
+        "--max-messages", str(total), "--throughput", "500", "--acks", "-1"))
+    victim = partitions(cluster, topic)[0][0]
+    try:
+        wait_until(lambda: len(producer.named("producer_send_success")) > total // 4, 60,
+                   0.1, "a quarter of the records acknowledged before the kill")
+        cluster.nodes[victim].kill9()
+        assert producer.finish(120) == 0
+    finally:
+        if producer.proc.poll() is None:
+            producer.proc.kill()
+        if cluster.nodes[victim].proc is None:
+            cluster.nodes[victim].start()
+    acked = {str(e["value"]) for e in producer.named("producer_send_success")}
+    (summary,) = producer.named("tool_data")
+    assert summary["acked"] == len(acked) and summary["sent"] == total
+    assert len(acked) == total, f"records the producer gave up on: " \
+                                f"{producer.named('producer_send_error')[:3]}"
+    consumer = EventReader(kafka_tool_events(
+        "kafka-verifiable-consumer", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
+        "--group-id", "verifiers", "--max-messages", str(total), "--verbose",
+        "--reset-policy", "earliest"))
+    try:
+        assert consumer.finish(120) == 0
+    finally:
+        if consumer.proc.poll() is None:
+            consumer.proc.kill()
+    read = [str(e["value"]) for e in consumer.named("record_data")]
+    assert set(read) == acked and len(read) == len(acked), "lost or duplicated records"
+    committed = consumer.named("offsets_committed")
+    assert committed and all(c["success"] for c in committed)
+    wait_until(lambda: full_isr(cluster, topic), 60, 0.5, "the killed broker back in sync")
+
+
+def test_kafkas_reassign_and_leader_election_tools_move_and_elect(cluster: KRaftCluster,
+                                                                 tmp_path) -> None:
+    """kafka-reassign-partitions (--execute, --verify) moves a replica set and reorders its
+    leader; kafka-leader-election --election-type preferred then makes the first replica
+    lead, as Kafka's tools print it."""
+    from tests.kafka_ref.cluster import run_tool
+
+    topic = "moved-by-kafka"
+    create(cluster, [NewTopic(topic, 1, 2)])
+    wait_until(lambda: len(partitions(cluster, topic).get(0, (-1, [], []))[2]) == 2, 30, 0.2,
+               "the topic's two replicas in sync")
+    _, replicas, _ = partitions(cluster, topic)[0]
+    target = [b for b in BROKERS if b not in replicas] + [replicas[0]]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": target}]}))
+    executed = run_tool("kafka-reassign-partitions", "--bootstrap-server", cluster.bootstrap,
+                        "--reassignment-json-file", str(plan), "--execute", check=True)
+    assert "Successfully started partition reassignment" in executed.stdout, executed.stdout
+    assert f"{topic}-0" in executed.stdout
+
+    def completed() -> bool:
+        verified = run_tool("kafka-reassign-partitions", "--bootstrap-server",
+                            cluster.bootstrap, "--reassignment-json-file", str(plan),
+                            "--verify", check=True)
+        return f"Reassignment of partition {topic}-0 is completed." in verified.stdout
+    wait_until(completed, 60, 0.5, "the reassignment completed")
+    wait_until(lambda: partitions(cluster, topic)[0][1] == target, 30, 0.2,
+               "the new replica set in the metadata")
+    elected = run_tool("kafka-leader-election", "--bootstrap-server", cluster.bootstrap,
+                       "--election-type", "preferred", "--topic", topic, "--partition", "0",
+                       check=True)
+    wait_until(lambda: partitions(cluster, topic)[0][0] == target[0], 30, 0.2,
+               "the preferred replica leading")
+    assert (f"Successfully completed leader election (PREFERRED) for partitions {topic}-0"
+            in elected.stdout or
+            f"Valid replica already elected for partitions {topic}-0" in elected.stdout), \
+        elected.stdout

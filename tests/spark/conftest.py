@@ -52,8 +52,12 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory) -> Iterator[OttlaProcess]:
-    """One broker for the session; the last test fails if it does not exit cleanly."""
-    node = OttlaProcess(str(tmp_path_factory.mktemp("spark-broker") / "data")).start()
+    """One broker for the session; the last test fails if it does not exit cleanly. Its
+    retention keeps records of any age: tests write timestamps of 2023 on purpose, which
+    the default 7 days (log.retention.hours=168) would delete, active segment and all,
+    at the next retention check, as Kafka's would."""
+    node = OttlaProcess(str(tmp_path_factory.mktemp("spark-broker") / "data"),
+                        overrides={"log.retention.ms": "-1"}).start()
     try:
         yield node
     finally:
