@@ -295,6 +295,8 @@ ACL_FILTER = {"resource_type_filter": 1, "resource_name_filter": None,
               "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
               "operation": 1, "permission_type": 1}
 RETENTION = ("retention.ms", "1000")
+QUOTA_ENTRY = {"entity": [{"entity_type": "user", "entity_name": "bob"}],
+               "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}
 
 
 def envelope_body(env: Any) -> dict[str, Any]:
@@ -364,6 +366,7 @@ CONTROLLER_CASES = [
          like=table.Listener.BROKER),
     Case(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, C, 0, {"deletions": [
         {"name": "bob", "mechanism": 1}], "upsertions": []}),
+    Case(ApiKey.ALTER_CLIENT_QUOTAS, C, 1, {"entries": [QUOTA_ENTRY], "validate_only": False}),
     Case(ApiKey.DESCRIBE_QUORUM, C, 2, controller_tests.DESCRIBE_METADATA),
     Case(ApiKey.ALTER_PARTITION, C, 3, {"broker_id": 1, "broker_epoch": 1, "topics": []}),
     Case(ApiKey.UPDATE_FEATURES, C, 1, {"timeout": 1000, "feature_updates": [],
@@ -819,6 +822,8 @@ BROKER_CASES += [
         ConfigResourceType.BROKER, "", ("log.cleaner.threads", "2"))], "validate_only": False},
          checks=(1,), setup=forwards_configs),
     Case(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, B, 0, {"users": [{"name": "bob"}]}),
+    Case(ApiKey.DESCRIBE_CLIENT_QUOTAS, B, 1, {"components": [
+        {"entity_type": "user", "match_type": 2, "match": None}], "strict": False}),
     Case(ApiKey.DESCRIBE_PRODUCERS, B, 0, {"topics": [{"name": TOPIC_NAME,
                                                        "partition_indexes": [0]}]},
          setup=orders),

@@ -10,10 +10,11 @@ generator.
 The work is done by control managers, as Kafka's controller is organised, and an
 operation is a call on one of them (``controller.replication.create_topics(...)``): the
 cluster (brokers), replication (topics, partitions, leaders and ISRs), configuration,
-features, producer ids, SCRAM credentials and ACLs. They decide from one ``MetadataImage``,
-which is the state every record replays into (and, on the active controller, keeps its
-history on the timeline so that renouncing reverts it); unlike Kafka's managers they keep
-no state of their own in the log, only the cluster's soft broker sessions.
+features, producer ids, SCRAM credentials, ACLs and client quotas. They decide from one
+``MetadataImage``, which is the state every record replays into (and, on the active
+controller, keeps its history on the timeline so that renouncing reverts it); unlike
+Kafka's managers they keep no state of their own in the log, only the cluster's soft
+broker sessions.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.controller.acl_control import AclControlManager
+from ottla.controller.client_quota_control import ClientQuotaControlManager
 from ottla.controller.cluster_control import ClusterControlManager
 from ottla.controller.configuration_control import ConfigurationControlManager
 from ottla.controller.feature_control import FeatureControlManager
@@ -58,6 +60,7 @@ class QuorumController:
         self.producer_ids = ProducerIdControlManager(self.image)
         self.scram = ScramControlManager(self.image)
         self.acls = AclControlManager(self.image, rng)
+        self.client_quotas = ClientQuotaControlManager(self.image)
 
     def replay(self, record: Any, offset: int | None = None) -> None:
         self.image.replay(record, offset)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ottla.common.topics import TopicPartition
 from ottla.metadata import records as r
+from ottla.metadata.client_quotas import QuotaEntity, quota_entity
 from ottla.metadata.image import ConfigResourceType, MetadataImage, PartitionRegistration
 from ottla.security.acl import AclBinding
 
@@ -44,6 +45,9 @@ class MetadataDelta:
     an ACL the authorizer never had does nothing). What an authorizer
     applies (``StandardAuthorizer.apply_changes``); after a ``full`` delta it loads the
     image's ACLs instead."""
+    client_quotas: set[QuotaEntity] = field(default_factory=set)
+    """Entities whose client quotas were set or removed (Kafka's ClientQuotasDelta):
+    what a broker's quota managers read again from the image."""
 
     def note(self, record: Any, image: MetadataImage) -> None:
         """Note what ``record`` changes; call it before the image replays the record
@@ -78,12 +82,16 @@ class MetadataDelta:
                     record.id)
             case r.RemoveAccessControlEntryRecord():
                 self.acl_changes[record.id] = None
+            case r.ClientQuotaRecord():
+                self.client_quotas.add(quota_entity(
+                    (e.entity_type, e.entity_name) for e in record.entity))
 
     @property
     def changed(self) -> bool:
         return bool(self.full or self.partitions or self.removed_topics or
                     self.topic_configs or self.broker_configs or self.brokers or
-                    self.features or self.scram_users or self.acl_changes)
+                    self.features or self.scram_users or self.acl_changes or
+                    self.client_quotas)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from kio.static.primitive import f64
+
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
+from ottla.metadata.client_quotas import QuotaEntity, entity_sort_key, quota_entity
 from ottla.security.acl import AclBinding, AclBindingFilter
 from ottla.security.scram import ScramCredential, ScramMechanism
 from ottla.timeline import SnapshotRegistry, TimelineHashMap
@@ -137,6 +140,9 @@ class MetadataImage:
         self._acl_ids: MutableMapping[AclBinding, uuid.UUID] = self._map()
         """The id of each ACL by its content (an ACL is stored once: Kafka's
         ``AclControlManager.existingAcls``)."""
+        self.client_quotas: MutableMapping[QuotaEntity, dict[str, float]] = self._map()
+        """Client quotas (KIP-546) by entity (``metadata.client_quotas``): each entity's
+        quota keys and values; an entity with none left is gone."""
         self._scalars: MutableMapping[str, int] = self._map()
 
     def _map(self) -> MutableMapping[Any, Any]:
@@ -156,7 +162,8 @@ class MetadataImage:
         if self.registry is not None:
             self.registry.reset()
         for mapping in (self.topics_by_name, self.topics_by_id, self.configs, self.brokers,
-                        self.features, self.scram, self.acls, self._acl_ids, self._scalars):
+                        self.features, self.scram, self.acls, self._acl_ids,
+                        self.client_quotas, self._scalars):
             mapping.clear()
 
     # --- the one way state changes ---------------------------------------------------
@@ -292,15 +299,29 @@ class MetadataImage:
         if binding is not None and self._acl_ids.get(binding) == rec.id:
             del self._acl_ids[binding]
 
+    def _replay_ClientQuotaRecord(self, rec: r.ClientQuotaRecord) -> None:
+        """Set or remove one key of an entity (Kafka's ``ClientQuotaControlManager.replay``;
+        a later value replaces an earlier one)."""
+        entity = quota_entity((e.entity_type, e.entity_name) for e in rec.entity)
+        values = dict(self.client_quotas.get(entity, {}))
+        if rec.remove:
+            values.pop(rec.key, None)
+        else:
+            values[rec.key] = float(rec.value)
+        if values:
+            self.client_quotas[entity] = values
+        else:
+            self.client_quotas.pop(entity, None)
+
     _handlers: dict[type, Callable[[MetadataImage, Any], None]] = {}
 
     # --- snapshots -------------------------------------------------------------------
 
     def to_records(self) -> list[Any]:
         """The image as records that replay to an equal image: what a snapshot holds.
-        In a fixed order (features first, then brokers, topics, configs, producer ids,
-        ACLs and SCRAM credentials, as Kafka's image writes them; ACLs by id), so two
-        equal images give the same records."""
+        In a fixed order (features first, then brokers, topics, configs, client quotas,
+        producer ids, ACLs and SCRAM credentials, as Kafka's image writes them; ACLs by
+        id), so two equal images give the same records."""
         records: list[Any] = [r.FeatureLevelRecord(name=name, feature_level=level)
                               for name, level in sorted(self.features.items())]
         for broker in sorted(self.brokers.values(), key=lambda b: b.broker_id):
@@ -328,6 +349,12 @@ class MetadataImage:
             records.extend(r.ConfigRecord(resource_type=resource_type,
                                           resource_name=resource_name, name=name, value=value)
                            for name, value in sorted(entries.items()))
+        for entity, values in sorted(self.client_quotas.items(),
+                                     key=lambda item: entity_sort_key(item[0])):
+            records.extend(r.ClientQuotaRecord(
+                entity=tuple(r.ClientQuotaEntityData(entity_type=kind, entity_name=name)
+                             for kind, name in entity), key=key, value=f64(value))
+                for key, value in sorted(values.items()))
         if self.next_producer_id:
             records.append(r.ProducerIdsRecord(broker_id=-1,
                                                next_producer_id=self.next_producer_id))

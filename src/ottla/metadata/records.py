@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+from kio.static.primitive import f64
 
 from ottla.protocol.varint import encode_unsigned_varint, read_unsigned_varint
 
@@ -254,6 +255,29 @@ class UserScramCredentialRecord(_Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaEntityData:
+    __type__: ClassVar = EntityType.nested
+    __flexible__: ClassVar[bool] = True
+    __version__: ClassVar[int] = 0
+    entity_type: str = field(metadata=_meta("string"))
+    """``user``, ``client-id`` or ``ip``."""
+    entity_name: str | None = field(metadata=_meta("string"))
+    """None: the default entity of that type."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord(_Record):
+    """One quota key of one entity (KIP-546): set to ``value``, or removed. An entity is
+    a user, a client id, both, or an IP address, each named or the default."""
+    __api_key__: ClassVar[int] = 14
+    entity: tuple[ClientQuotaEntityData, ...] = ()
+    key: str = field(metadata=_meta("string"))
+    value: f64 = field(metadata=_meta("float64"), default=f64(0.0))
+    """Ignored when ``remove``."""
+    remove: bool = field(metadata=_meta("bool"), default=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord(_Record):
     __api_key__: ClassVar[int] = 12
     name: str = field(metadata=_meta("string"))
@@ -325,9 +349,9 @@ RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
     RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
     PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
     BrokerRegistrationChangeRecord, UserScramCredentialRecord, FeatureLevelRecord,
-    ProducerIdsRecord, AccessControlEntryRecord, RemoveAccessControlEntryRecord, NoOpRecord,
-    RemoveUserScramCredentialRecord, BeginTransactionRecord,
-    EndTransactionRecord, AbortTransactionRecord)}
+    ClientQuotaRecord, ProducerIdsRecord, AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord, NoOpRecord, RemoveUserScramCredentialRecord,
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)}
 
 _LEGACY: dict[tuple[int, int], type] = {
     (0, 0): _RegisterBrokerRecordV0, (0, 1): _RegisterBrokerRecordV1,

@@ -20,12 +20,10 @@ def api_name(key: int) -> str:
     return f"{key} {ApiKey(key).name if known else EXTRA_NAMES.get(key, '?')}"
 
 
-SECURITY = ("Security: no client quotas or delegation tokens yet (docs/security.md, "
-            "docs/compatibility.md)")
+SECURITY = "Security: no delegation tokens yet (docs/security.md, docs/compatibility.md)"
 UNSERVED: dict[int, str] = {
     38: f"delegation tokens need SASL; {SECURITY}", 39: "delegation tokens need SASL",
     40: "delegation tokens need SASL", 41: "delegation tokens need SASL",
-    48: SECURITY, 49: SECURITY,
     80: "Dynamic KRaft quorum (KIP-853): voters are static (docs/compatibility.md)",
     81: "Dynamic KRaft quorum (KIP-853): voters are static",
     82: "Dynamic KRaft quorum (KIP-853): voters are static",

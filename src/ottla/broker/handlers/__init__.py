@@ -8,6 +8,7 @@ from __future__ import annotations
 from ottla.broker.broker import Broker
 from ottla.broker.handlers import (
     acls,
+    client_quotas,
     configs,
     fetch,
     forwarding,
@@ -31,4 +32,4 @@ def broker_apis() -> list[ApiSpec[Broker]]:
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
             *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
             *share_offsets.APIS, *share_state.APIS, *configs.APIS, *scram.APIS, *acls.APIS,
-            *forwarding.APIS]
+            *client_quotas.APIS, *forwarding.APIS]

@@ -74,7 +74,7 @@ FORWARDED = [(ApiKey.CREATE_TOPICS, 2, 7), (ApiKey.DELETE_TOPICS, 1, 6),
              (ApiKey.UPDATE_FEATURES, 0, 1), (ApiKey.DESCRIBE_QUORUM, 0, 2),
              (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1),
              (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
-             (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
+             (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0), (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
              (ApiKey.CREATE_ACLS, 1, 3), (ApiKey.DELETE_ACLS, 1, 3)]
 """(api key, min version, max version): the controller serves the same versions."""
 

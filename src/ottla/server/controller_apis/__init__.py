@@ -8,6 +8,7 @@ from __future__ import annotations
 from ottla.protocol.requests import ApiSpec
 from ottla.server.controller_apis import (
     acls,
+    client_quotas,
     cluster,
     configs,
     envelope,
@@ -22,4 +23,4 @@ from ottla.server.controller_apis.services import ControllerServices
 def controller_apis() -> list[ApiSpec[ControllerServices]]:
     """Every API the controller listener serves, but ApiVersions (``server.apis``)."""
     return [*registration.APIS, *quorum.APIS, *envelope.APIS, *topics.APIS, *configs.APIS,
-            *cluster.APIS, *scram.APIS, *acls.APIS]
+            *cluster.APIS, *scram.APIS, *acls.APIS, *client_quotas.APIS]
