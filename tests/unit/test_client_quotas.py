@@ -452,3 +452,166 @@ async def test_without_the_cluster_permissions_both_apis_refuse_as_kafka() -> No
         ((("user", "bob"), ("client-id", None)), ErrorCode.cluster_authorization_failed,
          "Cluster authorization failed.")]
     assert not env.image.client_quotas
+
+
+# --- Java's orders and numbers, as kafka-configs prints them ---------------------------------
+
+
+def test_hash_map_order_is_javas() -> None:
+    """Checked against a JVM (Java 17): ``new HashMap<>(n)`` of the first n quota keys,
+    a ``HashMap`` of entities keyed by ``Objects.hash(entries)``, a ``HashSet``."""
+    from ottla.cli.client_quota_configs import _entity_hash
+    from ottla.common.java import hash_map_order, hash_set_order, string_hash
+
+    keys = ["producer_byte_rate", "consumer_byte_rate", "request_percentage",
+            "controller_mutation_rate"]
+    assert [hash_map_order(keys[:n], string_hash, n) for n in range(1, 5)] == [
+        ["producer_byte_rate"], ["consumer_byte_rate", "producer_byte_rate"],
+        ["consumer_byte_rate", "producer_byte_rate", "request_percentage"],
+        ["producer_byte_rate", "consumer_byte_rate", "controller_mutation_rate",
+         "request_percentage"]]
+    numbered = {ALICE: 1, DEFAULT_USER: 2, APP: 3, DEFAULT_CLIENT: 4, ALICE_APP: 5,
+                DEFAULT_BOTH: 6}
+    assert [numbered[e] for e in hash_map_order(numbered, _entity_hash, len(numbered))] == \
+        [5, 3, 2, 1, 4, 6]
+    assert hash_set_order(["zzz", "foo", "bogus"], string_hash) == ["bogus", "foo", "zzz"]
+
+
+@pytest.mark.parametrize("value,text", [
+    (1048576.0, "1048576.0"), (1e7, "1.0E7"), (10485760.0, "1.048576E7"), (0.5, "0.5"),
+    (1e-4, "1.0E-4"), (123456789.0, "1.23456789E8"), (9.223372036854776e18,
+                                                       "9.223372036854776E18")])
+def test_doubles_print_as_javas_double_to_string(value: float, text: str) -> None:
+    from ottla.common.java import double_str
+
+    assert double_str(value) == text
+
+
+@pytest.mark.parametrize("text,value", [
+    ("1048576", 1048576.0), (" 1e6 ", 1e6), ("12d", 12.0), ("2.5F", 2.5), (".5", 0.5),
+    ("-Infinity", -math.inf), ("inf", None), ("1_000", None), ("", None), ("abc", None),
+    ("NaNd", None)])
+def test_values_parse_as_javas_parse_double(text: str, value: float | None) -> None:
+    from ottla.common.java import parse_double
+
+    if value is None:
+        with pytest.raises(ValueError):
+            parse_double(text)
+    else:
+        assert parse_double(text) == value
+
+
+# --- ottla configs --entity-type users / clients (kafka-configs) --------------------------
+
+
+class QuotaWire:
+    """Stands in for the CLI's BlockingClient: DescribeClientQuotas answered by a broker's
+    handler from the controller's image, everything else by the controller listener."""
+
+    def __init__(self) -> None:
+        self.env = make_env()
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        import asyncio
+
+        if api_key == ApiKey.DESCRIBE_CLIENT_QUOTAS:
+            return describe_on_wire(self.env.image, version, body)
+        return asyncio.run(ask(self.env, api_key, version, body))
+
+
+@pytest.fixture
+def configs(monkeypatch: Any, capsys: Any) -> Any:
+    """``ottla configs ARGS...`` against a ``QuotaWire``: (exit code, stdout, stderr)."""
+    import contextlib
+
+    from ottla.cli import configs as configs_cli
+    from ottla.cli.main import main as ottla_main
+
+    wire = QuotaWire()
+
+    @contextlib.contextmanager
+    def connect(*_: Any) -> Any:
+        yield wire
+
+    monkeypatch.setattr(configs_cli, "connect", connect)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = ottla_main(["configs", "--bootstrap-server", "x:9092", *args])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    run.wire = wire  # type: ignore[attr-defined]
+    return run
+
+
+def test_configs_alters_and_describes_quotas_as_kafka_configs(configs: Any) -> None:
+    alice = ["--entity-type", "users", "--entity-name", "alice"]
+    assert configs("--alter", *alice, "--add-config",
+                   "producer_byte_rate=1048576,consumer_byte_rate=20971520") == (
+        0, "Completed updating config for user alice.\n", "")
+    assert configs("--alter", "--entity-type", "clients", "--entity-default", "--add-config",
+                   "producer_byte_rate=1024") == (
+        0, "Completed updating default config for clients in the cluster.\n", "")
+    assert configs("--alter", *alice, "--entity-type", "clients", "--entity-name", "app",
+                   "--add-config", "request_percentage=12.5") == (
+        0, "Completed updating config for user alice.\n", "")
+    assert configs("--alter", "--entity-type", "clients", "--entity-default",
+                   "--entity-type", "users", "--entity-default", "--add-config",
+                   "consumer_byte_rate=2048") == (
+        0, "Completed updating default config for clients in the cluster.\n", "")
+    assert configs("--describe", *alice) == (0, (
+        "Quota configs for user-principal 'alice' are consumer_byte_rate=2.097152E7, "
+        "producer_byte_rate=1048576.0\n"), "")
+    assert configs("--describe", "--entity-type", "clients") == (
+        0, "Quota configs for the default client-id are producer_byte_rate=1024.0\n", "")
+    code, out, _ = configs("--describe", "--entity-type", "users", "--entity-type", "clients")
+    assert code == 0 and sorted(out.splitlines()) == [
+        "Quota configs for the default user-principal, the default client-id are "
+        "consumer_byte_rate=2048.0",
+        "Quota configs for user-principal 'alice', client-id 'app' are "
+        "request_percentage=12.5"]
+    assert configs("--alter", *alice, "--delete-config", "consumer_byte_rate") == (
+        0, "Completed updating config for user alice.\n", "")
+    assert configs("--describe", *alice) == (
+        0, "Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0\n", "")
+    assert configs.wire.env.image.client_quotas[ALICE] == {"producer_byte_rate": 1048576.0}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--entity-type", "users", "--entity-name", "alice", "--add-config", "bogus=1"],
+     "Only quota and SCRAM credential configs can be added for 'users' using "
+     "--bootstrap-server. Unexpected config names: bogus"),
+    (["--entity-type", "clients", "--entity-name", "app", "--add-config",
+      "SCRAM-SHA-256=[password=x]"],
+     "Only quota configs can be added for 'clients' using --bootstrap-server. Unexpected "
+     "config names: SCRAM-SHA-256"),
+    (["--entity-type", "clients", "--entity-name", "app", "--delete-config", "bogus"],
+     "Only quota configs can be deleted for 'clients' using --bootstrap-server. Unexpected "
+     "config names: bogus"),
+    (["--entity-type", "users", "--entity-name", "alice", "--add-config",
+      "producer_byte_rate=fast"],
+     "Cannot parse quota configuration value for producer_byte_rate: fast"),
+    (["--entity-type", "users", "--entity-name", "alice", "--add-config",
+      "producer_byte_rate=-5"], "Quota producer_byte_rate must be greater than 0"),
+    (["--entity-type", "clients", "--entity-name", "app", "--add-config",
+      "consumer_byte_rate=1.5"], "consumer_byte_rate cannot be a fractional value."),
+    (["--entity-type", "users", "--entity-name", "alice", "--delete-config",
+      "producer_byte_rate"], "Invalid config(s): producer_byte_rate"),
+    (["--entity-type", "users", "--entity-type", "clients", "--entity-name", "alice",
+      "--add-config", "producer_byte_rate=1"],
+     "Exactly one entity name must be specified for every entity type"),
+    (["--entity-type", "users", "--entity-type", "users", "--entity-name", "alice",
+      "--add-config", "producer_byte_rate=1"], "Duplicate entity type(s) specified: users"),
+    (["--entity-type", "users", "--entity-type", "topics", "--entity-name", "alice",
+      "--add-config", "producer_byte_rate=1"],
+     "Only 'users' and 'clients' entity types may be specified together"),
+    (["--entity-type", "clients", "--add-config", "producer_byte_rate=1"],
+     "An entity-name or default entity must be specified with --alter of users, clients, "
+     "brokers or ips"),
+])
+def test_configs_refuses_what_kafka_configs_refuses_for_quotas(configs: Any, args: list[str],
+                                                               message: str) -> None:
+    code, out, err = configs("--alter", *args)
+    assert (code, out) == (1, "")
+    assert message in err
+    assert not configs.wire.env.image.client_quotas

@@ -665,7 +665,7 @@ def test_configs_refuses_what_kafka_configs_refuses_for_users(capsys: Any) -> No
     assert configs_cli._alter_users(client, configs_args(  # type: ignore[arg-type]
         alter=True, entity_name="alice", add_config="foo=bar")) == 1
     assert ("Only quota and SCRAM credential configs can be added for 'users' using "
-            "--bootstrap-server. Unexpected config names: Set(foo)") in capsys.readouterr().err
+            "--bootstrap-server. Unexpected config names: foo") in capsys.readouterr().err
     assert configs_cli._alter_users(client, configs_args(  # type: ignore[arg-type]
         alter=True, entity_default=True, add_config="SCRAM-SHA-256=[password=x]")) == 1
     assert ("The use of --entity-default or --user-defaults is not allowed with User SCRAM "

@@ -1,5 +1,6 @@
 """``ottla configs``: describe and alter the dynamic configs of topics, brokers and groups,
-and the SCRAM credentials of users (kafka-configs.sh), with Kafka's flags and output."""
+the SCRAM credentials of users and the client quotas of users and client ids
+(kafka-configs.sh), with Kafka's flags and output."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import re
 import secrets
 from typing import TYPE_CHECKING, Any
 
+from ottla.cli import client_quota_configs as quotas_cli
+from ottla.cli.client_quota_configs import QuotaConfigsError
 from ottla.cli.common import client_config, connect, fail, read_command_config
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -17,7 +20,8 @@ if TYPE_CHECKING:
     from ottla.client.blocking import BlockingClient
 
 TIMEOUT = 30.0
-ENTITY_TYPES = ("topics", "brokers", "groups", "users")
+ENTITY_TYPES = ("topics", "brokers", "groups", "users", "clients")
+QUOTA_ENTITY_TYPES = ("users", "clients")
 SCRAM_MECHANISMS = {m.mechanism_name: m for m in ScramMechanism
                     if m != ScramMechanism.UNKNOWN}
 QUOTA_CONFIGS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
@@ -36,14 +40,21 @@ _CLUSTER_DEFAULT_SOURCE = 3
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe and alter dynamic configs (kafka-configs.sh)",
                        description="Add, delete or describe the configs of a topic, a broker "
-                       "(or the cluster default) or a group, or the SCRAM credentials of a "
+                       "(or the cluster default) or a group, the SCRAM credentials of a "
                        "user (--add-config 'SCRAM-SHA-256=[iterations=8192,password=...]', "
-                       "--delete-config SCRAM-SHA-256).")
+                       "--delete-config SCRAM-SHA-256), or the client quotas of a user, a "
+                       "client id, both (--entity-type users --entity-name alice "
+                       "--entity-type clients --entity-name app) or their defaults "
+                       "(--add-config producer_byte_rate=1048576).")
     p.add_argument("--bootstrap-server", required=True, help="host:port of a broker")
-    p.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
-    p.add_argument("--entity-name", help="topic, broker id, group id or user principal")
-    p.add_argument("--entity-default", action="store_true",
-                   help="the cluster-wide default of brokers (or users)")
+    p.add_argument("--entity-type", required=True, action="append", dest="entity_types",
+                   choices=ENTITY_TYPES, help="repeat for users and clients together")
+    p.add_argument("--entity-name", action="append", dest="entity_names",
+                   help="topic, broker id, group id, user principal or client id (one for "
+                   "each --entity-type, in their order)")
+    p.add_argument("--entity-default", action="append_const", const="", dest="entity_names",
+                   help="the default entity of its type: the cluster-wide broker configs, "
+                   "the default user or client id")
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list configs")
     actions.add_argument("--alter", action="store_true", help="change configs")
@@ -245,33 +256,47 @@ def scram_upsertion(user: str, mechanism_name: str, value: str) -> dict[str, Any
                                                              iterations)}
 
 
+def _entities(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The entity types and names given, in order (a default as an empty name)."""
+    if getattr(args, "entity_types", None):  # from the command line
+        return list(args.entity_types), list(args.entity_names or [])
+    names = [""] if args.entity_default else \
+        [args.entity_name] if args.entity_name is not None else []
+    return [args.entity_type], names
+
+
+def _completed(entity_type: str, name: str) -> str:
+    if name:
+        return f"Completed updating config for {entity_type[:-1]} {name}."
+    return f"Completed updating default config for {entity_type} in the cluster."
+
+
 def _alter_users(client: BlockingClient, args: argparse.Namespace) -> int:
-    """Add or delete a user's SCRAM credentials. Each alteration goes in a request of its
-    own: Kafka's controller refuses a request that names a user twice (even for two
-    mechanisms) with DUPLICATE_RESOURCE, so kafka-configs.sh itself fails when it sends
-    two at once. The alterations are not atomic: the first error stops the rest."""
+    """Alter the quotas of users, client ids or both, or a user's SCRAM credentials, as
+    kafka-configs does. Each SCRAM alteration goes in a request of its own: Kafka's
+    controller refuses a request that names a user twice (even for two mechanisms) with
+    DUPLICATE_RESOURCE, so kafka-configs.sh itself fails when it sends two at once. The
+    SCRAM alterations are not atomic: the first error stops the rest."""
+    types, names = _entities(args)
     added = parse_add_config(args.add_config) if args.add_config else {}
     deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
-    unknown_added = [k for k in added if k not in SCRAM_MECHANISMS and k not in QUOTA_CONFIGS]
-    if unknown_added:
-        return fail("Only quota and SCRAM credential configs can be added for 'users' using "
-                    f"--bootstrap-server. Unexpected config names: Set({', '.join(unknown_added)})")
-    unknown_deleted = [k for k in deleted if k not in SCRAM_MECHANISMS and k not in QUOTA_CONFIGS]
-    if unknown_deleted:
-        return fail("Only quota and SCRAM credential configs can be deleted for 'users' "
-                    "using --bootstrap-server. Unexpected config names: "
-                    f"List({', '.join(unknown_deleted)})")
+    try:
+        quotas_cli.check_keys(types, list(added), deleted, list(SCRAM_MECHANISMS))
+    except QuotaConfigsError as e:
+        return fail(str(e))
     quotas = [k for k in [*added, *deleted] if k in QUOTA_CONFIGS]
     scram = [k for k in [*added, *deleted] if k in SCRAM_MECHANISMS]
-    if scram and args.entity_default:
+    if scram and "" in names:
         return fail("The use of --entity-default or --user-defaults is not allowed with User "
                     "SCRAM Credentials using --bootstrap-server.")
     if scram and quotas:
         return fail("Cannot alter both quota and SCRAM credential configs simultaneously "
                     "for 'users' using --bootstrap-server.")
     if quotas:
-        return fail(f"Client quotas are not served by Ottla yet: {', '.join(quotas)}")
-    user = args.entity_name
+        quotas_cli.alter_quotas(client, types, names, added, deleted)
+        print(_completed(types[0], names[0]))
+        return 0
+    user = names[0]
     alterations: list[dict[str, Any]] = [
         {"deletions": [{"name": user, "mechanism": int(SCRAM_MECHANISMS[k])}], "upsertions": []}
         for k in deleted]
@@ -283,37 +308,70 @@ def _alter_users(client: BlockingClient, args: argparse.Namespace) -> int:
             if result.error_code:
                 raise ConfigsError(result.error_message or
                                    f"error {int(result.error_code)}")
-    print(f"Completed updating config for user {user}.")
+    print(_completed("users", user))
     return 0
+
+
+def _describe_quotas(client: BlockingClient, args: argparse.Namespace) -> int:
+    """kafka-configs' describing of users or clients: the quotas of the entities the
+    types and names select, then, for users alone and no default, their SCRAM
+    credentials."""
+    types, names = _entities(args)
+    quotas_cli.print_quotas(client, types, names)
+    if "clients" not in types and "" not in names:
+        return _describe_users(client, args)
+    return 0
+
+
+def _check_entities(args: argparse.Namespace) -> str | None:
+    """kafka-configs' checks of the entity types and names (``checkArgs``): why not."""
+    types, names = _entities(args)
+    duplicates = [t for t in dict.fromkeys(types) if types.count(t) > 1]
+    if duplicates:
+        return f"Duplicate entity type(s) specified: {','.join(duplicates)}"
+    if len(types) > 1 and set(types) != set(QUOTA_ENTITY_TYPES):
+        return "Only 'users' and 'clients' entity types may be specified together"
+    if "brokers" in types:
+        for name in names:
+            if name and not name.isdigit():
+                return ("The entity name for brokers must be a valid integer broker id, "
+                        f"found: {name}")
+    if args.describe and "" in names and \
+            not any(t in types for t in ("users", "clients", "brokers")):
+        return f"--entity-default must not be specified with --describe of {','.join(types)}"
+    if args.alter:
+        if any(t in types for t in ("users", "clients", "brokers")):
+            if not names:
+                return ("An entity-name or default entity must be specified with --alter of "
+                        "users, clients, brokers or ips")
+        elif not any(names):
+            return f"An entity name must be specified with --alter of {','.join(types)}"
+        if not args.add_config and not args.delete_config:
+            return "At least one of --add-config or --delete-config must be specified with " \
+                "--alter"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import KafkaException
 
-    if args.entity_default and (args.entity_type not in ("brokers", "users")
-                                or args.entity_name):
-        return fail("--entity-default applies to --entity-type brokers or users, without "
-                    "--entity-name")
-    if args.entity_type == "brokers" and args.entity_name is not None and \
-            not args.entity_name.isdigit():
-        return fail("The entity name for brokers must be a valid integer broker id, found: "
-                    f"{args.entity_name}")
-    if args.alter:
-        if args.entity_name is None and not args.entity_default:
-            return fail("an entity name must be specified with --alter")
-        if not args.add_config and not args.delete_config:
-            return fail("At least one of --add-config or --delete-config must be specified "
-                        "with --alter")
+    refused = _check_entities(args)
+    if refused is not None:
+        return fail(refused)
+    types, names = _entities(args)
+    args.entity_type = types[0]
+    args.entity_name = names[0] if names and names[0] else None
+    args.entity_default = bool(names) and names[0] == ""
     try:
         with connect(args.bootstrap_server, "ottla-configs",
                      read_command_config(args.command_config)) as client:
-            if args.entity_type == "users":
-                return _describe_users(client, args) if args.describe \
+            if args.entity_type in QUOTA_ENTITY_TYPES:
+                return _describe_quotas(client, args) if args.describe \
                     else _alter_users(client, args)
             if args.describe:
                 return _describe(_admin(args), client, args)
             return _alter(client, args)
-    except (ValueError, ConfigsError, ConnectionError) as e:
+    except (ValueError, ConfigsError, QuotaConfigsError, ConnectionError) as e:
         return fail(str(e))
     except KafkaException as e:
         err = e.args[0] if e.args else e

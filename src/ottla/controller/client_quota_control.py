@@ -27,7 +27,7 @@ from typing import Any
 
 from kio.static.primitive import f64
 
-from ottla.common.java_collections import hash_map_order, string_hash
+from ottla.common.java import hash_map_order, string_hash
 from ottla.controller.results import ControllerResult, check_user_op
 from ottla.metadata import records as r
 from ottla.metadata.client_quotas import (

@@ -1,11 +1,12 @@
-"""How Java lays out what Kafka's tools print: ``String.hashCode``, the iteration order
-of a ``java.util.HashMap`` (so a tool that prints a map prints it in Kafka's order), and
-``Double.toString``.
+"""Java's behaviour where Kafka's tools and messages show it: ``String.hashCode``, the
+iteration order of a ``java.util.HashMap`` (a map printed in Kafka's order),
+``Double.toString`` and ``Double.parseDouble``.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import TypeVar
@@ -87,3 +88,18 @@ def double_str(value: float) -> str:
     shown = "".join(map(str, digits))
     scale = len(digits) - 1 + int(exponent)
     return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{scale}"
+
+
+_DOUBLE = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?)")
+
+
+def parse_double(text: str) -> float:
+    """Java's ``Double.parseDouble`` (decimal forms): surrounding whitespace ignored, an
+    ``f``/``d`` suffix allowed, ``NaN`` and ``Infinity`` spelled as Java spells them.
+    Raises ValueError for what Java refuses (``inf``, ``1_000``, an empty string)."""
+    stripped = text.strip(" \t\n\r\x0b\x0c\x00")
+    if not _DOUBLE.fullmatch(stripped):
+        raise ValueError(f"For input string: \"{text}\"")
+    if stripped[-1] in "fFdD":
+        stripped = stripped[:-1]
+    return float(stripped.replace("Infinity", "inf"))
