@@ -5,8 +5,12 @@ and precedence cases from Kafka's ClientQuotaManagerTest."""
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import pytest
 
+from ottla.broker.handlers import fetch, produce
 from ottla.broker.quota.client_quota_manager import (
     ABSENT,
     DEFAULT,
@@ -16,6 +20,12 @@ from ottla.broker.quota.client_quota_manager import (
     throttle_time_ms,
 )
 from ottla.broker.quota.rate import Rate
+from ottla.protocol.api import ApiKey, request_schema
+from ottla.protocol.codec import RequestHeader, encode_body
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.messages import build
+from ottla.protocol.requests import RequestContext
+from tests.unit import test_broker_handlers as broker_tests
 
 # --- Rate: Kafka's Rate over a WindowedSum, 11 windows of 1 s --------------------------------
 
@@ -202,3 +212,110 @@ def test_managers_follow_the_images_quotas_by_key() -> None:
     assert managers.produce.overrides == {(DEFAULT, "x"): 7.0}
     assert managers.fetch.overrides == {("alice", ABSENT): 1.0}
 
+
+# --- through the Produce and Fetch handlers ------------------------------------------------
+
+broker = broker_tests.broker  # the handler tests' broker, on a fixed clock
+
+
+async def produced_with_throttle(b: Any, client_id: str) -> tuple[int, int]:
+    """One produce of a 1000-record batch as ``client_id``: (throttle in the answer,
+    throttle the connection is told to mute for)."""
+    header = RequestHeader(ApiKey.PRODUCE, 9, 17, client_id, 0)
+    body = broker_tests.produce_body("orders", (0, broker_tests.batch(b"x" * 1000)))
+    req = build(request_schema(ApiKey.PRODUCE, 9), body)
+    ctx = RequestContext(header, "PLAINTEXT", "broker", "10.0.0.9", 50000,
+                         clock=broker_tests.clock, request_size=len(encode_body(req)) + 20)
+    answer = broker_tests.decoded(ApiKey.PRODUCE, 9, await _awaited(
+        produce.handle_produce(b, ctx, req)))
+    assert broker_tests.partition_answer(answer).error_code == ErrorCode.none
+    return int(answer.throttle_time.total_seconds() * 1000), ctx.throttle_ms
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def test_a_producer_over_its_quota_is_answered_with_the_throttle(broker: Any) -> None:
+    """The request's size against producer_byte_rate; another client id is not
+    throttled; without quotas nothing is recorded."""
+    broker_tests.create_topic(broker, "orders")
+    assert await produced_with_throttle(broker, "fast") == (0, 0)
+    assert broker.client_quotas.produce.sensors == {}
+    broker.client_quotas.apply([(("client-id", "fast"),)], {
+        (("client-id", "fast"),): {"producer_byte_rate": 100.0}})
+    throttles = [await produced_with_throttle(broker, "fast") for _ in range(3)]
+    assert throttles[0][0] > 0 and all(answered == muted for answered, muted in throttles)
+    assert throttles[0][0] < throttles[1][0] < throttles[2][0]  # the rate keeps growing
+    # Each request over 10 s (the clock stands still): (O - T) / T * W.
+    size = broker.client_quotas.produce.sensors[(ABSENT, "fast")].rate.measure(
+        broker_tests.NOW_MS) * 10
+    assert throttles[2][0] == throttle_time_ms(size / 10, 100.0, 10_000)
+    assert await produced_with_throttle(broker, "slow") == (0, 0)
+
+
+async def test_a_consumer_over_its_quota_gets_an_empty_answer_with_the_throttle(
+        broker: Any) -> None:
+    """Kafka's throttled fetch: no partitions, the throttle time, the bytes taken back;
+    a fetch may ask for no more than the quota over all but one window."""
+    broker_tests.create_topic(broker, "orders")
+    await broker_tests.produce_ok(broker, "orders", 0, broker_tests.batch(b"y" * 2000))
+    broker.client_quotas.load({(("user", None),): {"consumer_byte_rate": 1000.0}})
+    body = broker_tests.fetch_body("orders", (0, 0, 1 << 20))
+    header = RequestHeader(ApiKey.FETCH, 12, 17, "reader", 0)
+    req = build(request_schema(ApiKey.FETCH, 12), body)
+    # At most 10000 bytes per fetch (1000 B/s * 10 windows); each fetch of the batch
+    # (4 kB) adds 400 B/s over the 10 s floor: the third is over the quota.
+    assert broker.client_quotas.fetch.max_value_in_quota_window("ANONYMOUS", "reader") == \
+        10_000
+    answers, contexts = [], []
+    for _ in range(3):
+        ctx = RequestContext(header, "PLAINTEXT", "broker", "10.0.0.9", 50000,
+                             clock=broker_tests.clock)
+        answers.append(broker_tests.decoded(ApiKey.FETCH, 12, await _awaited(
+            fetch.handle_fetch(broker, ctx, req))))
+        contexts.append(ctx)
+    assert [len(a.responses) for a in answers] == [1, 1, 0]
+    assert [c.throttle_ms for c in contexts[:2]] == [0, 0]
+    assert answers[2].throttle_time.total_seconds() * 1000 == contexts[2].throttle_ms > 0
+    # The throttled answer's bytes were taken back: the rate is two fetches' worth.
+    rate = broker.client_quotas.fetch.sensors[("ANONYMOUS", ABSENT)].rate
+    assert 800 < rate.measure(broker_tests.NOW_MS) < 1000
+
+
+async def test_a_followers_fetch_is_never_throttled(broker: Any) -> None:
+    broker.client_quotas.load({(("client-id", None),): {"consumer_byte_rate": 1.0}})
+    topic_id, _ = broker_tests.leader_with_records(broker, b"z" * 1000)
+    response = await broker_tests.ask(broker, ApiKey.FETCH, 15, broker_tests.replica_fetch_body(
+        topic_id, (0, 0, 0, -1)))
+    assert response.throttle_time.total_seconds() == 0
+    assert broker_tests.fetched(response)[0].records
+    assert broker.client_quotas.fetch.sensors == {}
+
+
+def test_a_brokers_managers_follow_the_committed_quotas_and_snapshots() -> None:
+    """The metadata publisher applies each commit's quota changes (Kafka's
+    DynamicClientQuotaPublisher) and every quota again after a snapshot."""
+    from ottla.metadata.bootstrap import encode_snapshot
+    from ottla.metadata.image import MetadataImage
+    from ottla.raft.messages import Committed, Entry, Snapshot
+    from ottla.server.metadata_publisher import MetadataPublisher
+    from tests.unit.test_authorization import NoRaft
+    from tests.unit.test_client_quotas import quota_record
+
+    managers = ClientQuotaManagers()
+    publisher = MetadataPublisher(MetadataImage(), NoRaft(),  # type: ignore[arg-type]
+                                  client_quotas=managers)
+    alice = (("user", "alice"),)
+    publisher.on_committed(Committed(0, [Entry(1, [
+        quota_record(alice, "producer_byte_rate", 1000),
+        quota_record((("client-id", None),), "consumer_byte_rate", 50)], 2)]))
+    assert managers.produce.quota("alice", "any") == 1000.0
+    assert managers.fetch.quota("bob", "any") == 50.0
+    publisher.on_committed(Committed(2, [Entry(1, [
+        quota_record(alice, "producer_byte_rate")])]))
+    assert not managers.produce.enabled
+    snapshot = encode_snapshot([quota_record(alice, "request_percentage", 20)], 0)
+    publisher.on_committed(Committed(10, [], Snapshot(10, 1, snapshot)))
+    assert managers.request.quota("alice", "x") == 20.0
+    assert not managers.fetch.enabled

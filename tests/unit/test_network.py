@@ -170,3 +170,55 @@ async def test_a_version_the_controller_does_not_serve_closes_the_clients_connec
     else:
         raise AssertionError("the connection was kept")
     assert len(client.calls) == 1
+
+
+async def test_a_throttled_request_is_answered_then_its_connection_muted() -> None:
+    """KIP-219: the answer to a request over a quota goes out at once; the next request
+    on that connection (already sent, pipelined) is read only once the throttle ends,
+    while another connection is served meanwhile."""
+    handled: list[tuple[str, float]] = []
+    loop = asyncio.get_running_loop()
+
+    def handler(services: Any, ctx: Any, req: Any) -> Any:
+        handled.append((ctx.client_id, loop.time()))
+        if ctx.header.correlation_id == 1:
+            ctx.throttle_ms = 300
+        return {"throttle_time": ctx.throttle_ms, "error_code": 0, "groups": []}
+
+    async def slow(services: Any, ctx: Any, req: Any) -> Any:
+        await asyncio.sleep(0)
+        ctx.throttle_ms = 200
+        return handler(services, ctx, req)
+
+    table = ApiTable("broker", None, [ApiSpec(ApiKey.LIST_GROUPS, 0, 5, handler),
+                                      ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, slow)])
+    server = KafkaServer(RequestDispatcher(table), "PLAINTEXT", "127.0.0.1", 0, 1 << 20)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    other_reader, other_writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        body = build(request_schema(ApiKey.LIST_GROUPS, 5), {"states_filter": [],
+                                                              "types_filter": []})
+        writer.write(encode_request(ApiKey.LIST_GROUPS, 5, 1, "muted", body) +
+                     encode_request(ApiKey.LIST_GROUPS, 5, 2, "muted", body))
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        first = decode_response(ApiKey.LIST_GROUPS, 5, await reader.readexactly(size))
+        answered = loop.time()
+        assert first[0] == 1 and first[1].throttle_time.total_seconds() == 0.3
+        assert (await ask(other_reader, other_writer, ApiKey.LIST_GROUPS, 5,
+                          {"states_filter": [], "types_filter": []}, 7)).error_code == 0
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        assert decode_response(ApiKey.LIST_GROUPS, 5, await reader.readexactly(size))[0] == 2
+        second_handled = [t for client, t in handled if client == "muted"][1]
+        assert second_handled - answered >= 0.29
+        # A handler that waited mutes its connection too.
+        start = loop.time()
+        await ask(reader, writer, ApiKey.DESCRIBE_GROUPS, 5, {
+            "groups": [], "include_authorized_operations": False}, 3)
+        await ask(reader, writer, ApiKey.LIST_GROUPS, 5,
+                  {"states_filter": [], "types_filter": []}, 4)
+        assert loop.time() - start >= 0.19
+    finally:
+        writer.close()
+        other_writer.close()
+        await server.stop()

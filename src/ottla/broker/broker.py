@@ -5,7 +5,7 @@ and held typed, so a handler reaches each through one object.
 What it holds, from the bottom up: replication (the replica manager given to it, the
 replica fetchers, the ISR changes and the replicas' log dirs sent to the controller, the
 replication throttles),
-fetch sessions, producer ids, the coordinators over their internal topics (group,
+fetch sessions, client quotas, producer ids, the coordinators over their internal topics (group,
 transaction, share) and the leaders' transaction verification (KIP-890), and share
 groups on the leaders (the share-state persister, the dead-letter queue, the
 share-partition manager, the share-group offsets admin).
@@ -24,6 +24,7 @@ from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
+from ottla.broker.quota.client_quota_manager import ClientQuotaManagers
 from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
 from ottla.broker.replication.assignments_manager import AssignmentsManager
 from ottla.broker.replication.partition import Partition
@@ -51,7 +52,8 @@ class Broker(BrokerContext):
     def __init__(self, *, node_id: int, cluster_id: str, config: KafkaConfig,
                  image: MetadataImage, replica_manager: ReplicaManager,
                  controller: ControllerClient,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 client_quotas: ClientQuotaManagers | None = None) -> None:
         super().__init__(node_id=node_id, cluster_id=cluster_id, config=config, image=image,
                          replica_manager=replica_manager, controller=controller, clock=clock)
         # Replication.
@@ -84,6 +86,10 @@ class Broker(BrokerContext):
         replica_manager.fetch_purgatory.on_deadline_change = \
             self.purgatory_timer.deadline_changed
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.client_quotas = client_quotas if client_quotas is not None else \
+            ClientQuotaManagers(config["quota.window.num"], config["quota.window.size.seconds"])
+        """Client quotas (KIP-13, KIP-219): the metadata publisher keeps them current;
+        Produce and Fetch record what their clients send and fetch against them."""
         self.topic_stats: BrokerTopicStats | None = None
         """What Produce and Fetch count per topic (Kafka's BrokerTopicStats), when the node
         serves metrics (``prometheus.listener``); None otherwise: nothing is counted."""

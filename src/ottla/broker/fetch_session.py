@@ -50,18 +50,21 @@ class CachedPartition:
             if known is not None:
                 self.topic = known.name
 
+    def would_respond(self, data: dict[str, Any]) -> bool:
+        """Whether a partition's fresh data differs from what the client already knows."""
+        return bool(data.get("error_code", 0) != 0 or data.get("records")
+                    or data.get("diverging_epoch")
+                    or data["high_watermark"] != self.high_watermark
+                    or data["last_stable_offset"] != self.last_stable_offset
+                    or data["log_start_offset"] != self.log_start_offset)
+
     def must_respond(self, data: dict[str, Any]) -> bool:
-        """Whether a partition's fresh data differs from what the client already knows;
-        also remembers what is sent."""
-        changed = (data.get("error_code", 0) != 0 or data.get("records")
-                   or data.get("diverging_epoch")
-                   or data["high_watermark"] != self.high_watermark
-                   or data["last_stable_offset"] != self.last_stable_offset
-                   or data["log_start_offset"] != self.log_start_offset)
+        """``would_respond``, remembering what is sent."""
+        changed = self.would_respond(data)
         self.high_watermark = data["high_watermark"]
         self.last_stable_offset = data["last_stable_offset"]
         self.log_start_offset = data["log_start_offset"]
-        return bool(changed)
+        return changed
 
 
 @dataclass(slots=True)

@@ -54,6 +54,12 @@ class RequestContext:
     authorizer: Authorizer | None = field(default=None, repr=False)
     """The node's authorizer; None without ``authorizer.class.name``: every check
     passes (``security.auth_helper``)."""
+    request_size: int = 0
+    """The request's size in bytes (its frame, without the size prefix): what a producer's
+    client quota counts."""
+    throttle_ms: int = 0
+    """Set by a handler whose client is over a quota: the connection answers, then reads
+    nothing more from the client for this long (KIP-219)."""
 
     @property
     def api_version(self) -> int:

@@ -8,7 +8,9 @@ a batch that touched topics, brokers or configs, ``on_change`` lets the node upd
 partitions and coordinators. The records of a metadata transaction reach the image
 together, at its EndTransactionRecord, or never (AbortTransactionRecord). The node's
 authorizer (if ``authorizer.class.name`` is set) follows the image's ACLs: each batch's
-ACL changes, or all of them again after a snapshot (Kafka's AclPublisher).
+ACL changes, or all of them again after a snapshot (Kafka's AclPublisher); a broker's
+client quota managers follow its client quotas the same way (Kafka's
+DynamicClientQuotaPublisher).
 
 Snapshots: once ``metadata.log.max.record.bytes.between.snapshots`` bytes of batches
 have been applied since the last one (or ``metadata.log.max.snapshot.interval.ms`` has
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ottla.broker.quota.client_quota_manager import ClientQuotaManagers
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
@@ -41,12 +44,15 @@ class MetadataPublisher:
                  on_change: Callable[[MetadataDelta], None] = lambda delta: None,
                  snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3600000,
                  clock: Callable[[], float] = time.time,
-                 authorizer: StandardAuthorizer | None = None) -> None:
+                 authorizer: StandardAuthorizer | None = None,
+                 client_quotas: ClientQuotaManagers | None = None) -> None:
         self.image = image
         self.raft = raft
         self.on_change = on_change
         self.authorizer = authorizer
         """Kept current with the image's ACLs (None: the node authorizes nothing)."""
+        self.client_quotas = client_quotas
+        """Kept current with the image's client quotas (None: a node without a broker)."""
         self.snapshot_bytes = snapshot_bytes
         self.snapshot_interval_ms = snapshot_interval_ms
         self.clock = clock
@@ -95,6 +101,11 @@ class MetadataPublisher:
         self.applied_end = max(self.applied_end, offset)
         delta = self.loader.take_delta()
         self._publish_acls(delta)
+        if self.client_quotas is not None:
+            if delta.full:
+                self.client_quotas.load(self.image.client_quotas)
+            elif delta.client_quotas:
+                self.client_quotas.apply(delta.client_quotas, self.image.client_quotas)
         if changed or delta.full:
             self.on_change(delta)
         still = []

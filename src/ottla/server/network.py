@@ -8,6 +8,11 @@ only handlers that wait (long-polling Fetch, admin operations awaiting a commit)
 tasks. A frame that cannot be parsed, an unknown API key, an unsupported version (other
 than ApiVersions, which gets its v0 error response) or an oversized frame closes that
 connection only.
+
+A handler that found its client over a quota sets the request's ``throttle_ms``; the
+response (which carries the throttle time) goes out at once, and then the connection is
+muted for that long: no request of it is read or handled (KIP-219, as Kafka's channel
+muting). A client that honours the throttle time in the response waits anyway.
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import RequestHeader
 from ottla.protocol.errors import ErrorCode, MalformedRequest
-from ottla.protocol.requests import ANONYMOUS, NO_RESPONSE, CloseConnection, Principal
+from ottla.protocol.requests import (
+    ANONYMOUS,
+    NO_RESPONSE,
+    CloseConnection,
+    Principal,
+    RequestContext,
+)
 from ottla.security.sasl import SaslAnswer, SaslState
 from ottla.security.ssl_principal import NoMatchingRule
 from ottla.server.api_versions import unsupported_version_response
@@ -124,6 +135,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._in_flight = 0
         """The size of the request whose handler is running (a task)."""
         self._busy = False
+        self._throttled = False
+        """Muted for a client quota (KIP-219): nothing is read or handled until it ends."""
+        self._throttled_until = 0.0
         self._write_paused = False
         self._read_paused = False
         self._closed = False
@@ -301,7 +315,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         resume when neither holds."""
         if self.transport is None or self._closed:
             return
-        if self._waiting or len(self._frames) >= MAX_QUEUED_FRAMES or \
+        if self._waiting or self._throttled or len(self._frames) >= MAX_QUEUED_FRAMES or \
                 self._queued_bytes >= READ_BUFFER:
             if not self._read_paused:
                 self._read_paused = True
@@ -322,7 +336,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _pump(self) -> None:
         while not self._closed:
             while self._frames and not self._busy and not self._write_paused and \
-                    not self._closed:
+                    not self._throttled and not self._closed:
                 frame = self._frames.popleft()
                 charge = 0
                 if len(frame) + 4 <= READ_BUFFER:
@@ -370,7 +384,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if auth is not None and self._authenticate(header, request):
             return
         ctx = dispatcher.context(header, self.server.listener_name, *self.peer,
-                                 self.principal)
+                                 self.principal, len(frame))
         try:
             result = dispatcher.call(spec, ctx, request)
         except CloseConnection as e:
@@ -381,14 +395,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if inspect.isawaitable(result):
             self._busy = True
             self._task = asyncio.ensure_future(self._finish(
-                header, request, result, start, perf_counter() if metrics is not None else 0.0))
-        elif metrics is None:
+                ctx, request, result, start, perf_counter() if metrics is not None else 0.0))
+            return
+        if metrics is None:
             self._respond(header, result)
         else:
             local_end = perf_counter()
             self._respond(header, result)
             metrics.record(header.api_key, header.api_version, request, start, local_end,
                            local_end, perf_counter())
+        if ctx.throttle_ms > 0:
+            self._throttle(ctx.throttle_ms)
 
     def _authenticate(self, header: RequestHeader, request: Any) -> bool:
         """SASL before (and, with connections.max.reauth.ms, again during) a session:
@@ -461,10 +478,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if auth.authenticated and auth.principal is not None:
             self.principal = auth.principal
 
-    async def _finish(self, header: RequestHeader, request: Any, pending: Any,
+    async def _finish(self, ctx: RequestContext, request: Any, pending: Any,
                       start: float = 0.0, local_end: float = 0.0) -> None:
         """Answer a handler that waited (``start`` and ``local_end``: ``perf_counter``
         when the request was taken and when its handler returned, for its metrics)."""
+        header = ctx.header
         try:
             result = await pending
         except asyncio.CancelledError:
@@ -486,6 +504,29 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._task = None
         self._release(self._in_flight)
         self._in_flight = 0
+        if ctx.throttle_ms > 0:
+            self._throttle(ctx.throttle_ms)
+        self._pump()
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """Mute the connection for ``throttle_ms`` after a response (KIP-219): stop
+        reading it and handling what it sent; a longer throttle while muted extends it."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        if self._throttled and until <= self._throttled_until:
+            return
+        self._throttled = True
+        self._throttled_until = until
+        self._flow()
+        loop.call_at(until, self._unthrottle, until)
+
+    def _unthrottle(self, until: float) -> None:
+        if not self._throttled or until != self._throttled_until:
+            return  # a later throttle took its place
+        self._throttled = False
+        self._flow()
         self._pump()
 
     def _closing(self, header: RequestHeader, reason: Exception) -> None:

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ottla.broker.broker import Broker
+from ottla.broker.quota.client_quota_manager import ClientQuotaManagers
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.security import client_security
@@ -129,11 +130,14 @@ class Node:
             raise MetaPropertiesError(f"controller {node_id} is not among the voters "
                                       f"{sorted(self.voters)} of controller.quorum.voters")
         self.image = MetadataImage()
+        client_quotas = ClientQuotaManagers(cfg["quota.window.num"],
+                                            cfg["quota.window.size.seconds"]) \
+            if self.is_broker else None
         self.publisher = MetadataPublisher(
             self.image, self.raft, on_change=self._on_metadata, clock=self.clock,
             snapshot_bytes=cfg["metadata.log.max.record.bytes.between.snapshots"],
             snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"],
-            authorizer=self.authorizer)
+            authorizer=self.authorizer, client_quotas=client_quotas)
         self.raft.listeners.append(self.publisher)
         if self.is_controller:
             controller = QuorumController(
@@ -176,7 +180,8 @@ class Node:
                                              cfg["max.decompressed.batch.bytes"])
             self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
                                  image=self.image, replica_manager=replica_manager,
-                                 controller=self.channel, clock=self.clock)
+                                 controller=self.channel, clock=self.clock,
+                                 client_quotas=client_quotas)
             # One thread for large compressed batches: one decompression's memory at a time.
             self._validation = ThreadPoolExecutor(1, thread_name_prefix="validation")
             self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)

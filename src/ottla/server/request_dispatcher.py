@@ -109,10 +109,10 @@ class RequestDispatcher(Generic[S]):
         return header, spec, decode_request(header, frame)
 
     def context(self, header: RequestHeader, listener_name: str, host: str, port: int,
-                principal: Principal = ANONYMOUS) -> RequestContext:
+                principal: Principal = ANONYMOUS, size: int = 0) -> RequestContext:
         return RequestContext(header, listener_name, self.table.kind, host, port,
                               principal=principal, clock=self.clock,
-                              authorizer=self.authorizer)
+                              authorizer=self.authorizer, request_size=size)
 
     def call(self, spec: ApiSpec[S], ctx: RequestContext, request: Any) -> Any:
         """Run the handler: its response, or an awaitable of it."""

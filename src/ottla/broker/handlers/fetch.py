@@ -15,6 +15,12 @@ CLUSTER_ACTION on the cluster, else every partition of the fetch is
 TOPIC_AUTHORIZATION_FAILED; a consumer needs READ on each topic, else that topic's
 partitions are (after an unknown topic id, before an unknown partition). Refused
 partitions are answered as they are and do not keep a long poll waiting.
+
+Client quotas (``consumer_byte_rate``, consumers only, never followers): a consumer's
+fetch is capped to what its quota allows over all but one quota window, and when its
+answer is ready the answer's size is recorded against the quota; over it, the size is
+taken back and the consumer gets an empty answer carrying the throttle time, and the
+connection is muted for that long (Kafka's ``handleFetchRequest``, KIP-219).
 """
 
 from __future__ import annotations
@@ -283,6 +289,15 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     isolation = getattr(req, "isolation_level", READ_UNCOMMITTED)
     max_wait = max(0, ms(req.max_wait))
     replica = _fetching_replica(req, now_ms)
+    min_bytes = req.min_bytes
+    if replica is None and broker.client_quotas.fetch.enabled:
+        # Kafka caps a consumer's fetch to what it may fetch without being throttled
+        # for certain (getMaxValueInQuotaWindow).
+        cap = broker.client_quotas.fetch.max_value_in_quota_window(ctx.principal.name,
+                                                                   ctx.client_id)
+        if cap is not None:
+            max_bytes = min(max_bytes, int(cap))
+            min_bytes = min(min_bytes, max_bytes)
     denied = _denied(ctx, parts, replica)
     keys = [(c.topic, c.partition) for c in parts.values()
             if c.topic and (denied is NOTHING_DENIED or c.topic not in denied)]
@@ -290,8 +305,7 @@ def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     # leader may send it to a replica in its rack. None: leaders only.
     client_rack = getattr(req, "rack_id", "") if version >= 11 and replica is None else None
     fetch = _Fetch(broker, parts, session, session_id, create_session, version, max_bytes,
-                   isolation, req.min_bytes, keys, now_ms, replica, ctx.listener_name,
-                   client_rack, denied)
+                   isolation, min_bytes, keys, now_ms, replica, ctx, client_rack, denied)
     results, total, errors = _read_all(broker, parts, max_bytes, isolation, uses_ids, replica,
                                        client_rack, denied)
     if broker.topic_stats is not None:
@@ -323,7 +337,7 @@ class _Fetch:
                  session: FetchSession | None, session_id: int, create_session: bool,
                  version: int, max_bytes: int, isolation: int, min_bytes: int,
                  keys: list[tuple[str, int]], now_ms: int,
-                 replica: FetchingReplica | None = None, listener: str = "",
+                 replica: FetchingReplica | None, ctx: RequestContext,
                  client_rack: str | None = None, denied: Denied = NOTHING_DENIED) -> None:
         self.broker = broker
         self.parts = parts
@@ -338,7 +352,8 @@ class _Fetch:
         self.keys = keys
         self.now_ms = now_ms
         self.replica = replica
-        self.listener = listener
+        self.ctx = ctx
+        self.listener = ctx.listener_name
         self.client_rack = client_rack
         self.denied = denied
 
@@ -377,6 +392,10 @@ class _Fetch:
         return await answered
 
     def respond(self, results: dict[tuple[Any, int], dict[str, Any]]) -> EncodedBody:
+        if self.replica is None and self.broker.client_quotas.fetch.enabled:
+            throttled = self._throttled(results)
+            if throttled is not None:
+                return throttled
         parts, session, session_id = self.parts, self.session, self.session_id
         if self.create_session:
             session_id = self.broker.fetch_sessions.create(parts, self.uses_ids, self.now_ms)
@@ -401,6 +420,32 @@ class _Fetch:
             "throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
             "responses": _group(parts, selected, self.uses_ids),
             "node_endpoints": self._leader_hints(selected)})
+
+    def _throttled(self, results: dict[tuple[Any, int], dict[str, Any]]
+                   ) -> EncodedBody | None:
+        """Record the size of the answer ``results`` make against the consumer's quota
+        (the partitions a session would send, before anything is remembered as sent):
+        None within the quota; over it, the size is taken back and the answer is empty,
+        with the throttle time, and in the session's id for an incremental fetch (Kafka's
+        ``getThrottledResponse``), nothing else of the session touched."""
+        parts, session = self.parts, self.session
+        selected = results if session is None else \
+            {key: data for key, data in results.items() if parts[key].would_respond(data)}
+        size = 4 + encode_fetch_response(self.version, {
+            "throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+            "responses": _group(parts, selected, self.uses_ids),
+            "node_endpoints": []}).size  # FetchResponse.sizeOf
+        quota, ctx, now_ms = self.broker.client_quotas.fetch, self.ctx, self.broker.now_ms()
+        user, client_id = ctx.principal.name, ctx.client_id
+        throttle = quota.record(user, client_id, size, now_ms)
+        if throttle <= 0:
+            return None
+        quota.unrecord(user, client_id, size, now_ms)
+        ctx.throttle_ms = throttle
+        return encode_fetch_response(self.version, {
+            "throttle_time": throttle, "error_code": ErrorCode.none,
+            "session_id": session.id if session is not None else INVALID_SESSION_ID,
+            "responses": [], "node_endpoints": []})
 
     def _leader_hints(self, selected: dict[tuple[Any, int], dict[str, Any]]
                       ) -> list[dict[str, Any]]:

@@ -15,6 +15,11 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then each topic needs WRITE, else its par
 are TOPIC_AUTHORIZATION_FAILED (after an unknown topic id, before an unknown topic).
 There is no IDEMPOTENT_WRITE check here (InitProducerId makes it). A refused ``acks=0``
 request closes the connection, as any failed one.
+
+Client quotas (``producer_byte_rate``): when the answer is ready (after ``acks=all``'s
+wait) the request's size is recorded against its client's quota, as Kafka records it;
+over the quota, the answer carries the throttle time and the connection is muted for it
+(an ``acks=0`` request gets no answer but is muted all the same).
 """
 
 from __future__ import annotations
@@ -312,12 +317,26 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
     if acks == 0:
         if failed:
             raise CloseConnection("acks=0 produce failed")
+        if broker.client_quotas.produce.enabled:
+            _record_quota(broker, ctx, now_ms)
         return NO_RESPONSE
     response = {"responses": responses, "throttle_time": 0,
                 "node_endpoints": _leader_hints(broker, ctx, topics) if failed else []}
     if waiting:
         return _await_replicas(broker, ctx, response, waiting, timeout_ms, now_ms)
+    if broker.client_quotas.produce.enabled:
+        response["throttle_time"] = _record_quota(broker, ctx, now_ms)
     return encode_produce_response(ctx.api_version, response)
+
+
+def _record_quota(broker: Broker, ctx: RequestContext, now_ms: int) -> int:
+    """Record the request's size against its client's ``producer_byte_rate`` (Kafka's
+    ``quotas.produce.maybeRecordAndGetThrottleTimeMs``): the throttle time, which the
+    connection also mutes itself for."""
+    throttle = broker.client_quotas.produce.record(ctx.principal.name, ctx.client_id,
+                                                   ctx.request_size, now_ms)
+    ctx.throttle_ms = throttle
+    return throttle
 
 
 def _leader_hints(broker: Broker, ctx: RequestContext,
@@ -362,13 +381,14 @@ def _await_replicas(broker: Broker, ctx: RequestContext, response: dict[str, Any
                                {tp: status for tp, (_, status) in waiting.items()},
                                replica_manager.partitions.get, respond)
     replica_manager.produce_purgatory.try_complete_else_watch(operation, waiting, now_ms)
-    return _respond_when(done, ctx.api_version, response)
+    return _respond_when(done, broker, ctx, response)
 
 
-async def _respond_when(done: asyncio.Future[None], version: int, response: dict[str, Any]
-                        ) -> Any:
+async def _respond_when(done: asyncio.Future[None], broker: Broker, ctx: RequestContext,
+                        response: dict[str, Any]) -> Any:
     await done
-    return encode_produce_response(version, response)
+    response["throttle_time"] = _record_quota(broker, ctx, broker.now_ms())
+    return encode_produce_response(ctx.api_version, response)
 
 
 APIS: list[ApiSpec[Broker]] = [
