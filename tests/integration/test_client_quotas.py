@@ -1,0 +1,193 @@
+"""Client quotas on a real node, as a user sees them: set with ``ottla configs`` (the
+AdminClient of confluent-kafka 2.16 has no client quota calls), then a confluent-kafka
+producer and consumer running as fast as they can with the throttled client id. What is
+asserted is what the user sees: librdkafka reports being throttled (its ``throttle_cb``:
+the broker's throttle_time_ms), the rate achieved over the run stays within a wide margin
+of the quota, a client with another id is not throttled, the quotas are described as
+set, and they survive a restart of the node.
+
+The margin: Kafka's rate is measured over at least 10 windows of 1 s, so a client may
+send ten seconds' worth of its quota at once before it is throttled, and over a run of
+T s it gets about ``quota * (max(T, 10) + 1) / T``: under twice the quota for the 6 s
+runs here, well under the 3x asserted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ottla.protocol.api import ApiKey
+from tests.helpers import OttlaProcess, WireClient, wait_until
+
+PRODUCER_QUOTA = 200_000
+"""Bytes/s for the throttled producer's client id."""
+CONSUMER_QUOTA = 200_000
+RUN_S = 6.0
+VALUE = b"v" * 1000
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: Any) -> Iterator[OttlaProcess]:
+    node = OttlaProcess(str(tmp_path_factory.mktemp("client-quotas") / "data"),
+                        overrides={"num.partitions": "1"}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        for future in admin.create_topics([NewTopic("quota-fast", 1, 1),
+                                           NewTopic("quota-slow", 1, 1)]).values():
+            future.result(30)
+        yield node
+    finally:
+        node.stop()
+
+
+def configs(node: OttlaProcess, *args: str) -> str:
+    """``ottla configs`` against the node; its output (it must succeed)."""
+    done = subprocess.run([sys.executable, "-m", "ottla", "configs", "--bootstrap-server",
+                           node.bootstrap, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def described(node: OttlaProcess) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    """Every entity's quotas, as DescribeClientQuotas on the broker answers."""
+    with WireClient(node.bootstrap) as wire:
+        response = wire.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {
+            "components": [], "strict": False})
+    assert response.error_code == 0, response.error_message
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
+            {v.key: v.value for v in entry.values} for entry in response.entries}
+
+
+class Throttles:
+    """What librdkafka reports through ``throttle_cb``."""
+
+    def __init__(self) -> None:
+        self.events: list[float] = []
+
+    def __call__(self, event: Any) -> None:
+        self.events.append(event.throttle_time)
+
+
+def produce_flat_out(node: OttlaProcess, client_id: str, topic: str, seconds: float
+                     ) -> tuple[float, Throttles]:
+    """Produce 1 kB records as fast as librdkafka takes them for ``seconds``; the bytes
+    per second acknowledged over the run, and the throttles reported."""
+    throttles = Throttles()
+    acked = [0]
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[0] += len(msg.value())
+
+    producer = Producer({"bootstrap.servers": node.bootstrap, "client.id": client_id,
+                         "linger.ms": 1, "batch.size": 16384, "acks": 1,
+                         "queue.buffering.max.kbytes": 4096, "throttle_cb": throttles})
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            producer.produce(topic, VALUE, on_delivery=delivered)
+        except BufferError:
+            producer.poll(0.01)
+        producer.poll(0)
+    elapsed = time.monotonic() - start
+    rate = acked[0] / elapsed
+    producer.purge()
+    producer.flush(10)
+    return rate, throttles
+
+
+def test_a_producer_over_its_quota_is_throttled_and_held_near_it(node: OttlaProcess) -> None:
+    assert configs(node, "--alter", "--entity-type", "clients", "--entity-name",
+                   "slow-producer", "--add-config", f"producer_byte_rate={PRODUCER_QUOTA}") == \
+        "Completed updating config for client slow-producer.\n"
+    wait_until(lambda: described(node).get((("client-id", "slow-producer"),)), 10)
+    rate, throttles = produce_flat_out(node, "slow-producer", "quota-slow", RUN_S)
+    assert throttles.events and max(throttles.events) > 0, "librdkafka saw no throttling"
+    assert PRODUCER_QUOTA / 2 < rate < 3 * PRODUCER_QUOTA, rate
+    # Another client id is not throttled: the same loop runs far faster.
+    other_rate, other_throttles = produce_flat_out(node, "fast-producer", "quota-fast", 2.0)
+    assert not other_throttles.events
+    assert other_rate > 3 * PRODUCER_QUOTA, other_rate
+
+
+def consume_flat_out(node: OttlaProcess, client_id: str, seconds: float,
+                     until_bytes: int | None = None) -> tuple[float, int, Throttles]:
+    """Read ``quota-fast`` from the start for ``seconds`` (or until ``until_bytes``);
+    the bytes per second read, the bytes, the throttles reported."""
+    throttles = Throttles()
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "client.id": client_id,
+                         "group.id": f"g-{client_id}", "enable.auto.commit": False,
+                         "throttle_cb": throttles})
+    consumer.assign([TopicPartition("quota-fast", 0, 0)])
+    read = 0
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < seconds and (until_bytes is None or
+                                                       read < until_bytes):
+            for msg in consumer.consume(500, 0.1):
+                if msg.error() is None:
+                    read += len(msg.value())
+        elapsed = time.monotonic() - start
+    finally:
+        consumer.close()
+    return read / elapsed, read, throttles
+
+
+def fill(node: OttlaProcess, topic: str, records: int) -> None:
+    producer = Producer({"bootstrap.servers": node.bootstrap, "client.id": "filler",
+                         "linger.ms": 5})
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, VALUE)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(30) == 0
+
+
+def test_a_consumer_over_its_quota_is_throttled_and_held_near_it(node: OttlaProcess) -> None:
+    fill(node, "quota-fast", 12_000)  # 12 MB, more than both consumers read
+    assert configs(node, "--alter", "--entity-type", "clients", "--entity-name",
+                   "slow-consumer", "--add-config", f"consumer_byte_rate={CONSUMER_QUOTA}") == \
+        "Completed updating config for client slow-consumer.\n"
+    wait_until(lambda: described(node).get((("client-id", "slow-consumer"),)), 10)
+    rate, read, throttles = consume_flat_out(node, "slow-consumer", RUN_S)
+    assert throttles.events and max(throttles.events) > 0, "librdkafka saw no throttling"
+    assert CONSUMER_QUOTA / 2 < rate < 3 * CONSUMER_QUOTA, rate
+    fast_rate, fast_read, fast_throttles = consume_flat_out(node, "fast-consumer", 10.0,
+                                                            until_bytes=4 * read)
+    assert not fast_throttles.events
+    assert fast_read >= 4 * read and fast_rate > 3 * CONSUMER_QUOTA, fast_rate
+
+
+def test_quotas_are_described_as_set_and_survive_a_restart(node: OttlaProcess) -> None:
+    assert configs(node, "--alter", "--entity-type", "users", "--entity-name", "alice",
+                   "--entity-type", "clients", "--entity-default", "--add-config",
+                   "request_percentage=50,consumer_byte_rate=1048576") == \
+        "Completed updating config for user alice.\n"
+    expected = {
+        (("client-id", "slow-producer"),): {"producer_byte_rate": PRODUCER_QUOTA},
+        (("client-id", "slow-consumer"),): {"consumer_byte_rate": CONSUMER_QUOTA},
+        (("client-id", None), ("user", "alice")): {"request_percentage": 50.0,
+                                                   "consumer_byte_rate": 1048576.0}}
+    assert described(node) == expected
+    assert sorted(configs(node, "--describe", "--entity-type", "clients").splitlines()) == [
+        f"Quota configs for client-id 'slow-consumer' are consumer_byte_rate="
+        f"{float(CONSUMER_QUOTA)}",
+        f"Quota configs for client-id 'slow-producer' are producer_byte_rate="
+        f"{float(PRODUCER_QUOTA)}"]
+    node.stop()
+    node.start()
+    assert described(node) == expected
+    # And enforced again: a burst beyond ten seconds' worth is throttled at once.
+    _, throttles = produce_flat_out(node, "slow-producer", "quota-slow", 3.0)
+    assert throttles.events and max(throttles.events) > 0
