@@ -515,6 +515,72 @@ def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes
         "consumer.heartbeat.interval.ms=6000}\n")
 
 
+def exception_lines(run: Run, side: str) -> list[str]:
+    """The lines of kafka-configs' stderr that name an exception (its message), without
+    the stack trace."""
+    return [line for line in run.err(side).splitlines()
+            if "Exception" in line and not line.startswith("\t")]
+
+
+def test_kafka_configs_client_quotas(nodes: Nodes) -> None:
+    """Client quotas of users, client ids, a user's client id and the defaults: altered,
+    refused (a key kafka-configs refuses itself, values the controller refuses) and
+    described, each step as Kafka 4.4 prints it."""
+    configs = ["kafka-configs", "--bootstrap-server", "{bootstrap}"]
+    alter, describe = [*configs, "--alter"], [*configs, "--describe"]
+    alice = ["--entity-type", "users", "--entity-name", "alice"]
+    default_client = ["--entity-type", "clients", "--entity-default"]
+    alice_app = [*alice, "--entity-type", "clients", "--entity-name", "app"]
+    runs = run_all(nodes.sides, [
+        [*alter, *alice, "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152"],
+        [*alter, *default_client, "--add-config", "producer_byte_rate=1024"],
+        [*alter, *alice_app, "--add-config", "request_percentage=12.5"],
+        [*alter, "--entity-type", "users", "--entity-name", "bob", "--add-config", "bogus=1"],
+        [*alter, "--entity-type", "clients", "--entity-name", "bad", "--add-config",
+         "producer_byte_rate=-1"],
+        [*alter, "--entity-type", "clients", "--entity-name", "bad", "--add-config",
+         "consumer_byte_rate=1.5"],
+        [*alter, "--entity-type", "users", "--entity-default", "--delete-config",
+         "consumer_byte_rate"]])
+    assert [same(r) for r in runs[:3]] == [
+        "Completed updating config for user alice.\n",
+        "Completed updating default config for clients in the cluster.\n",
+        "Completed updating config for user alice.\n"]
+    for refused in runs[3:]:
+        assert refused.code("ottla") == refused.code("kafka") == 1, refused.describe()
+        assert exception_lines(refused, "ottla") == exception_lines(refused, "kafka"), \
+            refused.describe()
+    assert "Unexpected config names: bogus" in runs[3].err("kafka")
+    assert "Quota producer_byte_rate must be greater than 0" in runs[4].err("kafka")
+    assert "consumer_byte_rate cannot be a fractional value." in runs[5].err("kafka")
+    assert "Invalid config(s): consumer_byte_rate" in runs[6].err("kafka")
+
+    runs = run_all(nodes.sides, [
+        [*describe, "--entity-type", "users"], [*describe, "--entity-type", "clients"],
+        [*describe, *alice], [*describe, "--entity-type", "users", "--entity-type", "clients"],
+        [*describe, *default_client]])
+    assert same(runs[0]) == ("Quota configs for user-principal 'alice' are "
+                             "consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0\n")
+    assert same(runs[1]) == \
+        "Quota configs for the default client-id are producer_byte_rate=1024.0\n"
+    assert same(runs[2]) == same(runs[0])
+    assert same(runs[3]) == ("Quota configs for user-principal 'alice', client-id 'app' are "
+                             "request_percentage=12.5\n")
+    assert same(runs[4]) == same(runs[1])
+
+    runs = run_all(nodes.sides, [
+        [*alter, *alice, "--delete-config", "consumer_byte_rate"],
+        [*alter, *default_client, "--delete-config", "producer_byte_rate"]])
+    assert [same(r) for r in runs] == [
+        "Completed updating config for user alice.\n",
+        "Completed updating default config for clients in the cluster.\n"]
+    runs = run_all(nodes.sides, [[*describe, "--entity-type", "users"],
+                                 [*describe, "--entity-type", "clients"]])
+    assert same(runs[0]) == \
+        "Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0\n"
+    assert same(runs[1]) == ""
+
+
 HOURS_SYNONYM = re.compile(r", DEFAULT_CONFIG:log\.(?:retention|roll|roll\.jitter)\.hours=\d+")
 
 
