@@ -132,6 +132,19 @@ def test_clients_silent_for_an_hour_are_forgotten() -> None:
     assert list(manager.sensors) == [(ABSENT, "client-0")]
 
 
+def test_the_rates_kept_are_bounded_whatever_client_ids_clients_choose(monkeypatch: Any
+                                                                        ) -> None:
+    from ottla.broker.quota import client_quota_manager
+
+    monkeypatch.setattr(client_quota_manager, "MAX_SENSORS", 10)
+    manager = ClientQuotaManager(QuotaType.PRODUCE)
+    manager.update_quota((ABSENT, DEFAULT), 1.0)
+    for i in range(25):
+        manager.record("u", f"client-{i}", 1, i)
+    assert len(manager.sensors) <= 10
+    assert (ABSENT, "client-24") in manager.sensors  # the newest are kept
+
+
 # --- which quota applies (DefaultQuotaCallback) -------------------------------------------------
 
 

@@ -23,6 +23,7 @@ over the longer window to fall back to Q if nothing more is recorded.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ INACTIVE_SENSOR_EXPIRY_MS = 3_600_000
 """Kafka's InactiveSensorExpirationTimeSeconds: a client's rate is forgotten after an hour
 without a request."""
 EXPIRY_CHECK_INTERVAL_MS = 30_000
+MAX_SENSORS = 100_000
+"""Rates kept at most per manager: client ids are the clients' to choose, and a client
+cycling through them must not grow the broker's memory for an hour (Kafka keeps every
+one). Past it the rates created first are forgotten (their clients start afresh)."""
 
 
 class QuotaType(Enum):
@@ -164,6 +169,8 @@ class ClientQuotaManager:
         tags = self.quota_tags(user, client_id or ABSENT)
         sensor = self.sensors.get(tags)
         if sensor is None:
+            if len(self.sensors) >= MAX_SENSORS:
+                self._evict(now_ms)
             sensor = self.sensors[tags] = Sensor(
                 Rate(self.samples, self.window_seconds * 1000), self.quota_limit(tags), now_ms)
         sensor.last_record_ms = now_ms
@@ -178,6 +185,14 @@ class ClientQuotaManager:
                  if now_ms - s.last_record_ms > INACTIVE_SENSOR_EXPIRY_MS]
         for tags in stale:
             del self.sensors[tags]
+
+    def _evict(self, now_ms: int) -> None:
+        """Make room under ``MAX_SENSORS``: the idle first, then the oldest created."""
+        self._expire(now_ms)
+        excess = len(self.sensors) - MAX_SENSORS * 9 // 10
+        if excess > 0:
+            for tags in list(itertools.islice(self.sensors, excess)):
+                del self.sensors[tags]
 
     def record(self, user: str, client_id: str | None, value: float, now_ms: int) -> int:
         """Record ``value`` for the client and return how long to throttle it, 0 if its
