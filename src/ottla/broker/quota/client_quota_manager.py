@@ -248,8 +248,9 @@ def quota_key(entity: QuotaEntity) -> QuotaKey:
 class ClientQuotaManagers:
     """The quota managers of a broker (Kafka's QuotaManagers, the client part): produce
     bytes, fetch bytes, request time. Each follows the metadata image's quotas of its key
-    (Kafka's ClientQuotaMetadataManager); IP entities and ``controller_mutation_rate``
-    are not enforced here."""
+    (Kafka's ClientQuotaMetadataManager). Produce and Fetch record into the first two;
+    nothing records request time yet, so ``request_percentage`` is followed but not
+    enforced; IP entities and ``controller_mutation_rate`` are not followed here."""
 
     def __init__(self, samples: int = 11, window_seconds: int = 1) -> None:
         self.produce = ClientQuotaManager(QuotaType.PRODUCE, samples, window_seconds)
