@@ -934,6 +934,41 @@ def test_kafka_dump_log_reads_ottla_segments_as_kafkas(nodes: Nodes) -> None:
 
 
 
+NUMBER = re.compile(r"\d+(\.\d+)?")
+
+
+def test_kafka_perf_tools_and_end_to_end_latency(nodes: Nodes) -> None:
+    """kafka-producer-perf-test (acks=all), then kafka-consumer-perf-test reading all it
+    wrote, and kafka-e2e-latency (EndToEndLatency): each completes on both with the same
+    report, its figures aside."""
+    for side in nodes.sides:
+        admin = AdminClient({"bootstrap.servers": side.bootstrap})
+        for future in admin.create_topics([NewTopic("perf", 2, 1),
+                                           NewTopic("latency", 1, 1)]).values():
+            future.result(30)
+    produced, = run_all(nodes.sides, [[
+        "kafka-producer-perf-test", "--topic", "perf", "--num-records", "3000",
+        "--record-size", "100", "--throughput", "-1", "--producer-props",
+        "bootstrap.servers={bootstrap}", "acks=all"]])
+    summary = [line for line in same(produced, lambda t: NUMBER.sub("<n>", t)).splitlines()
+               if "records sent" in line]
+    assert len(summary) == 1 and summary[0].startswith("<n> records sent"), produced.describe()
+    assert all("3000 records sent" in produced.out(side) for side in ("ottla", "kafka"))
+    consumed, latency = run_all(nodes.sides, [
+        ["kafka-consumer-perf-test", "--bootstrap-server", "{bootstrap}", "--topic", "perf",
+         "--num-records", "3000", "--timeout", "30000"],
+        ["kafka-e2e-latency", "{bootstrap}", "latency", "200", "all", "100"]])
+    ottla_csv, kafka_csv = ([[cell.strip() for cell in line.split(",")]
+                             for line in consumed.out(side).splitlines() if "," in line]
+                            for side in ("ottla", "kafka"))
+    assert ottla_csv[0] == kafka_csv[0] and "data.consumed.in.nMsg" in ottla_csv[0], \
+        consumed.describe()
+    column = ottla_csv[0].index("data.consumed.in.nMsg")
+    assert [r[column] for r in ottla_csv[1:]] == [r[column] for r in kafka_csv[1:]] == \
+        ["3000"], consumed.describe()
+    assert "Avg latency:" in same(latency, lambda t: NUMBER.sub("<n>", t))
+
+
 def test_every_difference_is_in_the_compatibility_doc() -> None:
     """docs/compatibility.md's "Kafka's tools" lists each ``DIFFERENCES`` entry, so that
     what users are told and what the tests accept stay one list."""
