@@ -844,19 +844,25 @@ def test_kafkas_verifiable_producer_and_consumer_lose_nothing_when_a_leader_is_k
     acked = {str(e["value"]) for e in producer.named("producer_send_success")}
     (summary,) = producer.named("tool_data")
     assert summary["acked"] == len(acked) and summary["sent"] == total
-    assert len(acked) == total, f"records the producer gave up on: " \
-                                f"{producer.named('producer_send_error')[:3]}"
+    assert acked, producer.named("producer_send_error")[:3]
+    # As Kafka's ReplicationTest: records the producer gave up on (a NetworkException
+    # as the leader died) may be lost; every acknowledged one must be read, once.
     consumer = EventReader(kafka_tool_events(
         "kafka-verifiable-consumer", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
-        "--group-id", "verifiers", "--max-messages", str(total), "--verbose",
-        "--reset-policy", "earliest"))
+        "--group-id", "verifiers", "--verbose", "--reset-policy", "earliest"))
+
+    def values() -> list[str]:
+        return [str(e["value"]) for e in consumer.named("record_data")]
     try:
-        assert consumer.finish(120) == 0
+        wait_until(lambda: acked <= set(values()), 120, 0.2,
+                   lambda: f"the acknowledged records read ({len(acked - set(values()))} "
+                           f"missing)")
+        wait_until(lambda: consumer.named("offsets_committed"), 30, 0.2, "a commit")
     finally:
-        if consumer.proc.poll() is None:
-            consumer.proc.kill()
-    read = [str(e["value"]) for e in consumer.named("record_data")]
-    assert set(read) == acked and len(read) == len(acked), "lost or duplicated records"
+        consumer.proc.kill()
+        consumer.finish(30)
+    read = values()
+    assert len(read) == len(set(read)), "duplicated records"
     committed = consumer.named("offsets_committed")
     assert committed and all(c["success"] for c in committed)
     wait_until(lambda: full_isr(cluster, topic), 60, 0.5, "the killed broker back in sync")
