@@ -154,7 +154,7 @@ def list_offsets(state: SinkState, ctx: Any, req: Any) -> dict[str, Any]:
 
 
 SINK_APIS = [ApiSpec(int(k), lo, hi, fn) for k, lo, hi, fn in [
-    (ApiKey.API_VERSIONS, 0, 3, api_versions), (ApiKey.METADATA, 0, 12, metadata),
+    (ApiKey.API_VERSIONS, 0, 4, api_versions), (ApiKey.METADATA, 0, 12, metadata),
     (ApiKey.PRODUCE, 3, 9, produce), (ApiKey.FETCH, 4, 12, fetch),
     (ApiKey.LIST_OFFSETS, 1, 7, list_offsets)]]
 

@@ -14,6 +14,7 @@ runs here, well under the 3x asserted.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -24,8 +25,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ottla.protocol.api import ApiKey
+from ottla.protocol.api import ApiKey, request_schema
+from ottla.protocol.codec import encode_request
+from ottla.protocol.messages import build
 from tests.helpers import OttlaProcess, WireClient, wait_until
+from tests.java_clients import run
 
 PRODUCER_QUOTA = 200_000
 """Bytes/s for the throttled producer's client id."""
@@ -191,3 +195,124 @@ def test_quotas_are_described_as_set_and_survive_a_restart(node: OttlaProcess) -
     # And enforced again: a burst beyond ten seconds' worth is throttled at once.
     _, throttles = produce_flat_out(node, "slow-producer", "quota-slow", 3.0)
     assert throttles.events and max(throttles.events) > 0
+
+
+def test_topic_mutations_beyond_the_controller_mutation_rate_are_refused_or_throttled(
+        node: OttlaProcess) -> None:
+    """KIP-599: with ``controller_mutation_rate=1`` a client may create a burst of 11
+    partitions (Kafka's 11 samples of 1 s), then earns one back a second. Kafka's Java
+    Admin (CreateTopics v7, strict) sees the topic that finds the bucket empty refused
+    with ThrottlingQuotaExceededException, and by default retries it until it passes; an
+    old client (v5, permissive) is not refused, only told the throttle time."""
+    assert configs(node, "--alter", "--entity-type", "clients", "--entity-name", "slow-admin",
+                   "--add-config", "controller_mutation_rate=1") == \
+        "Completed updating config for client slow-admin.\n"
+    wait_until(lambda: described(node).get((("client-id", "slow-admin"),)), 10)
+    started_at = time.monotonic()
+    events = run({"op": "admin", "bootstrap": node.bootstrap,
+                  "config": {"client.id": "slow-admin"}, "calls": [
+                      {"call": "create_topics", "retry_on_quota_violation": False,
+                       "topics": [{"name": "mutation-a", "partitions": 16,
+                                   "replication_factor": 1}]},  # the bucket: 11 -> -5
+                      {"call": "create_topics", "retry_on_quota_violation": False,
+                       "topics": [{"name": "mutation-b", "partitions": 1,
+                                   "replication_factor": 1}]},
+                      {"call": "create_topics",  # retried until the bucket is back at 0
+                       "topics": [{"name": "mutation-c", "partitions": 1,
+                                   "replication_factor": 1}]}]})
+    results = [e for e in events if e["event"] == "result"]
+    assert results[0].get("value") == "ok", results[0]
+    assert results[1].get("error") == "ThrottlingQuotaExceededException", results[1]
+    assert results[1]["message"] == "The throttling quota has been exceeded."
+    assert results[2].get("value") == "ok", results[2]
+    assert time.monotonic() - started_at >= 4.0  # mutation-c waited out the 5 s
+    other = run({"op": "admin", "bootstrap": node.bootstrap,
+                 "config": {"client.id": "fast-admin"}, "calls": [
+                     {"call": "create_topics", "retry_on_quota_violation": False,
+                      "topics": [{"name": f"mutation-free-{i}", "partitions": 8,
+                                  "replication_factor": 1} for i in range(3)]}]})
+    assert [e.get("value") for e in other if e["event"] == "result"] == ["ok"]
+    # An old client: CreateTopics v5 knows no THROTTLING_QUOTA_EXCEEDED.
+    with WireClient(node.bootstrap, client_id="slow-admin") as wire:
+        old = wire.request(ApiKey.CREATE_TOPICS, 5, {
+            "topics": [{"name": f"mutation-old-{i}", "num_partitions": 12,
+                        "replication_factor": 1, "assignments": [], "configs": []}
+                       for i in range(2)], "timeout": 30000, "validate_only": False})
+    assert [(t.name, t.error_code) for t in old.topics] == [
+        ("mutation-old-0", 0), ("mutation-old-1", 0)]
+    assert old.throttle_time.total_seconds() > 5
+    created = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=10).topics
+    assert {"mutation-a", "mutation-c", "mutation-old-0", "mutation-old-1"} <= set(created)
+    assert "mutation-b" not in created
+
+
+def connect_from(address: str, node: OttlaProcess, count: int = 1) -> list[bool]:
+    """Open ``count`` connections from ``address`` (a loopback alias) at once, each
+    sending ApiVersions; whether each was served (answered), not closed unread."""
+    host, port = node.bootstrap.rsplit(":", 1)
+    request = encode_request(ApiKey.API_VERSIONS, 0, 1, "rate-test",
+                             build(request_schema(ApiKey.API_VERSIONS, 0), {}))
+    socks = [socket.create_connection((host, int(port)), timeout=10,
+                                      source_address=(address, 0)) for _ in range(count)]
+    served = []
+    try:
+        for sock in socks:
+            sock.sendall(request)
+        for sock in socks:
+            try:
+                served.append(len(sock.recv(4)) == 4)
+            except ConnectionResetError:
+                served.append(False)  # closed with the request unread: a reset
+    finally:
+        for sock in socks:
+            sock.close()
+    return served
+
+
+def test_an_address_over_its_connection_creation_rate_has_connections_closed(
+        node: OttlaProcess) -> None:
+    """KIP-612: ``connection_creation_rate`` of an ip entity. Measured over at least ten
+    1 s windows, a rate of 2 lets 20 connections through at once; the next ones are
+    closed unread (after the throttle time) and do not count, while other addresses are
+    served. Removing the quota lifts it."""
+    assert configs(node, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2",
+                   "--add-config", "connection_creation_rate=2") == \
+        "Completed updating config for ip 127.0.0.2.\n"
+    wait_until(lambda: described(node).get((("ip", "127.0.0.2"),)), 10)
+    assert configs(node, "--describe", "--entity-type", "ips") == \
+        "Quota configs for ip '127.0.0.2' are connection_creation_rate=2.0\n"
+    served = connect_from("127.0.0.2", node, 24)
+    assert served[:20] == [True] * 20 and not any(served[20:]), served
+    assert connect_from("127.0.0.3", node, 24) == [True] * 24
+    configs(node, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.2",
+            "--delete-config", "connection_creation_rate")
+    wait_until(lambda: (("ip", "127.0.0.2"),) not in described(node), 10)
+    assert connect_from("127.0.0.2", node, 24) == [True] * 24
+
+
+def test_a_client_over_its_request_percentage_is_throttled(node: OttlaProcess) -> None:
+    """Kafka's request quota: ``request_percentage`` is the share of one thread a client's
+    requests may take (measured over at least 10 s). A producer limited to 0.01% (1 ms
+    over 10 s) is told to back off (librdkafka's ``throttle_cb``) within a few hundred
+    requests, and still has every record acknowledged."""
+    assert configs(node, "--alter", "--entity-type", "clients", "--entity-name",
+                   "slow-requests", "--add-config", "request_percentage=0.01") == \
+        "Completed updating config for client slow-requests.\n"
+    wait_until(lambda: described(node).get((("client-id", "slow-requests"),)), 10)
+    throttles = Throttles()
+    acked = [0]
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+
+    producer = Producer({"bootstrap.servers": node.bootstrap, "client.id": "slow-requests",
+                         "linger.ms": 0, "acks": 1, "throttle_cb": throttles})
+    for i in range(300):
+        producer.produce("quota-fast", b"r%d" % i, on_delivery=delivered)
+        producer.flush(10)  # one request at a time
+        if throttles.events:
+            break
+    producer.flush(30)
+    assert throttles.events and max(throttles.events) > 0, "librdkafka saw no throttling"
+    assert acked[0] == i + 1

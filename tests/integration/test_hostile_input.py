@@ -164,9 +164,9 @@ def test_create_topics_for_2_31_partitions_is_refused_at_once(node, validate_onl
             "timeout": 5000, "validate_only": validate_only})
     assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
         (names[0], ErrorCode.policy_violation,
-         "Unable to perform excessively large batch operation."),
+         "Excessively large number of partitions per request."),
         (names[1], ErrorCode.policy_violation,
-         "Unable to perform excessively large batch operation.")]
+         "Excessively large number of partitions per request.")]
     assert rss_mb(node) - before < SMALL_REQUEST_MARGIN_MB
     with WireClient(node.bootstrap) as client:
         listed = client.request(ApiKey.METADATA, 12, {

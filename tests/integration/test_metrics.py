@@ -6,6 +6,8 @@ surviving leader."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
@@ -148,6 +150,264 @@ def test_produce_and_consume_show_as_kafka_would_count_them(metered: Metered) ->
                  listener="PLAINTEXT") >= 1  # the admin client's
 
 
+def test_a_partitions_log_shows_its_offsets_segments_and_size(metered: Metered) -> None:
+    """kafka.log:type=Log,name=LogEndOffset|LogStartOffset|NumLogSegments|Size of each
+    partition: after N records to a one-partition topic its log ends at N."""
+    node, port = metered
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("logged", 1, 1)])["logged"].result(15)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "acks": "all"})
+    for i in range(RECORDS):
+        producer.produce("logged", value=b"record-%d" % i)
+    assert producer.flush(15) == 0
+    samples = scrape(port)
+    logged = {"topic": "logged", "partition": "0"}
+    assert total(samples, "kafka_log_log_logendoffset", **logged) == RECORDS
+    assert total(samples, "kafka_log_log_logstartoffset", **logged) == 0
+    assert total(samples, "kafka_log_log_numlogsegments", **logged) >= 1
+    assert total(samples, "kafka_log_log_size", **logged) > RECORDS * len(b"record-0")
+
+
+def state(samples: Samples) -> str:
+    """raft-metrics' current-state, from the one ``..._current_state_info`` series."""
+    states = [dict(labels)["state"] for (name, labels), v in samples.items()
+              if name == "kafka_server_raft_metrics_current_state_info" and v == 1]
+    assert len(states) == 1, states
+    return states[0]
+
+
+def test_the_raft_metrics_show_the_leader_and_its_epoch(metered: Metered) -> None:
+    """kafka.server:type=raft-metrics: the combined node is the quorum's only voter,
+    hence its leader, in an epoch >= 1, with its metadata log committed to its end."""
+    node, port = metered
+    samples = scrape(port)
+    raft = "kafka_server_raft_metrics_{}".format
+    assert state(samples) == "leader"
+    assert total(samples, raft("current_leader")) == node.node_id
+    assert total(samples, raft("current_epoch")) >= 1
+    assert total(samples, raft("current_vote")) == node.node_id
+    assert total(samples, raft("log_end_epoch")) == total(samples, raft("current_epoch"))
+    assert 0 < total(samples, raft("high_watermark")) <= total(samples, raft("log_end_offset"))
+
+
+def series(samples: Samples, name: str, **labels: str) -> float | None:
+    """The value of the one series with exactly ``labels``, None if it is not served."""
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+GROUPS = "kafka_server_group_coordinator_metrics_{}"
+
+
+def test_committed_offsets_count_one_per_partition(metered: Metered) -> None:
+    """Kafka's offset-commit-count (group-coordinator-metrics) grows by the partitions
+    each OffsetCommit writes: 3, then 2 more."""
+    node, port = metered
+    topic, count = "committed", "kafka_server_group_coordinator_metrics_offset_commit_count"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
+    before = total_or_zero(scrape(port), count)
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "committers",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, 5) for p in range(3)],
+                        asynchronous=False)
+        assert total(scrape(port), count) - before == 3
+        consumer.commit(offsets=[TopicPartition(topic, p, 9) for p in range(2)],
+                        asynchronous=False)
+        assert total(scrape(port), count) - before == 5
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize(("protocol", "metric"), [
+    ("classic", "group_completed_rebalance_count"),
+    ("consumer", "consumer_group_rebalance_count")])
+def test_a_groups_rebalance_is_counted(metered: Metered, protocol: str, metric: str) -> None:
+    """Kafka's group-completed-rebalance-count grows by one when a classic group's first
+    member joins and syncs (the group becomes Stable); consumer-group-rebalance-count
+    when a KIP-848 group's first member's heartbeat bumps the group epoch."""
+    node, port = metered
+    topic = f"rebalanced-{protocol}"
+    count = f"kafka_server_group_coordinator_metrics_{metric}"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    before = total_or_zero(scrape(port), count)
+    consumer = Consumer({"bootstrap.servers": node.bootstrap,
+                         "group.id": f"rebalancers-{protocol}", "group.protocol": protocol,
+                         "enable.auto.commit": False})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert consumer.assignment()
+        assert total(scrape(port), count) - before == 1
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_groups_lag_is_served_as_kafka_exporter_names_it(metered: Metered,
+                                                           protocol: str) -> None:
+    """kafka_exporter's series, from the group coordinator's state: a consumer that read
+    and committed K of N records lags N - K, and 0 once it has read and committed the
+    rest."""
+    node, port = metered
+    topic, group, produced, read_first = f"lagging-{protocol}", f"laggards-{protocol}", 40, 15
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 5})
+    for i in range(produced):
+        producer.produce(topic, value=b"record-%d" % i)
+    assert producer.flush(15) == 0
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                         "group.protocol": protocol, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    labels = {"consumergroup": group, "topic": topic, "partition": "0"}
+    try:
+        consumer.subscribe([topic])
+        consumed: list = []
+        deadline = time.monotonic() + 30
+        while len(consumed) < read_first and time.monotonic() < deadline:
+            consumed += [m for m in consumer.consume(read_first - len(consumed), 0.5)
+                         if m.error() is None]
+        assert len(consumed) == read_first
+        consumer.commit(message=consumed[-1], asynchronous=False)
+        lag = "kafka_consumergroup_lag"
+        wait_until(lambda: series(scrape(port), lag, **labels) == produced - read_first, 10,
+                   0.2, lambda: f"lag {produced - read_first} in {scrape(port)}")
+        samples = scrape(port)
+        assert series(samples, "kafka_consumergroup_current_offset", **labels) == read_first
+        assert series(samples, "kafka_consumergroup_lag_sum", consumergroup=group,
+                      topic=topic) == produced - read_first
+        assert series(samples, "kafka_consumergroup_members", consumergroup=group) == 1
+        # group-coordinator-metrics: the group is counted, as Stable while its member
+        # consumes (other tests' groups on the shared node may be counted too)
+        assert (series(samples, GROUPS.format("group_count"), protocol=protocol) or 0) >= 1
+        wait_until(lambda: (series(scrape(port), GROUPS.format(f"{protocol}_group_count"),
+                                   state="Stable") or 0) >= 1, 10, 0.2,
+                   lambda: f"a stable {protocol} group in {scrape(port)}")
+        if protocol == "classic":  # the Yammer gauges count classic groups only
+            assert (series(samples, "kafka_coordinator_group_groupmetadatamanager_numgroups")
+                    or 0) >= 1
+        assert series(samples, "kafka_topic_partition_current_offset", topic=topic,
+                      partition="0") == produced
+        assert series(samples, "kafka_topic_partition_oldest_offset", topic=topic,
+                      partition="0") == 0
+
+        while len(consumed) < produced and time.monotonic() < deadline:
+            consumed += [m for m in consumer.consume(produced - len(consumed), 0.5)
+                         if m.error() is None]
+        assert len(consumed) == produced
+        consumer.commit(message=consumed[-1], asynchronous=False)
+        wait_until(lambda: series(scrape(port), lag, **labels) == 0, 10, 0.2,
+                   lambda: f"lag 0 in {scrape(port)}")
+    finally:
+        consumer.close()
+    assert series(scrape(port), "kafka_consumergroup_current_offset", **labels) == produced
+
+
+def client_metrics(node: OttlaProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ottla", "client-metrics",
+                           "--bootstrap-server", node.bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def pushed(samples: Samples, client_id: str) -> dict[str, float]:
+    """The series a client pushed (KIP-714), by name."""
+    return {name: v for (name, labels), v in samples.items()
+            if ("client_id", client_id) in labels and name.startswith("org_apache_kafka_")}
+
+
+def producing(node: OttlaProcess, client_id: str) -> Producer:
+    producer = Producer({"bootstrap.servers": node.bootstrap, "client.id": client_id,
+                         "linger.ms": 5})
+    producer.produce("telemetry", value=b"hello")
+    assert producer.flush(15) == 0
+    return producer
+
+
+def test_client_telemetry_is_pushed_once_a_subscription_matches(metered: Metered) -> None:
+    """KIP-714 with confluent-kafka (librdkafka pushes by default): a producer no
+    subscription matches asks for one and pushes nothing; after ``ottla client-metrics
+    --alter`` subscribes producers to ``org.apache.kafka.producer.`` every second, a new
+    producer's pushed metrics appear on /metrics labelled with its client id."""
+    node, port = metered
+    requests = "kafka_network_requestmetrics_requests_total"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("telemetry", 1, 1)])["telemetry"].result(15)
+    before = total_or_zero(scrape(port), requests, request="GetTelemetrySubscriptions")
+    unsubscribed = producing(node, "unsubscribed-producer")
+    try:
+        wait_until(lambda: total_or_zero(scrape(port), requests,
+                                         request="GetTelemetrySubscriptions") > before,
+                   15, 0.2, "the producer asking for its telemetry subscription")
+        samples = scrape(port)
+        assert total_or_zero(samples, requests, request="PushTelemetry") == 0
+        assert not pushed(samples, "unsubscribed-producer")
+    finally:
+        unsubscribed.flush(5)
+
+    altered = client_metrics(node, "--alter", "--name", "producers", "--metrics",
+                             "org.apache.kafka.producer.", "--interval", "1000",
+                             "--match", "client_id=telemetry-.*")
+    assert altered.returncode == 0, altered.stderr
+    assert altered.stdout == "Altered client metrics config for producers.\n"
+    described = client_metrics(node, "--describe", "--name", "producers")
+    assert described.stdout.splitlines() == [
+        "Client metrics configs for producers are:", "  interval.ms=1000",
+        "  match=client_id=telemetry-.*", "  metrics=org.apache.kafka.producer."], \
+        described.stderr
+    assert client_metrics(node, "--list").stdout == "producers\n"
+    refused = client_metrics(node, "--alter", "--name", "bad", "--interval", "50")
+    assert refused.returncode == 1
+    assert "interval must be between 100 and 3600000 (1 hour)" in refused.stdout
+
+    producer = producing(node, "telemetry-producer")
+    try:
+        def metrics_pushed() -> dict[str, float]:
+            producer.produce("telemetry", value=b"more")
+            producer.poll(0)
+            return pushed(scrape(port), "telemetry-producer")
+        found = wait_until(metrics_pushed, 30, 0.5,
+                           lambda: f"telemetry-producer's metrics in {scrape(port)}")
+        assert all(name.startswith("org_apache_kafka_producer_") for name in found), found
+        assert total(scrape(port), requests, request="PushTelemetry") >= 1
+        assert not pushed(scrape(port), "unsubscribed-producer")
+    finally:
+        producer.flush(5)
+
+    deleted = client_metrics(node, "--delete", "--name", "producers")
+    assert deleted.stdout == "Deleted client metrics config for producers.\n", deleted.stderr
+    assert client_metrics(node, "--list").stdout == "\n"
+    assert client_metrics(node, "--describe", "--name", "producers").stdout == \
+        "The client metric resource producers doesn't exist and doesn't have dynamic config.\n"
+
+
+def test_kafkas_java_producer_pushes_its_telemetry_too(metered: Metered) -> None:
+    """KafkaProducer 4.4 (``enable.metrics.push`` on by default), matched on its software
+    name, pushes under its client id (at Kafka's shortest interval, 100 ms: the producer
+    lives for a second or two); what it pushed stays on /metrics for a minute after it
+    closed."""
+    from tests.java_clients import run
+
+    node, port = metered
+    altered = client_metrics(node, "--alter", "--name", "java", "--metrics",
+                             "org.apache.kafka.producer.", "--interval", "100",
+                             "--match", "client_software_name=apache-kafka-java")
+    assert altered.returncode == 0, altered.stderr
+    try:
+        events = run({"op": "produce", "bootstrap": node.bootstrap, "topic": "telemetry",
+                      "count": 20000, "config": {"client.id": "java-telemetry",
+                                               "linger.ms": "20"}})
+        assert next(e for e in events if e["event"] == "produced")["errors"] == []
+        found = pushed(scrape(port), "java-telemetry")
+        assert found and all(n.startswith("org_apache_kafka_producer_") for n in found), \
+            found
+    finally:
+        client_metrics(node, "--delete", "--name", "java")
+
+
 def test_other_paths_are_not_found(metered: Metered) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"http://127.0.0.1:{metered.port}/nope", timeout=5)
@@ -182,7 +442,89 @@ def test_a_killed_broker_shows_as_under_replicated_on_the_surviving_leader(
         assert total(controller, "kafka_controller_kafkacontroller_activecontrollercount") == 1
         assert total(controller, "kafka_controller_kafkacontroller_fencedbrokercount") == 1
         assert total(controller, "kafka_controller_kafkacontroller_activebrokercount") == 2
+        assert state(controller) == "leader"
+        epoch = total(controller, "kafka_server_raft_metrics_current_epoch")
+        observer = scrape(ports[leader])  # a broker follows the quorum without a vote
+        assert state(observer) == "observer"
+        assert total(observer, "kafka_server_raft_metrics_current_leader") == \
+            cluster.controller_ids[0]
+        assert total(observer, "kafka_server_raft_metrics_current_epoch") == epoch
         for survivor in (b for b in cluster.broker_ids if b not in (leader, follower)):
             assert total(scrape(ports[survivor]), under) == 0  # it leads nothing
     finally:
         cluster.stop()
+
+
+ERRORS = "kafka_network_requestmetrics_errors_total"
+
+
+def test_errors_request_sizes_and_the_loops_idle_share(metered: Metered) -> None:
+    """ErrorsPerSec as Kafka counts it (every error code of each response, NONE
+    included), RequestBytes and ThrottleTimeMs per request, from what real clients do:
+    each Produce to a one-partition topic is one NONE; Metadata for a topic that does not
+    exist (auto-creation not asked for) one UNKNOWN_TOPIC_OR_PARTITION; an OffsetCommit
+    outside the generation to a group with a member (Kafka's ClassicGroup
+    .validateOffsetCommit) one UNKNOWN_MEMBER_ID per partition. The idle share is a
+    fraction."""
+    node, port = metered
+    topic, group = "erring", "erring-group"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    before = scrape(port)
+
+    producer = Producer({"bootstrap.servers": node.bootstrap, "acks": "all",
+                         "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(topic, value=bytes([i % 256]) * VALUE)
+    assert producer.flush(15) == 0
+    after_produce = scrape(port)
+
+    def grew(name: str, **labels: str) -> float:
+        return total_or_zero(after_produce, name, **labels) - \
+            total_or_zero(before, name, **labels)
+
+    produces = grew("kafka_network_requestmetrics_requests_total", request="Produce")
+    assert produces >= 1
+    assert grew(ERRORS, request="Produce", error="NONE") == produces
+    sizes = "kafka_network_requestmetrics_requestbytes"
+    assert grew(sizes + "_count", request="Produce") == produces
+    assert grew(sizes + "_sum", request="Produce") >= RECORDS * VALUE  # records in bodies
+    assert grew("kafka_network_requestmetrics_throttletimems_count",
+                request="Produce") == produces
+    assert grew("kafka_network_requestmetrics_throttletimems_sum", request="Produce") == 0
+    assert not any(n == ERRORS and dict(labels)["request"] == "Produce" and
+                   dict(labels)["error"] != "NONE" for n, labels in after_produce)
+
+    unknown_topic = dict(request="Metadata", error="UNKNOWN_TOPIC_OR_PARTITION")
+    asker = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "askers",
+                      "allow.auto.create.topics": False})
+    try:
+        listed = asker.list_topics("never-created", timeout=10)
+    finally:
+        asker.close()
+    assert listed.topics["never-created"].error is not None
+    assert total(scrape(port), ERRORS, **unknown_topic) - \
+        total_or_zero(before, ERRORS, **unknown_topic) >= 1
+
+    member = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                       "group.protocol": "classic", "enable.auto.commit": False})
+    outsider = Consumer({"bootstrap.servers": node.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    unknown_member = dict(request="OffsetCommit", error="UNKNOWN_MEMBER_ID")
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not member.assignment() and time.monotonic() < deadline:
+            member.poll(0.2)
+        assert member.assignment()
+        before_commit = total_or_zero(scrape(port), ERRORS, **unknown_member)
+        with pytest.raises(KafkaException) as refused:
+            outsider.commit(offsets=[TopicPartition(topic, 0, 5)], asynchronous=False)
+        assert refused.value.args[0].code() == KafkaError.UNKNOWN_MEMBER_ID
+        assert total(scrape(port), ERRORS, **unknown_member) - before_commit == 1
+    finally:
+        outsider.close()
+        member.close()
+
+    idle = total(scrape(port), "kafka_network_socketserver_networkprocessoravgidlepercent")
+    assert 0.0 <= idle <= 1.0

@@ -74,6 +74,24 @@ def kill_and_wait_for_new_leader(cluster: KRaftCluster, leader: int) -> tuple[in
     return elected, time.monotonic() - started
 
 
+def registered_controllers(cluster: KRaftCluster, via: int) -> list[tuple[int, str, int]]:
+    """DescribeCluster for the controllers (KIP-919, endpoint_type 2) on ``via``'s
+    controller listener, as ``kafka-metadata-quorum --bootstrap-controller`` asks it."""
+    with WireClient(cluster.nodes[via].controller, timeout=5) as client:
+        response = client.request(ApiKey.DESCRIBE_CLUSTER, 2, {
+            "include_cluster_authorized_operations": False, "endpoint_type": 2,
+            "include_fenced_brokers": False})
+    assert response.error_code == 0, response
+    assert all(b.rack is None and not b.is_fenced for b in response.brokers)
+    return sorted((b.broker_id, b.host, b.port) for b in response.brokers)
+
+
+def registrations_logged(node) -> set[str]:
+    """The incarnation ids ``node`` logged registering as a controller under."""
+    return set(re.findall(r"Controller \d+ registered \(incarnation ([0-9a-f-]+)\)",
+                          node.log(200_000)))
+
+
 def produce_and_consume(cluster: KRaftCluster, topic: str, count: int) -> list[bytes]:
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(count):
@@ -99,6 +117,12 @@ def test_losing_the_active_controller_loses_no_topic(tmp_path) -> None:
         leader = cluster.leader()
         quorum = cluster.describe_quorum()
         assert sorted(v.replica_id for v in quorum.current_voters) == [1, 2, 3]
+        # Every controller registers itself (KIP-919), and each lists all three.
+        controllers = [(c, "127.0.0.1", cluster.nodes[c].controller_port)
+                       for c in cluster.controller_ids]
+        for c in cluster.controller_ids:
+            wait_until(lambda c=c: registered_controllers(cluster, c) == controllers, 20, 0.2,
+                       f"controller {c} to list every controller's registration")
         wait_until(lambda: sorted(o.replica_id for o in cluster.describe_quorum().observers)
                    == [101, 102], 15, 0.2, "both brokers to follow the metadata log")
         first = {f"before-{i}" for i in range(5)}
@@ -125,6 +149,12 @@ def test_losing_the_active_controller_loses_no_topic(tmp_path) -> None:
             ends = {v.replica_id: v.log_end_offset for v in q.current_voters}
             return ends[leader] >= target
         wait_until(caught_up, 30, 0.2, f"controller {leader} to catch up")
+        # Its new incarnation registers again, and every controller still lists it.
+        wait_until(lambda: len(registrations_logged(cluster.nodes[leader])) == 2, 30, 0.2,
+                   f"controller {leader} to register its new incarnation")
+        for c in cluster.controller_ids:
+            wait_until(lambda c=c: registered_controllers(cluster, c) == controllers, 20, 0.2,
+                       f"controller {c} to list every controller after the restart")
 
         status = subprocess.run(
             [sys.executable, "-m", "ottla", "metadata-quorum", "--bootstrap-server",

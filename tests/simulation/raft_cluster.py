@@ -39,6 +39,8 @@ class Invariant(enum.Enum):
     ONE_LEADER_PER_EPOCH = "one leader per epoch"
     ONE_COMMITTED_LOG = "every node applies a prefix of one committed log, skipping nothing"
     RECOVERS = "after healing a leader is elected, commits, and the nodes catch up"
+    VOTERS_AGREE = "every replica's voter set at its high watermark is the committed log's"
+    VOTERS_AS_APPENDED = "a replica counts the last voter set in its log, committed or not"
 
 
 class Violation(AssertionError):
@@ -119,13 +121,16 @@ class SimulatedQuorum:
 
     def boot(self, n: int) -> None:
         epoch, voted = self.durable[n]
-        replica = RaftReplica(n, set(self.voter_ids), self.logs[n],
-                              random.Random(self.rng.random()), RaftConfig(), epoch=epoch,
-                              voted_for=voted)
+        replica = self.make_replica(n, epoch, voted)
         self.nodes[n] = replica
         self.applied[n] = []  # the state machine is rebuilt from the log after a restart
         self.applied_end[n] = 0
         self.after(n, replica.start(self.now))
+
+    def make_replica(self, n: int, epoch: int, voted: int | None) -> RaftReplica:
+        return RaftReplica(n, set(self.voter_ids), self.logs[n],
+                           random.Random(self.rng.random()), RaftConfig(), epoch=epoch,
+                           voted_for=voted)
 
     def crash(self, n: int) -> None:
         """Volatile state gone; the quorum state and the flushed log survive."""
@@ -236,6 +241,7 @@ class SimulatedQuorum:
         self.schedule(self.now + 20, "propose", None)
         if chaos:
             self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
+        self.start_workload(chaos)
         while self.events and self.events[0][0] <= end_ms:
             at, _, kind, data = heapq.heappop(self.events)
             self.now = at
@@ -270,12 +276,21 @@ class SimulatedQuorum:
             elif kind == "fault" and chaos:
                 self.inject_fault()
                 self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
-            elif kind == "restart" and self.nodes[data] is None:
-                self.boot(data)
+            elif kind == "restart":
+                if self.nodes[data] is None:
+                    self.boot(data)
+            else:
+                self.on_event(kind, data, chaos)
         self.now = end_ms
         self.events = [e for e in self.events
                        if e[2] in ("deliver", "restart", "flush", "snapshot")]
         heapq.heapify(self.events)
+
+    def start_workload(self, chaos: bool) -> None:
+        """Schedule a subclass's own events (``on_event`` runs them)."""
+
+    def on_event(self, kind: str, data: Any, chaos: bool) -> None:
+        """A subclass's event."""
 
     def propose(self, n: int, replica: RaftReplica) -> bool:
         """What a leader appends now: a batch of one to three offsets."""

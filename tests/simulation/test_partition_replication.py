@@ -142,6 +142,26 @@ def test_a_high_watermark_that_ignores_the_isr_is_caught(monkeypatch: pytest.Mon
     assert_caught(50, Invariant.ISR_HAS_ACKED, Invariant.ACKED_IN_LEADER)
 
 
+def test_a_follower_that_keeps_its_diverged_records_is_caught(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The leader never answers a fetch with its diverging epoch (KIP-101/KIP-320's rule
+    gone), so a follower keeps the records an old leader wrote past what the new one has
+    and appends the new leader's after them: two histories under one high watermark."""
+    monkeypatch.setattr(partition_cluster, "diverging_epoch", lambda *args, **kw: None)
+    assert_caught(20, Invariant.ONE_HISTORY, Invariant.COMMITTED_KEPT,
+                  Invariant.ACKED_IN_LEADER)
+
+
+def test_a_follower_that_does_not_truncate_on_divergence_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Told where the leader's epoch ends, the follower cuts nothing (its truncation
+    offset is its own log end): it asks again forever, never catches up, and the ISR
+    never grows back after healing."""
+    monkeypatch.setattr(partition_cluster, "truncation_offset",
+                        lambda log, epoch, end_offset, start, log_end: log_end)
+    assert_caught(20, Invariant.CONVERGES)
+
+
 def test_a_leader_going_back_to_an_older_partition_epoch_is_caught(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Metadata older than the partition epoch an AlterPartition answer gave taken as it

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
+from ottla.coordinator.runtime import CoordinatorRuntime
 from ottla.coordinator.transaction.metadata import TransactionMetadata
 from ottla.storage.producer_state import ProducerStateManager
 from tests.simulation import transaction_cluster
@@ -161,6 +162,21 @@ def test_a_log_value_that_loses_the_partitions_is_caught(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(TransactionMetadata, "from_value", staticmethod(without_partitions))
     assert_caught(3, Invariant.REPLAY)
+
+
+def test_markers_written_before_the_transaction_state_is_durable_are_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scanner reading the coordinator's state before its high watermark covers it
+    (a read_committed that answers at once): markers go out for a PrepareCommit or
+    PrepareAbort a coordinator failover may lose, and the next coordinator decides the
+    transaction otherwise, after a reader was shown it."""
+
+    def at_once(self: CoordinatorRuntime, tp: tuple[str, int], operation: Any,
+                reply: Any) -> None:
+        reply(operation(self.active(tp).shard))
+
+    monkeypatch.setattr(CoordinatorRuntime, "read_committed", at_once)
+    assert_caught(20, Invariant.READ_COMMITTED)
 
 
 def test_a_scanner_that_restarts_a_completed_marker_job_is_caught(

@@ -142,7 +142,7 @@ def test_access_control_entry_record_is_type_18_v0_in_kafkas_layout() -> None:
     # frame 0, apiKey 18, version 0; then, flexible: uuid Id, int8 ResourceType, compact
     # string ResourceName, int8 PatternType, compact strings Principal and Host, int8
     # Operation and PermissionType, no tagged fields.
-    expected = (bytes([0, 18, 0]) + ACL_ID.bytes + bytes([2]) + bytes([4]) + b"foo"
+    expected = (bytes([1, 18, 0]) + ACL_ID.bytes + bytes([2]) + bytes([4]) + b"foo"
                 + bytes([3]) + bytes([11]) + b"User:alice" + bytes([2]) + b"*"
                 + bytes([4, 3]) + bytes([0]))
     assert r.encode(record) == expected
@@ -151,7 +151,7 @@ def test_access_control_entry_record_is_type_18_v0_in_kafkas_layout() -> None:
 
 def test_remove_access_control_entry_record_is_type_19_v0_in_kafkas_layout() -> None:
     record = r.RemoveAccessControlEntryRecord(id=ACL_ID)
-    expected = bytes([0, 19, 0]) + ACL_ID.bytes + bytes([0])
+    expected = bytes([1, 19, 0]) + ACL_ID.bytes + bytes([0])
     assert r.encode(record) == expected
     assert r.decode(expected) == record
 

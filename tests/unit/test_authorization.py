@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from kio.schema.default_principal_data.v0 import DefaultPrincipalData
 from kio.serial import entity_writer
+from kio.serial.errors import OutOfBoundValue
 
 from ottla.broker.handlers import broker_apis, forwarding
 from ottla.common.principal import (
@@ -30,7 +31,7 @@ from ottla.common.principal import (
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import encode_snapshot
 from ottla.metadata.image import ConfigResourceType, MetadataImage
-from ottla.protocol.api import ApiKey, request_schema
+from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.codec import RequestHeader, encode_request
 from ottla.protocol.error_response import error_response
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -47,6 +48,7 @@ from ottla.security.acl import (
     ResourceType,
 )
 from ottla.security.authorizer import StandardAuthorizer
+from ottla.security.delegation_token import token_hmac
 from ottla.server.metadata_publisher import MetadataPublisher
 from tests import authorization_table as table
 from tests.unit import test_broker_handlers as broker_tests
@@ -161,9 +163,10 @@ AUTH_ERRORS = frozenset({ErrorCode.topic_authorization_failed,
                          ErrorCode.transactional_id_authorization_failed,
                          ErrorCode.delegation_token_authorization_failed})
 TOPIC_NAME, GROUP_NAME, TXN_ID = "orders", "billing", "tx-1"
+TOKEN_ID = "token-of-the-tests"
 NAMES = {table.Res.TOPIC: TOPIC_NAME, table.Res.GROUP: GROUP_NAME,
          table.Res.TRANSACTIONAL_ID: TXN_ID, table.Res.CLUSTER: CLUSTER_NAME,
-         table.Res.USER: "User:bob"}
+         table.Res.USER: "User:bob", table.Res.DELEGATION_TOKEN: TOKEN_ID}
 
 
 @dataclass
@@ -177,11 +180,20 @@ class Case:
     checks: tuple[int, ...] | None = None
     setup: Callable[[Any], Awaitable[None]] | None = None
     codes: Callable[[Any], set[int]] | None = None
-    """The error codes of the response that count (all of them by default)."""
+    """The error codes of the response that count (all of them by default). For a
+    ``FILTERED`` check, which has no error, they must report what it left out with an
+    authorization error: with fewer ACLs than the check asks for, one must be there."""
     like: table.Listener | None = None
     """Check as Kafka does on this listener instead (an API Kafka does not serve here)."""
     grants: tuple[int, ...] | None = None
     """Which grant of each applicable check the ACLs give (the first by default)."""
+    security_protocol: str | None = None
+    """The security protocol of the connection the request comes on (None: the
+    RequestContext's default, PLAINTEXT; the token APIs refuse it before any check)."""
+
+    def context_options(self) -> dict[str, Any]:
+        return {} if self.security_protocol is None else \
+            {"security_protocol": self.security_protocol}
 
     @property
     def id(self) -> str:
@@ -236,6 +248,9 @@ async def run_case(case: Case, env: Any, send: Callable[..., Awaitable[Any]]) ->
                 assert int(checks[k].error) in codes, \
                     f"{case.id}: with the ACLs of {k} check(s), {checks[k].error.name} " \
                     f"expected in {sorted(codes)}"
+            elif checks[k].failure is table.Failure.FILTERED and case.codes is not None:
+                assert codes & AUTH_ERRORS, \
+                    f"{case.id}: with the ACLs of {k} check(s), nothing filtered out"
         else:
             assert not codes & AUTH_ERRORS, \
                 f"{case.id}: refused with every ACL the table asks for: {sorted(codes)}"
@@ -252,7 +267,7 @@ async def send_to_controller(env: Any, case: Case, body: dict[str, Any],
                              authorizer: StandardAuthorizer) -> Any:
     header = RequestHeader(case.key, case.version, 7, "authorization-tests", 0)
     ctx = RequestContext(header, "CONTROLLER", "controller", HOST, 50000, principal=ALICE,
-                         clock=env.clock, authorizer=authorizer)
+                         clock=env.clock, authorizer=authorizer, **case.context_options())
     req = build(request_schema(case.key, case.version), body)
     spec = env.dispatcher.table.get(case.key)
     assert spec is not None and spec.min_version <= case.version <= spec.max_version
@@ -264,7 +279,19 @@ async def send_to_controller(env: Any, case: Case, body: dict[str, Any],
         response = env.dispatcher.failure(header, req, e)
     if isinstance(response, dict) and "from_raft" in response:
         return None  # handed to the Raft driver: not refused
-    return controller_tests.as_read(env, ctx, response)
+    return read_or_built(lambda: controller_tests.as_read(env, ctx, response), case, response)
+
+
+def read_or_built(read: Callable[[], Any], case: Case, response: Any) -> Any:
+    """The response as the client reads it; if kio's reader refuses the -1 timestamps
+    Kafka answers the delegation token APIs' errors with (``ErrorTimestamp``), as built
+    (it was encoded before being read)."""
+    try:
+        return read()
+    except OutOfBoundValue:
+        if isinstance(response, dict):
+            return build(response_schema(case.key, case.version), response)
+        return response
 
 
 async def a_live_broker(env: Any) -> None:
@@ -306,6 +333,58 @@ def envelope_body(env: Any) -> dict[str, Any]:
         "client_host_address": bytes([10, 0, 0, 9])}
 
 
+# Delegation tokens: asked for over SASL_PLAINTEXT (PLAINTEXT is refused before any check,
+# DELEGATION_TOKEN_REQUEST_NOT_ALLOWED), with tokens enabled (delegation.token.secret.key)
+# and TOKEN_ID in the image: owned by bob, renewable by alice (Renew, Expire: ownership,
+# not ACLs, decides) or not (Describe: shown to alice only with DESCRIBE on it or
+# DESCRIBE_TOKENS on bob), or owned by alice.
+
+TOKEN_SECRET = "authorization-tests-secret"
+TOKENS_ON = "SASL_PLAINTEXT"
+DAY_MS = 24 * 60 * 60 * 1000
+TOKEN_NOW_MS = 1_700_000_000_000
+"""The clock of both environments (``controller_tests.Clock``, ``broker_tests.NOW_MS``)."""
+TOKEN_HMAC = token_hmac(TOKEN_ID, TOKEN_SECRET)
+
+
+def token_record(owner: str, *renewers: str) -> r.DelegationTokenRecord:
+    return r.DelegationTokenRecord(
+        owner=owner, requester=owner, renewers=renewers, issue_timestamp=TOKEN_NOW_MS,
+        max_timestamp=TOKEN_NOW_MS + 7 * DAY_MS,
+        expiration_timestamp=TOKEN_NOW_MS + DAY_MS, token_id=TOKEN_ID)
+
+
+def controller_token(owner: str | None, *renewers: str
+                     ) -> Callable[[Any], Awaitable[None]]:
+    """A setup: tokens enabled on the controller (as ``test_delegation_token_control``'s
+    environment enables them), and TOKEN_ID owned by ``owner`` (None: no token)."""
+    async def setup(env: Any) -> None:
+        env.controller.delegation_tokens.secret_key = TOKEN_SECRET
+        env.services.config.values["delegation.token.secret.key"] = TOKEN_SECRET
+        if owner is not None:
+            env.channel.append([token_record(owner, *renewers)])
+    return setup
+
+
+def token_shown(response: Any) -> set[int]:
+    """DescribeDelegationToken's codes: TOKEN_ID filtered out reads as
+    DELEGATION_TOKEN_AUTHORIZATION_FAILED (Kafka sets no error: the token is not there)."""
+    hidden = TOKEN_ID not in [t.token_id for t in response.tokens]
+    return error_codes(response) | (
+        {ErrorCode.delegation_token_authorization_failed} if hidden else set())
+
+
+def create_token_for(owner: str | None) -> dict[str, Any]:
+    return {"owner_principal_type": None if owner is None else "User",
+            "owner_principal_name": owner, "renewers": [
+                {"principal_type": "User", "principal_name": "carol"}],
+            "max_lifetime": -1}
+
+
+RENEW_TOKEN = {"hmac": TOKEN_HMAC, "renew_period": DAY_MS}
+EXPIRE_TOKEN = {"hmac": TOKEN_HMAC, "expiry_time_period": DAY_MS}
+
+
 CONTROLLER_CASES = [
     Case(ApiKey.FETCH, C, 17, RAFT[ApiKey.FETCH][1]),
     Case(ApiKey.VOTE, C, 2, RAFT[ApiKey.VOTE][1]),
@@ -331,6 +410,14 @@ CONTROLLER_CASES = [
     Case(ApiKey.DESCRIBE_ACLS, C, 3, ACL_FILTER),
     Case(ApiKey.CREATE_ACLS, C, 3, {"creations": [ACL_CREATION]}),
     Case(ApiKey.DELETE_ACLS, C, 3, {"filters": [ACL_FILTER]}),
+    *(Case(ApiKey.DESCRIBE_CONFIGS, C, 4, {
+        "include_synonyms": False, "include_documentation": False,
+        "resources": [{"resource_type": kind, "resource_name": name,
+                       "configuration_keys": None}]}, checks=(check,), setup=setup)
+      for kind, name, check, setup in (
+          (ConfigResourceType.BROKER, "1", 0, None),
+          (ConfigResourceType.TOPIC, TOPIC_NAME, 1, a_topic),
+          (ConfigResourceType.GROUP, GROUP_NAME, 2, None))),
     Case(ApiKey.ALTER_CONFIGS, C, 2, {"resources": [resource(
         ConfigResourceType.TOPIC, TOPIC_NAME, RETENTION)], "validate_only": False},
         checks=(1,), setup=a_topic),
@@ -352,6 +439,9 @@ CONTROLLER_CASES = [
     Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, C, 1, {"resources": [incremental(
         ConfigResourceType.GROUP, GROUP_NAME, ("consumer.session.timeout.ms", "45000"))],
         "validate_only": False}, checks=(3,)),
+    Case(ApiKey.INCREMENTAL_ALTER_CONFIGS, C, 1, {"resources": [incremental(
+        ConfigResourceType.CLIENT_METRICS, "producers", ("interval.ms", "1000"))],
+        "validate_only": False}, checks=(1,)),
     Case(ApiKey.CREATE_PARTITIONS, C, 3, {"topics": [
         {"name": TOPIC_NAME, "count": 2, "assignments": None}], "timeout": 1000,
         "validate_only": False}, setup=a_topic),
@@ -368,6 +458,18 @@ CONTROLLER_CASES = [
         {"name": "bob", "mechanism": 1}], "upsertions": []}),
     Case(ApiKey.ALTER_CLIENT_QUOTAS, C, 1, {"entries": [QUOTA_ENTRY], "validate_only": False}),
     Case(ApiKey.DESCRIBE_QUORUM, C, 2, controller_tests.DESCRIBE_METADATA),
+    Case(ApiKey.ADD_RAFT_VOTER, C, 1, {
+        "cluster_id": CLUSTER_ID, "timeout": 1000, "voter_id": 7,
+        "voter_directory_id": uuid.UUID(int=7), "ack_when_committed": True,
+        "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9999}]}),
+    Case(ApiKey.REMOVE_RAFT_VOTER, C, 0, {
+        "cluster_id": CLUSTER_ID, "voter_id": 7, "voter_directory_id": uuid.UUID(int=7)}),
+    Case(ApiKey.UPDATE_RAFT_VOTER, C, 0, {
+        "cluster_id": CLUSTER_ID, "current_leader_epoch": 0, "voter_id": 7,
+        "voter_directory_id": uuid.UUID(int=7),
+        "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9999}],
+        "k_raft_version_feature": {"min_supported_version": 0,
+                                   "max_supported_version": 1}}),
     Case(ApiKey.ALTER_PARTITION, C, 3, {"broker_id": 1, "broker_epoch": 1, "topics": []}),
     Case(ApiKey.UPDATE_FEATURES, C, 1, {"timeout": 1000, "feature_updates": [],
                                         "validate_only": True}),
@@ -379,12 +481,37 @@ CONTROLLER_CASES = [
         "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9091,
                        "security_protocol": 0}], "features": [], "rack": None,
         "log_dirs": [uuid.UUID(int=6)]}),
+    Case(ApiKey.CONTROLLER_REGISTRATION, C, 0, {
+        "controller_id": 2, "incarnation_id": uuid.UUID(int=5), "zk_migration_ready": False,
+        "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9093,
+                       "security_protocol": 0}], "features": []}),
     Case(ApiKey.BROKER_HEARTBEAT, C, 1, {
         "broker_id": 1, "broker_epoch": 1, "current_metadata_offset": 0, "want_fence": False,
         "want_shut_down": False}),
     Case(ApiKey.ALLOCATE_PRODUCER_IDS, C, 0, {"broker_id": 1, "broker_epoch": 1}),
+    Case(ApiKey.UNREGISTER_BROKER, C, 0, {"broker_id": 1}, setup=a_live_broker),
     Case(ApiKey.ASSIGN_REPLICAS_TO_DIRS, C, 0, {"broker_id": 1, "broker_epoch": 1,
                                                 "directories": []}),
+    Case(ApiKey.CREATE_DELEGATION_TOKEN, C, 3, create_token_for("bob"),
+         setup=controller_token(None), security_protocol=TOKENS_ON),
+    Case(ApiKey.CREATE_DELEGATION_TOKEN, C, 3, create_token_for(None), checks=(),
+         setup=controller_token(None), security_protocol=TOKENS_ON),
+    Case(ApiKey.CREATE_DELEGATION_TOKEN, C, 3, create_token_for("alice"), checks=(),
+         setup=controller_token(None), security_protocol=TOKENS_ON),
+    Case(ApiKey.RENEW_DELEGATION_TOKEN, C, 2, RENEW_TOKEN,
+         setup=controller_token("User:bob", "User:alice"), security_protocol=TOKENS_ON),
+    Case(ApiKey.EXPIRE_DELEGATION_TOKEN, C, 2, EXPIRE_TOKEN,
+         setup=controller_token("User:alice"), security_protocol=TOKENS_ON),
+    Case(ApiKey.EXPIRE_DELEGATION_TOKEN, C, 2, EXPIRE_TOKEN,
+         setup=controller_token("User:bob", "User:alice"), security_protocol=TOKENS_ON),
+    Case(ApiKey.DESCRIBE_DELEGATION_TOKEN, C, 3, {"owners": None}, like=table.Listener.BROKER,
+         setup=controller_token("User:bob"), codes=token_shown, security_protocol=TOKENS_ON),
+    Case(ApiKey.DESCRIBE_DELEGATION_TOKEN, C, 3, {"owners": None}, like=table.Listener.BROKER,
+         setup=controller_token("User:bob"), codes=token_shown, grants=(1,),
+         security_protocol=TOKENS_ON),
+    Case(ApiKey.DESCRIBE_DELEGATION_TOKEN, C, 3, {"owners": [
+        {"principal_type": "User", "principal_name": "bob"}]}, like=table.Listener.BROKER,
+         setup=controller_token("User:bob"), codes=token_shown, security_protocol=TOKENS_ON),
 ]
 
 
@@ -548,7 +675,8 @@ async def send_to_broker(broker: Any, case: Case, body: dict[str, Any],
     request dispatcher answers it)."""
     header = RequestHeader(case.key, case.version, 17, "authorization-tests", 0)
     ctx = RequestContext(header, broker_tests.LISTENER, "broker", HOST, 50000,
-                         principal=ALICE, clock=broker_tests.clock, authorizer=authorizer)
+                         principal=ALICE, clock=broker_tests.clock, authorizer=authorizer,
+                         **case.context_options())
     spec = BROKER_SPECS[case.key]
     assert spec.min_version <= case.version <= spec.max_version
     req = build(request_schema(case.key, case.version), body)
@@ -558,7 +686,8 @@ async def send_to_broker(broker: Any, case: Case, body: dict[str, Any],
             response = await response
     except KafkaError as e:
         response = error_response(req, e.code, e.message)
-    return broker_tests.decoded(case.key, case.version, response)
+    return read_or_built(lambda: broker_tests.decoded(case.key, case.version, response),
+                         case, response)
 
 
 async def orders(broker: Any) -> None:
@@ -688,6 +817,15 @@ async def a_share_group(broker: Any) -> None:
     assert altered.error_code == ErrorCode.none
 
 
+async def a_group_with_offsets(broker: Any) -> None:
+    """``everything``, and an empty group with a committed offset: OffsetDelete of a
+    group that does not exist is GROUP_ID_NOT_FOUND before any topic is answered."""
+    await everything(broker)
+    committed = await send_to_broker(broker, Case(ApiKey.OFFSET_COMMIT, B, 9, {}), commit(),
+                                     SUPER)
+    assert error_codes(committed) == {ErrorCode.none}
+
+
 def commit(group_id: str = GROUP_NAME) -> dict[str, Any]:
     return {"group_id": group_id, "generation_id_or_member_epoch": -1, "member_id": "",
             "group_instance_id": None, "topics": [{"name": TOPIC_NAME, "partitions": [
@@ -706,7 +844,7 @@ def txn_commit(version_fields: dict[str, Any] | None = None) -> dict[str, Any]:
 JOIN = {"group_id": GROUP_NAME, "session_timeout": 10000, "rebalance_timeout": 10000,
         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b""}], "reason": None}
-HEARTBEAT_848 = {"group_id": GROUP_NAME, "member_id": "", "member_epoch": 0,
+HEARTBEAT_848 = {"group_id": GROUP_NAME, "member_id": "m-848", "member_epoch": 0,
                  "instance_id": None, "rack_id": None, "rebalance_timeout": 30000,
                  "subscribed_topic_names": [TOPIC_NAME], "subscribed_topic_regex": None,
                  "server_assignor": None, "topic_partitions": []}
@@ -771,7 +909,8 @@ BROKER_CASES += [
          setup=everything),
     Case(ApiKey.DELETE_GROUPS, B, 2, {"groups_names": [GROUP_NAME]}, setup=everything),
     Case(ApiKey.OFFSET_DELETE, B, 0, {"group_id": GROUP_NAME, "topics": [
-        {"name": TOPIC_NAME, "partitions": [{"partition_index": 0}]}]}, setup=everything),
+        {"name": TOPIC_NAME, "partitions": [{"partition_index": 0}]}]},
+         setup=a_group_with_offsets),
     Case(ApiKey.INIT_PRODUCER_ID, B, 5, broker_tests.init_producer_id_body(TXN_ID),
          checks=(0,), setup=everything),
     Case(ApiKey.INIT_PRODUCER_ID, B, 5, broker_tests.init_producer_id_body(None),
@@ -863,6 +1002,57 @@ BROKER_CASES += [
          setup=everything),
     Case(ApiKey.DELETE_SHARE_GROUP_OFFSETS, B, 0, {"group_id": GROUP_NAME, "topics": [
         {"topic_name": TOPIC_NAME}]}, setup=a_share_group),
+    Case(ApiKey.DESCRIBE_CONFIGS, B, 4, described_configs(ConfigResourceType.CLIENT_METRICS,
+                                                          "producers"), checks=(0,)),
+    Case(ApiKey.LIST_CONFIG_RESOURCES, B, 0, {}),
+    Case(ApiKey.LIST_CONFIG_RESOURCES, B, 1, {"resource_types": []}),
+    Case(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, B, 0, {"client_instance_id": None}),
+    Case(ApiKey.PUSH_TELEMETRY, B, 0, {
+        "client_instance_id": uuid.UUID(int=77), "subscription_id": 0, "terminating": False,
+        "compression_type": 0, "metrics": b""}),
+]
+
+
+def broker_token(owner: str | None, *renewers: str, forwarded: dict[str, Any] | None = None
+                 ) -> Callable[[Any], Awaitable[None]]:
+    """A setup: tokens enabled on the broker, TOKEN_ID owned by ``owner`` in its image
+    (None: no token), and the controller's answer to what the broker forwards."""
+    async def setup(broker: Any) -> None:
+        broker.config.values["delegation.token.secret.key"] = TOKEN_SECRET
+        if owner is not None:
+            broker.image.replay(token_record(owner, *renewers))
+        broker_tests.controller_of(broker).forward_answer = forwarded
+    return setup
+
+
+TOKEN_CREATED = {"throttle_time": 0, "error_code": ErrorCode.none, "principal_type": "User",
+                 "principal_name": "bob", "token_requester_principal_type": "User",
+                 "token_requester_principal_name": "alice",
+                 "issue_timestamp": TOKEN_NOW_MS, "expiry_timestamp": TOKEN_NOW_MS + DAY_MS,
+                 "max_timestamp": TOKEN_NOW_MS + 7 * DAY_MS, "token_id": TOKEN_ID,
+                 "hmac": TOKEN_HMAC}
+TOKEN_EXPIRY = {"throttle_time": 0, "error_code": ErrorCode.none,
+                "expiry_timestamp": TOKEN_NOW_MS + DAY_MS}
+
+BROKER_CASES += [
+    Case(ApiKey.CREATE_DELEGATION_TOKEN, B, 3, create_token_for("bob"),
+         setup=broker_token(None, forwarded=TOKEN_CREATED), security_protocol=TOKENS_ON),
+    Case(ApiKey.CREATE_DELEGATION_TOKEN, B, 3, create_token_for(None), checks=(),
+         setup=broker_token(None, forwarded=TOKEN_CREATED), security_protocol=TOKENS_ON),
+    Case(ApiKey.RENEW_DELEGATION_TOKEN, B, 2, RENEW_TOKEN,
+         setup=broker_token("User:bob", "User:alice", forwarded=TOKEN_EXPIRY),
+         security_protocol=TOKENS_ON),
+    Case(ApiKey.EXPIRE_DELEGATION_TOKEN, B, 2, EXPIRE_TOKEN,
+         setup=broker_token("User:alice", forwarded=TOKEN_EXPIRY),
+         security_protocol=TOKENS_ON),
+    Case(ApiKey.DESCRIBE_DELEGATION_TOKEN, B, 3, {"owners": None},
+         setup=broker_token("User:bob"), codes=token_shown, security_protocol=TOKENS_ON),
+    Case(ApiKey.DESCRIBE_DELEGATION_TOKEN, B, 3, {"owners": None},
+         setup=broker_token("User:bob"), codes=token_shown, grants=(1,),
+         security_protocol=TOKENS_ON),
+    Case(ApiKey.DESCRIBE_DELEGATION_TOKEN, B, 2, {"owners": [
+        {"principal_type": "User", "principal_name": "bob"}]},
+         setup=broker_token("User:bob"), codes=token_shown, security_protocol=TOKENS_ON),
 ]
 
 

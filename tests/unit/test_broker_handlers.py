@@ -286,6 +286,24 @@ async def test_produce_to_an_unknown_topic_or_partition_is_refused(broker) -> No
                        ("orders", 7): (ErrorCode.unknown_topic_or_partition, -1)}
 
 
+async def test_a_refused_append_tells_the_partitions_log_start(broker) -> None:
+    """Kafka's processFailedRecord: an append refused by the log (here a sequence gap)
+    carries the partition's log start offset; an unknown partition carries -1."""
+    create_topic(broker, "orders")
+    idempotent = {"producer_id": 9, "producer_epoch": 0}
+    assert partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"a", base_sequence=0, **idempotent))))).error_code == \
+        ErrorCode.none
+    gap = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, batch(b"b", base_sequence=5, **idempotent)))))
+    assert (gap.error_code, gap.base_offset, gap.log_start_offset) == (
+        ErrorCode.out_of_order_sequence_number, -1, 0)
+    unknown = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (7, batch(b"c")))))
+    assert (unknown.error_code, unknown.log_start_offset) == (
+        ErrorCode.unknown_topic_or_partition, -1)
+
+
 async def test_produce_by_unknown_topic_id_answers_unknown_topic_id(broker) -> None:
     unknown = uuid.uuid4()
     response = await ask(broker, ApiKey.PRODUCE, 13, {
@@ -752,12 +770,27 @@ async def test_list_offsets_answers_earliest_and_latest(broker) -> None:
     assert [(p.offset, p.leader_epoch) for p in empty.topics[0].partitions] == [(0, 0)]
 
 
-async def test_list_offsets_naming_a_partition_twice_refuses_every_mention(broker) -> None:
+async def test_list_offsets_naming_a_partition_twice_refuses_it_once(broker) -> None:
+    """Kafka's ReplicaManager answers a duplicated partition once, INVALID_REQUEST (the
+    oracle's list-offsets-by-time compares it with Kafka 4.4)."""
     create_topic(broker, "orders", partitions=2)
     response = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
         "orders", (0, LATEST), (1, LATEST), (0, EARLIEST)))
-    assert [(p.partition_index, p.error_code) for p in response.topics[0].partitions] == [
-        (0, ErrorCode.invalid_request), (1, ErrorCode.none), (0, ErrorCode.invalid_request)]
+    assert sorted((p.partition_index, p.error_code)
+                  for p in response.topics[0].partitions) == [
+        (0, ErrorCode.invalid_request), (1, ErrorCode.none)]
+
+
+async def test_list_offsets_below_v7_cannot_ask_the_max_timestamp(broker) -> None:
+    """KIP-734: MAX_TIMESTAMP (-3) is a v7 query; older versions get UNSUPPORTED_VERSION."""
+    create_topic(broker, "orders")
+    await produce_ok(broker, "orders", 0, batch(b"a", timestamp=NOW_MS))
+    old = await ask(broker, ApiKey.LIST_OFFSETS, 6, list_offsets_body(
+        "orders", (0, MAX_TIMESTAMP)))
+    assert offsets_of(old) == [(0, ErrorCode.unsupported_version, -1, -1)]
+    new = await ask(broker, ApiKey.LIST_OFFSETS, 7, list_offsets_body(
+        "orders", (0, MAX_TIMESTAMP)))
+    assert offsets_of(new) == [(0, ErrorCode.none, 0, NOW_MS)]
 
 
 async def test_list_offsets_by_timestamp_finds_the_first_offset_at_or_after_it(

@@ -15,10 +15,10 @@ from ottla.broker.quota.client_quota_manager import (
     ABSENT,
     DEFAULT,
     ClientQuotaManager,
-    ClientQuotaManagers,
     QuotaType,
     throttle_time_ms,
 )
+from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.quota.rate import Rate
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import RequestHeader, encode_body
@@ -261,7 +261,7 @@ async def test_a_producer_over_its_quota_is_answered_with_the_throttle(broker: A
     assert throttles[0][0] > 0 and all(answered == muted for answered, muted in throttles)
     assert throttles[0][0] < throttles[1][0] < throttles[2][0]  # the rate keeps growing
     # Each request over 10 s (the clock stands still): (O - T) / T * W.
-    size = broker.client_quotas.produce.sensors[(ABSENT, "fast")].rate.measure(
+    size = broker.client_quotas.produce.sensors[(ABSENT, "fast")].stat.measure(
         broker_tests.NOW_MS) * 10
     assert throttles[2][0] == throttle_time_ms(size / 10, 100.0, 10_000)
     assert await produced_with_throttle(broker, "slow") == (0, 0)
@@ -292,7 +292,7 @@ async def test_a_consumer_over_its_quota_gets_an_empty_answer_with_the_throttle(
     assert [c.throttle_ms for c in contexts[:2]] == [0, 0]
     assert answers[2].throttle_time.total_seconds() * 1000 == contexts[2].throttle_ms > 0
     # The throttled answer's bytes were taken back: the rate is two fetches' worth.
-    rate = broker.client_quotas.fetch.sensors[("ANONYMOUS", ABSENT)].rate
+    rate = broker.client_quotas.fetch.sensors[("ANONYMOUS", ABSENT)].stat
     assert 800 < rate.measure(broker_tests.NOW_MS) < 1000
 
 

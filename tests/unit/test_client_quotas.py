@@ -70,7 +70,7 @@ def test_client_quota_record_is_type_14_v0_in_kafkas_layout() -> None:
     record = quota_record((("user", "alice"), ("client-id", None)), "producer_byte_rate",
                           1048576.0)
     assert r.encode(record) == bytes.fromhex(
-        "00" "0e" "00"  # frame version, api key 14, version 0
+        "01" "0e" "00"  # frame version 1, api key 14, version 0
         "03"  # two entity entries (compact array)
         "05" + b"user".hex() + "06" + b"alice".hex() + "00"
         "0a" + b"client-id".hex() + "00" "00"  # a null name: the default

@@ -26,6 +26,23 @@ def test_dev_defaults_make_a_combined_node() -> None:
     assert config.log_dirs == ["./ottla-data"]
 
 
+def test_a_controller_advertises_its_controller_listeners_in_their_named_order() -> None:
+    """What a controller registers (KIP-919, Kafka's
+    ``effectiveAdvertisedControllerListeners``): advertised.listeners where it names a
+    controller listener, else the listener itself; the first of controller.listener.names
+    first; an unspecified host as 127.0.0.1."""
+    config = KafkaConfig(dict(dev_defaults(), **{
+        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093,CTL2://0.0.0.0:9094",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,"
+                                          "CTL2:SSL",
+        "controller.listener.names": "CTL2,CONTROLLER",
+        "advertised.listeners": "PLAINTEXT://b.example:9092,CONTROLLER://c.example:19093"}))
+    assert [(ln.name, ln.host, ln.port, ln.protocol_id)
+            for ln in config.advertised_controller_listeners] == [
+        ("CTL2", "127.0.0.1", 9094, 1), ("CONTROLLER", "c.example", 19093, 0)]
+    assert [ln.name for ln in config.advertised_listeners] == ["PLAINTEXT"]
+
+
 @pytest.mark.parametrize("override,message", [
     ({"process.roles": ""}, "process.roles"),
     ({"node.id": "-1"}, "node.id"),
@@ -34,7 +51,7 @@ def test_dev_defaults_make_a_combined_node() -> None:
     ({"listeners": "PLAINTEXT:/nope"}, "listeners"),
     ({"listeners": "UNKNOWN://:1,CONTROLLER://:2"}, "security protocol"),
     ({"controller.listener.names": "OTHER"}, "controller.listener.names"),
-    ({"auto.create.topics.enable": "maybe"}, "boolean"),
+    ({"auto.create.topics.enable": "maybe"}, "either true or false"),
     ({"log.cleanup.policy": "shred"}, "log.cleanup.policy"),
     ({"log.page.cache.window.bytes": "0"}, "-1 or at least 4096"),
     ({"prometheus.listener": "9404"}, "prometheus.listener: expected host:port"),

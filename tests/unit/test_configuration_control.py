@@ -118,3 +118,39 @@ def test_group_configs_are_checked_against_the_broker_bounds() -> None:
     assert _codes(c.configuration.incremental_alter_configs(
         [(G, "", [("consumer.heartbeat.interval.ms", OP_SET, "6000")])]))[0][0] == \
         ErrorCode.invalid_request
+
+
+def test_client_metrics_subscriptions_are_validated_and_stored_as_kafka_does() -> None:
+    """CLIENT_METRICS resources (KIP-714): ClientMetricsConfigs' checks, INVALID_REQUEST
+    or INVALID_CONFIG with Kafka's messages; the lists take APPEND and SUBTRACT; deleting
+    every key deletes the subscription."""
+    c = controller()
+    cm = ConfigResourceType.CLIENT_METRICS
+    ops = [("metrics", OP_SET, "org.apache.kafka.producer."), ("interval.ms", OP_SET, "1000"),
+           ("match", OP_SET, "client_id=billing-.*")]
+    apply(c, c.configuration.incremental_alter_configs([(cm, "producers", ops)]).records)
+    assert c.image.configs[(cm, "producers")] == {
+        "metrics": "org.apache.kafka.producer.", "interval.ms": "1000",
+        "match": "client_id=billing-.*"}
+    apply(c, c.configuration.incremental_alter_configs([(cm, "producers", [
+        ("metrics", OP_APPEND, "org.apache.kafka.consumer.")])]).records)
+    assert c.image.configs[(cm, "producers")]["metrics"] == \
+        "org.apache.kafka.producer.,org.apache.kafka.consumer."
+    refused = c.configuration.incremental_alter_configs([
+        (cm, "", [("interval.ms", OP_SET, "1000")]),
+        (cm, "a", [("interval.ms", OP_SET, "50")]),
+        (cm, "b", [("match", OP_SET, "client_colour=red")]),
+        (cm, "c", [("colour", OP_SET, "red")]),
+        (cm, "d", [("interval.ms", OP_APPEND, "5")])])
+    assert _codes(refused) == [
+        (ErrorCode.invalid_request, "Subscription name can't be empty"),
+        (ErrorCode.invalid_request, "Invalid value 50 for interval.ms, interval must be "
+                                    "between 100 and 3600000 (1 hour)"),
+        (ErrorCode.invalid_config, "Illegal client matching pattern: client_colour=red"),
+        (ErrorCode.invalid_request, "Unknown client metrics configuration: colour"),
+        (ErrorCode.invalid_config, "Can't APPEND to key interval.ms because its type is "
+                                   "not LIST.")]
+    assert not refused.records
+    apply(c, c.configuration.incremental_alter_configs([(cm, "producers", [
+        (key, OP_DELETE, None) for key in ("metrics", "interval.ms", "match")])]).records)
+    assert (cm, "producers") not in c.image.configs

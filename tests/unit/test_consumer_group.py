@@ -105,10 +105,12 @@ class Shard:
                                          assignment_interval_ms=0))
 
     def heartbeat(self, member_id: str, epoch: int, owned: dict | None = None,
-                  topics: tuple[str, ...] | None = ("orders",), instance: str | None = None):
-        request = HeartbeatRequest("g", member_id, epoch, instance, None,
+                  topics: tuple[str, ...] | None = ("orders",), instance: str | None = None,
+                  group: str = "g", version: int = 1):
+        request = HeartbeatRequest(group, member_id, epoch, instance, None,
                                    30_000 if epoch == 0 else -1, topics, None, None, owned,
-                                   "client", "/127.0.0.1")
+                                   "client", "/127.0.0.1",
+                                   client_generated_member_id=version >= 1)
         replies = []
         self.runtime.write(TP, lambda s, now: s.consumer_group_heartbeat(now, request),
                            replies.append, self.now)
@@ -143,6 +145,19 @@ def test_heartbeats_converge_and_replay_rebuilds_the_same_group() -> None:
     assert (again.group_epoch, again.assignment_epoch, again.metadata_hash) == \
         (live.group_epoch, live.assignment_epoch, live.metadata_hash)
     assert again.members == live.members and again.target == live.target
+
+
+def test_a_member_id_is_the_clients_from_v1_and_an_unknown_group_is_not_found() -> None:
+    """KIP-1082: from ConsumerGroupHeartbeat v1 the client makes its member id, so an
+    empty one is INVALID_REQUEST even when joining (v0 gets one made); a member of a
+    group the coordinator does not have gets GROUP_ID_NOT_FOUND (Kafka 4.4's answers)."""
+    s = Shard()
+    assert s.heartbeat("", 0)["error_code"] == E.invalid_request
+    joined = s.heartbeat("", 0, version=0)
+    assert joined["error_code"] == E.none and joined["member_id"]
+    gone = s.heartbeat("a", 3, group="never-made")
+    assert (gone["error_code"], gone["error_message"]) == (
+        E.group_id_not_found, "Consumer group never-made not found.")
 
 
 def test_epoch_fencing_and_leaving() -> None:

@@ -4,8 +4,8 @@ ApiVersions handler factory (``server.api_versions``).
 Every request goes through the table ``server.apis.controller_dispatcher`` builds, to a
 real ``QuorumController`` and ``MetadataImage`` behind a stand-in controller channel, and
 its response is encoded and decoded again as the client would read it. Covered: broker
-registration, heartbeats and producer id blocks; CreateTopics, DeleteTopics,
-CreatePartitions and ElectLeaders (with AlterPartition); AlterConfigs,
+registration, heartbeats and producer id blocks; controller registration (KIP-919);
+CreateTopics, DeleteTopics, CreatePartitions and ElectLeaders (with AlterPartition); AlterConfigs,
 IncrementalAlterConfigs and UpdateFeatures; DescribeCluster and DescribeQuorum; the KRaft
 RPCs handed to the Raft driver; the Envelope; ApiVersions.
 """
@@ -37,6 +37,8 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
 from ottla.protocol.requests import ApiSpec, ApiTable, RequestContext
 from ottla.raft.description import QuorumDescription, ReplicaDescription
+from ottla.raft.quorum import RaftConfig, VoterChangeResult
+from ottla.raft.voter_set import ReplicaKey, VoterNode
 from ottla.server.api_versions import api_versions
 from ottla.server.apis import controller_dispatcher
 from ottla.server.controller_apis import ControllerServices, quorum
@@ -104,13 +106,36 @@ class StandInRaft:
     """Stands in for the ``RaftDriver`` (which needs a log directory and peers): records
     the KRaft RPCs handed to it."""
 
+    cluster_id = CLUSTER_ID
+    listener = "CONTROLLER"
+    epoch = 1
+    leader_id = 1
+    config = RaftConfig()
+
     def __init__(self) -> None:
         self.is_leader = True
         self.received: list[tuple[int, Any]] = []
+        self.changes: list[tuple[str, Any]] = []
 
     async def inbound(self, api_key: int, request: Any) -> dict[str, Any]:
         self.received.append((api_key, request))
         return {"from_raft": api_key}
+
+    def address(self, node: int) -> tuple[str, int] | None:
+        return ("127.0.0.1", 9093) if node == 1 else None
+
+    # A static quorum: the replica refuses voter changes (see test_raft_voter_changes).
+    async def add_voter(self, voter: VoterNode, timeout_s: float) -> VoterChangeResult:
+        self.changes.append(("add", voter))
+        return VoterChangeResult(0, ErrorCode.unsupported_version)
+
+    async def remove_voter(self, key: ReplicaKey, timeout_s: float) -> VoterChangeResult:
+        self.changes.append(("remove", key))
+        return VoterChangeResult(0, ErrorCode.unsupported_version)
+
+    async def update_voter(self, voter: VoterNode) -> VoterChangeResult:
+        self.changes.append(("update", voter))
+        return VoterChangeResult(0, ErrorCode.unsupported_version)
 
 
 @dataclasses.dataclass
@@ -440,6 +465,40 @@ async def test_delete_topics_v5_by_names(env: Env) -> None:
     assert sorted(env.image.topics_by_name) == ["a"]
 
 
+async def test_an_empty_topic_name_is_a_name_not_a_missing_one(env: Env) -> None:
+    """Kafka's ControllerApis tells "no name" by null only: an empty name (the only kind a
+    v0-5 request can carry) is looked up like any other and is unknown."""
+    await live_broker(env, 1)
+    await create(env, new_topic("b"))
+    old = await ask(env, ApiKey.DELETE_TOPICS, 3, {"timeout": 1000, "topic_names": ["", "b"]})
+    assert [(t.name, t.error_code) for t in old.responses] == [
+        ("", ErrorCode.unknown_topic_or_partition), ("b", ErrorCode.none)]
+    new = await ask(env, ApiKey.DELETE_TOPICS, 6, {"timeout": 1000, "topics": [
+        {"name": "", "topic_id": uuid.UUID(int=0)}, {"name": None, "topic_id": uuid.UUID(int=0)}]})
+    assert [(t.name, t.error_code) for t in new.responses] == [
+        ("", ErrorCode.unknown_topic_or_partition), (None, ErrorCode.invalid_request)]
+
+
+async def test_unregister_broker_forgets_it_and_moves_its_partitions(env: Env) -> None:
+    """kafka-cluster unregister (Kafka's ``unregisterBroker``): the broker leaves the ISR
+    and leadership of every partition, then its registration goes; an id that is not
+    registered is BROKER_ID_NOT_REGISTERED, with Kafka 4.4's message."""
+    for broker in (1, 2):
+        await live_broker(env, broker)
+    created = await ask(env, ApiKey.CREATE_TOPICS, 7, {"timeout": 1000, "topics": [{
+        "name": "t", "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [2, 1]}], "configs": []}]})
+    assert created.topics[0].error_code == ErrorCode.none
+    answer = await ask(env, ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 2})
+    assert (answer.error_code, answer.error_message) == (ErrorCode.none, None)
+    assert sorted(env.image.brokers) == [1]
+    part = env.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr) == (1, [1])
+    unknown = await ask(env, ApiKey.UNREGISTER_BROKER, 0, {"broker_id": 2})
+    assert (unknown.error_code, unknown.error_message) == (
+        ErrorCode.broker_id_not_registered, "Broker ID 2 is not currently registered")
+
+
 async def test_create_partitions_adds_partitions(env: Env) -> None:
     await live_broker(env, 1)
     await create(env, new_topic("a", 1), new_topic("b", 2))
@@ -600,16 +659,85 @@ async def test_update_features_v0_allow_downgrade_asks_for_a_safe_downgrade(env:
 # --- the quorum ------------------------------------------------------------------------
 
 
-async def test_describe_cluster_lists_the_voters_as_controllers(env: Env) -> None:
-    response = await ask(env, ApiKey.DESCRIBE_CLUSTER, 2, {
+async def register_controller(env: Env, controller_id: int, incarnation: uuid.UUID,
+                              listeners: list[tuple[str, str, int, int]]) -> Any:
+    return await ask(env, ApiKey.CONTROLLER_REGISTRATION, 0, {
+        "controller_id": controller_id, "incarnation_id": incarnation,
+        "zk_migration_ready": True,
+        "listeners": [{"name": n, "host": h, "port": p, "security_protocol": s}
+                      for n, h, p, s in listeners],
+        "features": [{"name": METADATA_VERSION, "min_supported_version": LOW_MV,
+                      "max_supported_version": HIGH_MV}]})
+
+
+async def describe_controllers(env: Env) -> Any:
+    return await ask(env, ApiKey.DESCRIBE_CLUSTER, 2, {
         "include_cluster_authorized_operations": False, "endpoint_type": CONTROLLERS,
         "include_fenced_brokers": False})
+
+
+async def test_describe_cluster_lists_the_registered_controllers_at_the_asked_listener(
+        env: Env) -> None:
+    # Kafka's describeClusterControllers: only registrations, none from the voter set.
+    empty = await describe_controllers(env)
+    assert empty.error_code == ErrorCode.none and list(empty.brokers) == []
+    for c in (3, 1, 2):
+        answer = await register_controller(env, c, uuid.UUID(int=c), [
+            ("CONTROLLER", f"10.0.0.{c}", 9093, 0), ("OTHER", "elsewhere", 7000 + c, 1)])
+        assert (answer.error_code, answer.error_message) == (ErrorCode.none, None)
+    # A controller without a listener of the request's name is left out.
+    await register_controller(env, 4, uuid.UUID(int=4), [("OTHER", "elsewhere", 7004, 1)])
+    response = await describe_controllers(env)
     assert response.error_code == ErrorCode.none
     assert (response.endpoint_type, response.cluster_id) == (CONTROLLERS, CLUSTER_ID)
     assert response.controller_id == env.channel.quorum.leader_id
-    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
-        (v, host, port) for v, (host, port) in sorted(env.services.config.quorum_voters
-                                                      .items())]
+    assert [(b.broker_id, b.host, b.port, b.rack, b.is_fenced) for b in response.brokers] == [
+        (c, f"10.0.0.{c}", 9093, None, False) for c in (1, 2, 3)]
+
+
+async def test_controller_registration_writes_its_record_with_zk_migration_off(env: Env
+                                                                              ) -> None:
+    await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 9093, 0)])
+    registered = env.image.controllers[2]
+    assert registered.incarnation_id == uuid.UUID(int=2)
+    assert registered.zk_migration_ready is False  # Kafka writes false, whatever asked
+    assert registered.features == {METADATA_VERSION: (LOW_MV, HIGH_MV)}
+    # A new incarnation (the process restarted) replaces it: Kafka checks no incarnation.
+    again = await register_controller(env, 2, uuid.UUID(int=22), [("CONTROLLER", "h2", 9094, 0)])
+    assert again.error_code == ErrorCode.none
+    assert env.image.controllers[2].incarnation_id == uuid.UUID(int=22)
+    assert [(e.host, e.port) for e in env.image.controllers[2].endpoints.values()] == [
+        ("h2", 9094)]
+
+
+async def test_controller_registration_with_an_unknown_security_protocol_fails(env: Env
+                                                                              ) -> None:
+    # ListenerInfo.fromControllerRegistrationRequest throws a RuntimeException: Kafka's
+    # controller answers it as UNKNOWN_SERVER_ERROR, and writes nothing.
+    answer = await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 1, 0),
+                                                                  ("ODD", "h", 2, 9)])
+    assert answer.error_code == ErrorCode.unknown_server_error
+    assert "Unknown security protocol 9 in listener ODD" in answer.error_message
+    assert 2 not in env.image.controllers
+
+
+async def test_controller_registration_needs_metadata_version_3_7_iv0() -> None:
+    env = make_env(metadata_version=14)  # 3.6-IV2
+    answer = await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 1, 0)])
+    assert answer.error_code == ErrorCode.unsupported_version
+    assert not env.image.controllers
+    described = await describe_controllers(env)
+    assert described.error_code == ErrorCode.unsupported_version
+    env = make_env(metadata_version=15)  # 3.7-IV0
+    answer = await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 1, 0)])
+    assert answer.error_code == ErrorCode.none
+
+
+async def test_controller_registration_on_an_inactive_controller_is_not_controller(
+        env: Env) -> None:
+    env.channel.is_active = False
+    answer = await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 1, 0)])
+    assert answer.error_code == ErrorCode.not_controller
 
 
 async def test_describe_cluster_for_broker_endpoints_is_unsupported(env: Env) -> None:
@@ -682,7 +810,9 @@ RAFT_REQUESTS = {
 
 
 def test_every_raft_rpc_of_the_quorum_module_is_covered() -> None:
-    served = {spec.api_key for spec in quorum.APIS} - {ApiKey.DESCRIBE_QUORUM}
+    served = {spec.api_key for spec in quorum.APIS} - {
+        ApiKey.DESCRIBE_QUORUM, ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER,
+        ApiKey.UPDATE_RAFT_VOTER}  # the voter changes: tested below
     assert served == set(RAFT_REQUESTS)
 
 
@@ -828,7 +958,7 @@ async def test_api_versions_lists_kafka_44s_controller_apis_and_features(env: En
     """The controller listener's ranges and supported features are Kafka 4.4's (written
     down in tests/kafka_versions.py), or narrower where that file says why; the finalized
     features are those of the image the controller runs at."""
-    response = await ask(env, ApiKey.API_VERSIONS, 3, {
+    response = await ask(env, ApiKey.API_VERSIONS, 4, {
         "client_software_name": "apache-kafka-java", "client_software_version": "3.9.0"})
     assert response.error_code == ErrorCode.none
     advertised = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
@@ -841,6 +971,12 @@ async def test_api_versions_lists_kafka_44s_controller_apis_and_features(env: En
         [(f.name, f.max_version_level) for f in response.finalized_features]
     supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
     assert not range_differences(supported, KAFKA_FEATURES, NARROWER_FEATURES, every_one=True)
+    # Below v4, as Kafka since KAFKA-17492: no range starting at 0, which Java clients
+    # before 3.9 cannot read.
+    older = await ask(env, ApiKey.API_VERSIONS, 3, {
+        "client_software_name": "apache-kafka-java", "client_software_version": "3.8.0"})
+    assert {f.name: (f.min_version, f.max_version) for f in older.supported_features} == {
+        name: bounds for name, bounds in supported.items() if bounds[0] > 0}
 
 
 async def test_api_versions_lists_the_table_it_belongs_to(env: Env) -> None:
@@ -875,3 +1011,36 @@ async def test_api_versions_v3_checks_the_client_software(env: Env, name: str, v
     expected = ErrorCode.none if valid else ErrorCode.invalid_request
     assert response.error_code == expected
     assert bool(response.api_keys) == valid  # as Kafka: an invalid request lists nothing
+
+
+ADD_VOTER = {"cluster_id": CLUSTER_ID, "timeout": 1000, "voter_id": 4,
+             "voter_directory_id": uuid.UUID(int=4 << 64 | 7), "ack_when_committed": True,
+             "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 9097}]}
+
+
+async def test_add_raft_voter_hands_the_voter_key_and_endpoints_to_the_quorum(env: Env
+                                                                               ) -> None:
+    response = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, ADD_VOTER)
+    assert response.error_code == ErrorCode.unsupported_version  # the stand-in is static
+    ((kind, voter),) = env.raft.changes
+    assert kind == "add" and voter.key == ReplicaKey(4, kafka_uuid_text(
+        uuid.UUID(int=4 << 64 | 7)))
+    assert [(e.listener, e.host, e.port) for e in voter.endpoints] == [
+        ("CONTROLLER", "127.0.0.1", 9097)]
+
+
+async def test_add_raft_voter_refuses_another_cluster_or_no_controller_listener(env: Env
+                                                                                ) -> None:
+    other = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, {**ADD_VOTER, "cluster_id": "other"})
+    assert other.error_code == ErrorCode.inconsistent_cluster_id
+    wrong = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, {**ADD_VOTER, "listeners": [
+        {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092}]})
+    assert wrong.error_code == ErrorCode.invalid_request
+    assert env.raft.changes == []
+
+
+async def test_remove_raft_voter_names_the_voter_by_id_and_directory(env: Env) -> None:
+    response = await ask(env, ApiKey.REMOVE_RAFT_VOTER, 0, {
+        "cluster_id": CLUSTER_ID, "voter_id": 2, "voter_directory_id": uuid.UUID(int=9)})
+    assert response.error_code == ErrorCode.unsupported_version
+    assert env.raft.changes == [("remove", ReplicaKey(2, kafka_uuid_text(uuid.UUID(int=9))))]

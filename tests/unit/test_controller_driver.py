@@ -101,3 +101,37 @@ async def test_a_caller_waits_for_the_stable_offset_and_fails_on_renounce() -> N
             await asyncio.wait_for(future, 1)
     # Back to the committed state, where the transaction is still open.
     assert driver.offsets.transaction_start > 0 and not driver.is_active
+
+
+async def test_the_active_controller_sweeps_expired_delegation_tokens() -> None:
+    """Every ``delegation.token.expiry.check.interval.ms`` the active controller writes a
+    RemoveDelegationTokenRecord for each token past its expiry (Kafka's
+    SWEEP_EXPIRED_DELEGATION_TOKENS), and nothing for a live one."""
+    raft = StandInRaft()
+    now = [1_700_000_000.0]
+    controller = QuorumController(1, rng=random.Random(1), registry=SnapshotRegistry(),
+                                  delegation_token_secret_key="secret")
+    driver = ControllerDriver(controller, raft, bootstrap_records=lambda: [],  # type: ignore[arg-type]
+                              max_idle_interval_ms=0, token_sweep_interval_ms=20,
+                              clock=lambda: now[0])
+    controller.replay(r.FeatureLevelRecord(name="metadata.version", feature_level=25))
+    for token_id, expiry in (("short", 1_700_000_000_500), ("long", 1_700_000_100_000)):
+        controller.replay(r.DelegationTokenRecord(
+            owner="User:alice", requester="User:alice", issue_timestamp=0,
+            max_timestamp=expiry, expiration_timestamp=expiry, token_id=token_id))
+    raft.commit_all(driver)
+    assert driver.is_active
+    now[0] += 1  # past the short token's expiry only
+
+    def removals() -> list[str]:
+        return [rec.token_id for e in raft.entries[1:] for rec in e.payload or ()
+                if isinstance(rec, r.RemoveDelegationTokenRecord)]
+    for _ in range(200):  # at most 2 s for the first sweep
+        if removals():
+            break
+        await asyncio.sleep(0.01)
+    assert removals() == ["short"]
+    raft.commit_all(driver)
+    assert sorted(controller.image.delegation_tokens) == ["long"]
+    raft.is_leader = False
+    driver.on_raft_state()  # renounce: stops the periodic tasks

@@ -207,9 +207,13 @@ def test_recovery_point_skips_flushed_segments(tmp_path) -> None:
 
 def test_idempotent_duplicates_return_the_original_offsets(tmp_path) -> None:
     log = make_log(str(tmp_path / "t-0"))
-    first = append(log, [b"a", b"b"], producer_id=5, producer_epoch=0, base_sequence=0)
-    dup = append(log, [b"a", b"b"], producer_id=5, producer_epoch=0, base_sequence=0)
+    first = append(log, [b"a", b"b"], ts=7000, producer_id=5, producer_epoch=0,
+                   base_sequence=0)
+    assert first.log_append_time == -1  # a CreateTime topic
+    dup = append(log, [b"a", b"b"], ts=9000, producer_id=5, producer_epoch=0, base_sequence=0)
     assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    # As Kafka's UnifiedLog: the original batch's timestamp as its append time.
+    assert dup.log_append_time == 7000
     assert log.log_end_offset == 2
     with pytest.raises(KafkaError) as e:
         append(log, [b"c"], producer_id=5, producer_epoch=0, base_sequence=5)

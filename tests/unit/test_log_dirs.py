@@ -267,14 +267,15 @@ def test_the_records_and_a_snapshot_keep_the_dirs() -> None:
     assert copy.brokers[1].directories == (B1,)
     assert copy.topics_by_name["t"].partitions[0].directories == [B1, A2]
     assert r.encode(r.PartitionRecord(partition_id=0, topic_id=A1, replicas=(1,), isr=(1,)))[
-        :3] == bytes([0, 3, 2])  # PartitionRecord v2
+        :3] == bytes([1, 3, 2])  # frame 1, PartitionRecord v2
     assert r.encode(r.RegisterBrokerRecord(broker_id=1, incarnation_id=A1, broker_epoch=1))[
-        :3] == bytes([0, 0, 3])  # RegisterBrokerRecord v3
+        :3] == bytes([1, 0, 3])  # RegisterBrokerRecord v3
 
 
 def test_older_record_versions_are_read() -> None:
     """PartitionRecord v0 (no Directories) and RegisterBrokerRecord v1 (no
-    IsMigratingZkBroker, no LogDirs), as Kafka before 3.7 and older Ottla wrote them."""
+    IsMigratingZkBroker, no LogDirs), as Kafka before 3.7 and older Ottla (in frame
+    version 0) wrote them."""
     partition_v0 = bytes([0, 3, 0]) + bytes(4) + A1.bytes + bytes([2, 0, 0, 0, 1]) + \
         bytes([2, 0, 0, 0, 1]) + bytes([1, 1]) + bytes([0, 0, 0, 1]) + bytes([0, 0, 0, 3]) + \
         bytes([0, 0, 0, 4]) + bytes([0])

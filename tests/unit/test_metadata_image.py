@@ -33,6 +33,11 @@ def busy_controller(seed: int = 7) -> QuorumController:
     apply(c.cluster.fence_stale_brokers(0, 1, frozenset()))  # records first contact
     c.replay(r.FenceBrokerRecord(id=3, epoch=30))
     apply(c.features.update_features([("metadata.version", 21, 1)]))
+    for controller in (3001, 3000):
+        apply(c.cluster.register_controller(
+            controller, uuid.UUID(int=controller), [("CONTROLLER", "h", controller, 0),
+                                                    ("CONTROLLER2", "h", controller + 1, 1)],
+            [("metadata.version", 7, 25)]))
     return c
 
 
@@ -43,6 +48,8 @@ def test_an_image_replayed_from_its_snapshot_records_is_equal() -> None:
         copy.replay(record)
     assert copy.digest() == image.digest()
     assert copy.brokers == image.brokers and copy.configs == image.configs
+    assert copy.controllers == image.controllers and sorted(copy.controllers) == [3000, 3001]
+    assert list(copy.controllers[3000].endpoints) == ["CONTROLLER", "CONTROLLER2"]
     assert {t.name: dict(t.partitions) for t in copy.topics_by_id.values()} == \
         {t.name: dict(t.partitions) for t in image.topics_by_id.values()}
     assert (copy.next_producer_id, dict(copy.features)) == (1000, {"metadata.version": 21})
@@ -68,3 +75,23 @@ def test_a_timeline_image_reverts_to_a_snapshot_epoch() -> None:
     registry.revert_to_snapshot(at + 1)
     assert image.digest() == before and image.offset == at
     assert image.topics_by_name["a"].partitions[0] == plain.topics_by_name["a"].partitions[0]
+
+
+KAFKA_REGISTER_CONTROLLER = bytes.fromhex(
+    "011b00" "00000bb8" "0102030405060708090a0b0c0d0e0f10" "00"
+    "02" "0b434f4e54524f4c4c4552" "0a3132372e302e302e31" "9c40" "0003" "00"
+    "02" "116d657461646174612e76657273696f6e" "0007" "0019" "00" "00")
+"""A RegisterControllerRecord v0 as Kafka 4.4's MetadataRecordSerde writes it (controller
+3000, CONTROLLER://127.0.0.1:40000 over SASL_SSL, metadata.version 7-25)."""
+
+
+def test_a_controller_registration_has_kafkas_layout() -> None:
+    record = r.RegisterControllerRecord(
+        controller_id=3000, incarnation_id=uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10"),
+        end_points=(r.BrokerEndpoint(name="CONTROLLER", host="127.0.0.1", port=40000,
+                                     security_protocol=3),),
+        features=(r.BrokerFeature(name="metadata.version", min_supported_version=7,
+                                  max_supported_version=25),))
+    # Past the frame version (Kafka's is 1, Ottla's metadata log writes 0 for every type).
+    assert r.encode(record)[1:] == KAFKA_REGISTER_CONTROLLER[1:]
+    assert r.decode(bytes([r.FRAME_VERSION]) + KAFKA_REGISTER_CONTROLLER[1:]) == record

@@ -6,6 +6,7 @@ record per request, and the HTTP endpoint's answers to good and bad requests."""
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -17,21 +18,46 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
+from ottla.coordinator.group.classic import ClassicGroup, ClassicState
+from ottla.coordinator.group.consumer_group import ConsumerGroup, ConsumerMember
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
+from ottla.coordinator.group.group_store import GroupStore
+from ottla.coordinator.group.share_group import ShareGroup, ShareMember
+from ottla.coordinator.runtime import CoordinatorState
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType, MetadataImage
-from ottla.protocol.api import ApiKey
+from ottla.protocol.api import ApiKey, request_schema, response_schema
+from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.fetch_response import encode_fetch_response
+from ottla.protocol.messages import build
+from ottla.protocol.produce_response import encode_produce_response
+from ottla.protocol.records import build_batch, read_header
 from ottla.protocol.requests import ApiSpec, ApiTable
+from ottla.raft.memory_log import MemoryLog
+from ottla.raft.quorum import RaftReplica, Role
 from ottla.server.metrics import endpoint as endpoint_module
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
+    LogCollector,
     ReplicaManagerCollector,
 )
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
 from ottla.server.metrics.endpoint import MetricsEndpoint
-from ottla.server.metrics.jmx_names import gauge, histogram, meter, yammer_quantile
+from ottla.server.metrics.error_counts import error_counts
+from ottla.server.metrics.event_loop_idle import WINDOW, EventLoopIdle
+from ottla.server.metrics.group_coordinator_collector import GroupCoordinatorCollector
+from ottla.server.metrics.jmx_names import (
+    gauge,
+    group_metric,
+    histogram,
+    meter,
+    yammer_quantile,
+)
 from ottla.server.metrics.node_metrics import node_registry
+from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from ottla.server.metrics.request_collector import (
+    EventLoopIdleCollector,
     RequestMetricsCollector,
     SocketServerCollector,
 )
@@ -76,6 +102,11 @@ def test_names_follow_the_jmx_exporter_rules() -> None:
         "kafka_server_replicamanager_underreplicatedpartitions"
     assert gauge("kafka.controller", "KafkaController", "ActiveControllerCount") == \
         "kafka_controller_kafkacontroller_activecontrollercount"
+    assert gauge("kafka.log", "Log", "LogEndOffset") == "kafka_log_log_logendoffset"
+    assert gauge("kafka.coordinator.group", "GroupMetadataManager", "NumGroups") == \
+        "kafka_coordinator_group_groupmetadatamanager_numgroups"
+    assert group_metric("raft-metrics", "high-watermark") == \
+        "kafka_server_raft_metrics_high_watermark"  # kafka.server:type=raft-metrics
     assert histogram("kafka.network", "RequestMetrics", "TotalTimeMs") == \
         "kafka_network_requestmetrics_totaltimems"
     with pytest.raises(ValueError):
@@ -205,6 +236,157 @@ def test_isr_changes_the_controller_accepted_are_counted(tmp_path) -> None:
     samples = scrape(ReplicaManagerCollector(manager, image))
     assert value(samples, "kafka_server_replicamanager_isrshrinks_total") == 1
     assert value(samples, "kafka_server_replicamanager_isrexpands_total") == 1
+
+
+def test_each_hosted_partitions_log_has_kafkas_log_gauges(tmp_path) -> None:
+    """kafka.log:type=Log,name=...,topic=T,partition=P, as the exporter's rules name a
+    gauge with two more keys: the keys become labels."""
+    manager, _ = hosted(tmp_path, ("orders", 1, [1], [1], 1), ("empty", 1, [1], [1], 1))
+    log = manager.partitions[("orders", 0)].log
+    for values in ([b"a", b"b", b"c"], [b"d", b"e"]):
+        batch = bytearray(build_batch([(None, v) for v in values], timestamp=1000))
+        log.append_as_leader(batch, read_header(batch), 0, now_ms=1000)
+        log.roll(1000)
+    log.high_watermark = log.log_end_offset
+    log.delete_records_before(3)  # DeleteRecords: the first segment goes
+    samples = scrape(LogCollector(manager))
+    orders = {"topic": "orders", "partition": "0"}
+    assert value(samples, "kafka_log_log_logendoffset", **orders) == 5
+    assert value(samples, "kafka_log_log_logstartoffset", **orders) == 3
+    assert value(samples, "kafka_log_log_numlogsegments", **orders) == 2  # 3-4 and 5-
+    assert value(samples, "kafka_log_log_size", **orders) == log.size > 0
+    empty = {"topic": "empty", "partition": "0"}
+    assert value(samples, "kafka_log_log_logendoffset", **empty) == 0
+    assert value(samples, "kafka_log_log_numlogsegments", **empty) == 1
+    assert value(samples, "kafka_log_log_size", **empty) == 0
+
+
+# --- raft-metrics ---------------------------------------------------------------------------
+
+class Raft:
+    """What the collector reads of a RaftDriver."""
+
+    def __init__(self, replica: RaftReplica) -> None:
+        self.replica = replica
+        self.log = replica.log
+
+
+def raft_samples(replica: RaftReplica) -> tuple[str, dict[str, float]]:
+    """The current-state label and the other raft-metrics by attribute."""
+    samples = scrape(RaftMetricsCollector(Raft(replica)))  # type: ignore[arg-type]
+    states = [dict(labels)["state"] for (name, labels), v in samples.items()
+              if name == "kafka_server_raft_metrics_current_state_info" and v == 1]
+    assert len(states) == 1
+    prefix = "kafka_server_raft_metrics_"
+    return states[0], {name.removeprefix(prefix): v for (name, _), v in samples.items()
+                       if name.startswith(prefix) and not name.endswith("_info")}
+
+
+def test_raft_metrics_of_a_leader() -> None:
+    leader = RaftReplica(1, {1}, MemoryLog(), random.Random(0))
+    leader.start(0)  # the only voter: elected at once, its leader-change entry committed
+    state, values = raft_samples(leader)
+    assert state == "leader"
+    assert values == {"current_leader": 1, "current_epoch": 1, "current_vote": 1,
+                      "high_watermark": 1, "log_end_offset": 1, "log_end_epoch": 1}
+
+
+def test_raft_metrics_before_a_leader_is_known_and_as_follower_or_observer() -> None:
+    voter = RaftReplica(1, {1, 2, 3}, MemoryLog(), random.Random(0))
+    voter.start(0)
+    state, values = raft_samples(voter)
+    assert state == "unattached"
+    assert values["current_leader"] == -1 and values["current_vote"] == -1
+    voter.voted_for = 2
+    state, values = raft_samples(voter)
+    assert (state, values["current_vote"]) == ("voted", 2)
+    voter.role, voter.leader_id, voter.voted_for = Role.FOLLOWER, 2, None
+    state, values = raft_samples(voter)
+    assert (state, values["current_leader"]) == ("follower", 2)
+    broker = RaftReplica(4, {1, 2, 3}, MemoryLog(), random.Random(0))
+    broker.role, broker.leader_id = Role.FOLLOWER, 2  # as a Fetch answered by 2 makes it
+    state, values = raft_samples(broker)
+    assert (state, values["current_leader"], values["current_vote"]) == ("observer", 2, -1)
+
+
+# --- group coordinator ----------------------------------------------------------------------
+
+class CommittedOffsets:
+    def __init__(self, *rows: tuple[str, str, int, int]) -> None:
+        self.rows = rows
+
+    def committed_offsets(self) -> Iterable[tuple[str, str, int, int]]:
+        return iter(self.rows)
+
+
+class Shard:
+    def __init__(self, groups: GroupStore, offsets: CommittedOffsets) -> None:
+        self.groups = groups
+        self.offset_metadata = offsets
+
+
+class Context:
+    def __init__(self, state: CoordinatorState, shard: Shard) -> None:
+        self.state = state
+        self.shard = shard
+
+
+class Runtime:
+    def __init__(self, *contexts: Context) -> None:
+        self.contexts = {("__consumer_offsets", i): c for i, c in enumerate(contexts)}
+
+
+class Coordinator:
+    """What the collector reads of a GroupCoordinatorService: its shards and counts."""
+
+    def __init__(self, *contexts: Context) -> None:
+        self.runtime = Runtime(*contexts)
+        self.metrics = GroupCoordinatorMetrics()
+
+
+def store(*groups: Any) -> GroupStore:
+    result = GroupStore()
+    for group in groups:
+        result.put(group)
+    return result
+
+
+def test_group_coordinator_gauges_count_the_groups_of_the_active_shards() -> None:
+    reconciling = ConsumerGroup("reconciling", group_epoch=2, assignment_epoch=2)
+    reconciling.members["m"] = ConsumerMember("m", member_epoch=1)
+    stable = ConsumerGroup("stable", group_epoch=1, assignment_epoch=1)
+    stable.members["m"] = ConsumerMember("m", member_epoch=1)
+    sharing = ShareGroup("sharing")
+    sharing.members["m"] = ShareMember("m")
+    active = Context(CoordinatorState.ACTIVE, Shard(store(
+        ClassicGroup("c1", ClassicState.STABLE), ClassicGroup("c2", ClassicState.EMPTY),
+        ClassicGroup("c3", ClassicState.PREPARING_REBALANCE), reconciling, stable,
+        ConsumerGroup("idle"), sharing),
+        CommittedOffsets(("c1", "t", 0, 5), ("c1", "t", 1, 7), ("stable", "t", 0, 3))))
+    loading = Context(CoordinatorState.LOADING, Shard(
+        store(ClassicGroup("elsewhere", ClassicState.STABLE)), CommittedOffsets(("x", "t", 0, 1))))
+    coordinator = Coordinator(active, loading)
+    samples = scrape(GroupCoordinatorCollector(coordinator))  # type: ignore[arg-type]
+    legacy = "kafka_coordinator_group_groupmetadatamanager_{}".format
+    assert value(samples, legacy("numgroups")) == 3  # classic groups only, as in Kafka
+    assert value(samples, legacy("numgroupsstable")) == 1
+    assert value(samples, legacy("numgroupsempty")) == 1
+    assert value(samples, legacy("numgroupspreparingrebalance")) == 1
+    assert value(samples, legacy("numgroupscompletingrebalance")) == 0
+    assert value(samples, legacy("numgroupsdead")) == 0
+    assert value(samples, legacy("numoffsets")) == 3
+    metric = "kafka_server_group_coordinator_metrics_{}".format
+    assert value(samples, metric("offset_count")) == 3
+    assert value(samples, metric("group_count"), protocol="classic") == 3
+    assert value(samples, metric("group_count"), protocol="consumer") == 3
+    assert value(samples, metric("group_count"), protocol="share") == 1
+    consumer = metric("consumer_group_count")
+    assert {state: value(samples, consumer, state=state) for state in
+            ("Empty", "Assigning", "Reconciling", "Stable", "Dead")} == \
+        {"Empty": 1, "Assigning": 0, "Reconciling": 1, "Stable": 1, "Dead": 0}
+    assert value(samples, metric("classic_group_count"), state="PreparingRebalance") == 1
+    assert value(samples, metric("share_group_count"), state="Stable") == 1
+    assert value(samples, metric("share_group_count"), state="Empty") == 0
 
 
 # --- KafkaController ----------------------------------------------------------------------
@@ -345,6 +527,196 @@ async def test_each_answered_request_is_recorded_with_its_times() -> None:
     assert value(samples, "kafka_network_requestmetrics_totaltimems", **group) >= 45
     assert value(samples, "kafka_server_socket_server_metrics_connection_count",
                  listener="PLAINTEXT") == 1
+    # ErrorsPerSec: Kafka's MetadataRequest.getErrorResponse names each requested topic
+    # (two) with the error, DescribeGroups' each group; RequestBytes: each body.
+    errors = "kafka_network_requestmetrics_errors_total"
+    assert value(samples, errors, request="Metadata", error="UNKNOWN_SERVER_ERROR") == 8
+    assert value(samples, errors, request="DescribeGroups",
+                 error="GROUP_AUTHORIZATION_FAILED") == 1
+    assert (errors, (("error", "NONE"), ("request", "Metadata"))) not in samples
+    header = 2 + 2 + 4 + 2 + len("t") + 1  # flexible header v2, client id "t"
+    bodies = [len(encode_request(ApiKey.METADATA, 12, 0, "t", build(
+        request_schema(ApiKey.METADATA, 12), METADATA_V12))) - 4 - header] * 3
+    bodies.append(len(encode_request(ApiKey.METADATA, 9, 0, "t", build(
+        request_schema(ApiKey.METADATA, 9), {
+            **METADATA_V12, "include_cluster_authorized_operations": False}))) - 4 - header)
+    request_bytes = "kafka_network_requestmetrics_requestbytes"
+    assert value(samples, request_bytes + "_count", request="Metadata") == 4
+    assert value(samples, request_bytes + "_sum", request="Metadata") == sum(bodies)
+    assert value(samples, "kafka_network_requestmetrics_throttletimems_sum",
+                 request="Metadata") == 0
+
+
+# --- ErrorsPerSec: Kafka's AbstractResponse.errorCounts ----------------------------------
+
+NONE, UNKNOWN_TOPIC = int(ErrorCode.none), int(ErrorCode.unknown_topic_or_partition)
+NOT_LEADER = int(ErrorCode.not_leader_or_follower)
+
+
+def produce_partition(index: int, error: ErrorCode) -> dict[str, Any]:
+    return {"index": index, "error_code": error, "base_offset": -1, "log_append_time": None,
+            "log_start_offset": -1, "record_errors": [], "error_message": None}
+
+
+@pytest.mark.parametrize("version", [3, 9, 13])
+def test_a_produce_response_counts_each_partitions_error(version: int) -> None:
+    """ProduceResponse.errorCounts: one count per partition, NONE included; no top-level
+    error."""
+    body = encode_produce_response(version, {"throttle_time": 25, "responses": [
+        {"name": "a", "topic_id": uuid.uuid4(), "partition_responses": [
+            produce_partition(0, ErrorCode.none), produce_partition(1, ErrorCode.none),
+            produce_partition(2, ErrorCode.not_leader_or_follower)]},
+        {"name": "b", "topic_id": uuid.uuid4(), "partition_responses": [
+            produce_partition(0, ErrorCode.unknown_topic_or_partition)]}]})
+    assert error_counts(ApiKey.PRODUCE, body) == {NONE: 2, NOT_LEADER: 1, UNKNOWN_TOPIC: 1}
+    assert body.throttle_ms == 25
+
+
+def fetch_partition(index: int, error: ErrorCode) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": error, "high_watermark": 0,
+            "last_stable_offset": 0, "log_start_offset": 0, "aborted_transactions": [],
+            "preferred_read_replica": -1, "records": b""}
+
+
+@pytest.mark.parametrize("version", [4, 12, 17])
+def test_a_fetch_response_counts_its_top_level_error_and_each_partitions(version: int
+                                                                         ) -> None:
+    """FetchResponse.errorCounts: the top-level error (its data object has one below v7
+    too: NONE) and each partition's."""
+    body = encode_fetch_response(version, {
+        "throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": [
+            {"topic": "a", "topic_id": uuid.uuid4(), "partitions": [
+                fetch_partition(0, ErrorCode.none),
+                fetch_partition(1, ErrorCode.offset_out_of_range),
+                fetch_partition(2, ErrorCode.offset_out_of_range)]}]})
+    assert error_counts(ApiKey.FETCH, body) == {
+        NONE: 2, int(ErrorCode.offset_out_of_range): 2}
+
+
+METADATA_RESPONSE = {"throttle_time": 0, "brokers": [], "cluster_id": "c", "controller_id": 1,
+                     "topics": [
+    {"error_code": ErrorCode.unknown_topic_or_partition, "name": "missing", "topic_id": None,
+     "is_internal": False, "partitions": [], "topic_authorized_operations": -1},
+    {"error_code": ErrorCode.none, "name": "there", "topic_id": None, "is_internal": False,
+     "topic_authorized_operations": -1, "partitions": [
+         {"error_code": ErrorCode.none, "partition_index": i, "leader_id": 1,
+          "leader_epoch": 0, "replica_nodes": [1, 2, 3], "isr_nodes": [1, 2, 3],
+          "offline_replicas": []} for i in range(2)]}]}
+
+
+def test_a_metadata_response_counts_each_topics_and_partitions_error() -> None:
+    """MetadataResponse.errorCounts: each topic's error and each of its partitions'; the
+    same whether the handler's dict or the kio entity built from it is counted."""
+    expected = {NONE: 3, UNKNOWN_TOPIC: 1}
+    assert error_counts(ApiKey.METADATA, METADATA_RESPONSE) == expected
+    entity = build(response_schema(ApiKey.METADATA, 12), METADATA_RESPONSE)
+    assert error_counts(ApiKey.METADATA, entity) == expected
+
+
+def test_apis_kafka_counts_otherwise_are_counted_as_kafka_does() -> None:
+    unknown_member = int(ErrorCode.unknown_member_id)
+    # OffsetCommitResponse: each partition's error.
+    assert error_counts(ApiKey.OFFSET_COMMIT, {"throttle_time": 0, "topics": [
+        {"name": "t", "partitions": [
+            {"partition_index": i, "error_code": ErrorCode.unknown_member_id}
+            for i in range(3)]}]}) == {unknown_member: 3}
+    # FindCoordinatorResponse v4+: each coordinator's error, not the top-level one.
+    coordinator = {"key": "g", "node_id": 1, "host": "h", "port": 1, "error_message": None}
+    assert error_counts(ApiKey.FIND_COORDINATOR, {
+        "throttle_time": 0, "error_code": ErrorCode.none, "coordinators": [
+            {**coordinator, "error_code": ErrorCode.none},
+            {**coordinator, "error_code": ErrorCode.coordinator_not_available}]}) == {
+        NONE: 1, int(ErrorCode.coordinator_not_available): 1}
+    assert error_counts(ApiKey.FIND_COORDINATOR, {
+        "throttle_time": 0, "error_code": ErrorCode.coordinator_not_available,
+        "coordinators": []}) == {int(ErrorCode.coordinator_not_available): 1}
+    # AddPartitionsToTxnResponse: PartitionErrorCode; v0-3 have no top-level error.
+    v3 = {"throttle_time": 0, "error_code": ErrorCode.none,
+          "results_by_topic_v3_and_below": [{"name": "t", "results_by_partition": [
+              {"partition_index": 0, "partition_error_code": ErrorCode.none},
+              {"partition_index": 1,
+               "partition_error_code": ErrorCode.invalid_producer_epoch}]}]}
+    assert error_counts(ApiKey.ADD_PARTITIONS_TO_TXN, v3) == {
+        NONE: 1, int(ErrorCode.invalid_producer_epoch): 1}
+    v4 = {"throttle_time": 0, "error_code": ErrorCode.none, "results_by_topic_v3_and_below":
+          [], "results_by_transaction": [{"transactional_id": "x", "topic_results": [
+              {"name": "t", "results_by_partition": [
+                  {"partition_index": 0, "partition_error_code": ErrorCode.none}]}]}]}
+    assert error_counts(ApiKey.ADD_PARTITIONS_TO_TXN, v4) == {NONE: 2}
+    # DeleteAclsResponse: each filter result's error, not each matching ACL's.
+    assert error_counts(ApiKey.DELETE_ACLS, {"throttle_time": 0, "filter_results": [
+        {"error_code": ErrorCode.none, "error_message": None, "matching_acls": [
+            {"error_code": ErrorCode.none, "error_message": None}] * 3}]}) == {NONE: 1}
+    # OffsetFetchResponse v8+: each group's error and each partition's.
+    assert error_counts(ApiKey.OFFSET_FETCH, {
+        "throttle_time": 0, "error_code": ErrorCode.none, "topics": [], "groups": [
+            {"group_id": "g", "error_code": ErrorCode.group_id_not_found, "topics": []},
+            {"group_id": "h", "error_code": ErrorCode.none, "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                              "error_code": ErrorCode.none}]}]}]}) == {
+        int(ErrorCode.group_id_not_found): 1, NONE: 2}
+
+
+def test_errors_are_counted_under_the_apis_own_name_as_kafka_names_them() -> None:
+    """RequestChannel.updateErrorMetrics marks ``metrics(apiKey.name)``: a consumer's
+    Fetch's errors are Fetch's, not FetchConsumer's; the error tag is Errors.name(), an
+    unknown code UNKNOWN_SERVER_ERROR (Errors.forCode)."""
+    metrics = RequestChannelMetrics()
+
+    class Request:
+        replica_state = None
+        replica_id = -1
+
+    fetch = encode_fetch_response(12, {
+        "throttle_time": 40, "error_code": ErrorCode.none, "session_id": 0, "responses": [
+            {"topic": "a", "partitions": [
+                fetch_partition(0, ErrorCode.not_leader_or_follower)]}]})
+    metrics.record(ApiKey.FETCH, 12, Request(), 0.0, 0.0, 0.0, 0.0, response=fetch,
+                   request_bytes=100)
+    metrics.record(ApiKey.METADATA, 12, None, 0.0, 0.0, 0.0, 0.0,
+                   response={"throttle_time": 0, "topics": [
+                       {"name": "x", "error_code": 32767, "partitions": []}]})
+    samples = scrape(RequestMetricsCollector(metrics))
+    errors = "kafka_network_requestmetrics_errors_total"
+    assert value(samples, errors, request="Fetch", error="NONE") == 1
+    assert value(samples, errors, request="Fetch", error="NOT_LEADER_OR_FOLLOWER") == 1
+    assert not any(name == errors and dict(labels)["request"] == "FetchConsumer"
+                   for name, labels in samples)
+    assert value(samples, errors, request="Metadata", error="UNKNOWN_SERVER_ERROR") == 1
+    for request in ("Fetch", "FetchConsumer"):
+        assert value(samples, "kafka_network_requestmetrics_throttletimems", quantile="0.50",
+                     request=request) == 40
+        assert value(samples, "kafka_network_requestmetrics_requestbytes_sum",
+                     request=request) == 100
+
+
+def test_the_idle_share_is_the_loops_time_not_running() -> None:
+    """1 - the loop thread's CPU time over the wall time of the last WINDOW samples."""
+    now = {"wall": 0.0, "cpu": 0.0}
+    idle = EventLoopIdle(wall=lambda: now["wall"], cpu=lambda: now["cpu"])
+    name = "kafka_network_socketserver_networkprocessoravgidlepercent"
+    assert value(scrape(EventLoopIdleCollector(idle)), name) == 1.0  # nothing measured
+    idle.sample()
+    for _ in range(WINDOW):  # busy a quarter of each second
+        now["wall"] += 1.0
+        now["cpu"] += 0.25
+        idle.sample()
+    assert value(scrape(EventLoopIdleCollector(idle)), name) == pytest.approx(0.75)
+    for _ in range(WINDOW):  # then flat out: the busy seconds leave the window
+        now["wall"] += 1.0
+        now["cpu"] += 1.0
+        idle.sample()
+    assert value(scrape(EventLoopIdleCollector(idle)), name) == 0.0
+
+
+async def test_the_idle_sampler_runs_on_the_loop() -> None:
+    idle = EventLoopIdle()
+    idle.start(asyncio.get_running_loop())
+    try:
+        assert 0.0 <= idle.ratio() <= 1.0
+        assert len(idle.samples) == 1
+    finally:
+        idle.stop()
 
 
 # --- the node's registry and the endpoint ---------------------------------------------------

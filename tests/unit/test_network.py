@@ -4,8 +4,10 @@ the controller: an error response, never a dropped connection or a retry loop.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import struct
+import warnings
 from typing import Any
 
 from ottla.client.async_client import NodeUnavailable
@@ -17,7 +19,7 @@ from ottla.protocol.messages import build
 from ottla.protocol.requests import ApiSpec, ApiTable, CloseConnection
 from ottla.server import controller_channel
 from ottla.server.controller_channel import ControllerChannel
-from ottla.server.network import KafkaServer
+from ottla.server.network import KafkaConnection, KafkaServer
 from ottla.server.request_dispatcher import RequestDispatcher
 
 METADATA_V12 = {"topics": [{"name": "a", "topic_id": None}, {"name": "b", "topic_id": None}],
@@ -222,3 +224,55 @@ async def test_a_throttled_request_is_answered_then_its_connection_muted() -> No
         writer.close()
         other_writer.close()
         await server.stop()
+
+
+class _Transport(asyncio.Transport):
+    """Enough of a socket transport for a connection that is cut at once."""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def write(self, data: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def test_a_request_cut_off_with_its_connection_leaves_no_handler_unawaited() -> None:
+    """The raft peers' links drop often (a fault proxy, a killed node): a request read just
+    before its connection is lost is dropped with it, and its handler closed, not left
+    for the garbage collector to warn about."""
+    ran: list[int] = []
+
+    async def handler(broker: Any, ctx: Any, req: Any) -> Any:
+        ran.append(1)
+        return {"groups": []}
+
+    table = ApiTable("broker", None, [ApiSpec(ApiKey.DESCRIBE_GROUPS, 0, 5, handler)])
+    server = KafkaServer(RequestDispatcher(table), "PLAINTEXT", "127.0.0.1", 0, 1 << 20)
+    connection = KafkaConnection(server)
+    connection.connection_made(_Transport())
+    body = encode_request(ApiKey.DESCRIBE_GROUPS, 5, 1, "t", build(
+        request_schema(ApiKey.DESCRIBE_GROUPS, 5),
+        {"groups": ["g"], "include_authorized_operations": False}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        buffer = connection.get_buffer(len(body))
+        buffer[:len(body)] = body
+        connection.buffer_updated(len(body))
+        connection.connection_lost(None)
+        await asyncio.sleep(0)
+        del connection, server
+        gc.collect()
+    assert ran == []
+    assert not [w for w in caught if "never awaited" in str(w.message)]

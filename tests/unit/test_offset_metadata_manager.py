@@ -211,6 +211,23 @@ def test_a_deletion_above_the_high_watermark_still_reads_the_committed_offset() 
     assert offsets.fetch_offsets("g", None) == []
 
 
+def test_every_groups_offsets_are_listed_as_fetches_read_them() -> None:
+    """What the consumer-lag metrics read: one pass over the shard, as of the high
+    watermark (a commit and a deletion above it not yet seen)."""
+    offsets, _ = manager()
+    commit(offsets, "g", -1, "", [("t", 0, 5, None), ("t", 1, 6, None)])
+    commit(offsets, "h", -1, "", [("u", 0, 1, None)])
+    apply(offsets, offsets.commit_offsets(NOW, "g", -1, "", None,
+                                          [("t", 0, 9, -1, None), ("t", 2, 3, -1, None)], 9),
+          committed=False)
+    apply(offsets, offsets.delete_offsets(NOW, "h", [("u", [0])]), committed=False)
+    assert sorted(offsets.committed_offsets()) == [
+        ("g", "t", 0, 5), ("g", "t", 1, 6), ("h", "u", 0, 1)]
+    offsets.on_committed(Log.end)
+    assert sorted(offsets.committed_offsets()) == [
+        ("g", "t", 0, 9), ("g", "t", 1, 6), ("g", "t", 2, 3)]
+
+
 def test_records_loaded_above_the_high_watermark_stay_unread_until_committed() -> None:
     """A new coordinator loads its whole log; what its predecessor wrote past the high
     watermark is read only once committed."""

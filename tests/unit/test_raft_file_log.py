@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -12,9 +13,14 @@ from hypothesis import strategies as st
 
 from ottla.common.files import write_atomically
 from ottla.metadata import records as meta
+from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
+from ottla.protocol.records import control_record_type, decode_records, scan_batches
 from ottla.raft.file_log import INSTALL_MARKER, FileRaftLog, entries_of, snapshot_file_name
 from ottla.raft.memory_log import MemoryLog
 from ottla.raft.messages import Entry, Snapshot, SnapshotWrite
+from ottla.raft.quorum import RaftReplica
+from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
+from ottla.raft.voters_record import KRAFT_VOTERS, snapshot_voters
 
 counter = itertools.count()
 NOW = 1_700_000_000_000
@@ -78,8 +84,9 @@ def test_file_log_matches_memory_log(tmp_path_factory, operations) -> None:
                 disk.append(entries)
                 memory.append(entries)
             elif op[0] == "truncate":
-                edges = boundaries(memory)
-                target = edges[min(op[1], len(edges) - 1)]
+                # Anywhere in the log: a leader's epoch may end inside a batch here.
+                target = memory.start_offset + op[1] % (memory.end_offset -
+                                                        memory.start_offset + 1)
                 disk.truncate_to(target)
                 memory.truncate_to(target)
                 epoch = max(epoch, memory.last_epoch)
@@ -347,3 +354,43 @@ def test_the_flush_after_a_roll_fsyncs_the_directory_holding_the_new_segment(
         assert log.flushed_end_offset == 3
     finally:
         log.close()
+
+
+def test_voters_records_are_control_batches_the_replica_reads_back_after_a_restart(
+        tmp_path: pytest.TempPathFactory) -> None:
+    """KIP-853: a voter change is a KRAFT_VOTERS control batch in __cluster_metadata,
+    and a snapshot taken under kraft.version 1 records the set at its end after its
+    header (as Kafka's do), so a restarted replica finds its voters in its log."""
+    directory = str(tmp_path)
+    one = VoterSet((VoterNode(ReplicaKey(1, "AAAAAAAAAAAAAAAAAAAAAQ"),
+                              (Endpoint("CONTROLLER", "127.0.0.1", 9093),)),))
+    two = VoterSet((*one.nodes, VoterNode(ReplicaKey(2, "AAAAAAAAAAAAAAAAAAAAAg"),
+                                          (Endpoint("CONTROLLER", "127.0.0.1", 9094),))))
+    log = FileRaftLog(directory, 1, [1], meta, CLOCK)
+    log.append([Entry(1, None), Entry(1, (record(1),)), Entry(1, two), Entry(1, (record(2),))])
+    log.flush()
+    raw = log.read(2, 1)[0].raw
+    assert raw is not None
+    pos, header = next(scan_batches(raw))
+    assert header.is_control
+    assert control_record_type(decode_records(raw, pos, header)[0].key) == KRAFT_VOTERS
+    assert [e.payload for e in entries_of(raw, meta)] == [two]
+    log.close()
+
+    reopened = FileRaftLog(directory, 1, [1], meta, CLOCK)
+    replica = RaftReplica(1, one, reopened, random.Random(0),
+                          directory_id="AAAAAAAAAAAAAAAAAAAAAQ", kraft_version=1)
+    assert replica.voter_set == two and replica.voter_set_at(1) == one
+    replica.high_watermark = replica.applied = 4
+    assert replica.create_snapshot(4, encode_snapshot([record(1), record(2)], NOW))
+    write = replica.take_snapshot_write()
+    assert write is not None and write.snapshot.voters == two
+    reopened.write_snapshot(reopened.begin_snapshot(write))
+    replica.snapshot_written(write, 0)
+    assert snapshot_voters(reopened.snapshot.data) == two  # type: ignore[union-attr]
+    assert decode_snapshot(reopened.snapshot.data).records == [record(1), record(2)]  # type: ignore[union-attr]
+    reopened.close()
+    again = FileRaftLog(directory, 1, [1], meta, CLOCK)
+    assert again.snapshot is not None and again.snapshot.voters == two
+    assert RaftReplica(1, one, again, random.Random(0), kraft_version=1).voter_set == two
+    again.close()

@@ -51,3 +51,12 @@ def test_entries_are_batches_spanning_several_offsets():
     assert log.end_offset == 4
     log.take_snapshot(Snapshot(3, 1, "state"))
     assert (log.start_offset, log.read(3, 5)) == (3, (Entry(1, "b", 1),))
+
+
+def test_truncating_inside_a_batch_drops_the_whole_batch_as_kafkas_log_does():
+    log = MemoryLog()
+    log.append([Entry(1, "a", 3), Entry(2, "b", 4)])
+    log.truncate_to(5)  # inside [3, 7)
+    assert (log.end_offset, log.last_epoch) == (3, 1)
+    log.truncate_to(1)  # inside [0, 3)
+    assert (log.end_offset, log.entries) == (0, [])

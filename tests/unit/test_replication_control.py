@@ -193,7 +193,7 @@ def test_an_operation_over_10000_records_is_refused_before_any_work(validate_onl
     with pytest.raises(BatchTooLarge) as refused:
         c.replication.create_topics([NewTopic("ok", 1), NewTopic("huge", 2**31 - 1)], validate_only)
     assert refused.value.code == ErrorCode.policy_violation
-    assert refused.value.message == "Unable to perform excessively large batch operation."
+    assert refused.value.message == "Excessively large number of partitions per request."
     # Several topics that together pass the limit count as one operation too.
     with pytest.raises(BatchTooLarge):
         c.replication.create_topics([NewTopic(f"t{i}", 4000) for i in range(3)], validate_only)

@@ -81,7 +81,7 @@ def test_user_scram_credential_record_is_type_11_v0_in_kafkas_layout() -> None:
                                          iterations=8192)
     # frame 0, apiKey 11, version 0; then, flexible: compact string Name, int8 Mechanism,
     # compact bytes Salt, StoredKey, ServerKey, int32 Iterations, no tagged fields.
-    expected = (bytes([0, 11, 0]) + bytes([6]) + b"alice" + bytes([2]) + bytes([5]) + b"NaCl"
+    expected = (bytes([1, 11, 0]) + bytes([6]) + b"alice" + bytes([2]) + bytes([5]) + b"NaCl"
                 + bytes([65]) + b"\x01" * 64 + bytes([65]) + b"\x02" * 64
                 + (8192).to_bytes(4, "big") + bytes([0]))
     assert r.encode(record) == expected
@@ -90,7 +90,7 @@ def test_user_scram_credential_record_is_type_11_v0_in_kafkas_layout() -> None:
 
 def test_remove_user_scram_credential_record_is_type_22_v0_in_kafkas_layout() -> None:
     record = r.RemoveUserScramCredentialRecord(name="bob", mechanism=1)
-    expected = bytes([0, 22, 0, 4]) + b"bob" + bytes([1, 0])
+    expected = bytes([1, 22, 0, 4]) + b"bob" + bytes([1, 0])
     assert r.encode(record) == expected
     assert r.decode(expected) == record
 

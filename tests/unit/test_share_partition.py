@@ -49,18 +49,24 @@ def test_acknowledging_part_of_a_batch_splits_it_per_offset() -> None:
         PersisterStateBatch(7, 9, RecordState.AVAILABLE, 1)]
 
 
-def test_bad_acknowledgements_are_invalid_record_state_and_change_nothing() -> None:
+def test_bad_acknowledgements_are_refused_and_change_nothing() -> None:
+    """Kafka's SharePartition: another member's or a wrongly typed run is
+    INVALID_RECORD_STATE, a run past the records fetched INVALID_REQUEST, and either
+    undoes the runs before it; a run wholly below the start offset is already archived
+    and ignored."""
     sp = SharePartition(start_offset=0)
     sp.acquire("m1", [(0, 4)], 500, T0)
     before = sp.state_batches()
     assert sp.acknowledge("m2", [(0, 4, [ACCEPT])]) == ErrorCode.invalid_record_state  # not its
     assert sp.acknowledge("m1", [(0, 1, [ACCEPT]), (7, 8, [ACCEPT])]) == \
-        ErrorCode.invalid_record_state  # never acquired: the first run is undone too
+        ErrorCode.invalid_request  # never fetched: the first run is undone too
+    assert sp.acknowledge("m1", [(3, 6, [ACCEPT])]) == ErrorCode.invalid_request  # ends past
     assert sp.acknowledge("m1", [(0, 4, [ACCEPT, RELEASE])]) == ErrorCode.invalid_record_state
     assert sp.acknowledge("m1", [(0, 4, [9])]) == ErrorCode.invalid_record_state
     assert sp.state_batches() == before and sp.start_offset == 0
     assert sp.acknowledge("m1", [(0, 4, [ACCEPT])]) == ErrorCode.none
-    assert sp.acknowledge("m1", [(0, 4, [ACCEPT])]) == ErrorCode.invalid_record_state  # twice
+    assert sp.start_offset == 5
+    assert sp.acknowledge("m1", [(0, 4, [ACCEPT])]) == ErrorCode.none  # twice: archived
 
 
 def test_a_record_is_delivered_at_most_the_limit_then_archived() -> None:

@@ -8,11 +8,12 @@ replication throttles),
 fetch sessions, client quotas, producer ids, the coordinators over their internal topics (group,
 transaction, share) and the leaders' transaction verification (KIP-890), and share
 groups on the leaders (the share-state persister, the dead-letter queue, the
-share-partition manager, the share-group offsets admin).
+share-partition manager, the share-group offsets admin), and KIP-714 client telemetry.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 
@@ -24,7 +25,7 @@ from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.fetch_session import FetchSessionCache
-from ottla.broker.quota.client_quota_manager import ClientQuotaManagers
+from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
 from ottla.broker.replication.assignments_manager import AssignmentsManager
 from ottla.broker.replication.partition import Partition
@@ -35,11 +36,12 @@ from ottla.broker.share.dead_letter_queue import DeadLetterQueue
 from ottla.broker.share.offsets_admin import ShareGroupOffsetsAdmin
 from ottla.broker.share.partition_manager import SharePartitionManager
 from ottla.broker.share.persister import CoordinatorPersister
+from ottla.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.broker.transaction_verification import AddPartitionsToTxnManager
 from ottla.common.server_config import KafkaConfig
 from ottla.metadata.delta import MetadataDelta
-from ottla.metadata.image import MetadataImage
+from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.metadata.isr_change import IsrChange
 
 LeaderHint = dict[str, int]
@@ -106,6 +108,10 @@ class Broker(BrokerContext):
                                                       self.dead_letters)
         self.share_offsets = ShareGroupOffsetsAdmin(self, self.group_coordinator,
                                                     self.share_persister)
+        # Client telemetry: served, and advertised once the node has a receiver for it.
+        self.client_metrics = ClientMetricsManager(config["telemetry.max.bytes"],
+                                                   random.Random())
+        self._update_client_metrics()
 
     @property
     def coordinators(self) -> tuple[GroupCoordinatorService, TransactionCoordinatorService,
@@ -180,9 +186,16 @@ class Broker(BrokerContext):
         (their share-partitions here, and their state in the share coordinators)."""
         for coordinator in self.coordinators:
             coordinator.on_metadata(now_ms)
+        if delta.full or delta.client_metrics:
+            self._update_client_metrics()
         if delta.removed_topics:
             self.share_partitions.on_topics_deleted(set(delta.removed_topics))
             self.share_offsets.on_topics_deleted(dict(delta.removed_partition_counts))
+
+    def _update_client_metrics(self) -> None:
+        self.client_metrics.update_subscriptions(
+            {name: configs for (kind, name), configs in self.image.configs.items()
+             if kind == ConfigResourceType.CLIENT_METRICS})
 
     def shutdown(self) -> None:
         """Answer the requests parked in purgatories and stop the timers (what can stop

@@ -33,7 +33,7 @@ from ottla.protocol.api import ApiKey
 if TYPE_CHECKING:
     from ottla.client.blocking import BlockingClient
 
-ENTITY_TYPES = {"users": USER, "clients": CLIENT_ID}
+ENTITY_TYPES = {"users": USER, "clients": CLIENT_ID, "ips": IP}
 """kafka-configs' entity types that name client quota entities, and the entity type
 each stands for."""
 _DESCRIBED_AS = {USER: "user-principal", CLIENT_ID: "client-id", IP: "ip"}

@@ -1,17 +1,20 @@
 """``ottla configs``: describe and alter the dynamic configs of topics, brokers and groups,
-the SCRAM credentials of users and the client quotas of users and client ids
-(kafka-configs.sh), with Kafka's flags and output."""
+the SCRAM credentials of users, the client quotas of users and client ids and the
+connection quotas of addresses (kafka-configs.sh), with Kafka's flags and output."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 import secrets
+import socket
 from typing import TYPE_CHECKING, Any
 
 from ottla.cli import client_quota_configs as quotas_cli
 from ottla.cli.client_quota_configs import QuotaConfigsError
 from ottla.cli.common import client_config, connect, fail, read_command_config
+from ottla.metadata.client_quotas import IP_QUOTA_KEYS
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.security.scram import DEFAULT_ITERATIONS, MIN_ITERATIONS, ScramMechanism, salted_password
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
     from ottla.client.blocking import BlockingClient
 
 TIMEOUT = 30.0
-ENTITY_TYPES = ("topics", "brokers", "groups", "users", "clients")
+ENTITY_TYPES = ("topics", "brokers", "groups", "users", "clients", "ips")
 QUOTA_ENTITY_TYPES = ("users", "clients")
 SCRAM_MECHANISMS = {m.mechanism_name: m for m in ScramMechanism
                     if m != ScramMechanism.UNKNOWN}
@@ -323,6 +326,41 @@ def _describe_quotas(client: BlockingClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _valid_ip_entity(name: str) -> bool:
+    """Kafka's ``DynamicConfig.Ip.isValidIpEntity``: an address, or a host that resolves."""
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(name, None)
+        return True
+    except OSError:
+        return False
+
+
+def _describe_ips(client: BlockingClient, args: argparse.Namespace) -> int:
+    types, names = _entities(args)
+    quotas_cli.print_quotas(client, types, names)
+    return 0
+
+
+def _alter_ips(client: BlockingClient, args: argparse.Namespace) -> int:
+    """The connection quota of an address or of the default ip (kafka-configs'
+    ``ConfigType.IP`` branch)."""
+    types, names = _entities(args)
+    added = parse_add_config(args.add_config) if args.add_config else {}
+    deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
+    unknown = [k for k in [*added, *deleted] if k not in IP_QUOTA_KEYS]
+    if unknown:
+        return fail("Only connection quota configs can be added for 'ips' using "
+                    f"--bootstrap-server. Unexpected config names: {','.join(unknown)}")
+    quotas_cli.alter_quotas(client, types, names, added, deleted)
+    print(_completed("ips", names[0]))
+    return 0
+
+
 def _check_entities(args: argparse.Namespace) -> str | None:
     """kafka-configs' checks of the entity types and names (``checkArgs``): why not."""
     types, names = _entities(args)
@@ -336,11 +374,16 @@ def _check_entities(args: argparse.Namespace) -> str | None:
             if name and not name.isdigit():
                 return ("The entity name for brokers must be a valid integer broker id, "
                         f"found: {name}")
+    if "ips" in types:
+        for name in names:
+            if name and not _valid_ip_entity(name):
+                return ("The entity name for ips must be a valid IP or resolvable host, but "
+                        f"it is: {name}")
     if args.describe and "" in names and \
-            not any(t in types for t in ("users", "clients", "brokers")):
+            not any(t in types for t in ("users", "clients", "brokers", "ips")):
         return f"--entity-default must not be specified with --describe of {','.join(types)}"
     if args.alter:
-        if any(t in types for t in ("users", "clients", "brokers")):
+        if any(t in types for t in ("users", "clients", "brokers", "ips")):
             if not names:
                 return ("An entity-name or default entity must be specified with --alter of "
                         "users, clients, brokers or ips")
@@ -365,6 +408,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         with connect(args.bootstrap_server, "ottla-configs",
                      read_command_config(args.command_config)) as client:
+            if args.entity_type == "ips":
+                return _describe_ips(client, args) if args.describe \
+                    else _alter_ips(client, args)
             if args.entity_type in QUOTA_ENTITY_TYPES:
                 return _describe_quotas(client, args) if args.describe \
                     else _alter_users(client, args)

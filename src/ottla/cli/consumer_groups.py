@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ottla.cli.common import client_config, connect, fail, read_command_config
 from ottla.protocol.errors import ErrorCode
@@ -149,46 +149,71 @@ def _describe(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
     return status
 
 
-def _describe_offsets(admin: Any, args: argparse.Namespace, group: str, desc: Any) -> None:
+class LagRow(NamedTuple):
+    """One partition of a group as ``--describe`` prints it: the committed offset, the
+    log end, their difference and the member it is assigned to (None: none)."""
+
+    topic: str
+    partition: int
+    current: int | None
+    end: int | None
+    lag: int | None
+    member_id: str | None
+    host: str | None
+    client_id: str | None
+
+
+def lag_rows(admin: Any, conf: dict[str, Any], group: str, desc: Any,
+             timeout: float = TIMEOUT) -> list[LagRow]:
+    """Committed offsets against log-end offsets for every partition the group has an
+    offset for or is assigned (Kafka's ConsumerGroupCommand.collectGroupOffsets)."""
     owners = {}
     for m in desc.members:
         for tp in (m.assignment.topic_partitions if m.assignment else []):
             owners[(tp.topic, tp.partition)] = m
-    committed = _committed(admin, group)
+    committed = committed_offsets(admin, group, timeout)
     keys = sorted(set(committed) | set(owners))
-    ends = _watermarks(args, keys)
-    if not desc.members:
-        print(f"Consumer group '{group}' has no active members.")
+    ends = watermarks(conf, keys, timeout)
     rows = []
     for key in keys:
         current = committed.get(key)
         end = ends.get(key, (None, None))[1]
         lag = end - current if current is not None and end is not None else None
         m = owners.get(key)
-        rows.append([group, key[0], key[1], current, end, lag,
-                     m.member_id if m else None, m.host if m else None,
-                     m.client_id if m else None])
-    _table(rows, ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                  "CONSUMER-ID", "HOST", "CLIENT-ID"])
+        rows.append(LagRow(key[0], key[1], current, end, lag,
+                           m.member_id if m else None, m.host if m else None,
+                           m.client_id if m else None))
+    return rows
 
 
-def _committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
+def _describe_offsets(admin: Any, args: argparse.Namespace, group: str, desc: Any) -> None:
+    rows = lag_rows(admin, _conf(args), group, desc)
+    if not desc.members:
+        print(f"Consumer group '{group}' has no active members.")
+    _table([[group, *row] for row in rows],
+           ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+            "CONSUMER-ID", "HOST", "CLIENT-ID"])
+
+
+def committed_offsets(admin: Any, group: str, timeout: float = TIMEOUT
+                      ) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
-    listed = result[group].result(TIMEOUT)
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                               request_timeout=timeout)
+    listed = result[group].result(timeout)
     return {(tp.topic, tp.partition): tp.offset for tp in listed.topic_partitions
             if tp.offset >= 0}
 
 
-def _watermarks(args: argparse.Namespace, keys: list[tuple[str, int]]
-                ) -> dict[tuple[str, int], tuple[int, int]]:
+def watermarks(conf: dict[str, Any], keys: list[tuple[str, int]], timeout: float = TIMEOUT
+               ) -> dict[tuple[str, int], tuple[int, int]]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer(_conf(args) | {"group.id": "ottla-consumer-groups-tool",
-                                       "enable.auto.commit": False})
+    consumer = Consumer(conf | {"group.id": "ottla-consumer-groups-tool",
+                                "enable.auto.commit": False})
     try:
-        return {key: consumer.get_watermark_offsets(TopicPartition(*key), timeout=TIMEOUT)
+        return {key: consumer.get_watermark_offsets(TopicPartition(*key), timeout=timeout)
                 for key in keys}
     finally:
         consumer.close()
@@ -261,8 +286,6 @@ def _delete_offsets(args: argparse.Namespace, groups: list[str]) -> int:
 
 
 def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-
     scenarios = [s for s in RESET_SCENARIOS if getattr(args, s) not in (None, False)]
     if len(scenarios) != 1:
         return fail("Option [--reset-offsets] needs exactly one of --to-earliest, "
@@ -276,6 +299,9 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
               "should add the --dry-run option explicitly if you are scripting this command "
               "and want to keep the current default behavior without prompting.")
     scenario = scenarios[0]
+    value = getattr(args, scenario)
+    if scenario == "to_datetime":
+        value = _parse_datetime(value)
     topics = admin.list_topics(timeout=TIMEOUT).topics
     known = {n: len(t.partitions) for n, t in topics.items()}
     status = 0
@@ -286,35 +312,52 @@ def _reset(admin: Any, args: argparse.Namespace, groups: list[str]) -> int:
                   f"but the current state is {_state_name(desc.state)}.")
             status = 1
             continue
-        committed = _committed(admin, group)
-        keys = sorted(committed) if args.all_topics else _topic_partitions(args, known)
-        marks = _watermarks(args, keys)
-        new: dict[tuple[str, int], int] = {}
-        if scenario == "to_datetime":
-            stamp = _parse_datetime(args.to_datetime)
-            probe = Consumer(_conf(args) | {"group.id": "ottla-consumer-groups-tool"})
-            found = probe.offsets_for_times([TopicPartition(t, p, stamp) for t, p in keys],
-                                            timeout=TIMEOUT)
-            probe.close()
-            times = {(tp.topic, tp.partition): tp.offset for tp in found}
-        for key in keys:
-            low, high = marks[key]
-            current = committed.get(key, low)
-            if scenario == "to_datetime":
-                target = times.get(key, -1)
-                target = high if target < 0 else target  # nothing that late: the end
-            else:
-                target = {"to_earliest": low, "to_latest": high, "to_current": current,
-                          "to_offset": args.to_offset,
-                          "shift_by": current + (args.shift_by or 0)}[scenario]
-            new[key] = min(max(target, low), high)
-        if args.execute:
-            result = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
-                group, [TopicPartition(t, p, o) for (t, p), o in new.items()])])
-            result[group].result(TIMEOUT)
+        keys = None if args.all_topics else _topic_partitions(args, known)
+        new = reset_offsets(admin, _conf(args), group, keys, scenario, value,
+                            execute=args.execute)
         _table([[group, t, p, o] for (t, p), o in sorted(new.items())],
                ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])
     return status
+
+
+def reset_offsets(admin: Any, conf: dict[str, Any], group: str,
+                  keys: list[tuple[str, int]] | None, scenario: str, value: int | None,
+                  *, execute: bool, timeout: float = TIMEOUT) -> dict[tuple[str, int], int]:
+    """The new offset of each partition (``keys``; None: those the group has committed)
+    under one of ``RESET_SCENARIOS``, clamped to the log as Kafka clamps it; ``value`` is
+    the offset, shift or epoch milliseconds the scenario takes. With ``execute`` they are
+    committed (the group must be inactive, as Kafka requires)."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+
+    committed = committed_offsets(admin, group, timeout)
+    keys = sorted(committed) if keys is None else keys
+    marks = watermarks(conf, keys, timeout)
+    times: dict[tuple[str, int], int] = {}
+    if scenario == "to_datetime":
+        probe = Consumer(conf | {"group.id": "ottla-consumer-groups-tool"})
+        try:
+            found = probe.offsets_for_times([TopicPartition(t, p, value) for t, p in keys],
+                                            timeout=timeout)
+        finally:
+            probe.close()
+        times = {(tp.topic, tp.partition): tp.offset for tp in found}
+    new: dict[tuple[str, int], int] = {}
+    for key in keys:
+        low, high = marks[key]
+        current = committed.get(key, low)
+        if scenario == "to_datetime":
+            target = times.get(key, -1)
+            target = high if target < 0 else target  # nothing that late: the end
+        else:
+            target = {"to_earliest": low, "to_latest": high, "to_current": current,
+                      "to_offset": value, "shift_by": current + (value or 0)}[scenario]
+        new[key] = min(max(target, low), high)
+    if execute and new:
+        result = admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
+            group, [TopicPartition(t, p, o) for (t, p), o in new.items()])],
+            request_timeout=timeout)
+        result[group].result(timeout)
+    return new
 
 
 def _parse_datetime(text: str) -> int:

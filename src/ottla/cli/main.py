@@ -10,9 +10,12 @@ from collections.abc import Sequence
 def build_parser() -> argparse.ArgumentParser:
     from ottla.cli import (
         acls,
+        chaos,
+        client_metrics,
         configs,
         console,
         consumer_groups,
+        delegation_tokens,
         dev_cluster,
         dump_log,
         features,
@@ -26,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         storage,
         topics,
         transactions,
+        web_console,
     )
 
     parser = argparse.ArgumentParser(
@@ -36,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     storage.add_parser(sub)
     topics.add_parser(sub)
     configs.add_parser(sub)
+    client_metrics.add_parser(sub)
     acls.add_parser(sub)
+    delegation_tokens.add_parser(sub)
     console.add_producer_parser(sub)
     console.add_consumer_parser(sub)
     dump_log.add_parser(sub)
@@ -51,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev_cluster.add_parser(sub)
     reassign_partitions.add_parser(sub)
     transactions.add_parser(sub)
+    web_console.add_parser(sub)
+    chaos.add_parser(sub)
     return parser
 
 

@@ -1,8 +1,13 @@
-"""``ottla metadata-quorum``: describe the KRaft quorum (kafka-metadata-quorum.sh).
+"""``ottla metadata-quorum``: describe and change the KRaft quorum
+(kafka-metadata-quorum.sh).
 
 ``--bootstrap-server`` (a broker) or ``--bootstrap-controller`` (a controller listener),
 then ``describe --status`` (leader, epoch, high watermark, lag, voters) or
-``describe --replication`` (one row per voter and observer).
+``describe --replication`` (one row per voter and observer); ``add-controller`` (with
+``--command-config`` the new controller's server.properties: its node.id, the
+directory.id of its metadata log dir and its controller listeners) or
+``remove-controller --controller-id N --controller-directory-id ID`` (KIP-853), sent to
+the quorum's leader, answered once the new voter set is committed.
 """
 
 from __future__ import annotations
@@ -34,6 +39,20 @@ def add_parser(sub: Any) -> None:
     describe.add_argument("--human-readable", action="store_true",
                           help="timestamps as 'N ms ago' rather than epoch milliseconds")
     describe.set_defaults(run=run)
+    add = actions.add_parser("add-controller",
+                             help="add a controller to the KRaft controller cluster")
+    add.add_argument("--dry-run", action="store_true",
+                     help="print what would be done, but do not do it")
+    add.set_defaults(run=run_add)
+    remove = actions.add_parser("remove-controller",
+                                help="remove a controller from the KRaft controller cluster")
+    remove.add_argument("--controller-id", "-i", type=int, required=True,
+                        help="the id of the controller to remove")
+    remove.add_argument("--controller-directory-id", "-d", required=True,
+                        help="the directory id of the controller to remove")
+    remove.add_argument("--dry-run", action="store_true",
+                        help="print what would be done, but do not do it")
+    remove.set_defaults(run=run_remove)
 
 
 def _directory_id(value: Any) -> str:
@@ -115,3 +134,132 @@ def print_replication(partition: Any, human: bool) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def _controller(props: dict[str, str]) -> tuple[int, str, list[tuple[str, str, int]]]:
+    """(node id, metadata directory id, controller endpoints) of a controller's
+    server.properties, checked as Kafka's MetadataQuorumCommand does."""
+    import re
+
+    from ottla.storage.meta_properties import MetaProperties
+
+    if "node.id" not in props:
+        raise ValueError("node.id not found in configuration file. Is this a valid "
+                         "controller configuration file?")
+    node_id = int(props["node.id"])
+    if node_id < 0:
+        raise ValueError("node.id was negative in configuration file. Is this a valid "
+                         "controller configuration file?")
+    if "controller" not in props.get("process.roles", ""):
+        raise ValueError("process.roles did not contain 'controller' in configuration file. "
+                         "Is this a valid controller configuration file?")
+    directory = props.get("metadata.log.dir") or \
+        (props.get("log.dirs") or props.get("log.dir") or "").split(",")[0].strip()
+    if not directory:
+        raise ValueError("Neither metadata.log.dir nor log.dirs were found. Is this a valid "
+                         "controller configuration file?")
+    meta = MetaProperties.read(directory)
+    if meta is None:
+        raise ValueError(f"Unable to read meta.properties from {directory}")
+    if not meta.directory_id:
+        raise ValueError(f"No directory id found in {directory}")
+    listeners: dict[str, tuple[str, int]] = {}
+    for key in ("listeners", "advertised.listeners"):
+        for entry in props.get(key, "").split(","):
+            match = re.match(r"^\s*([^:]+)://(\[[^\]]*\]|[^:]*):(\d+)\s*$", entry)
+            if match:
+                listeners[match.group(1).upper()] = (match.group(2).strip("[]") or "localhost",
+                                                     int(match.group(3)))
+    if "controller.listener.names" not in props:
+        raise ValueError("controller.listener.names was not found. Is this a valid controller "
+                         "configuration file?")
+    endpoints = []
+    for name in props["controller.listener.names"].split(","):
+        name = name.strip().upper()
+        if name not in listeners:
+            raise ValueError(f"Cannot find information about controller listener name: {name}")
+        endpoints.append((name, *listeners[name]))
+    return node_id, meta.directory_id, endpoints
+
+
+def _leader_client(args: argparse.Namespace, properties: dict[str, str]) -> Any:
+    """A client to the quorum's leader (AddRaftVoter and RemoveRaftVoter go to it)."""
+    from ottla.protocol.api import ApiKey
+
+    address = args.bootstrap_server or args.bootstrap_controller
+    client = connect(address, "ottla-metadata-quorum", properties)
+    if not args.bootstrap_controller:
+        return client
+    with client:
+        response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
+            "topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
+    leader = response.topics[0].partitions[0].leader_id
+    for node in response.nodes:
+        if node.node_id == leader and node.listeners:
+            listener = node.listeners[0]
+            return connect(f"{listener.host}:{listener.port}", "ottla-metadata-quorum",
+                           properties)
+    return connect(address, "ottla-metadata-quorum", properties)
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from ottla.common.uuids import parse_kafka_uuid
+    from ottla.protocol.api import ApiKey
+
+    if not args.command_config:
+        return fail("You must supply the configuration file of the controller you are adding "
+                    "when using add-controller.")
+    properties = read_command_config(args.command_config)
+    try:
+        node_id, directory_id, endpoints = _controller(properties)
+    except ValueError as e:
+        return fail(str(e))
+    described = ", ".join(f"{name}://[{host}]:{port}" if ":" in host
+                          else f"{name}://{host}:{port}" for name, host, port in endpoints)
+    if not args.dry_run:
+        try:
+            with _leader_client(args, properties) as client:
+                response = client.request(ApiKey.ADD_RAFT_VOTER, 0, {
+                    "cluster_id": None, "timeout": 30_000, "voter_id": node_id,
+                    "voter_directory_id": parse_kafka_uuid(directory_id),
+                    "listeners": [{"name": name, "host": host, "port": port}
+                                  for name, host, port in endpoints]})
+        except (OSError, ConnectionError) as e:
+            return fail(f"cannot add the controller: {e}")
+        if response.error_code != 0:
+            return fail(_error(response))
+    print(f"{'DRY RUN of adding' if args.dry_run else 'Added'} controller {node_id} with "
+          f"directory id {directory_id} and endpoints: {described}")
+    return 0
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    from ottla.common.uuids import parse_kafka_uuid
+    from ottla.protocol.api import ApiKey
+
+    if args.controller_id < 0:
+        return fail(f"Invalid negative --controller-id: {args.controller_id}")
+    try:
+        directory = parse_kafka_uuid(args.controller_directory_id)
+    except ValueError as e:
+        return fail(f"Failed to parse --controller-directory-id: {e}")
+    if not args.dry_run:
+        try:
+            with _leader_client(args, read_command_config(args.command_config)) as client:
+                response = client.request(ApiKey.REMOVE_RAFT_VOTER, 0, {
+                    "cluster_id": None, "voter_id": args.controller_id,
+                    "voter_directory_id": directory})
+        except (OSError, ConnectionError) as e:
+            return fail(f"cannot remove the controller: {e}")
+        if response.error_code != 0:
+            return fail(_error(response))
+    print(f"{'DRY RUN of removing ' if args.dry_run else 'Removed '}KRaft controller "
+          f"{args.controller_id} with directory id {args.controller_directory_id}")
+    return 0
+
+
+def _error(response: Any) -> str:
+    from ottla.protocol.errors import ErrorCode
+
+    code = ErrorCode(response.error_code)
+    return f"{code.name.upper()}: {response.error_message or code.name}"

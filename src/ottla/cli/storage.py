@@ -86,8 +86,11 @@ def run_format(args: argparse.Namespace) -> int:
         return 1
     dirs = config.all_log_dirs
     try:
+        own = [v.directory_id for v in initial if v.node_id == config.node_id]
         formatted = format_log_dirs(dirs, args.cluster_id, config.node_id,
-                                    ignore_formatted=args.ignore_formatted)
+                                    ignore_formatted=args.ignore_formatted,
+                                    directory_ids={config.metadata_log_dir: own[0]}
+                                    if own and own[0] else None)
         if config.metadata_log_dir in formatted:
             if initial and initial[0].directory_id == "":
                 initial = [replace(initial[0], directory_id=directory_id(

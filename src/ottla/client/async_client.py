@@ -54,7 +54,8 @@ class AsyncClient:
         entity = build(request_schema(api_key, version), body) if isinstance(body, dict) \
             else body
         await self._connect()
-        assert self._writer is not None
+        if self._writer is None:  # lost again before this request got to use it
+            raise NodeUnavailable(f"connection to {self.host}:{self.port} closed")
         self._correlation_id += 1
         correlation_id = self._correlation_id
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -80,7 +80,7 @@ class BlockingClient:
         assert got == correlation_id, f"correlation id {got} != {correlation_id}"
         return response
 
-    def api_versions(self, version: int = 3) -> Any:
+    def api_versions(self, version: int = 4) -> Any:
         body = {"client_software_name": "ottla-tests", "client_software_version": "1.0"}
         return self.request(ApiKey.API_VERSIONS, version, body)
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from ottla.common.java import double_str
+
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 
@@ -130,8 +132,10 @@ def parse_value(name: str, type_: ConfigType, raw: Any) -> Any:
         if type_ == ConfigType.LIST:
             return [item.strip() for item in text.split(",") if item.strip()]
     except ValueError:
-        raise ConfigError(f"Invalid value {raw} for configuration {name}: "
-                          f"Expected value to be a {type_.name.lower()}") from None
+        # Kafka's ConfigDef.parseType words, a number out of its type's range included.
+        reason = "Expected value to be either true or false" \
+            if type_ == ConfigType.BOOLEAN else f"Not a number of type {type_.name}"
+        raise ConfigError(f"Invalid value {raw} for configuration {name}: {reason}") from None
     return raw
 
 
@@ -143,7 +147,7 @@ def render_value(type_: ConfigType, value: Any) -> str | None:
     if type_ == ConfigType.LIST:
         return ",".join(str(v) for v in value)
     if type_ == ConfigType.DOUBLE:
-        return repr(float(value))
+        return double_str(float(value))  # as Kafka renders it: 1.7976931348623157E308
     return str(value)
 
 

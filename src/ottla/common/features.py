@@ -18,6 +18,12 @@ IBP_4_0_IV2 = 24
 IBP_3_5_IV2 = 11
 """The metadata.version from which SCRAM credentials are metadata records (KIP-554 in
 KRaft, Kafka's ``isScramSupported``)."""
+IBP_3_6_IV2 = 14
+"""The metadata.version from which delegation tokens are metadata records (KIP-900,
+Kafka's ``isDelegationTokenSupported``)."""
+IBP_3_7_IV0 = 15
+"""The metadata.version from which controllers register (KIP-919, Kafka's
+``isControllerRegistrationSupported``)."""
 IBP_3_7_IV2 = 17
 """The metadata.version from which replicas' log dirs are tracked (KIP-858, Kafka's
 ``isDirectoryAssignmentSupported``)."""
@@ -57,10 +63,22 @@ def directory_assignment_supported(features: Mapping[str, int]) -> bool:
     return features.get(METADATA_VERSION, METADATA_VERSION_LEVEL) >= IBP_3_7_IV2
 
 
+def controller_registration_supported(level: int) -> bool:
+    """Kafka's ``MetadataVersion.isControllerRegistrationSupported``: whether a cluster at
+    metadata.version ``level`` keeps controller registrations (3.7-IV0 and later)."""
+    return level >= IBP_3_7_IV0
+
+
 def scram_supported(level: int) -> bool:
     """Kafka's ``MetadataVersion.isScramSupported``: whether a cluster at metadata.version
     ``level`` keeps SCRAM credentials (3.5-IV2 and later)."""
     return level >= IBP_3_5_IV2
+
+
+def delegation_tokens_supported(level: int) -> bool:
+    """Kafka's ``MetadataVersion.isDelegationTokenSupported``: whether a cluster at
+    metadata.version ``level`` keeps delegation tokens (3.6-IV2 and later)."""
+    return level >= IBP_3_6_IV2
 
 
 def share_groups_enabled(features: Mapping[str, int]) -> bool:

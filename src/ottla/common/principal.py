@@ -4,13 +4,17 @@ SSL, the SASL user on SASL listeners); authorization decides on it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     type: str = "User"
     name: str = "ANONYMOUS"
+    token_authenticated: bool = field(default=False, compare=False)
+    """The connection authenticated with a delegation token of this principal (KIP-48):
+    such a connection may not create, renew, expire or describe tokens. Not part of the
+    principal's identity (Kafka's ``KafkaPrincipal.equals`` ignores it too)."""
 
     def __str__(self) -> str:
         return f"{self.type}:{self.name}"
@@ -39,7 +43,7 @@ def _uvarint(value: int) -> bytes:
             return bytes(out)
 
 
-def serialize_principal(principal: Principal, token_authenticated: bool = False) -> bytes:
+def serialize_principal(principal: Principal) -> bytes:
     """Kafka's ``DefaultKafkaPrincipalBuilder.serialize``: a DefaultPrincipalData message
     (type, name, token_authenticated; flexible) after its version as an int16, which is
     how a forwarding broker puts its client's principal in an Envelope."""
@@ -47,7 +51,7 @@ def serialize_principal(principal: Principal, token_authenticated: bool = False)
     for text in (principal.type, principal.name):
         data = text.encode()
         out += _uvarint(len(data) + 1) + data
-    out.append(1 if token_authenticated else 0)
+    out.append(1 if principal.token_authenticated else 0)
     out.append(0)  # no tagged fields
     return bytes(out)
 
@@ -96,10 +100,11 @@ def deserialize_principal(data: bytes) -> Principal:
                                             f"{version}")
     principal_type, name = string(), string()
     need(1)
-    position += 1  # token_authenticated: delegation tokens are not served
+    token_authenticated = data[position] != 0
+    position += 1
     for _ in range(uvarint()):
         uvarint()
         size = uvarint()
         need(size)
         position += size
-    return Principal(principal_type, name)
+    return Principal(principal_type, name, token_authenticated)

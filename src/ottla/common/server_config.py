@@ -190,6 +190,12 @@ _KEYS: list[ConfigKey] = [
               at_least(0), read_only=True),
     ConfigKey("max.connections.per.ip.overrides", T.STRING, "",
               "Per-address limits: host:count,host:count.", read_only=True),
+    ConfigKey("max.connection.creation.rate", T.INT, 2147483647,
+              "Connections a listener accepts per second (per listener with "
+              "listener.name.<listener>.max.connection.creation.rate, and on the whole "
+              "node without the prefix); beyond it the listener stops accepting for the "
+              "throttle time. The inter-broker and controller listeners are exempt from "
+              "the node-wide rate.", at_least(0), read_only=True),
     ConfigKey("num.network.threads", T.INT, 3, "Accepted for compatibility; one event loop."),
     ConfigKey("num.io.threads", T.INT, 8, "Accepted for compatibility; one event loop."),
     ConfigKey("num.recovery.threads.per.data.dir", T.INT, 2, "Accepted for compatibility."),
@@ -236,6 +242,13 @@ _KEYS: list[ConfigKey] = [
               at_least(1), read_only=True),
     ConfigKey("quota.window.size.seconds", T.INT, 1,
               "Length of each client quota sample.", at_least(1), read_only=True),
+    ConfigKey("controller.quota.window.num", T.INT, 11,
+              "Samples of the controller mutation quota: a client may create or delete "
+              "this many windows' worth of partitions at once (KIP-599's burst).",
+              at_least(1), read_only=True),
+    ConfigKey("controller.quota.window.size.seconds", T.INT, 1,
+              "Length of each controller mutation quota sample.", at_least(1),
+              read_only=True),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000,
               "How often the high watermarks are written to replication-offset-checkpoint.",
               at_least(1)),
@@ -320,6 +333,18 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("leader.imbalance.check.interval.seconds", T.LONG, 300,
               "How often the controller moves leaderships back to preferred replicas."),
     ConfigKey("queued.max.requests", T.INT, 500, "Requests queued per connection.", at_least(1)),
+    ConfigKey("delegation.token.secret.key", T.PASSWORD, None,
+              "Secret key to generate and verify delegation tokens; the same on every node "
+              "(brokers and controllers). Unset or empty: delegation tokens are disabled.",
+              read_only=True, sensitive=True),
+    ConfigKey("delegation.token.max.lifetime.ms", T.LONG, 7 * 24 * 60 * 60 * 1000,
+              "The most a token lives, renewals included.", at_least(1), read_only=True),
+    ConfigKey("delegation.token.expiry.time.ms", T.LONG, 24 * 60 * 60 * 1000,
+              "How long a token lives before it must be renewed.", at_least(1),
+              read_only=True),
+    ConfigKey("delegation.token.expiry.check.interval.ms", T.LONG, 60 * 60 * 1000,
+              "How often the active controller removes expired tokens.", at_least(1),
+              read_only=True),
     ConfigKey("prometheus.listener", T.STRING, "",
               "Ottla: host:port on which the node serves GET /metrics (Prometheus text "
               "format, Kafka's metric names as the JMX exporter gives them); empty: off.",
@@ -514,6 +539,26 @@ class KafkaConfig:
     @property
     def broker_listeners(self) -> list[Listener]:
         return [ln for ln in self.listeners if ln.name not in self.controller_listener_names]
+
+    @property
+    def advertised_controller_listeners(self) -> list[Listener]:
+        """Where a controller says it listens (Kafka's
+        ``effectiveAdvertisedControllerListeners``): each controller listener as
+        advertised.listeners names it, else as ``listeners`` does, in
+        controller.listener.names order (the inter-controller one first); an unspecified
+        host as 127.0.0.1, as a broker's; port 0 stays 0 (the caller knows the bound one)."""
+        raw = self.values["advertised.listeners"]
+        advertised = {ln.name: ln for ln in self._parse_listeners(raw, "advertised.listeners")
+                      } if raw else {}
+        bound = {ln.name: ln for ln in self.listeners}
+        result = []
+        for name in self.controller_listener_names:
+            listener = advertised.get(name) or bound.get(name)
+            if listener is not None:
+                host = listener.host if listener.host not in ("", "0.0.0.0", "::") \
+                    else "127.0.0.1"
+                result.append(Listener(name, host, listener.port, listener.security_protocol))
+        return result
 
     @property
     def advertised_listeners(self) -> list[Listener]:

@@ -31,18 +31,20 @@ def is_internal_topic(name: str) -> bool:
 
 
 def topic_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a topic (Kafka's message), or None if it can."""
+    """Why ``name`` cannot name a topic, or None if it can: Kafka's message
+    (Topic.validate and detectInvalidTopic, the text since Kafka 3.4)."""
+    reason = None
     if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return (f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-                f"characters, topic name: {name}")
-    if not _LEGAL_TOPIC.match(name):
-        return (f"Topic name \"{name}\" is illegal, it contains a character other than "
-                "ASCII alphanumerics, '.', '_' and '-'")
-    return None
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = (f"the length of '{name}' is longer than the max allowed length "
+                  f"{MAX_TOPIC_NAME_LENGTH}")
+    elif not _LEGAL_TOPIC.match(name):
+        reason = (f"'{name}' contains one or more characters other than ASCII "
+                  "alphanumerics, '.', '_' and '-'")
+    return None if reason is None else f"Topic name is invalid: {reason}"
 
 
 @dataclass(slots=True)

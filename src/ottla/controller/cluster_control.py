@@ -11,12 +11,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ottla.common.features import (
+    METADATA_VERSION,
+    METADATA_VERSION_LEVEL,
+    controller_registration_supported,
+)
 from ottla.controller.replication_control import ReplicationControlManager
 from ottla.controller.results import ControllerError, ControllerResult
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode
+
+SECURITY_PROTOCOLS = frozenset({0, 1, 2, 3})
+"""Kafka's ``SecurityProtocol`` ids: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."""
 
 
 @dataclass(slots=True)
@@ -79,6 +87,35 @@ class ClusterControlManager:
         if unfence:
             records += self._unfence(broker_id, broker_epoch)
         return ControllerResult(records, broker_epoch)
+
+    def register_controller(self, controller_id: int, incarnation_id: uuid.UUID,
+                            endpoints: Sequence[tuple[str, str, int, int]],
+                            features: Sequence[tuple[str, int, int]]) -> ControllerResult:
+        """ControllerRegistration (KIP-919, Kafka's ``registerController``): record where a
+        controller listens and what it supports, replacing its previous registration.
+        Kafka checks only that the metadata.version has controller registrations
+        (UNSUPPORTED_VERSION) and that each listener's security protocol is one it knows;
+        ``zk_migration_ready`` is always written false."""
+        level = self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)
+        if not controller_registration_supported(level):
+            raise ControllerError(ErrorCode.unsupported_version,
+                                  "The current MetadataVersion is too old to support "
+                                  "controller registrations.")
+        for name, _host, _port, protocol in endpoints:
+            if protocol not in SECURITY_PROTOCOLS:
+                # A RuntimeException in Kafka: UNKNOWN_SERVER_ERROR, with its toString.
+                raise ControllerError(ErrorCode.unknown_server_error,
+                                      f"java.lang.RuntimeException: Unknown security protocol "
+                                      f"{protocol} in listener {name}")
+        listeners = {n: (n, h, p, s) for n, h, p, s in endpoints}  # by name, last wins
+        return ControllerResult([r.RegisterControllerRecord(
+            controller_id=controller_id, incarnation_id=incarnation_id,
+            zk_migration_ready=False,
+            end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
+                             for n, h, p, s in listeners.values()),
+            features=tuple(r.BrokerFeature(name=name, min_supported_version=low,
+                                           max_supported_version=high)
+                           for name, low, high in features))])
 
     def _check_log_dirs(self, broker_id: int, log_dirs: Sequence[uuid.UUID]) -> None:
         if not log_dirs:
@@ -158,6 +195,20 @@ class ClusterControlManager:
         if not stale:
             return ControllerResult([], [])
         return ControllerResult(self._fence(stale), list(stale))
+
+    def unregister_broker(self, broker_id: int) -> ControllerResult:
+        """Forget a broker (kafka-cluster unregister, Kafka's ``unregisterBroker``): it
+        leaves every ISR and ELR it is in and every leadership it holds, then its
+        registration goes. A broker still running registers again."""
+        registration = self.image.brokers.get(broker_id)
+        if registration is None:
+            raise ControllerError(ErrorCode.broker_id_not_registered,
+                                  f"Broker ID {broker_id} is not currently registered")
+        self.last_heartbeat_ms.pop(broker_id, None)
+        records = self.replication.handle_brokers_fenced({broker_id}, {broker_id})
+        records.append(r.UnregisterBrokerRecord(broker_id=broker_id,
+                                                broker_epoch=registration.epoch))
+        return ControllerResult(records, None)
 
     def _fence(self, brokers: dict[int, int]) -> list[Any]:
         """FenceBrokerRecords (broker id -> epoch), and the ISR and leader changes of the

@@ -1,4 +1,5 @@
-"""Dynamic configs of topics, brokers and groups (Kafka's ConfigurationControlManager, with
+"""Dynamic configs of topics, brokers, groups and client-metrics subscriptions (Kafka's
+ConfigurationControlManager, with
 the broker-side checks of its ConfigAdminManager and DynamicBrokerConfig): AlterConfigs
 replaces a resource's set, IncrementalAlterConfigs sets, deletes, appends to and subtracts
 from it; both validate every value before writing a ConfigRecord."""
@@ -9,6 +10,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ottla.common import client_metrics_configs
+from ottla.common.client_metrics_configs import ClientMetricsConfigError
 from ottla.common.config import ConfigError, ConfigType
 from ottla.common.group_configs import validate_group_configs
 from ottla.common.kafka_broker_configs import (
@@ -78,6 +81,11 @@ def list_default(resource_type: int, key: str) -> str | None:
         definition = TOPIC_CONFIGS.keys.get(key)
     elif resource_type == ConfigResourceType.BROKER:
         definition = BROKER_CONFIGS.keys.get(_listener_base(key) or key)
+    elif resource_type == ConfigResourceType.CLIENT_METRICS:
+        client_metrics = client_metrics_configs.KEYS.get(key)
+        if client_metrics is None or client_metrics.type != ConfigType.LIST:
+            raise KeyError(key)
+        return client_metrics.default
     else:
         definition = None
     if definition is None or definition.type != ConfigType.LIST:
@@ -105,6 +113,8 @@ class ConfigurationControlManager:
             if not name:
                 raise ControllerError(ErrorCode.invalid_request,
                                       "Default group resources are not allowed.")
+        elif resource_type == ConfigResourceType.CLIENT_METRICS:
+            pass  # any name; an empty one is refused with the configs (Kafka's order)
         else:
             raise ControllerError(ErrorCode.invalid_request,
                                   f"Unsupported resource type {resource_type}")
@@ -129,8 +139,14 @@ class ConfigurationControlManager:
                                       ",".join(nulls))
                 validate_group_configs({k: v for k, v in configs.items() if v is not None},
                                        self.broker_config)
+            elif resource_type == ConfigResourceType.CLIENT_METRICS:
+                client_metrics_configs.validate(
+                    name, {k: v for k, v in configs.items() if v is not None})
         except ConfigError as e:
             raise ControllerError(ErrorCode.invalid_config, str(e)) from None
+        except ClientMetricsConfigError as e:
+            raise ControllerError(ErrorCode.invalid_request if e.invalid_request
+                                  else ErrorCode.invalid_config, str(e)) from None
 
     def alter_configs(self, resources: Sequence[tuple[int, str, dict[str, str | None]]],
                       validate_only: bool = False) -> ControllerResult:

@@ -105,7 +105,7 @@ class OffsetControl:
         offset = committed.base_offset
         for entry in committed.entries:
             end = offset + entry.count
-            if entry.payload is not None and end > self.replayed_end:
+            if isinstance(entry.payload, (tuple, list)) and end > self.replayed_end:
                 for i, record in enumerate(entry.payload):
                     self.replay(record, offset + i)
             offset = end

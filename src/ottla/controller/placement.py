@@ -36,7 +36,8 @@ def place(num_partitions: int, replication_factor: int,
         raise ValueError(
             f"Unable to replicate the partition {replication_factor} time(s): The target "
             f"replication factor of {replication_factor} cannot be reached because only "
-            f"{len(ordered)} broker(s) are registered.")
+            f"{len(ordered)} broker(s) are registered or some brokers have all their log "
+            "directories cordoned.")
     n = len(ordered)
     start = rng.randrange(n)
     shift = rng.randrange(max(1, n - 1)) if n > 1 else 0

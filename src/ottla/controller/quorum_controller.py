@@ -10,11 +10,11 @@ generator.
 The work is done by control managers, as Kafka's controller is organised, and an
 operation is a call on one of them (``controller.replication.create_topics(...)``): the
 cluster (brokers), replication (topics, partitions, leaders and ISRs), configuration,
-features, producer ids, SCRAM credentials, ACLs and client quotas. They decide from one
-``MetadataImage``, which is the state every record replays into (and, on the active
-controller, keeps its history on the timeline so that renouncing reverts it); unlike
-Kafka's managers they keep no state of their own in the log, only the cluster's soft
-broker sessions.
+features, producer ids, SCRAM credentials, ACLs, client quotas and delegation tokens.
+They decide from one ``MetadataImage``, which is the state every record replays into
+(and, on the active controller, keeps its history on the timeline so that renouncing
+reverts it); unlike Kafka's managers they keep no state of their own in the log, only the
+cluster's soft broker sessions.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ from ottla.controller.acl_control import AclControlManager
 from ottla.controller.client_quota_control import ClientQuotaControlManager
 from ottla.controller.cluster_control import ClusterControlManager
 from ottla.controller.configuration_control import ConfigurationControlManager
+from ottla.controller.delegation_token_control import (
+    DEFAULT_EXPIRY_TIME_MS,
+    DEFAULT_MAX_LIFETIME_MS,
+    DelegationTokenControlManager,
+)
 from ottla.controller.feature_control import FeatureControlManager
 from ottla.controller.producer_id_control import ProducerIdControlManager
 from ottla.controller.replication_control import ReplicationControlManager
@@ -42,7 +47,10 @@ class QuorumController:
                  default_min_insync_replicas: int = 1,
                  rng: random.Random | None = None,
                  registry: SnapshotRegistry | None = None,
-                 broker_config: Callable[[str], Any] | None = None) -> None:
+                 broker_config: Callable[[str], Any] | None = None,
+                 delegation_token_secret_key: str | None = None,
+                 delegation_token_max_lifetime_ms: int = DEFAULT_MAX_LIFETIME_MS,
+                 delegation_token_expiry_time_ms: int = DEFAULT_EXPIRY_TIME_MS) -> None:
         self.node_id = node_id
         self.registry = registry
         """The timeline the image's maps keep their history on (None: plain dicts)."""
@@ -61,6 +69,9 @@ class QuorumController:
         self.scram = ScramControlManager(self.image)
         self.acls = AclControlManager(self.image, rng)
         self.client_quotas = ClientQuotaControlManager(self.image)
+        self.delegation_tokens = DelegationTokenControlManager(
+            self.image, rng, delegation_token_secret_key,
+            delegation_token_max_lifetime_ms, delegation_token_expiry_time_ms)
 
     def replay(self, record: Any, offset: int | None = None) -> None:
         self.image.replay(record, offset)

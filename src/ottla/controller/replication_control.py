@@ -23,10 +23,14 @@ from ottla.common.topics import NewTopic, topic_name_problem
 from ottla.controller.partition_change import Election, PartitionChangeBuilder
 from ottla.controller.placement import place
 from ottla.controller.results import (
+    TOO_MANY_NEW_PARTITIONS,
+    TOO_MANY_PARTITIONS,
     BatchTooLarge,
     ControllerError,
     ControllerResult,
+    PartitionChangeQuota,
     check_user_op,
+    no_quota,
 )
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
@@ -159,8 +163,10 @@ class ReplicationControlManager:
 
     # --- topics ----------------------------------------------------------------------
 
-    def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False
-                      ) -> ControllerResult:
+    def create_topics(self, topics: Sequence[NewTopic], validate_only: bool = False,
+                      quota: PartitionChangeQuota = no_quota) -> ControllerResult:
+        """Create topics; a topic is charged to ``quota`` once it is valid, even when
+        only validated, as Kafka charges it."""
         records: list[Any] = []
         results: list[TopicResult] = []
         seen: set[str] = set()
@@ -172,7 +178,7 @@ class ReplicationControlManager:
                 continue
             seen.add(topic.name)
             try:
-                topic_records, result = self._create_topic(topic, records, planned)
+                topic_records, result = self._create_topic(topic, records, planned, quota)
             except BatchTooLarge:
                 raise
             except ControllerError as e:
@@ -184,8 +190,8 @@ class ReplicationControlManager:
             results.append(result)
         return ControllerResult(records, results)
 
-    def _create_topic(self, topic: NewTopic, pending: list[Any], planned: int
-                      ) -> tuple[list[Any], TopicResult]:
+    def _create_topic(self, topic: NewTopic, pending: list[Any], planned: int,
+                      quota: PartitionChangeQuota) -> tuple[list[Any], TopicResult]:
         validate_topic_name(topic.name)
         if topic.name in self.image.topics_by_name:
             raise ControllerError(ErrorCode.topic_already_exists,
@@ -197,6 +203,10 @@ class ReplicationControlManager:
                 raise ControllerError(ErrorCode.invalid_topic_exception,
                                       f"Topic '{topic.name}' collides with existing topic: "
                                       f"{existing}")
+        nulls = [key for key, value in topic.configs.items() if value is None]
+        if nulls:  # Kafka's ControllerConfigurationValidator
+            raise ControllerError(ErrorCode.invalid_config, "Null value not supported for "
+                                  f"topic configs: {','.join(nulls)}")
         try:
             validate_topic_configs(topic.configs)
         except ConfigError as e:
@@ -204,12 +214,15 @@ class ReplicationControlManager:
         brokers = self.image.live_brokers()
         fixed_records = 1 + sum(v is not None for v in topic.configs.values())
         if topic.assignments:
-            check_user_op(planned + fixed_records + len(topic.assignments))
-            if topic.num_partitions != -1 or topic.replication_factor != -1:
+            check_user_op(planned + fixed_records + len(topic.assignments), TOO_MANY_PARTITIONS)
+            if topic.replication_factor != -1:
                 raise ControllerError(ErrorCode.invalid_request,
-                                      "Both numPartitions or replicationFactor and "
-                                      "replicasAssignments were set. Both cannot be used at "
-                                      "the same time.")
+                                      "A manual partition assignment was specified, but "
+                                      "replication factor was not set to -1.")
+            if topic.num_partitions != -1:
+                raise ControllerError(ErrorCode.invalid_request,
+                                      "A manual partition assignment was specified, but "
+                                      "numPartitions was not set to -1.")
             assignments = self._validate_assignments(topic.assignments, 0)
         else:
             partitions = (self.default_num_partitions if topic.num_partitions == -1
@@ -224,11 +237,12 @@ class ReplicationControlManager:
                 raise ControllerError(ErrorCode.invalid_replication_factor,
                                       "Replication factor must be larger than 0, or -1 to use "
                                       "the default value.")
-            check_user_op(planned + fixed_records + partitions)
+            check_user_op(planned + fixed_records + partitions, TOO_MANY_PARTITIONS)
             try:
                 assignments = place(partitions, rf, brokers, self.rng)
             except ValueError as e:
                 raise ControllerError(ErrorCode.invalid_replication_factor, str(e)) from None
+        quota(len(assignments))
         topic_id = self._uuid()
         records: list[Any] = [r.TopicRecord(name=topic.name, topic_id=topic_id)]
         for name, value in sorted(topic.configs.items()):
@@ -268,9 +282,10 @@ class ReplicationControlManager:
                                       f"The manual partition assignment includes an empty "
                                       f"replica list for partition {p}.")
             if len(set(replicas)) != len(replicas):
+                twice = next(b for i, b in enumerate(replicas) if b in replicas[:i])
                 raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       f"The manual partition assignment includes the broker "
-                                      f"{replicas} more than once.")
+                                      f"{twice} more than once.")
             unknown = [b for b in replicas if b not in registered]
             if unknown:
                 raise ControllerError(ErrorCode.invalid_replica_assignment,
@@ -286,25 +301,31 @@ class ReplicationControlManager:
             result.append(replicas)
         return result
 
-    def delete_topics(self, names: Sequence[str | None], ids: Sequence[uuid.UUID | None]
-                      ) -> ControllerResult:
+    def delete_topics(self, names: Sequence[str | None], ids: Sequence[uuid.UUID | None],
+                      quota: PartitionChangeQuota = no_quota) -> ControllerResult:
         """Delete topics by name or id; response: [(name, topic_id, error, message)]."""
         records: list[Any] = []
         results = []
         removed: set[uuid.UUID] = set()
         for name, topic_id in zip(names, ids):
-            topic = (self.image.topics_by_name.get(name) if name
+            by_name = name is not None
+            topic = (self.image.topics_by_name.get(name) if by_name
                      else self.image.topics_by_id.get(topic_id))  # type: ignore[arg-type]
             if topic is None:
-                code = ErrorCode.unknown_topic_id if not name else \
-                    ErrorCode.unknown_topic_or_partition
-                msg = "This server does not host this topic ID." if not name else \
-                    "This server does not host this topic-partition."
+                code = ErrorCode.unknown_topic_or_partition if by_name else \
+                    ErrorCode.unknown_topic_id
+                msg = "This server does not host this topic-partition." if by_name else \
+                    "This server does not host this topic ID."
                 results.append((name, topic_id, code, msg))
                 continue
             if not self.delete_topic_enable:
                 results.append((topic.name, topic.topic_id, ErrorCode.topic_deletion_disabled,
                                 "Topic deletion is disabled."))
+                continue
+            try:
+                quota(len(topic.partitions))
+            except ControllerError as e:
+                results.append((topic.name, topic.topic_id, e.code, e.message))
                 continue
             if topic.topic_id not in removed:
                 removed.add(topic.topic_id)
@@ -314,7 +335,8 @@ class ReplicationControlManager:
         return ControllerResult(records, results)
 
     def create_partitions(self, requests: Sequence[tuple[str, int, list[list[int]] | None]],
-                          validate_only: bool = False) -> ControllerResult:
+                          validate_only: bool = False,
+                          quota: PartitionChangeQuota = no_quota) -> ControllerResult:
         """Add partitions: (topic, new total count, assignments or None) per topic."""
         records: list[Any] = []
         results = []
@@ -322,27 +344,29 @@ class ReplicationControlManager:
         for name, count, assignments in requests:
             try:
                 topic = self.image.topics_by_name.get(name)
-                if topic is None:
-                    raise ControllerError(ErrorCode.unknown_topic_or_partition,
-                                          f"The topic '{name}' does not exist.")
+                if topic is None:  # Kafka's answer has no message
+                    results.append((name, ErrorCode.unknown_topic_or_partition, None))
+                    continue
                 current = len(topic.partitions)
-                if count < current:
-                    raise ControllerError(ErrorCode.invalid_partitions,
-                                          f"Topic currently has {current} partitions, which is "
-                                          f"higher than the requested {count}.")
+                # Kafka's ReplicationControlManager.createPartitions, word for word.
                 if count == current:
                     raise ControllerError(ErrorCode.invalid_partitions,
-                                          f"Topic already has {current} partitions.")
+                                          f"Topic already has {current} partition(s).")
+                if count < current:
+                    raise ControllerError(ErrorCode.invalid_partitions,
+                                          f"The topic {name} currently has {current} "
+                                          f"partition(s); {count} would not be an increase.")
                 rf = len(next(iter(topic.partitions.values())).replicas)
                 new = count - current
                 planned += new
-                check_user_op(planned)
+                check_user_op(planned, TOO_MANY_NEW_PARTITIONS)
+                if assignments is not None and len(assignments) != new:
+                    raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                          f"Attempted to add {new} additional partition(s), "
+                                          f"but only {len(assignments)} assignment(s) were "
+                                          "specified.")
+                quota(new)
                 if assignments is not None:
-                    if len(assignments) != new:
-                        raise ControllerError(ErrorCode.invalid_replica_assignment,
-                                              f"Attempted to add {new} additional partition(s), "
-                                              f"but only {len(assignments)} assignment(s) were "
-                                              "specified.")
                     placed = self._validate_assignments(
                         dict(enumerate(assignments, start=current)), current)
                 else:

@@ -3,6 +3,7 @@ the errors of its control managers)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,9 @@ class ControllerError(KafkaError):
 class BatchTooLarge(ControllerError):
     """An operation that would write more than ``MAX_RECORDS_PER_USER_OP`` records."""
 
-    def __init__(self) -> None:
-        super().__init__(ErrorCode.policy_violation,
-                         "Unable to perform excessively large batch operation.")
+    def __init__(self, message: str = "Unable to perform excessively large batch operation."
+                 ) -> None:
+        super().__init__(ErrorCode.policy_violation, message)
 
 
 class NotControllerError(ControllerError):
@@ -47,9 +48,25 @@ class NotControllerError(ControllerError):
         super().__init__(ErrorCode.not_controller, message)
 
 
-def check_user_op(records: int) -> None:
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+TOO_MANY_NEW_PARTITIONS = "Excessively large number of additional partitions per request."
+"""Kafka 4.4's words when CreateTopics and CreatePartitions ask for too much."""
+
+
+def check_user_op(records: int, message: str | None = None) -> None:
     """Refuse an operation a client asked for before it makes more records than Kafka
     allows one (and before the work of making them: a request for 2^31-1 partitions is
     33 bytes)."""
     if records > MAX_RECORDS_PER_USER_OP:
-        raise BatchTooLarge()
+        raise BatchTooLarge() if message is None else BatchTooLarge(message)
+
+
+PartitionChangeQuota = Callable[[int], None]
+"""Charges the requesting client's controller mutation quota (KIP-599) for partitions
+created or deleted, raising ``ControllerError`` THROTTLING_QUOTA_EXCEEDED when its bucket
+is empty (Kafka's ``ControllerRequestContext.applyPartitionChangeQuota``). The request's
+driver makes it; the sans-I/O managers only call it where Kafka's do."""
+
+
+def no_quota(partitions: int) -> None:
+    """Operations the controller starts itself, and clients without a quota."""

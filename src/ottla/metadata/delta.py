@@ -34,8 +34,12 @@ class MetadataDelta:
     """Topics whose dynamic configs changed."""
     broker_configs: bool = False
     """Dynamic broker configs changed: the defaults of every topic may have."""
+    client_metrics: bool = False
+    """Client-metrics subscriptions (KIP-714) changed."""
     brokers: set[int] = field(default_factory=set)
     """Brokers registered, fenced, unfenced, changed (their log dirs) or gone."""
+    controllers: set[int] = field(default_factory=set)
+    """Controllers (re-)registered (KIP-919)."""
     features: bool = False
     scram_users: set[str] = field(default_factory=set)
     """Users whose SCRAM credentials were set or removed (Kafka's ScramDelta)."""
@@ -48,6 +52,9 @@ class MetadataDelta:
     client_quotas: set[QuotaEntity] = field(default_factory=set)
     """Entities whose client quotas were set or removed (Kafka's ClientQuotasDelta):
     what a broker's quota managers read again from the image."""
+    delegation_tokens: set[str] = field(default_factory=set)
+    """Delegation tokens issued, renewed or removed, by id (Kafka's
+    DelegationTokenDelta)."""
 
     def note(self, record: Any, image: MetadataImage) -> None:
         """Note what ``record`` changes; call it before the image replays the record
@@ -66,11 +73,15 @@ class MetadataDelta:
                     self.topic_configs.add(record.resource_name)
                 elif record.resource_type == ConfigResourceType.BROKER:
                     self.broker_configs = True
+                elif record.resource_type == ConfigResourceType.CLIENT_METRICS:
+                    self.client_metrics = True
             case (r.RegisterBrokerRecord() | r.UnregisterBrokerRecord()
                   | r.BrokerRegistrationChangeRecord()):
                 self.brokers.add(record.broker_id)
             case r.FenceBrokerRecord() | r.UnfenceBrokerRecord():
                 self.brokers.add(record.id)
+            case r.RegisterControllerRecord():
+                self.controllers.add(record.controller_id)
             case r.FeatureLevelRecord():
                 self.features = True
             case r.UserScramCredentialRecord() | r.RemoveUserScramCredentialRecord():
@@ -82,6 +93,8 @@ class MetadataDelta:
                     record.id)
             case r.RemoveAccessControlEntryRecord():
                 self.acl_changes[record.id] = None
+            case r.DelegationTokenRecord() | r.RemoveDelegationTokenRecord():
+                self.delegation_tokens.add(record.token_id)
             case r.ClientQuotaRecord():
                 self.client_quotas.add(quota_entity(
                     (e.entity_type, e.entity_name) for e in record.entity))
@@ -89,9 +102,9 @@ class MetadataDelta:
     @property
     def changed(self) -> bool:
         return bool(self.full or self.partitions or self.removed_topics or
-                    self.topic_configs or self.broker_configs or self.brokers or
+                    self.topic_configs or self.broker_configs or self.brokers or self.controllers or
                     self.features or self.scram_users or self.acl_changes or
-                    self.client_quotas)
+                    self.client_quotas or self.client_metrics or self.delegation_tokens)
 
 
 @dataclass(frozen=True, slots=True)

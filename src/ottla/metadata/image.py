@@ -28,6 +28,7 @@ from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.metadata.client_quotas import QuotaEntity, entity_sort_key, quota_entity
 from ottla.security.acl import AclBinding, AclBindingFilter
+from ottla.security.delegation_token import TokenInformation, principal
 from ottla.security.scram import ScramCredential, ScramMechanism
 from ottla.timeline import SnapshotRegistry, TimelineHashMap
 
@@ -118,6 +119,19 @@ class BrokerRegistration:
         return self.directories[0] if len(self.directories) == 1 else directory_id.UNASSIGNED
 
 
+@dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """A controller as it registered (KIP-919, Kafka's ``ControllerRegistration``): where
+    it listens, what it supports; what DescribeCluster on a controller listener lists."""
+    controller_id: int
+    incarnation_id: uuid.UUID
+    zk_migration_ready: bool
+    endpoints: dict[str, Endpoint]
+    """By listener name, in the order the controller gave them."""
+    features: dict[str, tuple[int, int]]
+    """Supported (min, max) levels by feature name."""
+
+
 def _dirs(log_dirs: tuple[uuid.UUID | None, ...]) -> tuple[uuid.UUID, ...]:
     """A broker's log dirs as its registration keeps them: sorted, as Kafka's."""
     return tuple(sorted(d for d in log_dirs if d is not None))
@@ -130,6 +144,8 @@ class MetadataImage:
         self.topics_by_id: MutableMapping[uuid.UUID, TopicImage] = self._map()
         self.configs: MutableMapping[tuple[int, str], dict[str, str]] = self._map()
         self.brokers: MutableMapping[int, BrokerRegistration] = self._map()
+        self.controllers: MutableMapping[int, ControllerRegistration] = self._map()
+        """Controller registrations (KIP-919) by controller id."""
         self.features: MutableMapping[str, int] = self._map()
         self.scram: MutableMapping[tuple[int, str], ScramCredential] = self._map()
         """SCRAM credentials (KIP-554) by (mechanism number, user name); read them with
@@ -143,6 +159,8 @@ class MetadataImage:
         self.client_quotas: MutableMapping[QuotaEntity, dict[str, float]] = self._map()
         """Client quotas (KIP-546) by entity (``metadata.client_quotas``): each entity's
         quota keys and values; an entity with none left is gone."""
+        self.delegation_tokens: MutableMapping[str, TokenInformation] = self._map()
+        """Delegation tokens (KIP-48) by token id (Kafka's DelegationTokenImage)."""
         self._scalars: MutableMapping[str, int] = self._map()
 
     def _map(self) -> MutableMapping[Any, Any]:
@@ -162,8 +180,8 @@ class MetadataImage:
         if self.registry is not None:
             self.registry.reset()
         for mapping in (self.topics_by_name, self.topics_by_id, self.configs, self.brokers,
-                        self.features, self.scram, self.acls, self._acl_ids,
-                        self.client_quotas, self._scalars):
+                        self.controllers, self.features, self.scram, self.acls, self._acl_ids,
+                        self.client_quotas, self.delegation_tokens, self._scalars):
             mapping.clear()
 
     # --- the one way state changes ---------------------------------------------------
@@ -255,6 +273,15 @@ class MetadataImage:
         if changes:
             self.brokers[rec.broker_id] = dataclasses.replace(broker, **changes)
 
+    def _replay_RegisterControllerRecord(self, rec: r.RegisterControllerRecord) -> None:
+        """A controller's registration replaces its previous one (Kafka's
+        ``ClusterControlManager.replay(RegisterControllerRecord)``)."""
+        self.controllers[rec.controller_id] = ControllerRegistration(
+            rec.controller_id, rec.incarnation_id, rec.zk_migration_ready,
+            {e.name: Endpoint(e.name, e.host, e.port, e.security_protocol)
+             for e in rec.end_points},
+            {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features})
+
     def _replay_UnregisterBrokerRecord(self, rec: r.UnregisterBrokerRecord) -> None:
         self.brokers.pop(rec.broker_id, None)
 
@@ -313,15 +340,26 @@ class MetadataImage:
         else:
             self.client_quotas.pop(entity, None)
 
+    def _replay_DelegationTokenRecord(self, rec: r.DelegationTokenRecord) -> None:
+        self.delegation_tokens[rec.token_id] = TokenInformation(
+            rec.token_id, principal(rec.owner), principal(rec.requester),
+            tuple(principal(p) for p in rec.renewers), rec.issue_timestamp,
+            rec.max_timestamp, rec.expiration_timestamp)
+
+    def _replay_RemoveDelegationTokenRecord(self, rec: r.RemoveDelegationTokenRecord
+                                            ) -> None:
+        self.delegation_tokens.pop(rec.token_id, None)
+
     _handlers: dict[type, Callable[[MetadataImage, Any], None]] = {}
 
     # --- snapshots -------------------------------------------------------------------
 
     def to_records(self) -> list[Any]:
         """The image as records that replay to an equal image: what a snapshot holds.
-        In a fixed order (features first, then brokers, topics, configs, client quotas,
-        producer ids, ACLs and SCRAM credentials, as Kafka's image writes them; ACLs by
-        id), so two equal images give the same records."""
+        In a fixed order (features first, then brokers, controllers, topics, configs,
+        client quotas, producer ids, ACLs, SCRAM credentials and delegation tokens, as
+        Kafka's image writes them; ACLs by id, tokens by token id), so two equal images
+        give the same records."""
         records: list[Any] = [r.FeatureLevelRecord(name=name, feature_level=level)
                               for name, level in sorted(self.features.items())]
         for broker in sorted(self.brokers.values(), key=lambda b: b.broker_id):
@@ -333,6 +371,17 @@ class MetadataImage:
                 end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
                                                   security_protocol=e.security_protocol)
                                  for e in broker.endpoints.values())))
+        for controller in sorted(self.controllers.values(), key=lambda c: c.controller_id):
+            records.append(r.RegisterControllerRecord(
+                controller_id=controller.controller_id,
+                incarnation_id=controller.incarnation_id,
+                zk_migration_ready=controller.zk_migration_ready,
+                end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
+                                                  security_protocol=e.security_protocol)
+                                 for e in controller.endpoints.values()),
+                features=tuple(r.BrokerFeature(name=name, min_supported_version=low,
+                                               max_supported_version=high)
+                               for name, (low, high) in controller.features.items())))
         for topic in sorted(self.topics_by_id.values(), key=lambda t: t.name):
             records.append(r.TopicRecord(name=topic.name, topic_id=topic.topic_id))
             for index, part in sorted(topic.partitions.items()):
@@ -369,6 +418,7 @@ class MetadataImage:
                 name=user, mechanism=mechanism, salt=credential.salt,
                 stored_key=credential.stored_key, server_key=credential.server_key,
                 iterations=credential.iterations))
+        records.extend(token_record(token) for _, token in sorted(self.delegation_tokens.items()))
         return records
 
     def digest(self) -> str:
@@ -420,6 +470,15 @@ class MetadataImage:
     def live_brokers(self) -> list[BrokerRegistration]:
         return sorted((b for b in self.brokers.values() if not b.fenced),
                       key=lambda b: b.broker_id)
+
+
+def token_record(token: TokenInformation) -> r.DelegationTokenRecord:
+    """The record a token replays from (Kafka's ``DelegationTokenData.toRecord``)."""
+    return r.DelegationTokenRecord(
+        owner=str(token.owner), requester=str(token.requester),
+        renewers=tuple(str(p) for p in token.renewers),
+        issue_timestamp=token.issue_timestamp, max_timestamp=token.max_timestamp,
+        expiration_timestamp=token.expiry_timestamp, token_id=token.token_id)
 
 
 MetadataImage._handlers = {

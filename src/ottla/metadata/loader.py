@@ -16,8 +16,9 @@ from ottla.metadata.image import MetadataImage
 STATE_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord,
                  r.RemoveTopicRecord, r.ConfigRecord, r.RegisterBrokerRecord,
                  r.UnregisterBrokerRecord, r.UnfenceBrokerRecord, r.FenceBrokerRecord,
-                 r.BrokerRegistrationChangeRecord)
-"""Records after which a broker updates its partitions and coordinators."""
+                 r.BrokerRegistrationChangeRecord, r.RegisterControllerRecord)
+"""Records after which a broker updates its partitions and coordinators, and a
+controller sees whether its registration is in the log."""
 
 
 class MetadataLoader:

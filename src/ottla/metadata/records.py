@@ -26,7 +26,11 @@ from kio.static.primitive import f64
 
 from ottla.protocol.varint import encode_unsigned_varint, read_unsigned_varint
 
-FRAME_VERSION = 0
+FRAME_VERSION = 1
+"""Kafka's ``AbstractApiMessageSerde.DEFAULT_FRAME_VERSION``: what every record is framed
+with, so Kafka's tools (kafka-dump-log, kafka-metadata-shell) read Ottla's metadata log."""
+READ_FRAME_VERSIONS = frozenset({0, FRAME_VERSION})
+"""Frame versions read back: Ottla wrote 0 before it framed as Kafka does."""
 
 
 def _meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
@@ -109,6 +113,19 @@ class _RegisterBrokerRecordV0(_Record):
     features: tuple[BrokerFeature, ...] = ()
     rack: str | None = field(metadata=_meta("string"), default=None)
     fenced: bool = field(metadata=_meta("bool"), default=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterControllerRecord(_Record):
+    """A controller's registration (KIP-919, from metadata.version 3.7-IV0): where it
+    listens and which features it supports. Its endpoints and features have the layout
+    of a broker's (ControllerEndpoint, ControllerFeature)."""
+    __api_key__: ClassVar[int] = 27
+    controller_id: int = field(metadata=_meta("int32"))
+    incarnation_id: uuid.UUID = field(metadata=_meta("uuid"))
+    zk_migration_ready: bool = field(metadata=_meta("bool"), default=False)
+    end_points: tuple[BrokerEndpoint, ...] = ()
+    features: tuple[BrokerFeature, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -278,6 +295,28 @@ class ClientQuotaRecord(_Record):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DelegationTokenRecord(_Record):
+    """A delegation token (KIP-48), issued or renewed: a later record for the same id
+    replaces it. Principals are written ``type:name``; the HMAC is never stored (every
+    node derives it from the shared secret key)."""
+    __api_key__: ClassVar[int] = 10
+    owner: str = field(metadata=_meta("string"))
+    requester: str = field(metadata=_meta("string"))
+    renewers: tuple[str, ...] = field(metadata=_meta("string"), default=())
+    issue_timestamp: int = field(metadata=_meta("int64"))
+    max_timestamp: int = field(metadata=_meta("int64"))
+    expiration_timestamp: int = field(metadata=_meta("int64"))
+    token_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveDelegationTokenRecord(_Record):
+    """The token ``token_id`` is gone: expired by its owner or renewer, or swept."""
+    __api_key__: ClassVar[int] = 26
+    token_id: str = field(metadata=_meta("string"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecord(_Record):
     __api_key__: ClassVar[int] = 12
     name: str = field(metadata=_meta("string"))
@@ -351,7 +390,8 @@ RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
     BrokerRegistrationChangeRecord, UserScramCredentialRecord, FeatureLevelRecord,
     ClientQuotaRecord, ProducerIdsRecord, AccessControlEntryRecord,
     RemoveAccessControlEntryRecord, NoOpRecord, RemoveUserScramCredentialRecord,
-    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord)}
+    BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord,
+    DelegationTokenRecord, RemoveDelegationTokenRecord, RegisterControllerRecord)}
 
 _LEGACY: dict[tuple[int, int], type] = {
     (0, 0): _RegisterBrokerRecordV0, (0, 1): _RegisterBrokerRecordV1,
@@ -382,7 +422,7 @@ def decode(value: bytes) -> Any:
     api_key, pos = read_unsigned_varint(value, pos)
     version, pos = read_unsigned_varint(value, pos)
     cls = RECORD_TYPES.get(api_key)
-    if frame != FRAME_VERSION or cls is None:
+    if frame not in READ_FRAME_VERSIONS or cls is None:
         raise UnknownMetadataRecord(f"metadata record type {api_key} v{version}")
     if cls.__min_version__ <= version <= cls.__version__:
         record, _ = _readers[cls](value, pos)

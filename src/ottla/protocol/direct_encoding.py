@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -20,6 +20,12 @@ class EncodedBody:
     chunks: list[Any]
     """bytes / bytearray, and record sets (``FileSlice``) that stay parts of their own."""
     size: int
+    errors: dict[int, int] = field(default_factory=dict)
+    """The error codes the response carries (ints or ErrorCode members, as the handler
+    gave them), each with how often, counted as Kafka's ``errorCounts`` counts them (for
+    ErrorsPerSec): the encoder saw every one."""
+    throttle_ms: int = 0
+    """The response's throttle_time_ms (for the ThrottleTimeMs histogram)."""
 
 
 I16 = struct.Struct(">h")

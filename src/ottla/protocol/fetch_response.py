@@ -80,8 +80,12 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
     size = 0
     buf = bytearray()
     throttle = ms(response["throttle_time"])
+    # Kafka's FetchResponse.errorCounts: the top-level error (NONE before v7 too, as its
+    # data object holds one) and each partition's.
+    top_error = response.get("error_code", 0)
+    error_counts = {top_error: 1}
     if version >= 7:
-        buf += _TOP_V7.pack(throttle, response["error_code"], response.get("session_id", 0))
+        buf += _TOP_V7.pack(throttle, top_error, response.get("session_id", 0))
     else:
         buf += I32.pack(throttle)
     topics = response["responses"]
@@ -95,12 +99,14 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
         partitions = topic["partitions"]
         buf += array_length(partitions, flexible)
         for p in partitions:
+            error = p["error_code"]
+            error_counts[error] = error_counts.get(error, 0) + 1
             if version >= 5:
-                buf += _PARTITION_V5.pack(p["partition_index"], p["error_code"],
+                buf += _PARTITION_V5.pack(p["partition_index"], error,
                                           p["high_watermark"], p.get("last_stable_offset", -1),
                                           p.get("log_start_offset", -1))
             else:
-                buf += _PARTITION_V4.pack(p["partition_index"], p["error_code"],
+                buf += _PARTITION_V4.pack(p["partition_index"], error,
                                           p["high_watermark"], p.get("last_stable_offset", -1))
             aborted = p["aborted_transactions"]
             buf += array_length(aborted, flexible)
@@ -132,4 +138,4 @@ def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedB
     if buf:
         size += len(buf)
         chunks.append(buf)
-    return EncodedBody(chunks, size)
+    return EncodedBody(chunks, size, error_counts, throttle)

@@ -48,6 +48,7 @@ def encode_produce_response(version: int, response: Mapping[str, Any]) -> Encode
         raise ValueError(f"Produce v{version} responses are not encoded here")
     flexible = version >= 9
     buf = bytearray()
+    error_counts: dict[int, int] = {}  # Kafka's ProduceResponse.errorCounts: each partition's
     topics = response["responses"]
     buf += array_length(topics, flexible)
     for topic in topics:
@@ -60,7 +61,9 @@ def encode_produce_response(version: int, response: Mapping[str, Any]) -> Encode
         buf += array_length(partitions, flexible)
         for p in partitions:
             append_time = p.get("log_append_time")
-            buf += _PARTITION.pack(p["index"], p["error_code"], p["base_offset"],
+            error = p["error_code"]
+            error_counts[error] = error_counts.get(error, 0) + 1
+            buf += _PARTITION.pack(p["index"], error, p["base_offset"],
                                    -1 if append_time is None else ms(append_time))
             if version >= 5:
                 buf += _I64.pack(p.get("log_start_offset", -1))
@@ -77,7 +80,8 @@ def encode_produce_response(version: int, response: Mapping[str, Any]) -> Encode
                 buf += _current_leader(p) if version >= 10 else b"\x00"
         if flexible:
             buf.append(0)
-    buf += I32.pack(ms(response["throttle_time"]))
+    throttle = ms(response["throttle_time"])
+    buf += I32.pack(throttle)
     if flexible:
         buf += node_endpoints(response.get("node_endpoints")) if version >= 10 else b"\x00"
-    return EncodedBody([buf], len(buf))
+    return EncodedBody([buf], len(buf), error_counts, throttle)

@@ -13,7 +13,7 @@ exactly that table.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -60,6 +60,19 @@ class RequestContext:
     throttle_ms: int = 0
     """Set by a handler whose client is over a quota: the connection answers, then reads
     nothing more from the client for this long (KIP-219)."""
+    client_software: tuple[str, str] = ("unknown", "unknown")
+    """The client's software name and version, as its connection's ApiVersions (v3+)
+    gave them (Kafka's ClientInformation, "unknown" until then)."""
+    security_protocol: str = "PLAINTEXT"
+    """The security protocol of the connection the request came on (for a forwarded
+    request, the forwarding broker's connection: Kafka's context is per hop)."""
+    forwarded: bool = False
+    """The request came in an Envelope from a broker, for the principal it names."""
+    charge_request: Callable[[], int] | None = field(default=None, repr=False)
+    """With a ``request_percentage`` quota set: charges the handler's time so far to its
+    client and returns the throttle time (0 within the quota), once; for handlers that
+    encode their answer themselves (Produce, Fetch), which must put the throttle time in
+    it. Otherwise the network layer charges the request when it is answered."""
 
     @property
     def api_version(self) -> int:
@@ -103,6 +116,9 @@ class ApiTable(Generic[S]):
         self.specs: dict[int, ApiSpec[S]] = {}
         for spec in specs:
             self.add(spec)
+        self.unadvertised: Callable[[], Collection[int]] = tuple
+        """APIs served but left out of ApiVersions for now (Kafka lists the telemetry
+        APIs only with a telemetry receiver configured)."""
 
     def add(self, spec: ApiSpec[S]) -> None:
         if spec.api_key in self.specs:
@@ -114,5 +130,7 @@ class ApiTable(Generic[S]):
 
     def versions(self) -> list[tuple[int, int, int]]:
         """(api key, min version, max version) of each API, as ApiVersions lists them."""
+        hidden = self.unadvertised()
         return [(s.api_key, s.min_version, s.max_version)
-                for s in sorted(self.specs.values(), key=lambda s: s.api_key)]
+                for s in sorted(self.specs.values(), key=lambda s: s.api_key)
+                if s.api_key not in hidden]

@@ -40,6 +40,7 @@ flushed batch and every renamed snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -57,6 +58,13 @@ from ottla.common.files import fsync_path, write_atomically
 from ottla.common.topics import METADATA_TOPIC
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
 from ottla.raft.messages import Entry, RecordSerde, Snapshot, SnapshotWrite
+from ottla.raft.voter_set import VoterSet
+from ottla.raft.voters_record import (
+    control_voters,
+    snapshot_voters,
+    voters_batch,
+    with_snapshot_voters,
+)
 from ottla.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from ottla.storage.log import Log
 from ottla.storage.log_config import LogConfig
@@ -107,8 +115,12 @@ def entries_of(data: bytes | bytearray | memoryview, serde: RecordSerde) -> list
     result = []
     for pos, header in scan_batches(data):
         raw = bytes(data[pos:pos + header.size])
-        payload = None if header.is_control else tuple(
-            serde.decode(bytes(record.value)) for record in decode_records(raw, 0, header))
+        payload: tuple[object, ...] | VoterSet | None
+        if header.is_control:
+            payload = control_voters(raw)  # a VotersRecord, or a leader change (None)
+        else:
+            payload = tuple(serde.decode(bytes(record.value))
+                            for record in decode_records(raw, 0, header))
         result.append(Entry(header.partition_leader_epoch, payload,
                             header.last_offset - header.base_offset + 1, raw))
     return result
@@ -139,6 +151,8 @@ class FileRaftLog:
         self.log.flush()
         self.flushed_end_offset = self.log.log_end_offset
         self._generation = 0  # bumped by truncation: voids flushes begun before it
+        self._voters_data: dict[tuple[int, int], bytes] = {}
+        """Snapshots being written, with the voters Kafka puts after their header."""
 
     @property
     def now_ms(self) -> int:
@@ -184,6 +198,8 @@ class FileRaftLog:
         if entry.payload is None:
             return build_batch([_leader_change(self.node_id, self.voters)],
                                timestamp=self.now_ms, control=True)
+        if isinstance(entry.payload, VoterSet):
+            return voters_batch(entry.payload, self.now_ms)
         return build_batch([(None, self.serde.encode(record)) for record in entry.payload],
                            timestamp=self.now_ms)
 
@@ -277,7 +293,7 @@ class FileRaftLog:
         with open(os.path.join(self.dir, snapshot_file_name(end, epoch)), "rb") as f:
             data = f.read()
         self._delete_snapshots_before(end)
-        return Snapshot(end, epoch, data)
+        return Snapshot(end, epoch, data, snapshot_voters(data))
 
     def _delete_snapshots_before(self, end_offset: int) -> None:
         for name in os.listdir(self.dir):
@@ -296,8 +312,12 @@ class FileRaftLog:
             old_files = tuple(path for segment in self.log.segments
                               for path in segment.files())
             old_files += (os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),)
+        data = bytes(snapshot.data)
+        if snapshot.voters is not None:  # kraft.version 1: the set at its end, as Kafka
+            data = with_snapshot_voters(data, snapshot.voters, self.now_ms)
+            self._voters_data[(snapshot.end_offset, snapshot.epoch)] = data
         return SnapshotFiles(self.dir, snapshot_file_name(snapshot.end_offset, snapshot.epoch),
-                             bytes(snapshot.data), snapshot.end_offset, write.install,
+                             data, snapshot.end_offset, write.install,
                              old_files)
 
     @staticmethod
@@ -336,6 +356,9 @@ class FileRaftLog:
         loses it. False if a newer snapshot came first (its file goes)."""
         snapshot = write.snapshot
         end = snapshot.end_offset
+        data = self._voters_data.pop((end, snapshot.epoch), None)
+        if data is not None:  # what the file holds is what the log serves
+            snapshot = dataclasses.replace(snapshot, data=data)
         if write.install:
             self.snapshot = snapshot
             with self._epochs_unsynced():  # the old checkpoint is gone for good

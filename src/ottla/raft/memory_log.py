@@ -75,7 +75,11 @@ class MemoryLog:
         if offset < self.start_offset:
             raise IndexError(f"cannot truncate to {offset}, below the snapshot at "
                              f"{self.start_offset}")
-        i = self._index(offset)
+        # Every entry holding an offset >= ``offset`` goes, as in the file log (and
+        # Kafka's): a leader's epoch may end inside one of this log's batches.
+        i = bisect.bisect_left(self._bases, offset)
+        if i > 0 and self._bases[i - 1] + self.entries[i - 1].count > offset:
+            i -= 1
         del self.entries[i:]
         del self._bases[i:]
 

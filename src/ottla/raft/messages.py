@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ottla.raft.voter_set import VoterSet
+
 
 class RecordSerde(Protocol):
     """How the records of an entry become the values of a batch's records, and back."""
@@ -41,6 +43,10 @@ class VoteRequest:
     last_epoch: int
     end_offset: int
     pre_vote: bool
+    candidate_directory_id: str | None = None
+    voter_directory_id: str | None = None
+    """The directory id the candidate knows the receiving voter by (KIP-853): a
+    replica whose disk was replaced has another and must not vote as the old one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +62,9 @@ class VoteResponse:
 class BeginQuorumEpoch:
     leader_id: int
     epoch: int
+    voter_directory_id: str | None = None
+    """The directory id the leader knows the receiving voter by (KIP-853): a replaced
+    disk is not that voter and ignores it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +90,9 @@ class FetchRequest:
     known_high_watermark: int = -1
     """The high watermark the fetcher last heard (KIP-1166): a parked fetch is answered
     at once when the leader's is newer."""
+    replica_directory_id: str | None = None
+    """So the leader knows the fetcher by its ReplicaKey (KIP-853): a voter's id with
+    another directory id is an observer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +117,9 @@ class Snapshot:
     end_offset: int
     epoch: int
     data: Any
+    voters: VoterSet | None = None
+    """The voter set in force at ``end_offset`` (``kraft.version`` 1: Kafka writes it
+    in every snapshot's header); None for a static quorum."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,16 @@ hands over the next :class:`SnapshotWrite` (one at a time), and ``snapshot_writt
 says it is durable, whereupon the log adopts it. While an install is under way the log
 is about to be replaced, so the replica leaves it alone: it neither fetches nor
 campaigns (a new leader would append to it) until the snapshot is in.
+
+The voters (KIP-853): with ``kraft.version`` 1 the voter set is log state
+(``voter_set.py``): the last VotersRecord in the log, committed or not, falling back to
+the snapshot's or the bootstrap's, and a truncation reverts it. Majorities, the high
+watermark, elections and check quorum always count the current set. The leader changes
+it one voter at a time (``add_voter``, ``remove_voter``, ``update_voter``, with Kafka's
+rules and errors), only once it has committed an entry of its epoch and the previous
+change is committed; Add and Remove are answered when their VotersRecord commits
+(``take_voter_change_results``). A leader that removed itself leads until then, and
+resigns.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from ottla.protocol.errors import ErrorCode
 from ottla.raft.memory_log import MemoryLog
 from ottla.raft.messages import (
     BeginQuorumEpoch,
@@ -55,6 +66,11 @@ from ottla.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet, VoterSetHistory
+
+CAUGHT_UP_WINDOW_MS = 3_600_000
+"""Kafka's LeaderState.isReplicaCaughtUp: a new voter must have caught up with the
+leader, and fetched within the last hour."""
 
 
 class Role(Enum):
@@ -80,16 +96,62 @@ class RaftError(RuntimeError):
     """A broken invariant (e.g. truncating committed entries): the replica must stop."""
 
 
+@dataclass(frozen=True, slots=True)
+class VoterChangeResult:
+    """The answer to an AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter request."""
+
+    request_id: int
+    error: ErrorCode
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingChange:
+    """An Add or Remove whose VotersRecord is appended, answered once it commits."""
+
+    request_id: int
+    offset: int
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class _Progress:
+    """The leader's view of a replica that fetches from it (Kafka's ReplicaState)."""
+
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    leader_end_at_last_fetch: int = -1
+
+    def fetched(self, offset: int, leader_end: int, now_ms: int) -> None:
+        if offset >= leader_end:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, now_ms)
+        elif self.leader_end_at_last_fetch > 0 and offset >= self.leader_end_at_last_fetch:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.end_offset = offset
+        self.last_fetch_ms = now_ms
+        self.leader_end_at_last_fetch = leader_end
+
+
 class RaftReplica:
-    def __init__(self, node_id: int, voters: set[int] | frozenset[int], log: MemoryLog,
-                 rng: random.Random, config: RaftConfig | None = None, *,
-                 epoch: int = 0, voted_for: int | None = None) -> None:
-        if not voters:
+    def __init__(self, node_id: int, voters: VoterSet | set[int] | frozenset[int],
+                 log: MemoryLog, rng: random.Random, config: RaftConfig | None = None, *,
+                 epoch: int = 0, voted_for: int | None = None,
+                 directory_id: str | None = None, kraft_version: int = 0,
+                 bootstrap_servers: tuple[int, ...] = ()) -> None:
+        """``voters``: the static set (``kraft.version`` 0), or the bootstrap's, which
+        the log's snapshot and VotersRecords supersede (``kraft.version`` 1; empty for
+        a node formatted without initial controllers, which learns them from the log).
+        ``bootstrap_servers``: whom an observer asks for the leader besides the voters
+        (``controller.quorum.bootstrap.servers``; the driver names them)."""
+        self.bootstrap_voters = VoterSet.of(voters)
+        if not self.bootstrap_voters.nodes and (kraft_version < 1 or not bootstrap_servers):
             raise ValueError("a quorum needs at least one voter")
+        self.bootstrap_servers = bootstrap_servers
         self.node_id = node_id
-        self.voters = frozenset(voters)
-        self.is_voter = node_id in self.voters
-        """False for an observer: a broker that follows the log without voting."""
+        self.directory_id = directory_id
+        self.key = ReplicaKey(node_id, directory_id)
+        self.kraft_version = kraft_version
         self.log = log
         self.rng = rng
         self.config = config or RaftConfig()
@@ -101,6 +163,15 @@ class RaftReplica:
         self.applied = 0
         self.epoch_start_offset = -1
         """Where this leader's epoch begins (its leader-change entry)."""
+        self._history = VoterSetHistory(self._snapshot_voters(log.snapshot))
+        if kraft_version >= 1:
+            offset = log.start_offset
+            for entry in log.entries_between(log.start_offset, log.end_offset):
+                if isinstance(entry.payload, VoterSet):
+                    self._history.add_at(offset, entry.payload)
+                offset += entry.count
+        self._pending_change: _PendingChange | None = None
+        self._change_results: list[VoterChangeResult] = []
         self._votes: set[int] = set()
         self._deadline = 0  # election timer (or, for a leader, the check-quorum time)
         # follower
@@ -118,7 +189,7 @@ class RaftReplica:
         self._replica_end: dict[int, int] = {}
         self._last_fetch: dict[int, int] = {}
         self._last_caught_up: dict[int, int] = {}
-        self._observers: dict[int, tuple[int, int]] = {}  # id -> (fetch offset, time)
+        self._observers: dict[ReplicaKey, _Progress] = {}
         self._parked: dict[int, tuple[FetchRequest, int]] = {}  # id -> (fetch, deadline)
 
     # --- durable state ------------------------------------------------------------------
@@ -128,8 +199,31 @@ class RaftReplica:
                 "leaderId": self.leader_id}
 
     @property
+    def voter_set(self) -> VoterSet:
+        """The voter set in force: the last one in the log, committed or not."""
+        return self._history.last()
+
+    @property
+    def voters(self) -> frozenset[int]:
+        return self.voter_set.ids
+
+    @property
+    def is_voter(self) -> bool:
+        """False for an observer: a broker, or a controller not (or no longer) voting."""
+        return self.voter_set.is_voter(self.key)
+
+    @property
     def majority(self) -> int:
-        return len(self.voters) // 2 + 1
+        return self.voter_set.majority
+
+    def voter_set_at(self, offset: int) -> VoterSet:
+        """The voter set in force at ``offset`` (not below the log start)."""
+        return self._history.value_at(offset)
+
+    def _snapshot_voters(self, snapshot: Snapshot | None) -> VoterSet:
+        if snapshot is not None and snapshot.voters is not None:
+            return snapshot.voters
+        return self.bootstrap_voters
 
     @property
     def is_leader(self) -> bool:
@@ -139,7 +233,7 @@ class RaftReplica:
 
     def start(self, now_ms: int) -> list[Outgoing]:
         """After construction (or a restart with the persisted epoch and vote)."""
-        if self.voters == {self.node_id}:
+        if self.voter_set.is_only_voter(self.key):
             self.epoch += 1
             self.voted_for = self.node_id
             return self._become_leader(now_ms)
@@ -155,7 +249,7 @@ class RaftReplica:
         if not self.is_leader:
             return None
         offset = self.log.end_offset
-        self.log.append([Entry(self.epoch, payload, count)])
+        self._append([Entry(self.epoch, payload, count)], now_ms)
         self._maybe_advance_high_watermark()
         return offset
 
@@ -183,7 +277,8 @@ class RaftReplica:
                 end_offset > min(self.high_watermark, self.applied) or \
                 end_offset <= self.log.start_offset:
             return False
-        snapshot = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data)
+        voters = self._history.value_at(end_offset - 1) if self.kraft_version >= 1 else None
+        snapshot = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data, voters)
         self._snapshot_next = SnapshotWrite(snapshot, install=False)
         return True
 
@@ -206,6 +301,10 @@ class RaftReplica:
         self.log.end_snapshot(write)
         if write.install:
             self.high_watermark = max(self.high_watermark, write.snapshot.end_offset)
+            self._history.reset(self._snapshot_voters(write.snapshot))
+        else:
+            self._history.truncate_old_entries(self.log.start_offset)
+        self._voters_changed(now_ms)
         return self._maybe_fetch(now_ms)
 
     @property
@@ -217,14 +316,18 @@ class RaftReplica:
     def tick(self, now_ms: int) -> list[Outgoing]:
         """Timers, and whatever a flush or a proposal since the last call made possible
         (a higher high watermark, parked fetches to answer, the next Fetch to send)."""
-        return self._tick(now_ms) + self._drain_parked(now_ms)
+        return self._tick(now_ms) + self._settle_changes(now_ms) + self._drain_parked(now_ms)
 
     def _tick(self, now_ms: int) -> list[Outgoing]:
         if self.role is Role.LEADER:
             alive = sum(1 for v in self.voters if v == self.node_id or
                         now_ms - self._last_fetch.get(v, -(1 << 62))
                         < self.config.fetch_timeout_ms * 3 // 2)
-            if alive < self.majority:
+            # As Kafka, a lone voter never expires check quorum, even when it is not the
+            # leader (which removed itself): resigning before that voter has the record
+            # would leave it campaigning in the older set, for the leader's vote it
+            # cannot get (its log is behind).
+            if alive < self.majority and len(self.voters) > 1:
                 return self.resign(now_ms)
             self._maybe_advance_high_watermark()
             return []
@@ -260,7 +363,8 @@ class RaftReplica:
                 for v in others] + self._drain_parked(now_ms)
 
     def handle(self, source: int, message: Any, now_ms: int) -> list[Outgoing]:
-        return self._handle(source, message, now_ms) + self._drain_parked(now_ms)
+        return self._handle(source, message, now_ms) + self._settle_changes(now_ms) + \
+            self._drain_parked(now_ms)
 
     def _handle(self, source: int, message: Any, now_ms: int) -> list[Outgoing]:
         match message:
@@ -284,20 +388,204 @@ class RaftReplica:
 
     # --- what DescribeQuorum reports ---------------------------------------------------
 
-    def replica_states(self) -> tuple[list[tuple[int, int, int, int]],
-                                      list[tuple[int, int, int, int]]]:
-        """The leader's view of voters and observers: (id, log end offset, last fetch
+    def replica_states(self) -> tuple[list[tuple[ReplicaKey, int, int, int]],
+                                      list[tuple[ReplicaKey, int, int, int]]]:
+        """The leader's view of voters and observers: (key, log end offset, last fetch
         time, last caught-up time), -1 where unknown."""
         voters = []
-        for v in sorted(self.voters):
+        for node in self.voter_set.nodes:
+            v = node.key.id
             if v == self.node_id:
-                voters.append((v, self.log.end_offset, -1, -1))
+                voters.append((node.key, self.log.end_offset, -1, -1))
             else:
-                voters.append((v, self._replica_end.get(v, -1), self._last_fetch.get(v, -1),
-                               self._last_caught_up.get(v, -1)))
-        observers = [(o, end, at, at if end >= self.high_watermark else -1)
-                     for o, (end, at) in sorted(self._observers.items())]
+                voters.append((node.key, self._replica_end.get(v, -1),
+                               self._last_fetch.get(v, -1), self._last_caught_up.get(v, -1)))
+        observers = [(key, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
+                     for key, p in sorted(self._observers.items())]
+        if not self.is_voter and self.is_leader:  # a leader removing itself observes
+            observers.append((self.key, self.log.end_offset, -1, -1))
         return voters, observers
+
+    def observer_keys(self) -> list[ReplicaKey]:
+        """The observers the leader has heard from, by id and directory id."""
+        return sorted(self._observers)
+
+    # --- voter changes (KIP-853: AddVoterHandler, RemoveVoterHandler, UpdateVoterHandler) --
+
+    def add_voter(self, request_id: int, voter: VoterNode, now_ms: int
+                  ) -> VoterChangeResult | None:
+        """AddRaftVoter: append the set with ``voter`` if the rules allow it; None while
+        its VotersRecord is not committed (the answer comes through
+        ``take_voter_change_results``)."""
+        error = self._change_refused(request_id, voter.key, now_ms)
+        if error is not None:
+            return error
+        if voter.key.id in self.voters:
+            return VoterChangeResult(request_id, ErrorCode.duplicate_voter,
+                                     f"voter id {voter.key.id} is already in {self.voter_set}")
+        progress = self._observers.get(voter.key)
+        if progress is None or progress.last_caught_up_ms < 0 or \
+                progress.last_fetch_ms <= now_ms - CAUGHT_UP_WINDOW_MS:
+            return VoterChangeResult(request_id, ErrorCode.request_timed_out,
+                                     f"new voter {voter.key} is not a caught-up observer")
+        low, high = voter.kraft_versions
+        if not low <= self.kraft_version <= high:
+            return VoterChangeResult(request_id, ErrorCode.invalid_request,
+                                     f"new voter supports kraft.version {low}-{high}, not "
+                                     f"{self.kraft_version}")
+        new = self.voter_set.add_voter(voter)
+        assert new is not None
+        self._pending_change = _PendingChange(
+            request_id, self._append_voters(new, now_ms),
+            now_ms + self.config.request_timeout_ms)
+        return None
+
+    def remove_voter(self, request_id: int, key: ReplicaKey, now_ms: int
+                     ) -> VoterChangeResult | None:
+        """RemoveRaftVoter: as ``add_voter``; the last voter cannot be removed (Kafka
+        answers VOTER_NOT_FOUND, as for a key that is not a voter)."""
+        error = self._change_refused(request_id, key, now_ms)
+        if error is not None:
+            return error
+        new = self.voter_set.remove_voter(key)
+        if new is None:
+            return VoterChangeResult(request_id, ErrorCode.voter_not_found,
+                                     f"cannot remove {key} from {self.voter_set}")
+        self._pending_change = _PendingChange(
+            request_id, self._append_voters(new, now_ms),
+            now_ms + self.config.request_timeout_ms)
+        return None
+
+    def update_voter(self, request_id: int, voter: VoterNode, now_ms: int
+                     ) -> VoterChangeResult:
+        """UpdateRaftVoter: a voter's new endpoints or supported kraft versions, answered
+        once appended (as Kafka's UpdateVoterHandler does)."""
+        error = self._change_refused(request_id, voter.key, now_ms)
+        if error is not None:
+            return error
+        low, high = voter.kraft_versions
+        if not low <= self.kraft_version <= high:
+            return VoterChangeResult(request_id, ErrorCode.invalid_request,
+                                     f"voter supports kraft.version {low}-{high}")
+        new = self.voter_set.update_voter(voter)
+        if new is None:
+            return VoterChangeResult(request_id, ErrorCode.voter_not_found,
+                                     f"{voter.key} is not a voter of {self.voter_set}")
+        if new != self.voter_set:
+            self._append_voters(new, now_ms)
+        return VoterChangeResult(request_id, ErrorCode.none)
+
+    def take_voter_change_results(self) -> list[VoterChangeResult]:
+        """Add and Remove answers decided since the last call: the VotersRecord
+        committed (NONE), timed out, or leadership was lost."""
+        results, self._change_results = self._change_results, []
+        return results
+
+    def _change_refused(self, request_id: int, key: ReplicaKey, now_ms: int
+                        ) -> VoterChangeResult | None:
+        """The checks every voter change passes first, in Kafka's order."""
+        def refuse(error: ErrorCode, message: str) -> VoterChangeResult:
+            return VoterChangeResult(request_id, error, message)
+        if not self.is_leader:
+            return refuse(ErrorCode.not_leader_or_follower, "not the leader")
+        if key.directory_id is None:
+            return refuse(ErrorCode.invalid_request, "the voter has no directory id")
+        busy = self._change_in_flight(now_ms)
+        if busy is not None:
+            return refuse(ErrorCode.request_timed_out, busy)
+        if self.high_watermark <= self.epoch_start_offset:
+            return refuse(ErrorCode.request_timed_out,
+                          "the leader has not committed an entry of its epoch yet")
+        if self.kraft_version < 1:
+            return refuse(ErrorCode.unsupported_version,
+                          f"kraft.version is {self.kraft_version}: the voters are static")
+        return None
+
+    def _change_in_flight(self, now_ms: int) -> str | None:
+        """One change at a time: none is waiting for its answer, and the last
+        VotersRecord is committed (a change that timed out may not be yet)."""
+        self._expire_pending_change(now_ms)
+        if self._pending_change is not None:
+            return "waiting for the previous voter change"
+        if self._history.last_offset() >= self.high_watermark:
+            return (f"waiting for the voter change at {self._history.last_offset()} to "
+                    f"commit (high watermark {self.high_watermark})")
+        return None
+
+    def _expire_pending_change(self, now_ms: int) -> None:
+        pending = self._pending_change
+        if pending is not None and now_ms >= pending.deadline_ms:
+            self._pending_change = None
+            self._change_results.append(VoterChangeResult(
+                pending.request_id, ErrorCode.request_timed_out,
+                "the voter change did not commit in time"))
+
+    def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
+        offset = self.log.end_offset
+        self._append([Entry(self.epoch, voters)], now_ms)
+        self._maybe_advance_high_watermark()
+        return offset
+
+    def _settle_changes(self, now_ms: int) -> list[Outgoing]:
+        """Answer the pending change when its record commits (or leadership ends); a
+        leader no longer among the committed voters resigns."""
+        pending = self._pending_change
+        if pending is not None:
+            if not self.is_leader:
+                self._pending_change = None
+                self._change_results.append(VoterChangeResult(
+                    pending.request_id, ErrorCode.not_leader_or_follower,
+                    "leadership was lost before the voter change committed"))
+            elif self.high_watermark > pending.offset:
+                self._pending_change = None
+                self._change_results.append(VoterChangeResult(pending.request_id,
+                                                              ErrorCode.none))
+            else:
+                self._expire_pending_change(now_ms)
+        if self.is_leader and not self.is_voter and \
+                self.high_watermark > self._history.last_offset():
+            return self.resign(now_ms)
+        return []
+
+    # --- the log, and the voter set it carries ---------------------------------------------
+
+    def _append(self, entries: list[Entry] | tuple[Entry, ...], now_ms: int) -> None:
+        offset = self.log.end_offset
+        self.log.append(entries)
+        changed = False
+        for entry in entries:
+            if isinstance(entry.payload, VoterSet):
+                self._history.add_at(offset, entry.payload)
+                changed = True
+            offset += entry.count
+        if changed:
+            self._voters_changed(now_ms)
+
+    def _truncate(self, offset: int, now_ms: int) -> None:
+        self.log.truncate_to(offset)  # may end below ``offset``: whole batches go
+        offset = self.log.end_offset
+        if self._history.last_offset() >= offset:
+            self._history.truncate_new_entries(offset)
+            self._voters_changed(now_ms)
+
+    def _voters_changed(self, now_ms: int) -> None:
+        """A leader tracks the new voters (an added one starts from where it fetched as
+        an observer) and forgets the removed ones, which fetch on as observers."""
+        if not self.is_leader:
+            return
+        voters = self.voters - {self.node_id}
+        for v in list(self._replica_end):
+            if v not in voters:
+                del self._replica_end[v]
+                self._last_fetch.pop(v, None)
+                self._last_caught_up.pop(v, None)
+        for v in voters:
+            if v not in self._replica_end:
+                node = self.voter_set.node(v)
+                progress = self._observers.pop(node.key, None) if node is not None else None
+                self._replica_end[v] = max(progress.end_offset, 0) if progress else 0
+                self._last_fetch[v] = now_ms
+        self._maybe_advance_high_watermark()
 
     # --- transitions ---------------------------------------------------------------------
 
@@ -312,6 +600,7 @@ class RaftReplica:
             self.voted_for = None
             self.leader_id = None
             self.role = Role.UNATTACHED
+            self._fetch_sent_ms = None  # an answer to a fetch of an older epoch is void
             self._reset_election_timer(now_ms, self.config.election_timeout_ms)
         if leader_id is not None and epoch == self.epoch and self.leader_id is None \
                 and leader_id != self.node_id:
@@ -333,15 +622,22 @@ class RaftReplica:
     def _vote_request(self, pre_vote: bool) -> list[Outgoing]:
         # A pre-vote carries the current epoch (KIP-996's ReplicaEpoch): only a won
         # pre-vote moves the prospective to the next one.
-        request = VoteRequest(self.node_id, self.epoch,
-                              self.log.last_epoch, self.log.end_offset, pre_vote)
-        return [Outgoing(v, request) for v in sorted(self.voters) if v != self.node_id]
+        return [Outgoing(v.key.id, VoteRequest(
+            self.node_id, self.epoch, self.log.last_epoch, self.log.end_offset, pre_vote,
+            self.directory_id, v.key.directory_id))
+            for v in self.voter_set.nodes if v.key.id != self.node_id]
+
+    def _won(self) -> bool:
+        """A majority of the current voters granted (the set may change mid-election)."""
+        return len(self._votes & self.voters) >= self.majority
 
     def _become_prospective(self, now_ms: int) -> list[Outgoing]:
         self.role = Role.PROSPECTIVE
         self.leader_id = None
         self._votes = {self.node_id}
         self._reset_election_timer(now_ms, self.config.election_timeout_ms)
+        if self._won():
+            return self._become_candidate(now_ms)  # the only voter left
         return self._vote_request(pre_vote=True)
 
     def _become_candidate(self, now_ms: int) -> list[Outgoing]:
@@ -351,7 +647,7 @@ class RaftReplica:
         self.role = Role.CANDIDATE
         self._votes = {self.node_id}
         self._reset_election_timer(now_ms, self.config.election_timeout_ms)
-        if len(self._votes) >= self.majority:
+        if self._won():
             return self._become_leader(now_ms)
         return self._vote_request(pre_vote=False)
 
@@ -362,16 +658,27 @@ class RaftReplica:
         self._last_fetch = {v: now_ms for v in self.voters}
         self._last_caught_up = {}
         self._observers = {}
+        self._pending_change = None
         self.epoch_start_offset = self.log.end_offset
         self.log.append([Entry(self.epoch, None)])  # leader change: commits the epoch
+        if self.kraft_version >= 1 and self._history.last_offset() < 0 and \
+                (self.log.snapshot is None or self.log.snapshot.voters is None):
+            # As Kafka: a set known only from the bootstrap checkpoint goes into the log,
+            # where replicas formatted without initial controllers learn it.
+            self._append([Entry(self.epoch, self.voter_set)], now_ms)
         self._maybe_advance_high_watermark()
-        begin = BeginQuorumEpoch(self.node_id, self.epoch)
-        return [Outgoing(v, begin) for v in sorted(self.voters) if v != self.node_id]
+        return [Outgoing(v.key.id, BeginQuorumEpoch(self.node_id, self.epoch,
+                                                    v.key.directory_id))
+                for v in self.voter_set.nodes if v.key.id != self.node_id]
 
     # --- elections -----------------------------------------------------------------------
 
     def _on_vote_request(self, source: int, req: VoteRequest, now_ms: int) -> list[Outgoing]:
-        if not self.is_voter:
+        if not self.is_voter if self.kraft_version < 1 else \
+                req.voter_directory_id not in (None, self.directory_id):
+            # Kafka checks the voter key the candidate names (KIP-853): a replica whose
+            # disk was replaced (another directory id) lost its log and votes, and must
+            # not vote as the voter it was. A static quorum's observers never vote.
             return [Outgoing(source, VoteResponse(self.node_id, self.epoch, False,
                                                   req.pre_vote, self.leader_id))]
         up_to_date = self._log_is_current(req.last_epoch, req.end_offset)
@@ -413,18 +720,19 @@ class RaftReplica:
                 and resp.epoch <= self.epoch:
             # A pre-vote does not move the voter's epoch: a grant may carry an older one.
             self._votes.add(resp.voter_id)
-            if len(self._votes) >= self.majority:
+            if self._won():
                 return self._become_candidate(now_ms)
         elif not resp.pre_vote and self.role is Role.CANDIDATE and resp.granted \
                 and resp.epoch == self.epoch:
             self._votes.add(resp.voter_id)
-            if len(self._votes) >= self.majority:
+            if self._won():
                 return self._become_leader(now_ms)
         return []
 
     def _on_begin_quorum_epoch(self, msg: BeginQuorumEpoch, now_ms: int) -> list[Outgoing]:
-        if msg.epoch < self.epoch:
-            return []
+        if msg.epoch < self.epoch or \
+                msg.voter_directory_id not in (None, self.directory_id):
+            return []  # old, or for the voter whose disk this one replaced
         if msg.epoch == self.epoch and self.is_leader and msg.leader_id != self.node_id:
             raise RaftError(f"two leaders in epoch {msg.epoch}: {self.node_id} and "
                             f"{msg.leader_id}")
@@ -459,7 +767,7 @@ class RaftReplica:
         self._fetch_sent_ms = now_ms
         return [Outgoing(self.leader_id, FetchRequest(
             self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
-            self.config.fetch_max_wait_ms, self.high_watermark))]
+            self.config.fetch_max_wait_ms, self.high_watermark, self.directory_id))]
 
     def _discover(self, now_ms: int) -> list[Outgoing]:
         """An observer without a leader asks the voters in turn; whoever answers names
@@ -469,13 +777,16 @@ class RaftReplica:
             return []
         if now_ms < self._next_fetch_ms or self._installing:
             return []
-        voters = sorted(self.voters)
+        voters = [v for v in sorted(self.voters) if v != self.node_id] + \
+            [b for b in self.bootstrap_servers if b not in self.voters]
+        if not voters:
+            return []
         target = voters[self._discover_next % len(voters)]
         self._discover_next += 1
         self._fetch_sent_ms = now_ms
         return [Outgoing(target, FetchRequest(
             self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch, 0,
-            self.high_watermark))]
+            self.high_watermark, self.directory_id))]
 
     def _on_fetch(self, req: FetchRequest, now_ms: int) -> list[Outgoing]:
         if req.epoch > self.epoch:
@@ -484,7 +795,9 @@ class RaftReplica:
             error = "fenced_leader_epoch" if req.epoch < self.epoch else "not_leader"
             return [Outgoing(req.replica_id, FetchResponse(
                 self.leader_id, self.epoch, self.high_watermark, error=error))]
-        if req.replica_id in self._replica_end:
+        key = ReplicaKey(req.replica_id, req.replica_directory_id)
+        voter = req.replica_id in self._replica_end and self.voter_set.is_voter(key)
+        if voter:
             self._last_fetch[req.replica_id] = now_ms  # any fetch is contact (check quorum)
         snapshot = self.log.snapshot
         epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
@@ -498,13 +811,14 @@ class RaftReplica:
             return [Outgoing(req.replica_id, FetchResponse(
                 self.node_id, self.epoch, self.high_watermark, base_offset=req.fetch_offset,
                 diverging_epoch=epoch, diverging_end_offset=end))]
-        if req.replica_id in self._replica_end:
+        if voter:
             self._replica_end[req.replica_id] = req.fetch_offset
             if req.fetch_offset >= self.log.end_offset:
                 self._last_caught_up[req.replica_id] = now_ms
             self._maybe_advance_high_watermark()
-        elif req.replica_id not in self.voters:
-            self._observers[req.replica_id] = (req.fetch_offset, now_ms)
+        elif req.replica_id != self.node_id:
+            self._observers.setdefault(key, _Progress()).fetched(
+                req.fetch_offset, self.log.end_offset, now_ms)
         self._parked.pop(req.replica_id, None)  # a newer fetch replaces a parked one
         if req.max_wait_ms > 0 and req.fetch_offset >= self.log.end_offset and \
                 req.known_high_watermark >= self.high_watermark:
@@ -574,8 +888,10 @@ class RaftReplica:
         """The majority's end offset, counting only the flushed part of our own log."""
         if not self.is_leader:
             return
-        ends = sorted([self.log.flushed_end_offset, *self._replica_end.values()],
-                      reverse=True)
+        ends = [self._replica_end.get(v, 0) for v in self.voters if v != self.node_id]
+        if self.is_voter:  # a leader removing itself does not count (KIP-853)
+            ends.append(self.log.flushed_end_offset)
+        ends.sort(reverse=True)
         candidate = ends[self.majority - 1]
         if candidate > self.high_watermark and \
                 self.log.epoch_at(candidate - 1) == self.epoch:
@@ -601,6 +917,11 @@ class RaftReplica:
             if self.role is Role.FOLLOWER and source == self.leader_id:
                 self._fetch_sent_ms = None
                 self._next_fetch_ms = now_ms + self.config.fetch_backoff_ms
+                if not self.is_voter and resp.error == "not_leader":
+                    # It resigned (or was removed): an observer looks for the leader
+                    # again rather than ask it until its fetch timeout.
+                    self.role = Role.UNATTACHED
+                    self.leader_id = None
             return []
         self._last_leader_contact = now_ms
         if self._installing:
@@ -620,10 +941,13 @@ class RaftReplica:
             if target < self.high_watermark:
                 raise RaftError(f"node {self.node_id} would truncate committed offsets "
                                 f"{target}..{self.high_watermark}")
-            self.log.truncate_to(target)
+            self._truncate(target, now_ms)
+            if self.log.end_offset < self.high_watermark:
+                raise RaftError(f"node {self.node_id} truncated committed offsets "
+                                f"{self.log.end_offset}..{self.high_watermark}")
             return self._maybe_fetch(now_ms)
         if resp.entries:
-            self.log.append(resp.entries)
+            self._append(resp.entries, now_ms)
         self.high_watermark = max(self.high_watermark,
                                   min(resp.high_watermark, self.log.end_offset))
         return self._maybe_fetch(now_ms)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.common.topics import METADATA_TOPIC, METADATA_TOPIC_ID
+from ottla.common.uuids import kafka_uuid_text, parse_kafka_uuid
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.raft.file_log import entries_of
@@ -46,6 +47,18 @@ def _leader(leader_id: int) -> int | None:
     return None if leader_id < 0 else leader_id
 
 
+def _uuid(directory_id: str | None) -> Any:
+    """A directory id on the wire (the zero uuid for none)."""
+    return parse_kafka_uuid(directory_id)
+
+
+def _directory(value: Any) -> str | None:
+    """A wire uuid as the core's directory id (None for the zero uuid or none)."""
+    if value is None or value.int == 0:
+        return None
+    return kafka_uuid_text(value)
+
+
 def _error_name(code: int) -> str | None:
     if code == ErrorCode.none:
         return None
@@ -63,14 +76,17 @@ def encode_request(message: Any, destination: int, cluster_id: str
                 "cluster_id": cluster_id, "voter_id": destination,
                 "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
                     "partition_index": 0, "replica_epoch": message.epoch,
-                    "replica_id": message.candidate_id, "replica_directory_id": None,
-                    "voter_directory_id": None, "last_offset_epoch": message.last_epoch,
+                    "replica_id": message.candidate_id,
+                    "replica_directory_id": _uuid(message.candidate_directory_id),
+                    "voter_directory_id": _uuid(message.voter_directory_id),
+                    "last_offset_epoch": message.last_epoch,
                     "last_offset": message.end_offset, "pre_vote": message.pre_vote}]}]}
         case BeginQuorumEpoch():
             return ApiKey.BEGIN_QUORUM_EPOCH, BEGIN_QUORUM_EPOCH_VERSION, {
                 "cluster_id": cluster_id, "voter_id": destination,
                 "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
-                    "partition_index": 0, "voter_directory_id": None,
+                    "partition_index": 0,
+                    "voter_directory_id": _uuid(message.voter_directory_id),
                     "leader_id": message.leader_id, "leader_epoch": message.epoch}]}],
                 "leader_endpoints": []}
         case EndQuorumEpoch():
@@ -93,7 +109,8 @@ def encode_request(message: Any, destination: int, cluster_id: str
                     "partition": 0, "current_leader_epoch": message.epoch,
                     "fetch_offset": message.fetch_offset,
                     "last_fetched_epoch": message.last_fetched_epoch, "log_start_offset": -1,
-                    "partition_max_bytes": FETCH_MAX_BYTES, "replica_directory_id": None,
+                    "partition_max_bytes": FETCH_MAX_BYTES,
+                    "replica_directory_id": _uuid(message.replica_directory_id),
                     "high_watermark": message.known_high_watermark}]}],
                 "forgotten_topics_data": [], "rack_id": ""}
     raise TypeError(f"not a Raft request: {message!r}")
@@ -147,13 +164,17 @@ def decode_request(api_key: int, request: Any) -> tuple[int, Any] | None:
             pre_vote = bool(getattr(p, "pre_vote", False))  # v2+
             candidate = getattr(p, "replica_id", getattr(p, "candidate_id", -1))
             epoch = getattr(p, "replica_epoch", getattr(p, "candidate_epoch", -1))
-            return candidate, VoteRequest(candidate, epoch,
-                                          p.last_offset_epoch, p.last_offset, pre_vote)
+            return candidate, VoteRequest(
+                candidate, epoch, p.last_offset_epoch, p.last_offset, pre_vote,
+                _directory(getattr(p, "replica_directory_id", None)),  # v2+
+                _directory(getattr(p, "voter_directory_id", None)))
         case ApiKey.BEGIN_QUORUM_EPOCH:
             p = _metadata_partition(request.topics, "topic_name")
             if p is None:
                 return None
-            return p.leader_id, BeginQuorumEpoch(p.leader_id, p.leader_epoch)
+            return p.leader_id, BeginQuorumEpoch(
+                p.leader_id, p.leader_epoch,
+                _directory(getattr(p, "voter_directory_id", None)))  # v1+
         case ApiKey.END_QUORUM_EPOCH:
             p = _metadata_partition(request.topics, "topic_name")
             if p is None:
@@ -173,7 +194,8 @@ def decode_request(api_key: int, request: Any) -> tuple[int, Any] | None:
             return replica_id, FetchRequest(replica_id, p.current_leader_epoch, p.fetch_offset,
                                             p.last_fetched_epoch, int(request.max_wait
                                                                       .total_seconds() * 1000),
-                                            known)
+                                            known,
+                                            _directory(getattr(p, "replica_directory_id", None)))
         case ApiKey.FETCH_SNAPSHOT:
             p = _metadata_partition(request.topics, "name")
             if p is None:
@@ -215,7 +237,10 @@ def epoch_response(leader_id: int | None, epoch: int, error: ErrorCode = ErrorCo
 
 
 def fetch_response(message: FetchResponse | None, log_start_offset: int,
-                   error: ErrorCode = ErrorCode.none) -> dict[str, Any]:
+                   error: ErrorCode = ErrorCode.none,
+                   leader_endpoint: tuple[int, str, int] | None = None) -> dict[str, Any]:
+    """``leader_endpoint`` (id, host, port): where the leader listens (KIP-853's
+    NodeEndpoints), so an observer that knows no voter yet can fetch from it."""
     partition: dict[str, Any] = {
         "partition_index": 0, "error_code": ErrorCode.none, "high_watermark": -1,
         "last_stable_offset": -1, "log_start_offset": log_start_offset,
@@ -235,8 +260,18 @@ def fetch_response(message: FetchResponse | None, log_start_offset: int,
             snapshot_id={"end_offset": message.snapshot_end_offset,
                          "epoch": message.snapshot_epoch},
             records=b"".join(e.raw or b"" for e in message.entries) or None)
-    return {"throttle_time": 0, "error_code": error, "session_id": 0, "node_endpoints": [],
+    endpoints = [] if leader_endpoint is None else [
+        {"node_id": leader_endpoint[0], "host": leader_endpoint[1],
+         "port": leader_endpoint[2], "rack": None}]
+    return {"throttle_time": 0, "error_code": error, "session_id": 0,
+            "node_endpoints": endpoints,
             "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [partition]}]}
+
+
+def node_endpoints(response: Any) -> list[tuple[int, str, int]]:
+    """The (id, host, port) a response's NodeEndpoints name."""
+    return [(int(e.node_id), e.host, int(e.port))
+            for e in getattr(response, "node_endpoints", None) or ()]
 
 
 def fetch_snapshot_response(message: FetchSnapshotResponse | None, position: int,
@@ -278,3 +313,9 @@ def snapshot_chunk(response: Any) -> tuple[int | None, int, Snapshot | None, int
         return leader, p.current_leader.leader_epoch, None, 0, b""
     snapshot = Snapshot(p.snapshot_id.end_offset, p.snapshot_id.epoch, b"")
     return leader, p.current_leader.leader_epoch, snapshot, p.size, bytes(p.unaligned_records)
+
+
+def leader_endpoints(request: Any) -> list[tuple[str, str, int]]:
+    """The (listener, host, port) a BeginQuorumEpoch's leader listens on (v1+)."""
+    return [(e.name, e.host, int(e.port))
+            for e in getattr(request, "leader_endpoints", None) or ()]

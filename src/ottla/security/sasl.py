@@ -170,12 +170,15 @@ class SaslAuthenticator:
         self._reauthenticating = False
         self._server = None
         self.session_expires_ms = None
-        if self.reauth_ms > 0:
-            # KIP-368: the lifetime is the shorter of connections.max.reauth.ms and the
-            # credential's own (an OAUTHBEARER token's expiry).
-            expires = getattr(server, "credential_expires_ms", None)
-            self.session_expires_ms = now_ms + self.reauth_ms if expires is None else \
-                max(now_ms, min(now_ms + self.reauth_ms, expires))
+        # KIP-368: the lifetime is the shorter of connections.max.reauth.ms and the
+        # credential's own (an OAUTHBEARER token's or a delegation token's expiry), which
+        # bounds the session even without re-authentication, as in Kafka.
+        expires = getattr(server, "credential_expires_ms", None)
+        if expires is not None:
+            limit = min(now_ms + self.reauth_ms, expires) if self.reauth_ms > 0 else expires
+            self.session_expires_ms = max(now_ms, limit)
+        elif self.reauth_ms > 0:
+            self.session_expires_ms = now_ms + self.reauth_ms
         return None
 
     def _failed(self) -> SaslAnswer:

@@ -16,6 +16,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ottla.common.principal import Principal
 from ottla.security.errors import SaslAuthenticationFailed
 
 MIN_ITERATIONS = 4096
@@ -133,18 +134,40 @@ CredentialLookup = Callable[[str, bool], ScramCredential | None]
 """(user name, whether it is a delegation token id) -> the credential, or None."""
 
 
+@dataclass(frozen=True, slots=True)
+class TokenOwner:
+    """Whom a delegation token authenticates (its owner) and until when."""
+
+    owner: Principal
+    expiry_ms: int
+
+
+TokenOwnerLookup = Callable[[str], TokenOwner | None]
+"""A token id -> its owner and expiry, or None for no such token."""
+
+
 class ScramServer:
     """One SCRAM exchange on the server: ``respond`` takes each client message and
-    returns the server's; ``complete`` once the client proved it knows the password."""
+    returns the server's; ``complete`` once the client proved it knows the password.
+
+    With Kafka's extension ``tokenauth=true`` the user name is a delegation token's id
+    and the password its HMAC (KIP-48): the exchange then authenticates the token's
+    owner (``principal``), flagged token-authenticated, and the session ends no later
+    than the token expires (``credential_expires_ms``)."""
 
     def __init__(self, mechanism: ScramMechanism, lookup: CredentialLookup,
-                 nonce: Callable[[], str] | None = None) -> None:
+                 nonce: Callable[[], str] | None = None,
+                 token_owner: TokenOwnerLookup | None = None) -> None:
         self.scram = mechanism
         self.mechanism = mechanism.mechanism_name
         self.lookup = lookup
+        self.token_owner = token_owner
         self._nonce = nonce or (lambda: secrets.token_urlsafe(24))
         self.username: str | None = None
         self.token_auth = False
+        self.principal: Principal | None = None
+        """Who authenticated (None until then)."""
+        self.credential_expires_ms: int | None = None
         self.complete = False
         self._credential: ScramCredential | None = None
         self._client_first_bare = ""
@@ -184,6 +207,14 @@ class ScramServer:
                              "that is different from username")
         self.token_auth = attributes.get("tokenauth", "false").lower() == "true"
         self._credential = self.lookup(self.username, self.token_auth)
+        if self.token_auth:
+            token = self.token_owner(self.username) if self.token_owner else None
+            if token is None:
+                raise ScramError("Token Authentication failed: Invalid tokenId")
+            self.principal = Principal("User", token.owner.name, token_authenticated=True)
+            self.credential_expires_ms = token.expiry_ms
+        else:
+            self.principal = Principal("User", self.username)
         if self._credential is None:
             raise ScramError("Authentication failed: Invalid user credentials")
         self._client_first_bare = bare

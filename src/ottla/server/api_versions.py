@@ -15,7 +15,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, ApiTable, RequestContext
 
-_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+SOFTWARE_PATTERN = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 class HasImage(Protocol):
@@ -51,8 +51,8 @@ def api_versions(table: ApiTable[Any]) -> ApiSpec[HasImage]:
     def handle_api_versions(services: HasImage, ctx: RequestContext, req: Any
                             ) -> dict[str, Any]:
         if ctx.api_version >= 3 and not (
-                _SOFTWARE.match(req.client_software_name or "")
-                and _SOFTWARE.match(req.client_software_version or "")):
+                SOFTWARE_PATTERN.match(req.client_software_name or "")
+                and SOFTWARE_PATTERN.match(req.client_software_version or "")):
             # As Kafka: the error alone, no APIs, no features.
             return {"error_code": ErrorCode.invalid_request, "api_keys": [],
                     "throttle_time": 0, "supported_features": [],
@@ -63,8 +63,11 @@ def api_versions(table: ApiTable[Any]) -> ApiSpec[HasImage]:
             "error_code": ErrorCode.none,
             "api_keys": api_keys(table),
             "throttle_time": 0,
+            # Below v4 a feature whose range starts at 0 is left out: Java clients
+            # before 3.9 throw on it (Kafka's KAFKA-17492 fix).
             "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
-                                   for n, (lo, hi) in SUPPORTED_FEATURES.items()],
+                                   for n, (lo, hi) in SUPPORTED_FEATURES.items()
+                                   if lo > 0 or ctx.api_version >= 4],
             "finalized_features_epoch": image.offset,
             "finalized_features": [{"name": n, "min_version_level": level,
                                     "max_version_level": level}

@@ -85,7 +85,8 @@ class ControllerChannel:
         self.voters = voters
         self._describe = describe
         self._clients: dict[int, AsyncClient] = {}
-        self._round_robin = itertools.cycle(sorted(voters))
+        self._next = itertools.count()
+        self._stale: list[AsyncClient] = []  # clients of controllers that moved
 
     # --- on the controller --------------------------------------------------------------
 
@@ -181,20 +182,37 @@ class ControllerChannel:
 
     def _target(self) -> int:
         leader = self.raft.leader_id
-        if leader is not None and leader in self.voters:
+        if leader is not None and self._address(leader) is not None:
             return leader
-        return next(self._round_robin)
+        # No leader known: the voters in turn (a dynamic quorum's change with its log).
+        candidates = sorted(self.voters) or sorted(self.raft.voters) or \
+            sorted(self.raft.bootstrap, reverse=True)
+        return candidates[next(self._next) % len(candidates)]
+
+    def _address(self, node: int) -> tuple[str, int] | None:
+        """controller.quorum.voters, else where the metadata log says a voter listens."""
+        if self.voters:
+            return self.voters.get(node)
+        return self.raft.address(node)
 
     def _client(self, node: int) -> AsyncClient:
         client = self._clients.get(node)
+        if client is not None and not self.voters and \
+                self.raft.address(node) not in (None, (client.host, client.port)):
+            self._stale.append(self._clients.pop(node))  # the controller moved
+            client = None
         if client is None:
-            host, port = self.voters[node]
+            address = self._address(node)
+            if address is None:
+                raise NodeUnavailable(f"no address for controller {node}")
+            host, port = address
             client = self._clients[node] = AsyncClient(host, port,
                                                        client_id=f"broker-{self.node_id}",
                                                        security=self.security)
         return client
 
     async def close(self) -> None:
-        for client in self._clients.values():
+        for client in [*self._clients.values(), *self._stale]:
             await client.close()
         self._clients.clear()
+        self._stale.clear()

@@ -13,7 +13,8 @@ committed offset and fails the waiting callers with NOT_CONTROLLER. The bookkeep
 (timeline snapshots, what to replay) is the sans-I/O ``controller.offset_control``.
 
 Only the active controller runs the periodic tasks: fencing brokers whose heartbeats
-stopped, moving leaderships back to preferred replicas, and a NoOpRecord when the log
+stopped, moving leaderships back to preferred replicas, removing expired delegation
+tokens (every ``delegation.token.expiry.check.interval.ms``), and a NoOpRecord when the log
 has been idle for ``metadata.max.idle.interval.ms`` (so observers see it advance). On
 claiming, it first aborts a metadata transaction its predecessor left open, and on an
 empty log writes the bootstrap records ``storage format`` prepared (in a transaction,
@@ -48,6 +49,7 @@ class ControllerDriver:
                  bootstrap_records: Callable[[], list[Any]],
                  session_timeout_ms: int = 9000, leader_balance_interval_s: float | None = None,
                  max_idle_interval_ms: int = 500,
+                 token_sweep_interval_ms: int | None = None,
                  on_fault: Callable[[BaseException], None] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.controller = controller
@@ -57,6 +59,8 @@ class ControllerDriver:
         self.session_timeout_ms = session_timeout_ms
         self.leader_balance_interval_s = leader_balance_interval_s
         self.max_idle_interval_ms = max_idle_interval_ms
+        self.token_sweep_interval_ms = token_sweep_interval_ms
+        """``delegation.token.expiry.check.interval.ms``; None: tokens are disabled."""
         self.on_fault = on_fault
         self.clock = clock
         self._purgatory: list[tuple[int, asyncio.Future[Any], Any]] = []
@@ -185,12 +189,14 @@ class ControllerDriver:
         await self._periodic()
 
     async def _periodic(self) -> None:
-        """Fence silent brokers (8 checks per session timeout), balance leaders, and keep
-        an idle log moving with NoOpRecords."""
+        """Fence silent brokers (8 checks per session timeout), balance leaders, remove
+        expired delegation tokens, and keep an idle log moving with NoOpRecords."""
         fence_every = self.session_timeout_ms / 8000
-        last_balance = time.monotonic()
+        last_balance = last_sweep = time.monotonic()
         idle_s = self.max_idle_interval_ms / 1000 if self.max_idle_interval_ms > 0 else None
-        step = min(fence_every, idle_s or fence_every)
+        sweep_s = self.token_sweep_interval_ms / 1000 \
+            if self.token_sweep_interval_ms is not None else None
+        step = min(fence_every, idle_s or fence_every, sweep_s or fence_every)
         while True:
             await asyncio.sleep(step)
             try:
@@ -206,6 +212,12 @@ class ControllerDriver:
                     moved = await self.submit(lambda c: c.replication.balance_partition_leaders())
                     if moved:
                         log.info("Moved %d leaderships back to preferred replicas", len(moved))
+                if sweep_s is not None and time.monotonic() - last_sweep >= sweep_s:
+                    last_sweep = time.monotonic()
+                    swept = await self.submit(
+                        lambda c: c.delegation_tokens.sweep_expired_tokens(self.now_ms()))
+                    for token_id in swept or ():
+                        log.info("Removed expired delegation token %s", token_id)
                 if idle_s is not None and time.monotonic() - self._last_write >= idle_s:
                     await self.submit(lambda c: ControllerResult([r.NoOpRecord()]))
             except NotControllerError:

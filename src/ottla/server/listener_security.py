@@ -6,9 +6,10 @@ PLAINTEXT: nothing, every client is ``User:ANONYMOUS``. SSL: a TLS server contex
 is its certificate's distinguished name through ``ssl.principal.mapping.rules``.
 SASL_PLAINTEXT and SASL_SSL: a ``SaslAuthenticator`` per connection over the listener's
 ``sasl.enabled.mechanisms`` (PLAIN against the JAAS users, SCRAM against the credentials
-in the metadata log). Every key may be given for one listener as
-``listener.name.<listener>.<key>`` (and SASL's JAAS configuration per mechanism as
-``listener.name.<listener>.<mechanism>.sasl.jaas.config``), as in Kafka.
+in the metadata log, and against its delegation tokens with ``tokenauth=true``). Every
+key may be given for one listener as ``listener.name.<listener>.<key>`` (and SASL's JAAS
+configuration per mechanism as ``listener.name.<listener>.<mechanism>.sasl.jaas.config``),
+as in Kafka.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ottla.security.authorizer import (
     StandardAuthorizer,
     authorizer_configured,
 )
+from ottla.security.delegation_token import TokenCredentials
 from ottla.security.jaas import JaasError, parse_jaas_config, plain_users
 from ottla.security.oauthbearer import (
     OAuthBearerServer,
@@ -38,8 +40,13 @@ from ottla.security.oauthbearer import (
     unsecured_validator,
 )
 from ottla.security.plain import PlainServer
-from ottla.security.sasl import Mechanism, SaslAuthenticator
-from ottla.security.scram import ScramCredential, ScramMechanism, ScramServer
+from ottla.security.sasl import Mechanism, SaslAuthenticator, SaslServer
+from ottla.security.scram import (
+    ScramCredential,
+    ScramMechanism,
+    ScramServer,
+    TokenOwner,
+)
 from ottla.security.ssl_principal import SslPrincipalMapper
 from ottla.security.tls import server_ssl_context
 from ottla.server.jwks import JwksKeys
@@ -104,6 +111,16 @@ def _authenticators(config: KafkaConfig, listener: str, image: Callable[[], Meta
     if not enabled:
         raise ConfigError(f"Listener {listener} is SASL but sasl.enabled.mechanisms is empty")
     mechanisms: dict[str, Mechanism] = {}
+    token_credentials = TokenCredentials(config["delegation.token.secret.key"])
+
+    def token_owner(token_id: str) -> TokenOwner | None:
+        """A delegation token's owner (KIP-48), while the token exists and tokens are
+        enabled on this node."""
+        token = image().delegation_tokens.get(token_id)
+        if token is None or token_credentials.secret_key is None:
+            return None
+        return TokenOwner(token.owner, token.expiry_timestamp)
+
     for name in enabled:
         if name == "PLAIN":
             jaas = config.sasl_jaas_config(listener, name)
@@ -124,12 +141,24 @@ def _authenticators(config: KafkaConfig, listener: str, image: Callable[[], Meta
 
             def lookup(user: str, token: bool, scram: ScramMechanism = scram
                        ) -> ScramCredential | None:
-                # Delegation tokens (tokenauth) come with KIP-48.
-                return None if token else image().scram_credential(scram, user)
+                if not token:
+                    return image().scram_credential(scram, user)
+                tokens = image().delegation_tokens
+                found = tokens.get(user)
+                return None if found is None else \
+                    token_credentials.credential(scram, found, lambda: list(tokens))
             mechanisms[name] = Mechanism(
-                lambda scram=scram, lookup=lookup: ScramServer(scram, lookup))
+                lambda scram=scram, lookup=lookup: ScramServer(scram, lookup,
+                                                               token_owner=token_owner),
+                principal_of=_scram_principal)
     reauth_ms = config["connections.max.reauth.ms"] or 0
     return lambda: SaslAuthenticator(mechanisms, reauth_ms)
+
+
+def _scram_principal(server: SaslServer) -> Principal:
+    """A SCRAM user, or the owner of the delegation token it authenticated with."""
+    assert isinstance(server, ScramServer) and server.principal is not None
+    return server.principal
 
 
 def _oauthbearer_validator(config: KafkaConfig, listener: str) -> TokenValidator:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ottla.broker.quota.client_quota_manager import ClientQuotaManagers
+from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
@@ -94,7 +94,8 @@ class MetadataPublisher:
             log.info("Loaded the metadata snapshot at offset %d", end)
         offset = committed.base_offset
         for entry in committed.entries:
-            for i, record in enumerate(entry.payload or ()):
+            for i, record in enumerate(entry.payload if isinstance(entry.payload, (tuple, list))
+                                       else ()):  # control entries carry no metadata
                 changed = self.loader.apply(record, offset + i) or changed
             self._bytes_since_snapshot += len(entry.raw) if entry.raw is not None else 0
             offset += entry.count

@@ -24,10 +24,12 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
 
+from ottla.broker.quota.client_quota_manager import ClientQuotaManager
+from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
 from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import RequestHeader
@@ -41,7 +43,7 @@ from ottla.protocol.requests import (
 )
 from ottla.security.sasl import SaslAnswer, SaslState
 from ottla.security.ssl_principal import NoMatchingRule
-from ottla.server.api_versions import unsupported_version_response
+from ottla.server.api_versions import SOFTWARE_PATTERN, unsupported_version_response
 from ottla.server.listener_security import PLAINTEXT, ListenerSecurity
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metrics.request_metrics import RequestChannelMetrics
@@ -50,6 +52,7 @@ from ottla.server.request_dispatcher import (
     UnsupportedApiVersions,
     client_id_of,
 )
+from ottla.server.request_quota import TimedAwait, exempt_from_request_quota, with_throttle_time
 from ottla.storage.segment import FileSlice
 
 log = logging.getLogger(__name__)
@@ -72,12 +75,16 @@ arrive, up to the frame's size: a size prefix alone allocates nothing."""
 
 class ConnectionQuotas:
     """What all connections of a node share (Kafka's ConnectionQuotas): the request memory
-    pool and the connection counts, total and per client address."""
+    pool, the connection counts, total and per client address, and the connection
+    creation rates (``ConnectionRateQuotas``)."""
 
     def __init__(self, pool: MemoryPool | None = None, max_connections: int = 2**31 - 1,
                  max_connections_per_ip: int = 2**31 - 1,
                  per_ip_overrides: dict[str, int] | None = None,
-                 idle_ms: int = 600_000) -> None:
+                 idle_ms: int = 600_000, rates: ConnectionRateQuotas | None = None,
+                 rate_exempt: frozenset[str] = frozenset(),
+                 clock: Callable[[], float] = time.time,
+                 request_quota: ClientQuotaManager | None = None) -> None:
         self.pool = pool if pool is not None else MemoryPool(None)
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
@@ -85,6 +92,61 @@ class ConnectionQuotas:
         self.idle_ms = idle_ms
         self.total = 0
         self.per_ip: collections.Counter[str] = collections.Counter()
+        self.rates = rates
+        self.rate_exempt = rate_exempt
+        """Listeners the node-wide creation rate does not count (the inter-broker one,
+        and the controller's, a socket server of their own in Kafka)."""
+        self.clock = clock
+        self.request_quota = request_quota
+        """``request_percentage`` (None: not enforced on these listeners)."""
+
+    @property
+    def requests_charged(self) -> bool:
+        """Whether any ``request_percentage`` quota is set: off, handler time is not
+        even measured for it."""
+        return self.request_quota is not None and self.request_quota.enabled
+
+    def charge_request(self, ctx: RequestContext, request: Any, result: Any, seconds: float
+                       ) -> Any:
+        """Kafka's ClientRequestQuotaManager: charge the client the time its request's
+        handler ran, as a percentage of one thread (``seconds * 100`` per second), and
+        throttle it when over its ``request_percentage`` (at most one window): the
+        answer carries the longer of this and any other throttle time, and the
+        connection is muted for it (by the broker, for a forwarded request). Exempt, as
+        in Kafka: the inter-broker and quorum APIs (``clusterAction``), a follower's
+        Fetch, and a Produce with acks=0 (no answer to carry it)."""
+        if ctx.charge_request is None or result is NO_RESPONSE:
+            return result  # charged by its handler already, or nothing to carry a throttle
+        throttle_ms = self.request_throttle(ctx, request, seconds)
+        return with_throttle_time(result, throttle_ms) if throttle_ms > 0 else result
+
+    def request_throttle(self, ctx: RequestContext, request: Any, seconds: float) -> int:
+        """Charge ``seconds`` of handler time (once per request); the throttle time."""
+        ctx.charge_request = None
+        quota = self.request_quota
+        if quota is None or exempt_from_request_quota(ctx, request):
+            return 0
+        throttle_ms = quota.record(ctx.principal.name, ctx.client_id, seconds * 100,
+                                   int(self.clock() * 1000))
+        if throttle_ms > 0 and not ctx.forwarded:
+            ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+        return throttle_ms
+
+    def accept_throttle(self, listener: str) -> int:
+        """How long ``listener`` holds a connection just accepted before taking it (and
+        accepts nothing more meanwhile): max.connection.creation.rate."""
+        if self.rates is None:
+            return 0
+        return self.rates.record_accept(listener, listener in self.rate_exempt,
+                                        int(self.clock() * 1000))
+
+    def ip_throttle(self, listener: str, host: str) -> int:
+        """0 to take a connection from ``host``, else after how long it is closed
+        untaken: its address's ``connection_creation_rate``."""
+        if self.rates is None:
+            return 0
+        return self.rates.record_ip(listener, listener in self.rate_exempt, host,
+                                    int(self.clock() * 1000))
 
     def admit(self, host: str) -> str | None:
         """Count a new connection from ``host``; why not, if it is over a limit."""
@@ -141,8 +203,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._read_paused = False
         self._closed = False
+        self._taken = False
+        """Whether its listener took it (creation rates allowing): until then nothing it
+        sends is handled."""
         self._admitted = False
         self._task: asyncio.Task[None] | None = None
+        self._pending: Awaitable[Any] | None = None
+        """The awaitable ``_task`` answers (a handler's coroutine)."""
         self.peer: tuple[str, int] = ("", 0)
         self.last_active = time.monotonic()
         self._partial_since: float | None = None
@@ -154,6 +221,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if security.new_authenticator is not None else None
         """SASL listeners: who the client is, once it has said so (``_authenticate``)."""
         self.principal: Principal = ANONYMOUS
+        self.client_software = ("unknown", "unknown")
+        """What the client's ApiVersions v3+ said it is (Kafka's ClientInformation)."""
 
     # --- asyncio.Protocol ------------------------------------------------------------
 
@@ -162,6 +231,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = (str(peer[0]), int(peer[1]))
+        if not self.server.holds(self):
+            self.taken()
+
+    def taken(self) -> None:
+        """The listener takes the connection (at once, or once its creation rate let it):
+        the address's creation rate, then the connection counts."""
+        transport = self.transport
+        assert transport is not None
+        throttle_ms = self.server.quotas.ip_throttle(self.server.listener_name, self.peer[0])
+        if throttle_ms > 0:
+            _limited.log(logging.INFO, ("ip rate", self.peer[0]),
+                         "Closing connection from %s:%d in %d ms, unread: over the "
+                         "connection_creation_rate of its address", *self.peer, throttle_ms)
+            transport.pause_reading()
+            asyncio.get_running_loop().call_later(throttle_ms / 1000, self.close)
+            return
+        self._taken = True
         refused = self.server.quotas.admit(self.peer[0])
         if refused is not None:
             _limited.log(logging.INFO, ("refused", refused),  # INFO, as Kafka's
@@ -196,6 +282,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.get_extra_info("sslcontext") is None and \
             type(asyncio.get_running_loop()).__module__.startswith("uvloop")
         self.server.connections.add(self)
+        if self._end > self._start:
+            self.buffer_updated(0)  # what arrived while it waited to be taken
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close()
@@ -206,6 +294,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.dispatcher.disconnected(self.server.listener_name, *self.peer)
         if self._task is not None and not self._task.done():
             self._task.cancel()
+            pending = self._pending
+            if inspect.iscoroutine(pending) and \
+                    inspect.getcoroutinestate(pending) == inspect.CORO_CREATED:
+                # Its task is cancelled before it ran: the request goes with the
+                # connection, and its handler is closed rather than left unawaited.
+                pending.close()
+        self._pending = None
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -227,6 +322,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._view[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
+        if not self._taken:
+            # Not yet taken by its listener (a creation rate): kept, unread, until it is.
+            # (uvloop may read once even when connection_made paused reading.)
+            self._end += nbytes
+            if self.transport is not None:
+                self.transport.pause_reading()
+            return
         self.last_active = now = time.monotonic()
         queued = len(self._frames)
         if self._frame is not None:
@@ -361,7 +463,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._authenticate_raw(bytes(frame))
             return
         metrics = self.request_metrics
-        start = perf_counter() if metrics is not None else 0.0
+        charged = self.server.quotas.requests_charged
+        start = perf_counter() if metrics is not None or charged else 0.0
         try:
             header, spec, request = dispatcher.decode(frame)
         except UnsupportedApiVersions as e:
@@ -383,8 +486,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if auth is not None and self._authenticate(header, request):
             return
+        if header.api_key == ApiKey.API_VERSIONS and header.api_version >= 3:
+            software = (request.client_software_name, request.client_software_version)
+            if all(software) and all(SOFTWARE_PATTERN.match(part) for part in software):
+                self.client_software = software
         ctx = dispatcher.context(header, self.server.listener_name, *self.peer,
-                                 self.principal, len(frame))
+                                 self.principal, len(frame), self.client_software,
+                                 security_protocol=self.server.security.protocol)
+        timed: TimedAwait | None = None
+        if charged:
+            quotas = self.server.quotas
+            ctx.charge_request = lambda: quotas.request_throttle(
+                ctx, request, timed.elapsed() if timed is not None else perf_counter() - start)
         try:
             result = dispatcher.call(spec, ctx, request)
         except CloseConnection as e:
@@ -394,16 +507,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
             result = dispatcher.failure(header, request, e)
         if inspect.isawaitable(result):
             self._busy = True
+            self._pending = result
+            awaited = result
+            if charged:
+                awaited = timed = TimedAwait(result, perf_counter() - start)
             self._task = asyncio.ensure_future(self._finish(
-                ctx, request, result, start, perf_counter() if metrics is not None else 0.0))
+                ctx, request, awaited, start, perf_counter() if metrics is not None else 0.0))
             return
+        if charged:
+            result = self.server.quotas.charge_request(ctx, request, result,
+                                                       perf_counter() - start)
         if metrics is None:
             self._respond(header, result)
         else:
             local_end = perf_counter()
             self._respond(header, result)
             metrics.record(header.api_key, header.api_version, request, start, local_end,
-                           local_end, perf_counter())
+                           local_end, perf_counter(), response=result,
+                           request_bytes=len(frame) - header.body_offset)
         if ctx.throttle_ms > 0:
             self._throttle(ctx.throttle_ms)
 
@@ -492,6 +613,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         except Exception as e:
             result = self.dispatcher.failure(header, request, e)
+        if isinstance(pending, TimedAwait):
+            result = self.server.quotas.charge_request(ctx, request, result, pending.elapsed())
         metrics = self.request_metrics
         if metrics is None:
             self._respond(header, result)
@@ -499,9 +622,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             complete = perf_counter()
             self._respond(header, result)
             metrics.record(header.api_key, header.api_version, request, start, local_end,
-                           complete, perf_counter())
+                           complete, perf_counter(), response=result,
+                           request_bytes=ctx.request_size - header.body_offset)
         self._busy = False
         self._task = None
+        self._pending = None
         self._release(self._in_flight)
         self._in_flight = 0
         if ctx.throttle_ms > 0:
@@ -617,6 +742,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def idle_for(self, now: float) -> float:
         """Seconds since bytes last arrived or left, or since a frame that has not yet
         arrived whole began (a client trickling a frame is as good as idle); 0 while a
@@ -652,6 +781,54 @@ class KafkaServer:
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self._held: collections.deque[tuple[KafkaConnection, bool]] = collections.deque()
+        """Connections accepted but not yet taken (max.connection.creation.rate), in
+        order, each with whether its acceptance was counted already."""
+        self._held_until = 0.0
+        """Event-loop time until which the listener takes no connection."""
+        self._take_timer: asyncio.TimerHandle | None = None
+
+    def holds(self, conn: KafkaConnection) -> bool:
+        """Whether ``conn`` must wait, unread, before the listener takes it: Kafka's
+        acceptor blocked by the node's or the listener's connection creation rate,
+        which makes every connection behind it wait too."""
+        rates = self.quotas.rates
+        if rates is None or not rates.accept_limited:
+            return False
+        loop = asyncio.get_running_loop()
+        recorded = False
+        if not self._held and loop.time() >= self._held_until:
+            throttle_ms = self.quotas.accept_throttle(self.listener_name)
+            if throttle_ms == 0:
+                return False
+            self._held_until = loop.time() + throttle_ms / 1000
+            recorded = True
+        assert conn.transport is not None
+        conn.transport.pause_reading()
+        self._held.append((conn, recorded))
+        if self._take_timer is None:
+            self._take_timer = loop.call_at(self._held_until, self._take_held)
+        return True
+
+    def _take_held(self) -> None:
+        self._take_timer = None
+        loop = asyncio.get_running_loop()
+        while self._held:
+            if loop.time() < self._held_until:
+                self._take_timer = loop.call_at(self._held_until, self._take_held)
+                return
+            conn, recorded = self._held.popleft()
+            if conn.closed:
+                continue
+            if not recorded:
+                throttle_ms = self.quotas.accept_throttle(self.listener_name)
+                if throttle_ms > 0:
+                    self._held_until = loop.time() + throttle_ms / 1000
+                    self._held.appendleft((conn, True))
+                    continue
+            assert conn.transport is not None
+            conn.transport.resume_reading()
+            conn.taken()
 
     async def start(self, serve: bool = True) -> None:
         """Bind the port; accept connections now, or (``serve=False``) only from
@@ -698,6 +875,10 @@ class KafkaServer:
     async def stop(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._take_timer is not None:
+            self._take_timer.cancel()
+        while self._held:
+            self._held.popleft()[0].close()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

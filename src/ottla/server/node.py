@@ -18,8 +18,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.quota.client_quota_manager import ClientQuotaManagers
+from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
+from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.security import client_security
 from ottla.common.server_config import KafkaConfig
@@ -32,12 +34,14 @@ from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 from ottla.raft.description import QuorumDescription, ReplicaDescription
 from ottla.raft.quorum import RaftConfig
+from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from ottla.security.authorizer import StandardAuthorizer, authorizer_configured
 from ottla.server.apis import broker_dispatcher, controller_dispatcher
 from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.controller_apis import ControllerServices
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
+from ottla.server.controller_registration_manager import ControllerRegistrationManager
 from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
@@ -52,6 +56,7 @@ from ottla.timeline import SnapshotRegistry
 
 if TYPE_CHECKING:
     from ottla.server.metrics.endpoint import MetricsEndpoint
+    from ottla.server.metrics.event_loop_idle import EventLoopIdle
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +80,7 @@ class Node:
         self.raft: RaftDriver | None = None
         self.controller_driver: ControllerDriver | None = None
         self.lifecycle: BrokerLifecycle | None = None
+        self.controller_registration: ControllerRegistrationManager | None = None
         self.log_manager: LogManager | None = None
         self.cleaner: LogCleaner | None = None
         self.broker: Broker | None = None
@@ -88,6 +94,7 @@ class Node:
         node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
         self.request_metrics: RequestChannelMetrics | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
+        self.loop_idle: EventLoopIdle | None = None
         """GET /metrics on ``prometheus.listener``, and what the connections count for it
         (both None when it is not set: nothing is counted)."""
 
@@ -122,17 +129,25 @@ class Node:
             cfg, controller_listeners[0] if controller_listeners else None,
             "sasl.mechanism.controller.protocol")
         self.raft = RaftDriver(
-            node_id=node_id, cluster_id=self.cluster_id, voters=self.voters,
+            node_id=node_id, cluster_id=self.cluster_id,
+            voters=self.voters if cfg.quorum_voters else self._voter_set(bootstrap),
             directory=os.path.join(cfg.metadata_log_dir, METADATA_PARTITION_DIR),
             config=raft_config, clock=self.clock, on_fault=self._on_fault,
-            security=controller_security)
-        if self.is_controller and not self.raft.is_voter:
+            security=controller_security, directory_id=self.directory_id,
+            bootstrap_servers=self._bootstrap_servers(),
+            listener=controller_listeners[0] if controller_listeners else "CONTROLLER")
+        if self.is_controller and cfg.quorum_voters and not self.raft.is_voter:
             raise MetaPropertiesError(f"controller {node_id} is not among the voters "
                                       f"{sorted(self.voters)} of controller.quorum.voters")
         self.image = MetadataImage()
-        client_quotas = ClientQuotaManagers(cfg["quota.window.num"],
-                                            cfg["quota.window.size.seconds"]) \
-            if self.is_broker else None
+        self.client_quotas = client_quotas = ClientQuotaManagers(
+            cfg["quota.window.num"], cfg["quota.window.size.seconds"],
+            cfg["controller.quota.window.num"], cfg["controller.quota.window.size.seconds"],
+            ConnectionRateQuotas(cfg["quota.window.num"], cfg["quota.window.size.seconds"],
+                                 cfg["max.connection.creation.rate"],
+                                 {listener.name: cfg.listener_value(
+                                     listener.name, "max.connection.creation.rate")
+                                  for listener in cfg.listeners}))
         self.publisher = MetadataPublisher(
             self.image, self.raft, on_change=self._on_metadata, clock=self.clock,
             snapshot_bytes=cfg["metadata.log.max.record.bytes.between.snapshots"],
@@ -146,7 +161,10 @@ class Node:
                 delete_topic_enable=cfg["delete.topic.enable"],
                 unclean_leader_election_enable=cfg["unclean.leader.election.enable"],
                 default_min_insync_replicas=cfg["min.insync.replicas"],
-                registry=SnapshotRegistry(), broker_config=cfg.get)
+                registry=SnapshotRegistry(), broker_config=cfg.get,
+                delegation_token_secret_key=cfg["delegation.token.secret.key"],
+                delegation_token_max_lifetime_ms=cfg["delegation.token.max.lifetime.ms"],
+                delegation_token_expiry_time_ms=cfg["delegation.token.expiry.time.ms"])
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
                 controller, self.raft,
@@ -155,10 +173,13 @@ class Node:
                 leader_balance_interval_s=cfg["leader.imbalance.check.interval.seconds"]
                 if cfg["auto.leader.rebalance.enable"] else None,
                 max_idle_interval_ms=cfg["metadata.max.idle.interval.ms"],
+                token_sweep_interval_ms=cfg["delegation.token.expiry.check.interval.ms"]
+                if controller.delegation_tokens.enabled else None,
                 on_fault=self._on_fault, clock=self.clock)
             self.raft.listeners.append(self.controller_driver)
         self.channel = ControllerChannel(
-            node_id, self.raft, self.controller_driver, self.voters,
+            node_id, self.raft, self.controller_driver,
+            self.voters if cfg.quorum_voters else {},  # else the metadata log's voters
             describe=self._describe_quorum if self.is_controller else None,
             security=controller_security)
 
@@ -191,9 +212,18 @@ class Node:
             self.request_metrics = RequestChannelMetrics()
             if self.broker is not None:
                 self.broker.topic_stats = BrokerTopicStats()
+                # The receiver of KIP-714 client telemetry: what clients push is served
+                # with the node's metrics.
+                self.broker.client_metrics.receiver = ClientTelemetryExporter(
+                    cfg["telemetry.max.bytes"])
         await self._bind()
         await self._serve_metrics()
         self.raft.start()
+        if self.is_controller:
+            self.controller_registration = ControllerRegistrationManager(
+                node_id=node_id, image=self.image, channel=self.channel,
+                endpoints=self._controller_endpoints(), now_ms=self.now_ms)
+            self.controller_registration.start()
         if self.is_broker:
             await self._start_broker()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
@@ -203,10 +233,28 @@ class Node:
         voters = self.config.quorum_voters
         if not voters and bootstrap is not None:
             voters = {v.node_id: (v.host, v.port) for v in bootstrap.voters}
-        if not voters:
+        if not voters and not self.config["controller.quorum.bootstrap.servers"]:
             raise MetaPropertiesError("controller.quorum.voters is not set and the metadata "
                                       "log dir names no initial controllers")
         return voters
+
+    @staticmethod
+    def _voter_set(bootstrap: Any) -> VoterSet:
+        """A dynamic quorum's (kraft.version 1) voters as ``storage format`` wrote them;
+        the metadata log's VotersRecords supersede them."""
+        voters = bootstrap.voters if bootstrap is not None else []
+        return VoterSet(tuple(
+            VoterNode(ReplicaKey(v.node_id, v.directory_id or None),
+                      (Endpoint("CONTROLLER", v.host, v.port),)) for v in voters))
+
+    def _bootstrap_servers(self) -> list[tuple[str, int]]:
+        """controller.quorum.bootstrap.servers, as (host, port)."""
+        servers = []
+        for entry in self.config["controller.quorum.bootstrap.servers"]:
+            host, _, port = entry.strip().rpartition(":")
+            if host and port.isdigit():
+                servers.append((host.strip("[]"), int(port)))
+        return servers
 
     async def _bind(self) -> None:
         """Bind every listener; controller listeners serve at once, broker listeners once
@@ -217,11 +265,16 @@ class Node:
             dispatchers["broker"] = broker_dispatcher(self.broker, self.clock)
             dispatchers["broker"].disconnect_listeners.append(
                 self.broker.share_partitions.on_disconnect)
+            client_metrics = self.broker.client_metrics
+            dispatchers["broker"].disconnect_listeners.append(
+                lambda listener, host, port: client_metrics.on_disconnect(
+                    (listener, host, port)))
         if self.is_controller:
             assert self.channel is not None
             dispatchers["controller"] = controller_dispatcher(ControllerServices(
                 node_id=cfg.node_id, cluster_id=self.cluster_id, config=cfg,
-                image=self.image, channel=self.channel, raft=self.raft, clock=self.clock),
+                image=self.image, channel=self.channel, raft=self.raft, clock=self.clock,
+                mutation_quotas=self.client_quotas.controller_mutation),
                 self.clock)
         for dispatcher in dispatchers.values():
             dispatcher.authorizer = self.authorizer
@@ -233,7 +286,11 @@ class Node:
         quotas = ConnectionQuotas(
             MemoryPool(queued if queued > 0 else None), cfg["max.connections"],
             cfg["max.connections.per.ip"], cfg.connection_overrides,
-            cfg["connections.max.idle.ms"])
+            cfg["connections.max.idle.ms"], rates=self.client_quotas.connection_rates,
+            rate_exempt=frozenset(controller_names) | (
+                {cfg["inter.broker.listener.name"]} if len(cfg.broker_listeners) > 1
+                else set()),
+            clock=self.clock, request_quota=self.client_quotas.request)
         for listener in cfg.listeners:
             kind = "controller" if listener.name in controller_names else "broker"
             if kind not in cfg.roles:
@@ -248,6 +305,12 @@ class Node:
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                      server.port)
 
+    def _controller_endpoints(self) -> list[tuple[str, str, int, int]]:
+        """Where this controller listens, as it registers: a port 0 as bound."""
+        bound = {s.listener_name: s.port for s in self.servers}
+        return [(ln.name, ln.host, ln.port or bound.get(ln.name, 0), ln.protocol_id)
+                for ln in self.config.advertised_controller_listeners]
+
     async def _serve_metrics(self) -> None:
         """GET /metrics on ``prometheus.listener``, from the node's start (a broker's
         metrics before it is unfenced too)."""
@@ -256,12 +319,16 @@ class Node:
             return
         # Imported only here: prometheus_client (http.server, email...) costs a node
         # that serves no metrics a noticeable part of its start.
+        from ottla.server.metrics.event_loop_idle import EventLoopIdle
         from ottla.server.metrics.node_metrics import MetricsEndpoint, node_registry
 
+        self.loop_idle = EventLoopIdle()
+        self.loop_idle.start(asyncio.get_running_loop())
         registry = node_registry(image=self.image, requests=self.request_metrics,
                                  servers=lambda: self.servers, broker=self.broker,
-                                 controller=self.controller_driver)
-        self.metrics_endpoint = MetricsEndpoint(registry, *where)
+                                 controller=self.controller_driver, raft=self.raft,
+                                 loop_idle=self.loop_idle)
+        self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",
                  self.metrics_endpoint.port)
@@ -315,6 +382,8 @@ class Node:
         Once serving, new logs are opened a slice of loop time at a time (a topic of
         thousands of partitions held every client up for seconds); before, all at once,
         because the stray-log sweep at startup deletes what is not open."""
+        if self.controller_registration is not None:
+            self.controller_registration.on_metadata()
         if self._stopped.is_set() or self.broker is None:
             return
         now = self.now_ms()
@@ -359,17 +428,16 @@ class Node:
         now = self.now_ms()
         voters, observers = replica.replica_states()
 
-        def describe(entry: tuple[int, int, int, int]) -> ReplicaDescription:
-            node, end, fetched, caught_up = entry
-            if node == self.config.node_id:
-                return ReplicaDescription(node, own_directory, end, now, now)
-            return ReplicaDescription(node, None, end, fetched, caught_up)
-        name = self.config.controller_listener_names[0]
+        def describe(entry: tuple[ReplicaKey, int, int, int]) -> ReplicaDescription:
+            key, end, fetched, caught_up = entry
+            if key.id == self.config.node_id and key.directory_id in (None, own_directory):
+                return ReplicaDescription(key.id, own_directory, end, now, now)
+            return ReplicaDescription(key.id, key.directory_id, end, fetched, caught_up)
+        assert self.raft is not None
         return QuorumDescription(
             -1 if replica.leader_id is None else replica.leader_id, replica.epoch,
             replica.high_watermark, [describe(v) for v in voters],
-            [describe(o) for o in observers],
-            endpoints={v: [(name, host, port)] for v, (host, port) in self.voters.items()})
+            [describe(o) for o in observers], endpoints=self.raft.voter_endpoints())
 
     def _on_fault(self, error: BaseException) -> None:
         """The metadata log or the controller failed: the node cannot go on safely."""
@@ -464,10 +532,14 @@ class Node:
     async def stop(self) -> None:
         if self.lifecycle is not None:
             await self.lifecycle.stop()  # controlled shutdown while the quorum is reachable
+        if self.controller_registration is not None:
+            await self.controller_registration.stop()
         if self.raft is not None:
             await self.raft.resign()
         if self.metrics_endpoint is not None:
             await self.metrics_endpoint.stop()
+        if self.loop_idle is not None:
+            self.loop_idle.stop()
         for server in self.servers:
             await server.stop()
         for task in self._tasks:

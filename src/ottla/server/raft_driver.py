@@ -15,14 +15,20 @@ The replica decides; this driver does the I/O around each decision, in this orde
    thread too, and handed back once it is durable: only then does the log adopt it
    (``FileRaftLog.begin_snapshot`` / ``write_snapshot`` / ``end_snapshot``).
 
-Voters are ``controller.quorum.voters`` (or the voters ``storage format`` wrote into the
-bootstrap snapshot); a node that is not among them (a broker) runs the replica as an
-observer. Timers tick every 20 ms.
+Voters are ``controller.quorum.voters`` (``kraft.version`` 0, static), or the voter set
+of the metadata log (``kraft.version`` 1, KIP-853: first the one ``storage format`` wrote
+into the bootstrap snapshot, then the VotersRecords of the log), whose endpoints say
+where each voter listens; a node that is not among them (a broker, a controller not
+added yet) runs the replica as an observer and finds the leader through the voters or
+``controller.quorum.bootstrap.servers``. AddRaftVoter, RemoveRaftVoter and
+UpdateRaftVoter are decided by the replica and answered here once it says so. Timers
+tick every 20 ms.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import os
@@ -51,7 +57,9 @@ from ottla.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from ottla.raft.quorum import RaftConfig, RaftReplica, Role
+from ottla.raft.quorum import RaftConfig, RaftReplica, Role, VoterChangeResult
+from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet
+from ottla.raft.voters_record import snapshot_voters
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +89,33 @@ def read_quorum_state(directory: str) -> tuple[int, int | None]:
 
 
 class RaftDriver:
-    def __init__(self, *, node_id: int, cluster_id: str, voters: dict[int, tuple[str, int]],
+    def __init__(self, *, node_id: int, cluster_id: str,
+                 voters: dict[int, tuple[str, int]] | VoterSet,
                  directory: str, config: RaftConfig | None = None,
                  clock: Callable[[], float] = time.time, rng: random.Random | None = None,
                  on_fault: Callable[[BaseException], None] | None = None,
-                 security: ClientSecurity | None = None) -> None:
-        if not voters:
-            raise ValueError("the metadata quorum has no voters: set controller.quorum.voters")
+                 security: ClientSecurity | None = None, directory_id: str | None = None,
+                 bootstrap_servers: list[tuple[str, int]] | None = None,
+                 listener: str = "CONTROLLER") -> None:
+        """``voters``: ``controller.quorum.voters`` (a static quorum), or the bootstrap
+        voter set of a dynamic one (``kraft.version`` 1; empty for a controller formatted
+        without initial controllers, which then needs ``bootstrap_servers``)."""
+        dynamic = isinstance(voters, VoterSet)
+        if not voters and not (dynamic and bootstrap_servers):
+            raise ValueError("the metadata quorum has no voters: set controller.quorum.voters "
+                             "or controller.quorum.bootstrap.servers")
         self.node_id = node_id
         self.cluster_id = cluster_id
-        self.voters = dict(voters)
+        self.static_voters = {} if isinstance(voters, VoterSet) else dict(voters)
+        """controller.quorum.voters: where each voter of a static quorum listens."""
+        self.listener = listener
+        """The controller listener name whose endpoint a voter set's voter is reached on."""
+        self.bootstrap = {-2 - i: address for i, address in enumerate(bootstrap_servers or [])}
+        """controller.quorum.bootstrap.servers, by the ids the replica knows them by
+        (negative, as Kafka's bootstrap nodes)."""
+        self.learned: dict[int, tuple[str, int]] = {}
+        """Where a leader said it listens (Fetch's NodeEndpoints): an observer may know
+        no voter's endpoint yet."""
         self.directory = directory
         self.config = config or RaftConfig()
         self.clock = clock
@@ -99,10 +124,17 @@ class RaftDriver:
         self.security = security
         """TLS and SASL towards the other voters' controller listener."""
         self.listeners: list[RaftListener] = []
-        self.log = FileRaftLog(directory, node_id, sorted(voters), metadata_records, clock)
+        voter_set = voters if isinstance(voters, VoterSet) else VoterSet.of(set(voters))
+        self.log = FileRaftLog(directory, node_id, sorted(voter_set.ids), metadata_records,
+                               clock)
         epoch, voted = read_quorum_state(directory)
-        self.replica = RaftReplica(node_id, set(voters), self.log, self.rng, self.config,
-                                   epoch=epoch, voted_for=voted)
+        self.replica = RaftReplica(node_id, voter_set, self.log, self.rng, self.config,
+                                   epoch=epoch, voted_for=voted, directory_id=directory_id,
+                                   kraft_version=1 if dynamic else 0,
+                                   bootstrap_servers=tuple(sorted(self.bootstrap,
+                                                                  reverse=True)))
+        self._voter_changes: dict[int, asyncio.Future[VoterChangeResult]] = {}
+        self._change_ids = itertools.count(1)
         self._persisted: dict[str, Any] | None = None
         self._inbound: dict[tuple[int, type], asyncio.Future[Any]] = {}
         self._clients: dict[tuple[int, str], AsyncClient] = {}
@@ -142,6 +174,75 @@ class RaftDriver:
     def end_offset(self) -> int:
         return self.log.end_offset
 
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """Where each current voter listens."""
+        result = {}
+        for v in self.replica.voters:
+            address = self.address(v)
+            if address is not None:
+                result[v] = address
+        return result
+
+    def address(self, node: int) -> tuple[str, int] | None:
+        """Where to reach ``node``: controller.quorum.voters, the endpoint of its
+        listener in the voter set, or a bootstrap server."""
+        if node in self.static_voters:
+            return self.static_voters[node]
+        if node in self.bootstrap:
+            return self.bootstrap[node]
+        voter = self.replica.voter_set.node(node)
+        if voter is None or not voter.endpoints:
+            return self.learned.get(node)
+        endpoint = next((e for e in voter.endpoints if e.listener == self.listener),
+                        voter.endpoints[0])
+        return endpoint.host, endpoint.port
+
+    def voter_endpoints(self) -> dict[int, list[tuple[str, str, int]]]:
+        """Per voter, its (listener, host, port) endpoints, for DescribeQuorum."""
+        if self.static_voters:
+            return {v: [(self.listener, host, port)]
+                    for v, (host, port) in self.static_voters.items()}
+        return {n.key.id: [(e.listener, e.host, e.port) for e in n.endpoints]
+                for n in self.replica.voter_set.nodes}
+
+    async def add_voter(self, voter: VoterNode, timeout_s: float) -> VoterChangeResult:
+        """AddRaftVoter: answered when the new set commits (or refused at once)."""
+        return await self._change(lambda i: self.replica.add_voter(i, voter, self.now_ms()),
+                                  timeout_s)
+
+    async def remove_voter(self, key: ReplicaKey, timeout_s: float) -> VoterChangeResult:
+        return await self._change(lambda i: self.replica.remove_voter(i, key, self.now_ms()),
+                                  timeout_s)
+
+    async def update_voter(self, voter: VoterNode) -> VoterChangeResult:
+        return await self._change(
+            lambda i: self.replica.update_voter(i, voter, self.now_ms()), 0)
+
+    async def _change(self, decide: Callable[[int], VoterChangeResult | None],
+                      timeout_s: float) -> VoterChangeResult:
+        request_id = next(self._change_ids)
+        if self._stopped:
+            return VoterChangeResult(request_id, ErrorCode.not_leader_or_follower)
+        future = self._voter_changes[request_id] = \
+            asyncio.get_running_loop().create_future()
+        immediate: list[VoterChangeResult | None] = []
+
+        def step() -> list[Outgoing]:
+            immediate.append(decide(request_id))
+            return []
+        self._advance(step)
+        if immediate and immediate[0] is not None:
+            self._voter_changes.pop(request_id, None)
+            return immediate[0]
+        try:
+            return await within(asyncio.shield(future), max(timeout_s, 0.001))
+        except TimeoutError:
+            return VoterChangeResult(request_id, ErrorCode.request_timed_out,
+                                     "the voter change did not commit in time")
+        finally:
+            self._voter_changes.pop(request_id, None)
+
     def start(self) -> None:
         self._advance(lambda: self.replica.start(self.now_ms()))
         self._schedule_tick()
@@ -180,6 +281,10 @@ class RaftDriver:
         for future in self._inbound.values():
             if not future.done():
                 future.set_result(None)
+        for request_id, change in self._voter_changes.items():
+            if not change.done():
+                change.set_result(VoterChangeResult(request_id,
+                                                    ErrorCode.not_leader_or_follower))
         for task in list(self._tasks):
             task.cancel()
         for client in self._clients.values():
@@ -212,6 +317,10 @@ class RaftDriver:
                 self._persisted = state
             for out in outgoing:
                 self._dispatch(out)
+            for result in replica.take_voter_change_results():
+                future = self._voter_changes.get(result.request_id)
+                if future is not None and not future.done():
+                    future.set_result(result)
             committed = replica.take_committed()
             if committed is not None:
                 for listener in self.listeners:
@@ -243,7 +352,7 @@ class RaftDriver:
                  "leaderEpoch": r.epoch,
                  "votedId": -1 if r.voted_for is None else r.voted_for,
                  "appliedOffset": 0,
-                 "currentVoters": [{"voterId": v} for v in sorted(self.voters)],
+                 "currentVoters": [{"voterId": v} for v in sorted(r.voters)],
                  "data_version": 0}
         write_atomically(os.path.join(self.directory, QUORUM_STATE_FILE),
                          json.dumps(state).encode())
@@ -332,10 +441,13 @@ class RaftDriver:
     def _client(self, node: int, lane: str) -> AsyncClient | None:
         """The connection to a voter; Fetch traffic has a lane of its own, so a fetch the
         leader holds does not delay a vote."""
-        address = self.voters.get(node)
+        address = self.address(node)
         if address is None:
             return None
         client = self._clients.get((node, lane))
+        if client is not None and (client.host, client.port) != address:
+            self._spawn(client.close())  # the voter moved (a replaced node)
+            client = None
         if client is None:
             client = self._clients[(node, lane)] = AsyncClient(
                 address[0], address[1], client_id=f"raft-{self.node_id}-{lane}",
@@ -361,11 +473,18 @@ class RaftDriver:
         if client is None:
             return
         api_key, version, body = wire.encode_request(message, destination, self.cluster_id)
+        if api_key == ApiKey.BEGIN_QUORUM_EPOCH:
+            own = self.address(self.node_id)
+            if own is not None:  # KIP-853: where the new leader listens
+                body["leader_endpoints"] = [{"name": self.listener, "host": own[0],
+                                             "port": own[1]}]
         timeout = (self.config.request_timeout_ms + getattr(message, "max_wait_ms", 0)) / 1000
         try:
             response = await client.request(api_key, version, body, timeout)
         except (NodeUnavailable, TimeoutError, OSError):
             return  # the replica's timers deal with silence
+        for node, host, port in wire.node_endpoints(response):
+            self.learned[node] = (host, port)
         reply = wire.decode_response(message, destination, response, self.log.serde)
         if reply is not None:
             self._advance(lambda: self.replica.handle(destination, reply, self.now_ms()))
@@ -394,7 +513,8 @@ class RaftDriver:
                     break
                 data += part
                 if len(data) >= size or not part:
-                    snapshot = Snapshot(snapshot_id.end_offset, snapshot_id.epoch, bytes(data))
+                    snapshot = Snapshot(snapshot_id.end_offset, snapshot_id.epoch, bytes(data),
+                                        snapshot_voters(data))
                     break
         except (NodeUnavailable, TimeoutError, OSError):
             return
@@ -411,6 +531,9 @@ class RaftDriver:
         if decoded is None or self._stopped:
             return self._error_response(api_key, ErrorCode.invalid_request)
         source, message = decoded
+        for name, host, port in wire.leader_endpoints(request):
+            if name == self.listener:
+                self.learned[source] = (host, port)
         response_type = _RESPONSES.get(type(message))
         future: asyncio.Future[Any] | None = None
         if response_type is not None:
@@ -439,7 +562,11 @@ class RaftDriver:
             if reply is None:
                 reply = FetchResponse(self.replica.leader_id, self.replica.epoch,
                                       self.replica.high_watermark, error="timeout")
-            return wire.fetch_response(reply, self.log.start_offset)
+            leader = self.replica.leader_id
+            address = self.address(leader) if leader is not None else None
+            return wire.fetch_response(reply, self.log.start_offset,
+                                       leader_endpoint=None if address is None or leader is None
+                                       else (leader, *address))
         p = request.topics[0].partitions[0]
         return wire.fetch_snapshot_response(reply, p.position, request.max_bytes)
 

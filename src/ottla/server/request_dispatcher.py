@@ -109,10 +109,15 @@ class RequestDispatcher(Generic[S]):
         return header, spec, decode_request(header, frame)
 
     def context(self, header: RequestHeader, listener_name: str, host: str, port: int,
-                principal: Principal = ANONYMOUS, size: int = 0) -> RequestContext:
+                principal: Principal = ANONYMOUS, size: int = 0,
+                client_software: tuple[str, str] = ("unknown", "unknown"), *,
+                security_protocol: str = "PLAINTEXT", forwarded: bool = False
+                ) -> RequestContext:
         return RequestContext(header, listener_name, self.table.kind, host, port,
                               principal=principal, clock=self.clock,
-                              authorizer=self.authorizer, request_size=size)
+                              authorizer=self.authorizer, request_size=size,
+                              client_software=client_software,
+                              security_protocol=security_protocol, forwarded=forwarded)
 
     def call(self, spec: ApiSpec[S], ctx: RequestContext, request: Any) -> Any:
         """Run the handler: its response, or an awaitable of it."""

@@ -315,8 +315,10 @@ class Log:
         elif header.producer_id >= 0:
             duplicate = self.producer_state.check(header)
             if duplicate is not None:
-                return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1,
-                                  self.log_start_offset, duplicate=True)
+                # As Kafka's UnifiedLog: the original batch's offsets, and its (max)
+                # timestamp as the append time, which the Java producer reports.
+                return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                  duplicate.timestamp, self.log_start_offset, duplicate=True)
         first = self.log_end_offset
         last = first + header.last_offset_delta
         set_base_offset(batch, 0, first)

@@ -69,8 +69,11 @@ def check_log_dirs(log_dirs: list[str], node_id: int) -> str:
 
 
 def format_log_dirs(log_dirs: list[str], cluster_id: str, node_id: int,
-                    ignore_formatted: bool = False) -> list[str]:
-    """Write meta.properties into each log dir; returns the dirs formatted."""
+                    ignore_formatted: bool = False,
+                    directory_ids: dict[str, str] | None = None) -> list[str]:
+    """Write meta.properties into each log dir; returns the dirs formatted. A dir in
+    ``directory_ids`` gets that directory.id (the metadata dir of a controller named by
+    ``--initial-controllers``, as kafka-storage.sh does), the others a random one."""
     formatted = []
     for d in log_dirs:
         existing = MetaProperties.read(d)
@@ -80,6 +83,7 @@ def format_log_dirs(log_dirs: list[str], cluster_id: str, node_id: int,
             raise MetaPropertiesError(f"Log directory {d} is already formatted. Use "
                                       "--ignore-formatted to ignore this directory and format "
                                       "the others.")
-        MetaProperties(cluster_id, node_id, random_uuid()).write(d)
+        MetaProperties(cluster_id, node_id,
+                       (directory_ids or {}).get(d) or random_uuid()).write(d)
         formatted.append(d)
     return formatted

@@ -20,13 +20,7 @@ def api_name(key: int) -> str:
     return f"{key} {ApiKey(key).name if known else EXTRA_NAMES.get(key, '?')}"
 
 
-SECURITY = "Security: no delegation tokens yet (docs/security.md, docs/compatibility.md)"
 UNSERVED: dict[int, str] = {
-    38: f"delegation tokens need SASL; {SECURITY}", 39: "delegation tokens need SASL",
-    40: "delegation tokens need SASL", 41: "delegation tokens need SASL",
-    80: "Dynamic KRaft quorum (KIP-853): voters are static (docs/compatibility.md)",
-    81: "Dynamic KRaft quorum (KIP-853): voters are static",
-    82: "Dynamic KRaft quorum (KIP-853): voters are static",
     88: "streams groups (KIP-1071) are not served (tests/kafka_versions.py)",
     89: "streams groups (KIP-1071) are not served", 93: "streams groups (KIP-1071) are not served",
 }
@@ -34,20 +28,10 @@ UNDOCUMENTED_GAPS: dict[int, str] = {
     34: "AlterReplicaLogDirs (kafka-reassign-partitions --reassignment-json-file with "
         "log_dirs) is not served though Ottla has JBOD log dirs, and docs/compatibility.md "
         "does not list it",
-    64: "UnregisterBroker (kafka-cluster unregister) is not served on either listener, "
-        "and docs/compatibility.md does not list it",
-    74: "ListConfigResources (KIP-1142, kafka-configs --list) is not served, and "
-        "docs/compatibility.md does not list it",
     94: "UnregisterController (kafka-cluster, 4.4) is not served, and docs/compatibility.md "
         "does not list it",
 }
-CONTROLLER_GAPS: dict[int, str] = {
-    32: "DescribeConfigs is not served on the controller listener (kafka-configs "
-        "--bootstrap-controller --describe fails) though its table in "
-        "docs/compatibility.md is silent",
-    70: "ControllerRegistration: controllers register themselves only with dynamic "
-        "quorums; Ottla's voters are static (KIP-853)",
-}
+CONTROLLER_GAPS: dict[int, str] = {}
 
 
 def unserved(listener: str, keys: dict[int, str], is_bug: bool = False) -> list[Expect]:
@@ -76,10 +60,6 @@ FEATURES = [
            "served without a group.version to finalize", ottla=MISSING),
     Expect("*/supported_features/streams.version", "streams groups (KIP-1071) are "
            "not served", ottla=MISSING),
-    bug("*/v3_supported_features/*", "ApiVersions v0-v3 lists supported features whose "
-        "range starts at 0; Kafka leaves them out below v4 (KAFKA-17011, KAFKA-17492: "
-        "Java clients before 3.9 throw IllegalArgumentException on a range with min 0 "
-        "when they read the response)", kafka=MISSING),
     Expect("*/finalized_features/metadata.version/*", "a new cluster starts at the newest "
            "metadata.version each supports: 4.4-IV2 (33), 4.0-IV3 (25)", kafka=33, ottla=25),
     Expect("*/finalized_features/eligible.leader.replicas.version", "finalized by Kafka "
@@ -115,8 +95,7 @@ def describe(t: Target, controller: bool, version: int = 4) -> dict[str, Json]:
 @scenario("ApiVersions", ci=True, expect=(
     *narrower("broker", NARROWER_BROKER), *narrower("controller", NARROWER_CONTROLLER),
     *unserved("*", UNSERVED), *unserved("*", UNDOCUMENTED_GAPS, is_bug=True),
-    *unserved("controller", {32: CONTROLLER_GAPS[32]}, is_bug=True),
-    *unserved("controller", {70: CONTROLLER_GAPS[70]}), *FEATURES))
+    *unserved("controller", CONTROLLER_GAPS, is_bug=True), *FEATURES))
 def api_versions(t: Target) -> Json:
     """ApiVersions v4 on the broker and the controller listener: every API's range, the
     supported features and the finalized levels; and the supported features in v3, which

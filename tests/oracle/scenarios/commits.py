@@ -8,7 +8,7 @@ from typing import Any
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import wait_until
-from tests.oracle.model import Json, bug, scenario
+from tests.oracle.model import Json, scenario
 from tests.oracle.scenarios.common import init_producer_id, topics_by_name
 from tests.oracle.scenarios.groups import consumer_heartbeat, join
 from tests.oracle.target import Target
@@ -111,10 +111,7 @@ def offset_fetch_require_stable(t: Target) -> Json:
     return r
 
 
-@scenario("Offsets", ci=True, expect=(bug(
-    "delete_from_empty_group/topics/*/partitions/0/error_code", "OffsetDelete of a topic "
-    "that does not exist answers NONE; Kafka answers UNKNOWN_TOPIC_OR_PARTITION",
-    kafka="UNKNOWN_TOPIC_OR_PARTITION", ottla="NONE"),))
+@scenario("Offsets", ci=True)
 def offset_delete_edges(t: Target) -> Json:
     """OffsetDelete v0: from an empty group (offsets of two topics), of an unknown group,
     an unknown topic; from a KIP-848 group whose member subscribes to one of the topics

@@ -84,19 +84,8 @@ TOPIC_EXPECT = [
       for key, i in (("retention.ms", 1), ("segment.ms", 0), ("segment.jitter.ms", 0))],
 ]
 
-ZK_ERA = ["broker.id.generation.enable", "control.plane.listener.name",
-          "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
-          "inter.broker.protocol.version", "log.message.downconversion.enable",
-          "log.message.format.version", "log.message.timestamp.difference.max.ms",
-          "password.encoder.cipher.algorithm", "password.encoder.iterations",
-          "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
-          "password.encoder.old.secret", "password.encoder.secret",
-          "reserved.broker.max.id", "zookeeper.metadata.migration.enable"]
-GONE_IN_4X = ["eligible.leader.replicas.enable", "group.share.max.groups",
-              "leader.imbalance.per.broker.percentage",
-              "share.coordinator.cold.partition.snapshot.interval.ms",
-              "share.coordinator.state.topic.prune.interval.ms",
-              "group.consumer.regex.refresh.interval.ms"]
+GONE_IN_4X = ["group.consumer.regex.refresh.interval.ms"]
+"""Ottla's own key for the regex refresh; Kafka 4.4 keeps it internal."""
 DYNAMIC_ONLY = ["follower.replication.throttled.rate", "leader.replication.throttled.rate",
                 "replica.alter.log.dirs.io.max.bytes.per.second"]
 STREAMS = ["group.streams.assignment.interval.ms", "group.streams.assignors",
@@ -120,20 +109,9 @@ OAUTH = ["sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.u
          "sasl.oauthbearer.client.credentials.client.secret",
          "sasl.oauthbearer.jwt.retriever.class", "sasl.oauthbearer.jwt.validator.class",
          "sasl.oauthbearer.scope"]
-NEW_IN_44 = ["add.partitions.to.txn.retry.backoff.max.ms",
-             "add.partitions.to.txn.retry.backoff.ms", "config.providers",
-             "controller.quorum.fetch.max.bytes", "controller.quorum.fetch.snapshot.max.bytes",
-             "group.consumer.max.assignment.interval.ms", "group.consumer.migration.policy",
-             "group.consumer.min.assignment.interval.ms", "group.coordinator.background.threads",
-             "group.coordinator.cached.buffer.max.bytes", "group.share.assignment.interval.ms",
-             "group.share.assignors", "group.share.max.assignment.interval.ms",
-             "group.share.max.share.sessions", "group.share.min.assignment.interval.ms",
-             "max.decompressed.message.bytes", "share.coordinator.cached.buffer.max.bytes"]
 BROKER_KEYS = "broker/configs"
 
 BROKER_EXPECT = [
-    *only(BROKER_KEYS, "ottla", ZK_ERA, "ZooKeeper-era keys Kafka 4.0 removed are still "
-          "described (Kafka 4.x ignores them as unknown)", is_bug=True),
     *only(BROKER_KEYS, "ottla", GONE_IN_4X, "keys Kafka 4.4 no longer defines (or keeps "
           "internal, undescribed) are described", is_bug=True),
     *only(BROKER_KEYS, "ottla", DYNAMIC_ONLY, "dynamic-only keys are described although "
@@ -152,9 +130,6 @@ BROKER_EXPECT = [
           "quorum (KIP-853): voters are static"),
     *only(BROKER_KEYS, "kafka", ["transaction.two.phase.commit.enable"], "two-phase commit "
           "(KIP-939, InitProducerId v6) is not served"),
-    *only(BROKER_KEYS, "kafka", NEW_IN_44, "Kafka 4.x keys Ottla's table lacks: setting "
-          "one in server.properties is logged as unknown, and AlterConfigs refuses it",
-          is_bug=True),
     Expect(f"{BROKER_KEYS}/controller.quorum.*", "the quorum is configured differently: "
            "Kafka's dynamic (controller.quorum.bootstrap.servers), Ottla's static "
            "(controller.quorum.voters): voters are static in Ottla"),
@@ -181,18 +156,6 @@ BROKER_EXPECT = [
     bug(f"{BROKER_KEYS}/group.consumer.assignment.interval.ms/read_only",
         "group.consumer.assignment.interval.ms is read-only; Kafka 4.4 lets AlterConfigs "
         "change it", kafka=False, ottla=True),
-    bug(f"{BROKER_KEYS}/remote.log.*", "the tiered-storage thread pools have Kafka 3.x "
-        "defaults and are read-only; Kafka 4.4: remote.log.manager.thread.pool.size 2, "
-        "copier and expiration pools 10, and all three and remote.log.reader.threads "
-        "dynamic"),
-    bug(f"{BROKER_KEYS}/log.cleaner.io.max.bytes.per.second/*", "a DOUBLE config's value "
-        "(log.cleaner.io.max.bytes.per.second) is rendered as Python writes it "
-        "(1.7976931348623157e+308); Kafka renders Java's (1.7976931348623157E308)"),
-    bug(f"{BROKER_KEYS}/sasl.oauthbearer.expected.audience/*", "sasl.oauthbearer.expected."
-        "audience, an empty LIST default, is null and has no synonym; Kafka describes "
-        "\"\" with a DEFAULT_CONFIG synonym"),
-    bug(f"{BROKER_KEYS}/share.coordinator.append.linger.ms/*", "share.coordinator.append."
-        "linger.ms defaults to 10; Kafka 4.4's default is -1"),
 ]
 
 
@@ -208,11 +171,7 @@ def describe_configs(t: Target) -> Json:
     return {"topic": topic, "broker": broker}
 
 
-@scenario("DescribeConfigs", normalise=NORMALISE, expect=tuple(
-    bug(f"errors/{i}/error_code", "DescribeConfigs of an invalid topic name (bad$name, "
-        "the empty name) answers UNKNOWN_TOPIC_OR_PARTITION; Kafka answers "
-        "INVALID_TOPIC_EXCEPTION", kafka="INVALID_TOPIC_EXCEPTION",
-        ottla="UNKNOWN_TOPIC_OR_PARTITION") for i in (1, 4)))
+@scenario("DescribeConfigs", normalise=NORMALISE)
 def describe_configs_errors(t: Target) -> Json:
     """DescribeConfigs v4 for named keys (one unknown), without synonyms and documentation,
     for an unknown topic, an invalid topic name, another broker id, a bad broker id, and

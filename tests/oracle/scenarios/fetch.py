@@ -52,10 +52,6 @@ FETCH_EDGES_EXPECT = (
       for case in ("past_the_end", "negative_offset", "future_leader_epoch",
                    "unknown_last_fetched_epoch")
       for field in ("high_watermark", "last_stable_offset", "log_start_offset")],
-    *[bug(f"{case}/responses/0/partitions/0/aborted_transactions", "a partition answered "
-          "with an error has aborted_transactions null; Kafka sends an empty array",
-          kafka=[], ottla=None)
-      for case in ("unknown_partition", "unknown_topic", "v17_unknown_id")],
     bug("partition_max_bytes_each/responses/0/partitions/1/records/partial_bytes",
         "a partition after the first whose next batch is larger than its "
         "partition_max_bytes gets the batch's first bytes (a partial batch, no progress); "

@@ -8,7 +8,7 @@ from typing import Any
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import wait_until
-from tests.oracle.model import Expect, Json, bug, scenario
+from tests.oracle.model import Expect, Json, scenario
 from tests.oracle.target import Target
 
 PROTOCOL = {"protocol_type": "oracle", "protocols": [{"name": "p", "metadata": b"m"}]}
@@ -111,13 +111,7 @@ def consumer_heartbeat(t: Target, group: str, member_id: str, epoch: int,
 @scenario("Consumer group (KIP-848)", ci=True, expect=(
     Expect("join/member_epoch", "member epochs are opaque counters a client echoes: "
            "Kafka 4.4 bumps the group epoch twice for a first member (its subscription, "
-           "then the subscribed topics' metadata), Ottla once", kafka=2, ottla=1),
-    bug("empty_member_id/*", "ConsumerGroupHeartbeat v1 with an empty member id is "
-        "accepted and a member id generated (v0's behaviour); from v1 the client "
-        "generates it and Kafka answers INVALID_REQUEST"),
-    bug("unknown_group/error_code", "ConsumerGroupHeartbeat with epoch > 0 to a group "
-        "that does not exist answers UNKNOWN_MEMBER_ID; Kafka answers GROUP_ID_NOT_FOUND",
-        kafka="GROUP_ID_NOT_FOUND", ottla="UNKNOWN_MEMBER_ID")))
+           "then the subscribed topics' metadata), Ottla once", kafka=2, ottla=1),))
 def consumer_group_heartbeat_errors(t: Target) -> Json:
     """ConsumerGroupHeartbeat v1: a member joins (epoch 0) a topic of two partitions; then
     heartbeats with a fenced epoch (above its own), a negative one, an unknown member id,

@@ -4,18 +4,12 @@ learn of a topic, and of names that are unknown, invalid or asked for by id."""
 from __future__ import annotations
 
 from ottla.protocol.api import ApiKey
-from tests.oracle.model import Expect, Json, Normalise, bug, scenario
+from tests.oracle.model import Expect, Json, Normalise, scenario
 from tests.oracle.scenarios.common import metadata, topic_id, topics_by_name
 from tests.oracle.target import Target
 
-INVALID_NAMES = bug(
-    "v1[23]/topics/*/error_code", "Metadata for an invalid topic name (bad$name, 250 "
-    "characters) answers UNKNOWN_TOPIC_OR_PARTITION; Kafka answers INVALID_TOPIC_EXCEPTION, "
-    "which clients report as a bad name instead of waiting for the topic",
-    kafka="INVALID_TOPIC_EXCEPTION", ottla="UNKNOWN_TOPIC_OR_PARTITION")
 
-
-@scenario("Metadata", ci=True, expect=(INVALID_NAMES,))
+@scenario("Metadata", ci=True)
 def metadata_topics(t: Target) -> Json:
     """Metadata v12 and v13 for a topic of 3 partitions, an unknown name, an invalid name
     and a name too long; with and without the topic's authorized operations; v12 asking
@@ -53,13 +47,7 @@ def metadata_auto_create(t: Target) -> Json:
     return {"first": first, "then": topics_by_name(metadata(t, [name], 12))}
 
 
-@scenario("Metadata", ci=True, expect=(
-    bug("next_page/*", "a DescribeTopicPartitions page that fills response_partition_limit "
-        "still lists the unknown topics after it and ends with no cursor; Kafka stops at "
-        "the limit and points next_cursor at the next topic, known or not"),
-    bug("invalid_name/topics/0/error_code", "DescribeTopicPartitions of an invalid topic "
-        "name answers UNKNOWN_TOPIC_OR_PARTITION; Kafka answers INVALID_TOPIC_EXCEPTION",
-        kafka="INVALID_TOPIC_EXCEPTION", ottla="UNKNOWN_TOPIC_OR_PARTITION")))
+@scenario("Metadata", ci=True)
 def describe_topic_partitions(t: Target) -> Json:
     """DescribeTopicPartitions v0 (kafka-topics --describe in 4.x): every field of a
     topic's partitions, a response limit smaller than the topic with its cursor, the

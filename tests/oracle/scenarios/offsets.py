@@ -40,12 +40,8 @@ def list_offsets(t: Target, topic: str, queries: list[tuple[int, int, int]],
 
 
 @scenario("ListOffsets", ci=True, expect=(
-    bug("partition_twice/topics/0/partitions/1", "ListOffsets naming a partition twice "
-        "answers INVALID_REQUEST once per entry; Kafka answers it once for the partition"),
     bug("empty_partition/p1 @-2/leader_epoch", "ListOffsets EARLIEST on an empty partition "
-        "answers leader_epoch -1; Kafka answers the current epoch (0)", kafka=0, ottla=-1),
-    bug("v1_max_timestamp/p0 @-3/*", "ListOffsets v1-v6 accept MAX_TIMESTAMP (-3) and "
-        "answer it; Kafka answers UNSUPPORTED_VERSION below v7 (KIP-734)")))
+        "answers leader_epoch -1; Kafka answers the current epoch (0)", kafka=0, ottla=-1),))
 def list_offsets_by_time(t: Target) -> Json:
     """ListOffsets v10 on a partition of three batches with timestamps out of order:
     earliest, latest, max timestamp, earliest-local, and timestamps before, between,

@@ -8,7 +8,7 @@ from typing import Any
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import wait_until
-from tests.oracle.model import MISSING, Expect, Json, bug, scenario
+from tests.oracle.model import MISSING, Expect, Json, scenario
 from tests.oracle.scenarios.common import topic_id
 from tests.oracle.target import Target
 
@@ -82,21 +82,6 @@ SHARE_EXPECT = (
            "NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH; without an error Kafka leaves it "
            "at (0, 0) and Ottla sends (-1, -1). Clients read it only on those errors",
            kafka=0, ottla=-1),
-    bug("ack_not_acquired/responses/0/partitions/0/error_code", "ShareAcknowledge of "
-        "offsets the share-partition never fetched (beyond its end) answers "
-        "INVALID_RECORD_STATE; Kafka answers INVALID_REQUEST (no such batch)",
-        kafka="INVALID_REQUEST", ottla="INVALID_RECORD_STATE"),
-    bug("ack_other_partition/responses/0/partitions/0/error_code", "ShareAcknowledge for "
-        "a partition that does not exist answers INVALID_RECORD_STATE; Kafka answers "
-        "UNKNOWN_TOPIC_OR_PARTITION", kafka="UNKNOWN_TOPIC_OR_PARTITION",
-        ottla="INVALID_RECORD_STATE"),
-    bug("ack_accept_again/responses/0/partitions/0/error_code", "acknowledging a record "
-        "again once the share-partition's start offset has moved past it answers "
-        "INVALID_RECORD_STATE; Kafka ignores acknowledgements below the start offset "
-        "(NONE)", kafka="NONE", ottla="INVALID_RECORD_STATE"),
-    bug("close_session/acquisition_lock_timeout", "the ShareFetch that closes a session "
-        "(epoch -1) answers acquisition_lock_timeout 0; Kafka sends the group's record "
-        "lock duration in every ShareFetch response", kafka=30000, ottla=0),
 )
 
 

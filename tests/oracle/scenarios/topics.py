@@ -75,14 +75,6 @@ CREATE_EXPECT = (
           "broker-wide", ottla=MISSING) for case in CREATED],
     *[Expect(f"{case}/0/configs/min.insync.replicas/config_source", ELR_MIN_ISR,
              kafka=3, ottla=5) for case in CREATED if case != "min_insync_above_rf"],
-    *[bug(f"{case}/0/error_message", MESSAGE) for case in (
-        "bad_name_dollar", "bad_name_dot", "bad_name_dotdot", "bad_name_empty",
-        "bad_name_too_long", "too_many_partitions", "replication_factor_3",
-        "validate_only_invalid", "bad_config_value", "assignment_and_count",
-        "assignment_duplicate_replica")],
-    bug("null_config_value/0/*", "CreateTopics with a config whose value is null creates "
-        "the topic; Kafka refuses it: INVALID_CONFIG \"Null value not supported for topic "
-        "configs: retention.ms\""),
 )
 
 
@@ -106,12 +98,7 @@ def create_topics(t: Target) -> Json:
     return result
 
 
-@scenario("CreatePartitions", ci=True, compare_messages=True, expect=(
-    *[bug(f"{case}/results/0/error_message", MESSAGE)
-      for case in ("same_count", "fewer", "too_many")],
-    *[bug(f"{case}/results/0/error_message", "CreatePartitions of an unknown topic (or an "
-          "invalid name) has a message; Kafka's is null", kafka=None)
-      for case in ("unknown_topic", "invalid_name")]))
+@scenario("CreatePartitions", ci=True, compare_messages=True)
 def create_partitions(t: Target) -> Json:
     """CreatePartitions v3: a valid increase, the same count, fewer, an unknown topic,
     validate_only, an assignment naming an unknown broker, too many partitions, and a
@@ -143,13 +130,11 @@ def create_partitions(t: Target) -> Json:
     }
 
 
-@scenario("DeleteTopics", ci=True, compare_messages=True, expect=(
-    bug("name_and_id/responses/0/*", "DeleteTopics with both a name and an id looks the "
-        "name up (UNKNOWN_TOPIC_OR_PARTITION); Kafka refuses it: INVALID_REQUEST \"You may "
-        "not specify both topic name and topic id.\""),))
+@scenario("DeleteTopics", ci=True, compare_messages=True)
 def delete_topics(t: Target) -> Json:
     """DeleteTopics v6: by name, by id, an unknown name, an unknown id, a name and an id
-    both given, an invalid name, and the topic gone from Metadata afterwards."""
+    both given, neither, a name twice, an invalid name, and the topic gone from Metadata
+    afterwards."""
     by_name, by_id = t.topic("by-name"), t.topic("by-id")
     t.create_topic(by_name)
     t.create_topic(by_id)
@@ -164,6 +149,9 @@ def delete_topics(t: Target) -> Json:
         "unknown_name": delete({"name": t.topic("nope"), "topic_id": ZERO_UUID}),
         "unknown_id": delete({"name": None, "topic_id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"}),
         "name_and_id": delete({"name": t.topic("nope"), "topic_id": the_id}),
+        "neither": delete({"name": None, "topic_id": ZERO_UUID}),
+        "name_twice": delete({"name": t.topic("nope"), "topic_id": ZERO_UUID},
+                             {"name": t.topic("nope"), "topic_id": ZERO_UUID}),
         "invalid_name": delete({"name": "bad$name", "topic_id": ZERO_UUID}),
         "gone": {n: gone(t, n) for n in (by_name, by_id)},
     }

@@ -5,7 +5,7 @@ it; coordinator look-ups of ids that do not exist; a timeout above the maximum."
 from __future__ import annotations
 
 from ottla.protocol.api import ApiKey
-from tests.oracle.model import Json, bug, scenario
+from tests.oracle.model import Json, scenario
 from tests.oracle.scenarios.common import (
     add_partitions,
     end_txn,
@@ -51,13 +51,7 @@ def transaction_fencing(t: Target) -> Json:
     return r
 
 
-@scenario("Transactions", expect=(
-    bug("idempotent_sequence_gap/log_start_offset", "a Produce answered "
-        "OUT_OF_ORDER_SEQUENCE_NUMBER has log_start_offset -1; Kafka sends the partition's "
-        "(0)", kafka=0, ottla=-1),
-    bug("idempotent_duplicate/log_append_time", "a duplicate batch (a retried sequence) is "
-        "answered with log_append_time -1; Kafka answers the original batch's timestamp, "
-        "which the Java producer reports as the record's", ottla=None)))
+@scenario("Transactions")
 def transaction_unknown_ids(t: Target) -> Json:
     """AddPartitionsToTxn and EndTxn for a transactional id never initialised, a producer
     id that is not the id's, an unknown topic; InitProducerId with a timeout above

@@ -11,6 +11,7 @@ from ottla.broker.coordinators.coordinator_service import CoordinatorService
 from ottla.common.topics import OFFSETS_TOPIC
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.consumer_protocol import ConsumerGroupConfig
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.shard import GroupConfig, GroupCoordinatorShard
 from ottla.coordinator.group.share_group import ShareGroupConfig
 from ottla.coordinator.runtime import CoordinatorState
@@ -28,6 +29,7 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
             return broker.image.configs.get((ConfigResourceType.GROUP, group_id), {})
         self.consumer_config = ConsumerGroupConfig.from_config(config, overrides)
         self.share_config = ShareGroupConfig.from_config(config, overrides)
+        self.metrics = GroupCoordinatorMetrics()
         super().__init__(
             broker, config["offsets.topic.num.partitions"],
             config["offsets.topic.replication.factor"],
@@ -35,7 +37,8 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
              "segment.bytes": str(config["offsets.topic.segment.bytes"])},
             lambda ctx: GroupCoordinatorShard(ctx, self.group_config, topics=self.user_topics,
                                               consumer_config=self.consumer_config,
-                                              share_config=self.share_config),
+                                              share_config=self.share_config,
+                                              metrics=self.metrics),
             rec.encode, rec.decode)
 
     def user_topics(self) -> dict[str, tuple[uuid.UUID, int]]:

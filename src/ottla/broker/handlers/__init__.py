@@ -10,6 +10,7 @@ from ottla.broker.handlers import (
     acls,
     client_quotas,
     configs,
+    delegation_tokens,
     fetch,
     forwarding,
     groups,
@@ -21,6 +22,7 @@ from ottla.broker.handlers import (
     share,
     share_offsets,
     share_state,
+    telemetry,
     transaction_admin,
     transactions,
 )
@@ -32,4 +34,5 @@ def broker_apis() -> list[ApiSpec[Broker]]:
     return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
             *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
             *share_offsets.APIS, *share_state.APIS, *configs.APIS, *scram.APIS, *acls.APIS,
-            *client_quotas.APIS, *forwarding.APIS]
+            *client_quotas.APIS, *telemetry.APIS, *delegation_tokens.APIS,
+            *forwarding.APIS]

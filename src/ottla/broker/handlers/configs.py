@@ -1,5 +1,6 @@
-"""DescribeConfigs for topics, brokers and groups (AlterConfigs and IncrementalAlterConfigs run on
-the controller: ``server.controller_apis.configs``).
+"""DescribeConfigs for topics, brokers, groups and client-metrics subscriptions, and
+ListConfigResources (AlterConfigs and IncrementalAlterConfigs run on the controller:
+``server.controller_apis.configs``).
 
 Describing a config reports where its value comes from, with Kafka's precedence: a topic
 override, then the broker synonyms (dynamic per-broker, dynamic cluster-wide, static
@@ -8,7 +9,8 @@ override, then the broker synonyms (dynamic per-broker, dynamic cluster-wide, st
 Authorization (Kafka's ConfigHelper): DESCRIBE_CONFIGS on the cluster for BROKER,
 BROKER_LOGGER and CLIENT_METRICS resources, on the topic for a TOPIC, on the group for a
 GROUP; a denied resource is answered with the authorization error, after the others. A
-resource of any other type fails the whole request (INVALID_REQUEST).
+resource of any other type fails the whole request (INVALID_REQUEST). ListConfigResources
+needs DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED for it all).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ottla.broker.broker import Broker
-from ottla.common.config import ConfigKey
+from ottla.common import client_metrics_configs
+from ottla.common.config import ConfigKey, ConfigType
 from ottla.common.group_configs import GROUP_CONFIGS, describe_group_config
 from ottla.common.server_config import INTERNAL_BROKER_KEYS, KafkaConfig
 from ottla.common.topic_configs import TOPIC_CONFIGS
+from ottla.common.topics import topic_name_problem
 from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -53,6 +57,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+CLIENT_METRICS_CONFIG = 7
 GROUP_CONFIG = 8
 
 
@@ -235,6 +240,36 @@ def describe_cluster_defaults(node: ConfigView, keys: Sequence[str] | None,
     return result
 
 
+def describe_client_metrics_configs(node: ConfigView, name: str, keys: Sequence[str] | None,
+                                    include_synonyms: bool, include_docs: bool
+                                    ) -> list[dict[str, Any]]:
+    """A subscription's three keys, as Kafka's ConfigHelper describes a CLIENT_METRICS
+    resource: its value (CLIENT_METRICS_CONFIG) or the default (DEFAULT_CONFIG), lists
+    rendered as Kafka renders a parsed list; a subscription that does not exist shows the
+    defaults."""
+    overrides = node.image.configs.get((ConfigResourceType.CLIENT_METRICS, name), {})
+    result = []
+    for key, definition in client_metrics_configs.KEYS.items():
+        if keys is not None and key not in keys:
+            continue
+        if key in overrides:
+            raw = overrides[key]
+            value = ",".join(client_metrics_configs.parse_list(raw)) \
+                if definition.type == ConfigType.LIST else raw.strip()
+            source = CLIENT_METRICS_CONFIG
+        else:
+            value, source = definition.default, DEFAULT_CONFIG
+        result.append({
+            "name": key, "value": value, "read_only": False, "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [{"name": key, "value": value, "source": source}]
+            if include_synonyms and source == CLIENT_METRICS_CONFIG else [],
+            "config_type": int(definition.type),
+            "documentation": definition.doc if include_docs else None,
+        })
+    return result
+
+
 _CLUSTER_RESOURCES = (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
                       ConfigResourceType.CLIENT_METRICS)
 
@@ -258,7 +293,9 @@ def describe_denial(ctx: RequestContext, resource_type: int, name: str
     return None if allowed else denial
 
 
-def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def handle_describe_configs(node: ConfigView, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """DescribeConfigs, on a broker and on the controller listener alike (Kafka's
+    ConfigHelper serves both), from the node's own config and metadata image."""
     results = []
     refused = []
     include_synonyms = bool(getattr(req, "include_synonyms", False))
@@ -275,30 +312,41 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> di
                                  "resource_name": res.resource_name, "configs": []}
         keys = res.configuration_keys
         if res.resource_type == ConfigResourceType.TOPIC:
-            if res.resource_name not in broker.image.topics_by_name:
+            problem = topic_name_problem(res.resource_name)
+            if problem is not None:  # as Kafka's ConfigHelper: Topic.validate first
+                entry["error_code"] = ErrorCode.invalid_topic_exception
+                entry["error_message"] = problem
+            elif res.resource_name not in node.image.topics_by_name:
                 entry["error_code"] = ErrorCode.unknown_topic_or_partition
                 entry["error_message"] = f"Topic {res.resource_name} does not exist."
             else:
-                entry["configs"] = describe_topic_configs(broker, res.resource_name, keys,
+                entry["configs"] = describe_topic_configs(node, res.resource_name, keys,
                                                           include_synonyms, include_docs)
         elif res.resource_type == ConfigResourceType.BROKER:
             if res.resource_name == "":
-                entry["configs"] = describe_cluster_defaults(broker, keys, include_synonyms,
+                entry["configs"] = describe_cluster_defaults(node, keys, include_synonyms,
                                                              include_docs)
-            elif res.resource_name != str(broker.node_id):
+            elif res.resource_name != str(node.node_id):
                 entry["error_code"] = ErrorCode.invalid_request
                 entry["error_message"] = f"Unexpected broker id {res.resource_name}"
             else:
-                entry["configs"] = describe_broker_configs(broker, keys, include_synonyms,
+                entry["configs"] = describe_broker_configs(node, keys, include_synonyms,
                                                            include_docs)
         elif res.resource_type == ConfigResourceType.BROKER_LOGGER:
             entry["configs"] = []
+        elif res.resource_type == ConfigResourceType.CLIENT_METRICS:
+            if not res.resource_name:
+                entry["error_code"] = ErrorCode.invalid_request
+                entry["error_message"] = "Client metrics subscription name must not be empty"
+            else:
+                entry["configs"] = describe_client_metrics_configs(
+                    node, res.resource_name, keys, include_synonyms, include_docs)
         elif res.resource_type == ConfigResourceType.GROUP:
             if not res.resource_name:
                 entry["error_code"] = ErrorCode.invalid_request
                 entry["error_message"] = "Group name must not be empty"
             else:
-                entry["configs"] = describe_group_configs(broker, res.resource_name, keys,
+                entry["configs"] = describe_group_configs(node, res.resource_name, keys,
                                                           include_synonyms, include_docs)
         else:
             entry["error_code"] = ErrorCode.invalid_request
@@ -307,6 +355,48 @@ def handle_describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> di
     return {"throttle_time": 0, "results": results + refused}
 
 
+LISTED_TYPES = {0: (ConfigResourceType.CLIENT_METRICS,),
+                1: (ConfigResourceType.GROUP, ConfigResourceType.CLIENT_METRICS,
+                    ConfigResourceType.BROKER_LOGGER, ConfigResourceType.BROKER,
+                    ConfigResourceType.TOPIC)}
+"""The types each ListConfigResources version lists (v0 was ListClientMetricsResources),
+in the order Kafka's handleListConfigResources lists them."""
+
+
+def handle_list_config_resources(broker: Broker, ctx: RequestContext, req: Any
+                                 ) -> dict[str, Any]:
+    """ListConfigResources (KIP-1142; KIP-714's ListClientMetricsResources at v0): the
+    groups with configs, the client-metrics subscriptions, the unfenced brokers with an
+    endpoint on this listener (as loggers and as brokers), the topics; only the types asked
+    for (all by default), a type Kafka does not list failing the request with
+    UNSUPPORTED_VERSION."""
+    if not authorize_cluster(ctx, DESCRIBE_CONFIGS):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "config_resources": []}
+    supported = LISTED_TYPES[min(ctx.api_version, 1)]
+    asked = set(getattr(req, "resource_types", ()) or supported)
+    if not asked <= set(supported):
+        return {"throttle_time": 0, "error_code": ErrorCode.unsupported_version,
+                "config_resources": []}
+    image = broker.image
+    brokers = sorted(b.broker_id for b in image.brokers.values()
+                     if not b.fenced and ctx.listener_name in b.endpoints)
+    names = {
+        ConfigResourceType.GROUP: sorted(n for t, n in image.configs
+                                         if t == ConfigResourceType.GROUP),
+        ConfigResourceType.CLIENT_METRICS: sorted(n for t, n in image.configs
+                                                  if t == ConfigResourceType.CLIENT_METRICS),
+        ConfigResourceType.BROKER_LOGGER: [str(b) for b in brokers],
+        ConfigResourceType.BROKER: [str(b) for b in brokers],
+        ConfigResourceType.TOPIC: sorted(image.topics_by_name),
+    }
+    typed = ctx.api_version >= 1
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "config_resources": [
+        {"resource_name": name, **({"resource_type": int(kind)} if typed else {})}
+        for kind in supported if kind in asked for name in names[kind]]}
+
+
 APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs),
+    ApiSpec(ApiKey.LIST_CONFIG_RESOURCES, 0, 1, handle_list_config_resources),
 ]

@@ -139,6 +139,7 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
     if not cached.topic:
         data["error_code"] = ErrorCode.unknown_topic_id if uses_ids \
             else ErrorCode.unknown_topic_or_partition
+        data["aborted_transactions"] = []  # as Kafka answers a partition it does not know
         return data
     if denied is not NOTHING_DENIED and cached.topic in denied:
         data["error_code"] = ErrorCode.topic_authorization_failed
@@ -184,6 +185,8 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
                     replica.broker_epoch)
     except KafkaError as e:
         data["error_code"] = e.code
+        if partition is None:
+            data["aborted_transactions"] = []  # as Kafka answers a partition it does not know
     if partition is not None:
         data["high_watermark"] = partition.high_watermark
         data["last_stable_offset"] = partition.last_stable_offset
@@ -416,8 +419,10 @@ class _Fetch:
                 records = data["records"]
                 if records:
                     stats.sent(parts[key].topic, len(records))
+        charge = self.ctx.charge_request
         return encode_fetch_response(self.version, {
-            "throttle_time": 0, "error_code": ErrorCode.none, "session_id": session_id,
+            "throttle_time": charge() if charge is not None else 0,
+            "error_code": ErrorCode.none, "session_id": session_id,
             "responses": _group(parts, selected, self.uses_ids),
             "node_endpoints": self._leader_hints(selected)})
 
@@ -442,6 +447,8 @@ class _Fetch:
             return None
         quota.unrecord(user, client_id, size, now_ms)
         ctx.throttle_ms = throttle
+        if ctx.charge_request is not None:  # the longer of the two, as Kafka's
+            throttle = max(throttle, ctx.charge_request())
         return encode_fetch_response(self.version, {
             "throttle_time": throttle, "error_code": ErrorCode.none,
             "session_id": session.id if session is not None else INVALID_SESSION_ID,

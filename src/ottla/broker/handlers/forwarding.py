@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 from ottla.broker.broker import Broker
@@ -26,7 +27,16 @@ from ottla.security.auth_helper import ALTER_CONFIGS, MSG_CLUSTER, authorize_clu
 
 
 async def forward(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    return await broker.controller.forward(ctx, req)
+    """The controller's answer; a throttle time it carries (the controller mutation
+    quota) mutes the client's connection here, as Kafka's ``sendForwardedResponse``."""
+    response = await broker.controller.forward(ctx, req)
+    throttle = response.get("throttle_time") if isinstance(response, dict) \
+        else getattr(response, "throttle_time", None)
+    if isinstance(throttle, timedelta):
+        throttle = round(throttle.total_seconds() * 1000)
+    if isinstance(throttle, int) and throttle > 0:
+        ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+    return response
 
 
 def _answered_here(ctx: RequestContext, resource: Any, incremental: bool
@@ -75,7 +85,9 @@ FORWARDED = [(ApiKey.CREATE_TOPICS, 2, 7), (ApiKey.DELETE_TOPICS, 1, 6),
              (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1),
              (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
              (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0), (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
-             (ApiKey.CREATE_ACLS, 1, 3), (ApiKey.DELETE_ACLS, 1, 3)]
+             (ApiKey.CREATE_ACLS, 1, 3), (ApiKey.DELETE_ACLS, 1, 3),
+             (ApiKey.ADD_RAFT_VOTER, 0, 1), (ApiKey.REMOVE_RAFT_VOTER, 0, 0),
+             (ApiKey.UNREGISTER_BROKER, 0, 0)]
 """(api key, min version, max version): the controller serves the same versions."""
 
 APIS: list[ApiSpec[Broker]] = [

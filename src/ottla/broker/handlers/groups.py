@@ -233,7 +233,8 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> d
 # --- offsets --------------------------------------------------------------------------------
 
 def _unknown_partitions(image: MetadataImage, topics: Any) -> set[tuple[str, int]]:
-    """The partitions of an OffsetCommit that the metadata image does not know. Kafka's
+    """The partitions of an OffsetCommit (or OffsetDelete) that the metadata image does not
+    know. Kafka's
     KafkaApis answers them UNKNOWN_TOPIC_OR_PARTITION before the group coordinator sees
     the request, so no offset is stored for a topic that does not exist (a typo in an
     admin's AlterConsumerGroupOffsets, a topic deleted under a consumer)."""
@@ -352,14 +353,18 @@ async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) ->
                 "topics": []}
     topics = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
     readable = authorized_names(ctx, READ, TOPIC, (name for name, _ in topics))
-    wanted = [(name, parts) for name, parts in topics if name in readable]
+    # Partitions the metadata does not know are answered here, as Kafka's KafkaApis does;
+    # the coordinator still sees the request (an unknown group is its error to give).
+    unknown = _unknown_partitions(broker.image, (t for t in req.topics if t.name in readable))
+    wanted = [(name, kept) for name, parts in topics if name in readable
+              if (kept := [p for p in parts if (name, p) not in unknown])]
     answer: OffsetDeleteAnswer
     try:
         answer = await broker.group_coordinator.write(
-            req.group_id, lambda shard, now: shard.delete_offsets(now, req.group_id, wanted)) \
-            if wanted else OffsetDeleteAnswer(ErrorCode.none, {})
+            req.group_id, lambda shard, now: shard.delete_offsets(now, req.group_id, wanted))
     except KafkaError as e:
         answer = OffsetDeleteAnswer(e.code, {})
+    answer.partitions.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
     for name, parts in topics:
         if name not in readable:
             answer.partitions.update(
@@ -480,7 +485,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, r
         else tuple(req.subscribed_topic_names),
         subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
         server_assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
-        client_host=f"/{ctx.client_host}",
+        client_host=f"/{ctx.client_host}", client_generated_member_id=ctx.api_version >= 1,
         regex_topics_visible=_describable(ctx) if enabled(ctx) else None)
     try:
         return await broker.group_coordinator.write(

@@ -70,17 +70,23 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     topics = []
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     describable = authorized_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))
+    answered: set[tuple[str, int]] = set()
     for topic in req.topics:
         partitions = []
         for p in topic.partitions:
+            if (topic.name, p.partition_index) in answered:
+                continue  # as Kafka: a partition named twice is answered once
+            answered.add((topic.name, p.partition_index))
             result = {"partition_index": p.partition_index, "error_code": ErrorCode.none,
                       "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
                 if topic.name not in describable:
                     raise KafkaError(ErrorCode.topic_authorization_failed)
                 if named[(topic.name, p.partition_index)] > 1:
-                    # As Kafka: every mention of a partition named twice is refused.
                     raise KafkaError(ErrorCode.invalid_request, "Duplicate partition")
+                if p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7:
+                    # KIP-734: the max timestamp is asked from v7 on.
+                    raise KafkaError(ErrorCode.unsupported_version)
                 partition = broker.replica_manager.require(topic.name, p.partition_index,
                                                            broker.image)
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),

@@ -159,7 +159,7 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
                 # (retriable) until this broker's metadata has it.
                 created = allow_create and name in missing
                 error = creation_errors.get(name or "", ErrorCode.leader_not_available
-                                            if created else ErrorCode.unknown_topic_or_partition)
+                                            if created else _missing_topic_error(name or ""))
                 topics.append({**_unknown(name, None, error),
                                "topic_authorized_operations": operations(name)})
             else:
@@ -176,6 +176,13 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
     response["cluster_authorized_operations"] = cluster_authorized_operations(
         ctx, bool(getattr(req, "include_cluster_authorized_operations", False)))
     return response
+
+
+def _missing_topic_error(name: str) -> ErrorCode:
+    """A topic the metadata does not have: as Kafka, INVALID_TOPIC_EXCEPTION if its name
+    could never be a topic's (clients report a bad name instead of waiting for it)."""
+    return ErrorCode.invalid_topic_exception if topic_name_problem(name) is not None \
+        else ErrorCode.unknown_topic_or_partition
 
 
 def _name_by_id(image: MetadataImage, topic_id: uuid.UUID | None) -> str | None:
@@ -264,15 +271,15 @@ def handle_describe_topic_partitions(broker: Broker, ctx: RequestContext, req: A
                 refused.append(_unknown(name, None, ErrorCode.topic_authorization_failed))
             continue
         first = start_partition if cursor is not None and name == cursor.topic_name else 0
+        if remaining == 0:  # the page is full: the cursor names the next topic, known or not
+            next_cursor = {"topic_name": name, "partition_index": first}
+            break
         topic = image.topics_by_name.get(name)
         if topic is None:
-            topics.append({**_unknown(name, None, ErrorCode.unknown_topic_or_partition),
+            topics.append({**_unknown(name, None, _missing_topic_error(name)),
                            "topic_authorized_operations": authorized_operations(
                                ctx, TOPIC, name)})
             continue
-        if remaining == 0:
-            next_cursor = {"topic_name": name, "partition_index": first}
-            break
         described = topic_metadata(image, topic, ctx.listener_name,
                                    operations=authorized_operations(ctx, TOPIC, name))
         partitions = [p for p in described["partitions"] if p["partition_index"] >= first]

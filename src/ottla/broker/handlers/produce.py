@@ -267,6 +267,14 @@ async def _verify_transaction(broker: Broker, transactional_id: str,
                                                ErrorCode.transaction_abortable) else None))
 
 
+_NO_LOG_START = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+    ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.corrupt_message,
+    ErrorCode.kafka_storage_error})
+"""Append errors Kafka answers with log_start_offset -1 (``UNKNOWN_LOG_APPEND_INFO``);
+every other one carries the partition's log start offset."""
+
+
 def _check_guard(broker: Broker, partition: Partition, header: BatchHeader,
                  entry: _Entry) -> None:
     """A verified batch that would open a transaction is appended only if its
@@ -292,6 +300,7 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
             batch = entry.batch
             appended = 0
             if batch is not None and not isinstance(batch, PendingBatch) and name is not None:
+                partition = None
                 try:
                     partition = replica_manager.require(name, entry.index, broker.image)
                     if entry.guard is not None:
@@ -308,6 +317,9 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                             partition.log.config["min.insync.replicas"]))
                 except KafkaError as e:
                     entry.fail(e)
+                    if partition is not None and e.code not in _NO_LOG_START:
+                        # Kafka's processFailedRecord: the partition's log start offset.
+                        entry.result["log_start_offset"] = partition.log.log_start_offset
             error = entry.result["error_code"]
             failed = failed or error != ErrorCode.none
             if stats is not None and entry.produced_bytes >= 0 and name is not None:
@@ -324,9 +336,18 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                 "node_endpoints": _leader_hints(broker, ctx, topics) if failed else []}
     if waiting:
         return _await_replicas(broker, ctx, response, waiting, timeout_ms, now_ms)
-    if broker.client_quotas.produce.enabled:
-        response["throttle_time"] = _record_quota(broker, ctx, now_ms)
+    response["throttle_time"] = _throttle(broker, ctx, now_ms)
     return encode_produce_response(ctx.api_version, response)
+
+
+def _throttle(broker: Broker, ctx: RequestContext, now_ms: int) -> int:
+    """The answer's throttle time: the longer of the byte quota's and the request
+    quota's (Kafka's ``handleProduceRequest``)."""
+    throttle = _record_quota(broker, ctx, now_ms) if broker.client_quotas.produce.enabled \
+        else 0
+    if ctx.charge_request is not None:
+        throttle = max(throttle, ctx.charge_request())
+    return throttle
 
 
 def _record_quota(broker: Broker, ctx: RequestContext, now_ms: int) -> int:
@@ -387,7 +408,7 @@ def _await_replicas(broker: Broker, ctx: RequestContext, response: dict[str, Any
 async def _respond_when(done: asyncio.Future[None], broker: Broker, ctx: RequestContext,
                         response: dict[str, Any]) -> Any:
     await done
-    response["throttle_time"] = _record_quota(broker, ctx, broker.now_ms())
+    response["throttle_time"] = _throttle(broker, ctx, broker.now_ms())
     return encode_produce_response(ctx.api_version, response)
 
 

@@ -61,6 +61,9 @@ async def _acknowledge(broker: Broker, session: ShareSession, topics: Any,
             if not _known(broker, topic.topic_id):
                 outcome[tip] = ErrorCode.unknown_topic_id
                 continue
+            if p.partition_index not in broker.image.topics_by_id[topic.topic_id].partitions:
+                outcome[tip] = ErrorCode.unknown_topic_or_partition  # as Kafka
+                continue
             if unreadable and topic.topic_id in unreadable:
                 outcome[tip] = ErrorCode.topic_authorization_failed
                 continue
@@ -108,8 +111,9 @@ async def handle_share_fetch(broker: Broker, ctx: RequestContext, req: Any) -> d
                              [tip[0] for tip in requested])
     acks = await _acknowledge(broker, session, req.topics, renew, unreadable)
     if req.share_session_epoch == FINAL_EPOCH:
+        lock_ms = manager.lock_duration_ms(session)  # Kafka's answer: the lock, even now
         manager.close(session)
-        return _fetch_response(requested, {}, acks, 0)
+        return _fetch_response(requested, {}, acks, lock_ms)
     if renew:  # KIP-1222: a fetch that renews locks acquires nothing
         return _fetch_response(requested, {}, acks, manager.lock_duration_ms(session))
     # The session's partitions in a stable order; unknown topics of this request are

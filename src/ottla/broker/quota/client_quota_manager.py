@@ -25,19 +25,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from ottla.broker.quota.rate import Rate
+from ottla.broker.quota.token_bucket import TokenBucket
 from ottla.metadata.client_quotas import (
-    CLIENT_ID,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
-    USER,
-    QuotaEntity,
 )
 
 ABSENT: Final = ""
@@ -67,31 +67,43 @@ class QuotaType(Enum):
     PRODUCE = PRODUCER_BYTE_RATE
     FETCH = CONSUMER_BYTE_RATE
     REQUEST = REQUEST_PERCENTAGE
+    CONTROLLER_MUTATION = CONTROLLER_MUTATION_RATE
+
+
+StatT = TypeVar("StatT", Rate, TokenBucket)
 
 
 @dataclass(slots=True)
-class Sensor:
-    """One measured rate and the quota bounding it (None: no quota applies)."""
+class Sensor(Generic[StatT]):
+    """What is measured of the clients sharing one quota (a ``Rate``, or the
+    ``TokenBucket`` of controller mutations) and the quota bounding it (None: no quota
+    applies)."""
 
-    rate: Rate
+    stat: StatT
     bound: float | None
     last_record_ms: int
 
 
-class ClientQuotaManager:
-    def __init__(self, quota_type: QuotaType, samples: int = 11, window_seconds: int = 1,
-                 max_throttle_ms: int | None = None) -> None:
+class QuotaSensors(ABC, Generic[StatT]):
+    """Which quota of one type applies to a request and the sensors measuring its clients
+    (what Kafka's ``ClientQuotaManager`` and its subclasses share); subclasses say what a
+    sensor measures and how a recording is judged."""
+
+    def __init__(self, quota_type: QuotaType, samples: int = 11, window_seconds: int = 1
+                 ) -> None:
         self.quota_type = quota_type
         self.samples = samples
         self.window_seconds = window_seconds
-        self.max_throttle_ms = max_throttle_ms
-        """Kafka's request quota caps a throttle at one window; the byte rates do not."""
         self.overrides: dict[QuotaKey, float] = {}
         self.enabled = False
         """Whether any quota of this type is set: off, nothing is recorded."""
         self._user_level = self._client_level = self._pair_level = False
-        self.sensors: dict[Tags, Sensor] = {}
+        self.sensors: dict[Tags, Sensor[StatT]] = {}
         self._next_expiry_ms = 0
+
+    @abstractmethod
+    def _new_stat(self) -> StatT:
+        """What a new sensor measures."""
 
     # --- quotas ----------------------------------------------------------------------
 
@@ -165,14 +177,14 @@ class ClientQuotaManager:
 
     # --- recording ---------------------------------------------------------------------
 
-    def _sensor(self, user: str, client_id: str | None, now_ms: int) -> Sensor:
+    def _sensor(self, user: str, client_id: str | None, now_ms: int) -> Sensor[StatT]:
         tags = self.quota_tags(user, client_id or ABSENT)
         sensor = self.sensors.get(tags)
         if sensor is None:
             if len(self.sensors) >= MAX_SENSORS:
                 self._evict(now_ms)
-            sensor = self.sensors[tags] = Sensor(
-                Rate(self.samples, self.window_seconds * 1000), self.quota_limit(tags), now_ms)
+            sensor = self.sensors[tags] = Sensor(self._new_stat(), self.quota_limit(tags),
+                                                 now_ms)
         sensor.last_record_ms = now_ms
         if now_ms >= self._next_expiry_ms:
             self._expire(now_ms)
@@ -194,13 +206,28 @@ class ClientQuotaManager:
             for tags in list(itertools.islice(self.sensors, excess)):
                 del self.sensors[tags]
 
+
+
+class ClientQuotaManager(QuotaSensors[Rate]):
+    """A rate quota (bytes produced or fetched, request time): Kafka's
+    ``ClientQuotaManager``."""
+
+    def __init__(self, quota_type: QuotaType, samples: int = 11, window_seconds: int = 1,
+                 max_throttle_ms: int | None = None) -> None:
+        super().__init__(quota_type, samples, window_seconds)
+        self.max_throttle_ms = max_throttle_ms
+        """Kafka's request quota caps a throttle at one window; the byte rates do not."""
+
+    def _new_stat(self) -> Rate:
+        return Rate(self.samples, self.window_seconds * 1000)
+
     def record(self, user: str, client_id: str | None, value: float, now_ms: int) -> int:
         """Record ``value`` for the client and return how long to throttle it, 0 if its
         rate is within its quota (Kafka's ``maybeRecordAndGetThrottleTimeMs``)."""
         if not self.enabled:
             return 0
         sensor = self._sensor(user, client_id, now_ms)
-        rate = sensor.rate
+        rate = sensor.stat
         rate.record(value, now_ms)
         bound = sensor.bound
         if bound is None:
@@ -217,7 +244,7 @@ class ClientQuotaManager:
         """Take back ``value`` recorded for a response that was not sent (a throttled
         fetch answers with nothing; Kafka's ``unrecordQuotaSensor``)."""
         if self.enabled:
-            self._sensor(user, client_id, now_ms).rate.record(-value, now_ms)
+            self._sensor(user, client_id, now_ms).stat.record(-value, now_ms)
 
     def max_value_in_quota_window(self, user: str, client_id: str | None) -> float | None:
         """The most that can be recorded without certainly being throttled (Kafka's
@@ -236,50 +263,3 @@ def throttle_time_ms(observed: float, bound: float, window_ms: int) -> int:
     over W down to the quota T, ``O * W / (W + X) = T``, so ``X = (O - T) / T * W``,
     rounded as Java's ``Math.round``."""
     return math.floor((observed - bound) / bound * window_ms + 0.5)
-
-
-def quota_key(entity: QuotaEntity) -> QuotaKey:
-    """A user and client id entity as a manager keys its quota."""
-    names = dict(entity)
-    return (names.get(USER, DEFAULT) if USER in names else ABSENT,
-            names.get(CLIENT_ID, DEFAULT) if CLIENT_ID in names else ABSENT)
-
-
-class ClientQuotaManagers:
-    """The quota managers of a broker (Kafka's QuotaManagers, the client part): produce
-    bytes, fetch bytes, request time. Each follows the metadata image's quotas of its key
-    (Kafka's ClientQuotaMetadataManager). Produce and Fetch record into the first two;
-    nothing records request time yet, so ``request_percentage`` is followed but not
-    enforced; IP entities and ``controller_mutation_rate`` are not followed here."""
-
-    def __init__(self, samples: int = 11, window_seconds: int = 1) -> None:
-        self.produce = ClientQuotaManager(QuotaType.PRODUCE, samples, window_seconds)
-        self.fetch = ClientQuotaManager(QuotaType.FETCH, samples, window_seconds)
-        self.request = ClientQuotaManager(QuotaType.REQUEST, samples, window_seconds,
-                                          max_throttle_ms=window_seconds * 1000)
-
-    @property
-    def managers(self) -> tuple[ClientQuotaManager, ...]:
-        return self.produce, self.fetch, self.request
-
-    def load(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
-        """Every quota of the image (at start, and after a snapshot)."""
-        for manager in self.managers:
-            key = manager.quota_type.value
-            manager.set_quotas({quota_key(entity): values[key]
-                                for entity, values in quotas.items()
-                                if key in values and _users_and_clients(entity)})
-
-    def apply(self, changed: Iterable[QuotaEntity],
-              quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
-        """The quotas of the entities a commit changed, as the image now has them."""
-        for entity in changed:
-            if not _users_and_clients(entity):
-                continue
-            values = quotas.get(entity, {})
-            for manager in self.managers:
-                manager.update_quota(quota_key(entity), values.get(manager.quota_type.value))
-
-
-def _users_and_clients(entity: QuotaEntity) -> bool:
-    return bool(entity) and all(kind in (USER, CLIENT_ID) for kind, _ in entity)

@@ -14,21 +14,17 @@ from typing import Any, TypeVar
 
 from ottla.broker.context import BrokerContext
 from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
-from ottla.broker.inter_broker import InterBrokerClients
+from ottla.broker.inter_broker import InterBrokerClients, latest_offsets
 from ottla.broker.share.persister import StatePersister, StateSummary
 from ottla.common.backoff import ExponentialBackoff
 from ottla.common.tasks import cancel_and_wait
 from ottla.coordinator.group.share_group import UNINITIALIZED, has_lag, share_partition_lag
-from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
-LATEST_TIMESTAMP = -1
-READ_UNCOMMITTED = 0
-LIST_OFFSETS_VERSION = 7
 PERSISTER_ATTEMPTS = 5
 PERSISTER_BACKOFF_MS = 100
 """A share coordinator that is not there is asked again this many times, the wait
@@ -193,7 +189,7 @@ class ShareGroupOffsetsAdmin:
         if remote:
             peers = InterBrokerClients(self.broker, "share-lag")
             try:
-                for answer in await asyncio.gather(*(_latest_offsets(peers, node, tps)
+                for answer in await asyncio.gather(*(latest_offsets(peers, node, tps)
                                                      for node, tps in remote.items())):
                     ends.update(answer)
             finally:
@@ -327,32 +323,6 @@ def _described(partition: int, summary: StateSummary,
     return {"partition_index": partition, "start_offset": summary.start_offset,
             "leader_epoch": summary.leader_epoch, "lag": lag, "error_code": ErrorCode.none,
             "error_message": None}
-
-
-async def _latest_offsets(peers: InterBrokerClients, node_id: int,
-                          partitions: list[tuple[str, int]]
-                          ) -> dict[tuple[str, int], int | KafkaError]:
-    """ListOffsets (latest, read_uncommitted) of partitions another broker leads."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        by_topic.setdefault(topic, []).append(partition)
-    try:
-        response = await peers.request(node_id, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
-            "replica_id": -1, "isolation_level": READ_UNCOMMITTED, "topics": [
-                {"name": topic, "partitions": [
-                    {"partition_index": p, "current_leader_epoch": -1,
-                     "timestamp": LATEST_TIMESTAMP} for p in indexes]}
-                for topic, indexes in by_topic.items()]})
-    except KafkaError as e:
-        return dict.fromkeys(partitions, e)
-    ends: dict[tuple[str, int], int | KafkaError] = {
-        tp: KafkaError(ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_OR_PARTITION)
-        for tp in partitions}
-    for topic in response.topics:
-        for p in topic.partitions:
-            ends[(topic.name, p.partition_index)] = p.offset if p.error_code == 0 else \
-                KafkaError(ErrorCode(p.error_code))
-    return ends
 
 
 async def _unknown_partition() -> tuple[ErrorCode, str | None]:

@@ -74,6 +74,13 @@ class InvalidRecordState(Exception):
     code = ErrorCode.invalid_record_state
 
 
+class PastAcquiredRecords(InvalidRecordState):
+    """An acknowledgement reaching past the last record fetched: Kafka's INVALID_REQUEST
+    ("Batch record not found")."""
+
+    code = ErrorCode.invalid_request
+
+
 DELIVERY_COUNT_EXCEEDED = "Delivery count exceeded"
 REJECTED = "Record rejected by the consumer"
 RESTORED = "Archiving resumed after a leader change"
@@ -421,11 +428,14 @@ class SharePartition:
             for first, last, types in acknowledgements:
                 if len(types) not in (1, last - first + 1) or last < first:
                     raise InvalidRecordState("acknowledgement types do not match the range")
+                if last < self.start_offset:
+                    continue  # as Kafka: already archived, nothing to do
+                self._check_fetched(first, last)
                 self._acknowledge_run(member_id, first, last, types, undo, saved,
                                       now_ms + self.lock_duration_ms)
-        except InvalidRecordState:
+        except InvalidRecordState as e:
             self._undo(undo)
-            return ErrorCode.invalid_record_state
+            return e.code
         start = self._terminal_prefix_end(through_pending=True)
         changed = [run for batch, _, _ in undo for run in batch.states()]
         self.pending = PendingUpdate(
@@ -470,6 +480,19 @@ class SharePartition:
             if batch.last_offset >= first:
                 found.append(batch)
         return found
+
+    def _check_fetched(self, first: int, last: int) -> None:
+        """Kafka's fetchSubMapForAcknowledgementBatch: a run must end within the records
+        fetched so far (INVALID_REQUEST past them)."""
+        if not self._firsts:
+            return  # nothing cached: the run finds nothing in flight below
+        end = self.batches[self._firsts[-1]].last_offset
+        if first > end:
+            raise PastAcquiredRecords("Batch record not found. The first offset in request "
+                                      "is past acquired records.")
+        if last > end:
+            raise PastAcquiredRecords("Batch record not found. The last offset in request "
+                                      "is past acquired records.")
 
     def _acknowledge_run(self, member_id: str, first: int, last: int, types: list[int],
                          undo: Undo, saved: set[int], renewed_until: int) -> None:

@@ -20,6 +20,7 @@ from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.classic import ClassicGroup, ClassicMember, ClassicState
 from ottla.coordinator.group.config import GroupConfig
 from ottla.coordinator.group.consumer_protocol import PROTOCOL_TYPE
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.offset_metadata_manager import OffsetExpiration
 from ottla.coordinator.group.responses import (
@@ -92,8 +93,10 @@ class ClassicGroupManager:
     RECORD_KEYS: ClassVar[tuple[type, ...]] = (rec.GroupMetadataKey,)
 
     def __init__(self, ctx: ShardContext, config: GroupConfig, groups: GroupStore,
-                 new_member_id: Callable[[str], str] | None = None) -> None:
+                 new_member_id: Callable[[str], str] | None = None,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         self._ctx = ctx
+        self._metrics = metrics
         self._config = config
         self._groups = groups
         self._new_member_id = new_member_id or (lambda client_id: f"{client_id}-{uuid.uuid4()}")
@@ -414,6 +417,8 @@ class ClassicGroupManager:
             m.assignment = assignments.get(m.member_id, b"")
         record = group.to_record(now_ms)
         group.transition(S.STABLE, now_ms)
+        if self._metrics is not None:
+            self._metrics.classic_completed_rebalances += 1
         self._ctx.cancel(_sync_key(group_id))
         for m in group.members.values():
             if m.sync_reply is not None:

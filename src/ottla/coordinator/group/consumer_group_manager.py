@@ -51,6 +51,7 @@ from ottla.coordinator.group.consumer_protocol import (
     encode_assignment,
     protocol_version,
 )
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import (
@@ -121,8 +122,10 @@ class ConsumerGroupManager:
         rec.ConsumerGroupCurrentMemberAssignmentKey)
 
     def __init__(self, ctx: ShardContext, config: ConsumerGroupConfig, groups: GroupStore,
-                 topics: TopicsView, migration: GroupMigration) -> None:
+                 topics: TopicsView, migration: GroupMigration,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         self._ctx = ctx
+        self._metrics = metrics
         self._config = config
         self._groups = groups
         self._topics = topics
@@ -263,6 +266,8 @@ class ConsumerGroupManager:
     def _validate_heartbeat(self, req: HeartbeatRequest) -> None:
         if not req.group_id:
             raise KafkaError(E.invalid_request, "GroupId can't be empty.")
+        if not req.member_id and req.client_generated_member_id:
+            raise KafkaError(E.invalid_request, "MemberId can't be empty.")
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms == -1:
                 raise KafkaError(E.invalid_request,
@@ -335,7 +340,7 @@ class ConsumerGroupManager:
             return group
         group = self._group(req.group_id)
         if group is None and req.member_epoch != 0:
-            raise KafkaError(E.unknown_member_id, f"Group {req.group_id} does not exist.")
+            raise KafkaError(E.group_id_not_found, f"Consumer group {req.group_id} not found.")
         if group is None:
             if classic is not None:
                 records.append(rec.CoordinatorRecord(rec.GroupMetadataKey(group=req.group_id),
@@ -424,6 +429,8 @@ class ConsumerGroupManager:
                                                metadata_hash=metadata_hash))]
             self._apply(bump)
             records += bump
+            if self._metrics is not None:
+                self._metrics.consumer_rebalances += 1
 
     def _maybe_update_target_assignment(self, group: ConsumerGroup, topics: Topics,
                                         now_ms: int,

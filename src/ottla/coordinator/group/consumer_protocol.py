@@ -77,6 +77,9 @@ class HeartbeatRequest:
     owned: Assignment | None
     client_id: str
     client_host: str
+    client_generated_member_id: bool = True
+    """ConsumerGroupHeartbeat v1+ (KIP-1082): the client makes its member id, so an empty
+    one is invalid even when joining; v0 lets the coordinator make it."""
     regex_topics_visible: Callable[[str], bool] | None = None
     """With an authorizer, whether the member's principal may DESCRIBE a topic: the
     topics its regular expression matches are kept only if so (Kafka's coordinator

@@ -31,6 +31,7 @@ from ottla.coordinator.group.consumer_protocol import (
     HeartbeatRequest,
     TopicsView,
 )
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.group_store import Group, GroupStore
 from ottla.coordinator.group.migration import GroupMigration
 from ottla.coordinator.group.offset_metadata_manager import (
@@ -60,12 +61,13 @@ class GroupMetadataManager:
     def __init__(self, ctx: ShardContext, config: GroupConfig,
                  consumer_config: ConsumerGroupConfig, topics: TopicsView,
                  new_member_id: Callable[[str], str] | None = None,
-                 share_config: ShareGroupConfig | None = None) -> None:
+                 share_config: ShareGroupConfig | None = None,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         self.groups = GroupStore()
-        self.classic = ClassicGroupManager(ctx, config, self.groups, new_member_id)
+        self.classic = ClassicGroupManager(ctx, config, self.groups, new_member_id, metrics)
         self.consumer = ConsumerGroupManager(
             ctx, consumer_config, self.groups, topics,
-            GroupMigration(config, consumer_config, self.classic, topics))
+            GroupMigration(config, consumer_config, self.classic, topics), metrics)
         self.share = ShareGroupManager(ctx, share_config or ShareGroupConfig(), self.groups,
                                        topics)
         self._replay: dict[type, Callable[[rec.CoordinatorRecord], None]] = {

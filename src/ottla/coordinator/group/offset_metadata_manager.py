@@ -15,6 +15,7 @@ from typing import ClassVar, Protocol
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.config import GroupConfig
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.responses import OffsetDeleteAnswer, PartitionErrors
 from ottla.coordinator.runtime import CoordinatorResult, TransactionalRecord
 from ottla.protocol.errors import ErrorCode
@@ -99,8 +100,10 @@ def tombstone(group: str, topic: str, partition: int) -> rec.CoordinatorRecord:
 class OffsetMetadataManager:
     RECORD_KEYS: ClassVar[tuple[type, ...]] = (rec.OffsetCommitKey,)
 
-    def __init__(self, config: GroupConfig, groups: GroupOffsetsView) -> None:
+    def __init__(self, config: GroupConfig, groups: GroupOffsetsView,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         self._config = config
+        self._metrics = metrics
         self._groups = groups
         self._by_group: dict[str, dict[str, dict[int, OffsetAndMetadata]]] = {}
         self._uncommitted: dict[tuple[str, str, int], list[_Write]] = {}
@@ -205,6 +208,22 @@ class OffsetMetadataManager:
                 view.setdefault(topic, {})[partition] = before
         return {topic: partitions for topic, partitions in view.items() if partitions}
 
+    def committed_offsets(self) -> Iterator[tuple[str, str, int, int]]:
+        """Every group's committed offsets as of the high watermark, as OffsetFetch reads
+        them: (group, topic, partition, offset). One pass over the shard (the consumer-lag
+        metrics read it when scraped)."""
+        before = {key: writes[0].before for key, writes in self._uncommitted.items()}
+        for group_id, topics in self._by_group.items():
+            for topic, partitions in topics.items():
+                for partition, committed in partitions.items():
+                    key = (group_id, topic, partition)
+                    if key in before:
+                        continue
+                    yield group_id, topic, partition, committed.offset
+        for (group_id, topic, partition), committed_before in before.items():
+            if committed_before is not None:
+                yield group_id, topic, partition, committed_before.offset
+
     def _all(self, group_id: str) -> Iterator[tuple[str, int, OffsetAndMetadata]]:
         for topic, partitions in self._by_group.get(group_id, {}).items():
             for partition, committed in partitions.items():
@@ -233,6 +252,8 @@ class OffsetMetadataManager:
             records.append(commit_record(group_id, topic, partition, offset, leader_epoch,
                                          metadata, now_ms))
             results[(topic, partition)] = E.none
+        if self._metrics is not None:
+            self._metrics.offset_commits += len(records)
         return CoordinatorResult(records, results)
 
     def txn_commit_offsets(self, now_ms: int, group_id: str, producer_id: int,
@@ -259,6 +280,8 @@ class OffsetMetadataManager:
             records.append(TransactionalRecord(producer_id, producer_epoch, commit_record(
                 group_id, topic, partition, offset, leader_epoch, metadata, now_ms)))
             results[(topic, partition)] = E.none
+        if self._metrics is not None:
+            self._metrics.offset_commits += len(records)
         return CoordinatorResult(list(records), results)
 
     def unstable_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None

@@ -27,6 +27,7 @@ from ottla.coordinator.group.consumer_protocol import (
     HeartbeatRequest,
     TopicsView,
 )
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.group_metadata_manager import GroupMetadataManager
 from ottla.coordinator.group.group_store import GroupStore
 from ottla.coordinator.group.offset_metadata_manager import (
@@ -82,13 +83,14 @@ class GroupCoordinatorShard:
                  new_member_id: Callable[[str], str] | None = None,
                  topics: TopicsView | None = None,
                  consumer_config: ConsumerGroupConfig | None = None,
-                 share_config: ShareGroupConfig | None = None) -> None:
+                 share_config: ShareGroupConfig | None = None,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         self._ctx = ctx
         self._config = config
         self.group_metadata = GroupMetadataManager(
             ctx, config, consumer_config or ConsumerGroupConfig(), topics or dict,
-            new_member_id, share_config)
-        self.offset_metadata = OffsetMetadataManager(config, self.group_metadata)
+            new_member_id, share_config, metrics)
+        self.offset_metadata = OffsetMetadataManager(config, self.group_metadata, metrics)
         self._managers: tuple[_Manager, ...] = (self.group_metadata, self.offset_metadata)
         self._replay = {key: manager.replay
                         for manager in self._managers for key in manager.RECORD_KEYS}

@@ -11,6 +11,7 @@ from ottla.server.controller_apis import (
     client_quotas,
     cluster,
     configs,
+    delegation_tokens,
     envelope,
     quorum,
     registration,
@@ -23,4 +24,5 @@ from ottla.server.controller_apis.services import ControllerServices
 def controller_apis() -> list[ApiSpec[ControllerServices]]:
     """Every API the controller listener serves, but ApiVersions (``server.apis``)."""
     return [*registration.APIS, *quorum.APIS, *envelope.APIS, *topics.APIS, *configs.APIS,
-            *cluster.APIS, *scram.APIS, *acls.APIS, *client_quotas.APIS]
+            *cluster.APIS, *scram.APIS, *acls.APIS, *client_quotas.APIS,
+            *delegation_tokens.APIS]

@@ -1,5 +1,6 @@
 """AlterConfigs, IncrementalAlterConfigs and UpdateFeatures: run on the active controller,
-to which brokers forward them.
+to which brokers forward them. DescribeConfigs is answered by any controller from its own
+image, as a broker answers it (kafka-configs --bootstrap-controller, KIP-919).
 
 Authorization (Kafka's ``ControllerApis.authorizeAlterResource``), per resource: ALTER_CONFIGS
 on the cluster for BROKER and CLIENT_METRICS resources, on the topic for a TOPIC, on the
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ottla.broker.handlers.configs import handle_describe_configs
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -128,6 +130,7 @@ async def handle_update_features(controller: ControllerServices, ctx: RequestCon
 
 
 APIS: list[ApiSpec[ControllerServices]] = [
+    ApiSpec(ApiKey.DESCRIBE_CONFIGS, 1, 4, handle_describe_configs),
     ApiSpec(ApiKey.ALTER_CONFIGS, 0, 2, handle_alter_configs),
     ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, handle_incremental_alter_configs),
     ApiSpec(ApiKey.UPDATE_FEATURES, 0, 1, handle_update_features),

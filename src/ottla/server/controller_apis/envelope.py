@@ -85,7 +85,8 @@ async def handle_envelope(controller: ControllerServices, ctx: RequestContext, r
     if not controller.channel.is_active:
         return _envelope(ErrorCode.not_controller)
     inner_ctx = dispatcher.context(header, ctx.listener_name, host, ctx.client_port,
-                                   principal)
+                                   principal, security_protocol=ctx.security_protocol,
+                                   forwarded=req.request_principal is not None)
     inner_ctx.authorizer = ctx.authorizer
     try:
         response = dispatcher.call(spec, inner_ctx, inner)

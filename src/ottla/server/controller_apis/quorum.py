@@ -3,20 +3,32 @@ BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot) on the controller listen
 DescribeQuorum, the state of the quorum (KIP-595, KIP-853), which the leader answers
 (brokers forward it here).
 
-The KRaft RPCs need CLUSTER_ACTION on the cluster (the other replicas' principals: make
-them super users), DescribeQuorum DESCRIBE; a denied request gets
-CLUSTER_AUTHORIZATION_FAILED at its top level (Kafka's ControllerApis)."""
+AddRaftVoter and RemoveRaftVoter (KIP-853) change the voters through the leader, which
+answers when the new set commits; UpdateRaftVoter is a voter telling the leader its
+endpoints.
+
+The KRaft RPCs and UpdateRaftVoter need CLUSTER_ACTION on the cluster (the other
+replicas' principals: make them super users), DescribeQuorum DESCRIBE, AddRaftVoter and
+RemoveRaftVoter ALTER; a denied request gets CLUSTER_AUTHORIZATION_FAILED at its top
+level (Kafka's ControllerApis)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ottla.common.topics import METADATA_TOPIC
-from ottla.common.uuids import parse_kafka_uuid
+from ottla.common.uuids import kafka_uuid_text, parse_kafka_uuid
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
-from ottla.security.auth_helper import CLUSTER_ACTION, DESCRIBE, MSG_CLUSTER, deny_cluster
+from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode
+from ottla.security.auth_helper import (
+    ALTER,
+    CLUSTER_ACTION,
+    DESCRIBE,
+    MSG_CLUSTER,
+    deny_cluster,
+)
 from ottla.server.controller_apis.services import ControllerServices
 
 
@@ -104,6 +116,90 @@ async def handle_describe_quorum(controller: ControllerServices, ctx: RequestCon
     }
 
 
+def _voter_key(voter_id: int, directory: Any) -> ReplicaKey:
+    return ReplicaKey(voter_id, None if directory is None or directory.int == 0
+                      else kafka_uuid_text(directory))
+
+
+def _change_response(error: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": error, "error_message": message}
+
+
+async def handle_add_raft_voter(controller: ControllerServices, ctx: RequestContext,
+                                req: Any) -> dict[str, Any]:
+    """As Kafka's KafkaRaftClient.handleAddVoterRequest: the leader checks and appends
+    the new set, and answers once it commits (v1 ``ack_when_committed`` false: once it
+    is appended). The new voter is taken to support kraft.version 0-1, as every Ottla
+    node does (Kafka asks it with ApiVersions first)."""
+    denied = deny_cluster(ctx, req, ALTER, MSG_CLUSTER)
+    if denied is not None:
+        return denied
+    raft = controller.raft
+    if req.cluster_id not in (None, raft.cluster_id):
+        return _change_response(ErrorCode.inconsistent_cluster_id,
+                                f"The given id \"{req.cluster_id}\" doesn't match the "
+                                f"cluster id \"{raft.cluster_id}\"")
+    endpoints = tuple(Endpoint(e.name, e.host, int(e.port)) for e in req.listeners)
+    if not any(e.listener == raft.listener for e in endpoints):
+        return _change_response(ErrorCode.invalid_request,
+                                f"Provided listeners {[e.listener for e in endpoints]} do "
+                                f"not contain a listener for {raft.listener}")
+    voter = VoterNode(_voter_key(req.voter_id, req.voter_directory_id), endpoints)
+    timeout = req.timeout.total_seconds()
+    if not getattr(req, "ack_when_committed", True):
+        timeout = 0
+    result = await raft.add_voter(voter, timeout)
+    if timeout == 0 and result.error == ErrorCode.request_timed_out and \
+            result.message == "the voter change did not commit in time":
+        return _change_response(ErrorCode.none, None)  # appended, not awaited
+    return _change_response(result.error, result.message)
+
+
+async def handle_remove_raft_voter(controller: ControllerServices, ctx: RequestContext,
+                                   req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, ALTER, MSG_CLUSTER)
+    if denied is not None:
+        return denied
+    raft = controller.raft
+    if req.cluster_id not in (None, raft.cluster_id):
+        return _change_response(ErrorCode.inconsistent_cluster_id,
+                                f"The given id \"{req.cluster_id}\" doesn't match the "
+                                f"cluster id \"{raft.cluster_id}\"")
+    result = await raft.remove_voter(_voter_key(req.voter_id, req.voter_directory_id),
+                                     raft.config.request_timeout_ms / 1000)
+    return _change_response(result.error, result.message)
+
+
+async def handle_update_raft_voter(controller: ControllerServices, ctx: RequestContext,
+                                   req: Any) -> dict[str, Any]:
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
+    if denied is not None:
+        return denied
+    raft = controller.raft
+    error = ErrorCode.none
+    if req.cluster_id not in (None, raft.cluster_id):
+        error = ErrorCode.inconsistent_cluster_id
+    elif req.current_leader_epoch < raft.epoch:
+        error = ErrorCode.fenced_leader_epoch
+    elif req.current_leader_epoch > raft.epoch:
+        error = ErrorCode.unknown_leader_epoch
+    else:
+        feature = req.k_raft_version_feature
+        voter = VoterNode(_voter_key(req.voter_id, req.voter_directory_id),
+                          tuple(Endpoint(e.name, e.host, int(e.port)) for e in req.listeners),
+                          (int(feature.min_supported_version),
+                           int(feature.max_supported_version)))
+        if not any(e.listener == raft.listener for e in voter.endpoints):
+            error = ErrorCode.invalid_request
+        else:
+            error = (await raft.update_voter(voter)).error
+    leader = raft.leader_id
+    address = raft.address(leader) if leader is not None else None
+    return {"throttle_time": 0, "error_code": error, "current_leader": {
+        "leader_id": -1 if leader is None else leader, "leader_epoch": raft.epoch,
+        "host": address[0] if address else "", "port": address[1] if address else -1}}
+
+
 APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.VOTE, 0, 2, handle_vote),
     ApiSpec(ApiKey.BEGIN_QUORUM_EPOCH, 0, 1, handle_begin_quorum_epoch),
@@ -111,4 +207,7 @@ APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.FETCH, 13, 18, handle_raft_fetch),
     ApiSpec(ApiKey.FETCH_SNAPSHOT, 0, 1, handle_fetch_snapshot),
     ApiSpec(ApiKey.DESCRIBE_QUORUM, 0, 2, handle_describe_quorum),
+    ApiSpec(ApiKey.ADD_RAFT_VOTER, 0, 1, handle_add_raft_voter),
+    ApiSpec(ApiKey.REMOVE_RAFT_VOTER, 0, 0, handle_remove_raft_voter),
+    ApiSpec(ApiKey.UPDATE_RAFT_VOTER, 0, 0, handle_update_raft_voter),
 ]

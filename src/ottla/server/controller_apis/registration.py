@@ -1,6 +1,8 @@
 """BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds and
 AssignReplicasToDirs: what brokers ask of the controller (KIP-631, KIP-497, KIP-730,
-KIP-858).
+KIP-858); ControllerRegistration, what each controller tells the active one of itself
+(KIP-919); and UnregisterBroker, an operator forgetting a broker (KIP-500's
+kafka-cluster unregister), which needs ALTER on the cluster instead.
 
 Served on the controller listener. A broker registers (fenced, with an incarnation id, its
 listeners and its log dirs' ids) and gets its broker epoch, the offset of its
@@ -24,7 +26,7 @@ from ottla.metadata.isr_change import UNKNOWN_BROKER_EPOCH, IsrChange
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
-from ottla.security.auth_helper import CLUSTER_ACTION, deny_cluster
+from ottla.security.auth_helper import ALTER, CLUSTER_ACTION, deny_cluster
 from ottla.server.controller_apis.services import ControllerServices
 
 
@@ -47,6 +49,25 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "broker_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
+
+
+async def handle_controller_registration(controller: ControllerServices,
+                                         ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """A controller registers where it listens (KIP-919, Kafka's
+    ``ControllerApis.handleControllerRegistration``): a RegisterControllerRecord, answered
+    once committed."""
+    denied = deny_cluster(ctx, req, CLUSTER_ACTION)
+    if denied is not None:
+        return denied
+    endpoints = [(ln.name, ln.host, ln.port, ln.security_protocol) for ln in req.listeners]
+    features = [(f.name, f.min_supported_version, f.max_supported_version)
+                for f in req.features]
+    try:
+        await controller.channel.submit(lambda c: c.cluster.register_controller(
+            req.controller_id, req.incarnation_id, endpoints, features))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
 
 
 async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestContext,
@@ -139,10 +160,27 @@ async def handle_assign_replicas_to_dirs(controller: ControllerServices, ctx: Re
         for result in results]}
 
 
+async def handle_unregister_broker(controller: ControllerServices, ctx: RequestContext,
+                                   req: Any) -> dict[str, Any]:
+    """Kafka's ``ControllerApis.handleUnregisterBroker``: the controller's error and its
+    message ("Broker ID 7 is not currently registered"), as Kafka 4.4 answers."""
+    denied = deny_cluster(ctx, req, ALTER)
+    if denied is not None:
+        return denied
+    broker_id = req.broker_id
+    try:
+        await controller.channel.submit(lambda c: c.cluster.unregister_broker(broker_id))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
+
+
 APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 4, handle_broker_registration),
     ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, handle_broker_heartbeat),
     ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, handle_alter_partition),
     ApiSpec(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, handle_allocate_producer_ids),
     ApiSpec(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, 0, handle_assign_replicas_to_dirs),
+    ApiSpec(ApiKey.CONTROLLER_REGISTRATION, 0, 0, handle_controller_registration),
+    ApiSpec(ApiKey.UNREGISTER_BROKER, 0, 0, handle_unregister_broker),
 ]

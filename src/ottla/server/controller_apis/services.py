@@ -9,8 +9,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ottla.broker.quota.controller_mutation_quota import (
+    ControllerMutationQuota,
+    ControllerMutationQuotaManager,
+    ThrottlingQuotaExceeded,
+)
 from ottla.common.server_config import KafkaConfig
+from ottla.controller.results import ControllerError, PartitionChangeQuota
 from ottla.metadata.image import MetadataImage
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.requests import RequestContext
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.raft_driver import RaftDriver
 from ottla.server.request_dispatcher import RequestDispatcher
@@ -29,5 +37,38 @@ class ControllerServices:
     """The controller listener's dispatcher: the Envelope handler runs inner requests
     through it, as if they had arrived on the listener."""
 
+    mutation_quotas: ControllerMutationQuotaManager | None = None
+    """The clients' ``controller_mutation_rate`` buckets (KIP-599), kept by this node and
+    fed from the metadata image."""
+
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def mutation_quota(self, ctx: RequestContext, strict_since: int
+                       ) -> ControllerMutationQuota:
+        """The request's controller mutation quota: strict from the version that knows
+        THROTTLING_QUOTA_EXCEEDED, permissive before (Kafka's ``newQuotaFor``)."""
+        strict = ctx.api_version >= strict_since
+        if self.mutation_quotas is None:
+            return ControllerMutationQuota(None, strict)
+        return self.mutation_quotas.quota_for(ctx.principal.name, ctx.client_id or "",
+                                              strict, self.now_ms())
+
+    def partition_change_quota(self, quota: ControllerMutationQuota) -> PartitionChangeQuota:
+        """``quota`` as the controller's managers charge it."""
+        def apply(partitions: int) -> None:
+            try:
+                quota.record(partitions, self.now_ms())
+            except ThrottlingQuotaExceeded as e:
+                raise ControllerError(ErrorCode.throttling_quota_exceeded, str(e)) from None
+        return apply
+
+    def throttle(self, ctx: RequestContext, quota: ControllerMutationQuota) -> int:
+        """The throttle time the response carries. A client that sent the request here
+        itself is also muted for it (KIP-219); a forwarded one is muted by its broker,
+        which takes the time from the response (Kafka's
+        ``sendResponseMaybeThrottleWithControllerQuota``)."""
+        throttle_ms = quota.throttle_time_ms(self.now_ms())
+        if not ctx.forwarded:
+            ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+        return throttle_ms

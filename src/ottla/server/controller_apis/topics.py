@@ -65,8 +65,11 @@ async def handle_create_topics(controller: ControllerServices, ctx: RequestConte
         configs={c.name: c.value for c in t.configs})
         for i, t in enumerate(req.topics) if i not in refused]
     validate_only = req.validate_only
+    quota = controller.mutation_quota(ctx, strict_since=6)
+    charge = controller.partition_change_quota(quota)
     results = await controller.channel.submit(
-        lambda c: c.replication.create_topics(new_topics, validate_only)) if new_topics else []
+        lambda c: c.replication.create_topics(new_topics, validate_only, charge)
+    ) if new_topics else []
     created = iter(zip(new_topics, results))
     topics = []
     for i in range(len(req.topics)):
@@ -91,7 +94,7 @@ async def handle_create_topics(controller: ControllerServices, ctx: RequestConte
             else:
                 entry["configs"] = describe_topic_configs(controller, new.name)
         topics.append(entry)
-    return {"throttle_time": 0, "topics": topics}
+    return {"throttle_time": controller.throttle(ctx, quota), "topics": topics}
 
 
 def _configs_for_new_topic(controller: ControllerServices, new: NewTopic) -> list[dict[str, Any]]:
@@ -117,15 +120,52 @@ async def handle_delete_topics(controller: ControllerServices, ctx: RequestConte
     else:
         names = list(req.topic_names)
         ids = [None] * len(names)
+    malformed, repeated = _malformed_deletions(names, ids)
     refused = _undeletable(controller, ctx, names, ids)
-    kept = [i for i in range(len(names)) if i not in refused]
+    refused.update(malformed)
+    kept = [i for i in range(len(names)) if i not in refused and i not in repeated]
+    quota = controller.mutation_quota(ctx, strict_since=5)
+    charge = controller.partition_change_quota(quota)
     results = await controller.channel.submit(lambda c: c.replication.delete_topics(
-        [names[i] for i in kept], [ids[i] for i in kept])) if kept else []
+        [names[i] for i in kept], [ids[i] for i in kept], charge)) if kept else []
     answers = dict(zip(kept, results))
     answers.update(refused)
-    return {"throttle_time": 0, "responses": [
+    return {"throttle_time": controller.throttle(ctx, quota), "responses": [
         {"name": name, "topic_id": topic_id, "error_code": code, "error_message": msg}
-        for name, topic_id, code, msg in (answers[i] for i in range(len(names)))]}
+        for name, topic_id, code, msg in (answers[i] for i in range(len(names))
+                                          if i not in repeated)]}
+
+
+def _malformed_deletions(names: list[str | None], ids: list[uuid.UUID | None]
+                         ) -> tuple[dict[int, tuple[str | None, uuid.UUID, ErrorCode, str]],
+                                    set[int]]:
+    """Entries Kafka's ControllerApis refuses before anything else: neither or both of a
+    name and an id, and a name or id given twice (answered once, INVALID_REQUEST, nothing
+    deleted). Returns those answers by entry, and the later entries of a repeated name or
+    id, which get no answer of their own."""
+    invalid = ErrorCode.invalid_request
+    answers: dict[int, tuple[str | None, uuid.UUID, ErrorCode, str]] = {}
+    first: dict[str | uuid.UUID, int] = {}
+    repeated: set[int] = set()
+    for i, (name, topic_id) in enumerate(zip(names, ids)):
+        if name is None and topic_id is None:
+            answers[i] = (None, ZERO_UUID, invalid, "Neither topic name nor id were specified.")
+        elif name is not None and topic_id is not None:
+            answers[i] = (name, topic_id, invalid,
+                          "You may not specify both topic name and topic id.")
+        else:
+            key: str | uuid.UUID
+            if name is not None:
+                key, answer = name, (name, ZERO_UUID, invalid, "Duplicate topic name.")
+            else:
+                assert topic_id is not None
+                key, answer = topic_id, (None, topic_id, invalid, "Duplicate topic id.")
+            if key in first:
+                repeated.add(i)
+                answers[first[key]] = answer
+            else:
+                first[key] = i
+    return answers, repeated
 
 
 def _undeletable(controller: ControllerServices, ctx: RequestContext,
@@ -140,7 +180,7 @@ def _undeletable(controller: ControllerServices, ctx: RequestContext,
     denied = ErrorCode.topic_authorization_failed
     refused = {}
     for i, (name, topic_id) in enumerate(zip(names, ids)):
-        if name:
+        if name is not None:
             describable = authorize(ctx, DESCRIBE, TOPIC, name)
             if not describable or (name in controller.image.topics_by_name
                                    and not authorize(ctx, DELETE, TOPIC, name)):
@@ -167,12 +207,14 @@ async def handle_create_partitions(controller: ControllerServices, ctx: RequestC
     requests = [(t.name, t.count,
                  [list(a.broker_ids) for a in t.assignments] if t.assignments else None)
                 for t in (req.topics[i] for i in kept)]
+    quota = controller.mutation_quota(ctx, strict_since=3)
+    charge = controller.partition_change_quota(quota)
     results = await controller.channel.submit(
-        lambda c: c.replication.create_partitions(requests, req.validate_only)) \
+        lambda c: c.replication.create_partitions(requests, req.validate_only, charge)) \
         if requests else []
     answers = dict(zip(kept, results))
     answers.update(refused)
-    return {"throttle_time": 0, "results": [
+    return {"throttle_time": controller.throttle(ctx, quota), "results": [
         {"name": name, "error_code": code, "error_message": msg}
         for name, code, msg in (answers[i] for i in range(len(req.topics))
                                 if not _repeated(req.topics, i, named))]}

@@ -1,6 +1,7 @@
 """The broker role's metrics, read when scraped: Kafka's BrokerTopicMetrics (what Produce
 and Fetch counted, per topic and for all topics) and its ReplicaManager gauges and ISR
-meters (from the partitions this broker hosts)."""
+meters, and the ``kafka.log:type=Log`` gauges of each partition log (from the
+partitions this broker hosts)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,40 @@ class ReplicaManagerCollector:
             yield CounterMetricFamily(meter("kafka.server", "ReplicaManager", mbean),
                                       f"{doc} (kafka.server:type=ReplicaManager,"
                                       f"name={mbean} Count)", value=value)
+
+
+LOG_GAUGES: tuple[tuple[str, str], ...] = (
+    ("Size", "Bytes of the partition's log segments"),
+    ("LogStartOffset", "The first offset of the partition's log"),
+    ("LogEndOffset", "The offset the next record appended to the partition gets"),
+    ("NumLogSegments", "Segments of the partition's log"),
+)
+"""Kafka's ``LogMetricNames``: the gauges each ``UnifiedLog`` registers as
+``kafka.log:type=Log,name=N,topic=T,partition=P``."""
+
+
+class LogCollector:
+    """``kafka_log_log_{size,logstartoffset,logendoffset,numlogsegments}{topic,
+    partition}``: read off the hosted partitions' logs when scraped (Kafka's gauges read
+    the log the same way). Offline replicas have no log to read and no series, as in
+    Kafka, whose failed log dir closes their logs and removes their metrics."""
+
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+
+    def collect(self) -> Iterator[Metric]:
+        families = [GaugeMetricFamily(gauge("kafka.log", "Log", name),
+                                      f"{doc} (kafka.log:type=Log,name={name},topic=...,"
+                                      f"partition=...)", labels=("topic", "partition"))
+                    for name, doc in LOG_GAUGES]
+        size, start, end, segments = families
+        for (topic, index), partition in sorted(self.replica_manager.partitions.items()):
+            log = partition.log
+            if log.offline:
+                continue
+            labels = (topic, str(index))
+            size.add_metric(labels, log.size)
+            start.add_metric(labels, log.log_start_offset)
+            end.add_metric(labels, log.log_end_offset)
+            segments.add_metric(labels, len(log.segments))
+        yield from families

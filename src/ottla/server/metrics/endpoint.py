@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
@@ -41,8 +41,11 @@ class MetricsEndpoint:
     """Serves one registry's metrics on ``host:port`` (port 0: any free one, see
     ``port`` once started)."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+    def __init__(self, registry: CollectorRegistry, host: str, port: int,
+                 prepare: Sequence[Callable[[], Awaitable[None]]] = ()) -> None:
         self.registry = registry
+        self.prepare = prepare
+        """Awaited (together) before each collection; each bounds its own time."""
         self.host = host
         self.port = port
         self._server: asyncio.base_events.Server | None = None
@@ -94,6 +97,8 @@ class MetricsEndpoint:
         if method not in ("GET", "HEAD"):
             return 405, b"Method Not Allowed\n", "text/plain", method
         try:
+            if self.prepare:
+                await asyncio.gather(*(prepare() for prepare in self.prepare))
             families = Collected(list(self.registry.collect()))
             text = await asyncio.get_running_loop().run_in_executor(
                 None, generate_latest, families)

@@ -15,14 +15,28 @@ The rules, in the order the exporter tries them, that make the names used here:
   ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=9`` is
   ``kafka_network_requestmetrics_requests_total{request="Produce",version="9"}``;
 - a gauge, its ``Value``: ``kafka.(\\w+)<type=(.+), name=(.+)><>Value`` ->
-  ``kafka_$1_$2_$3``: ``kafka_server_replicamanager_partitioncount``;
+  ``kafka_$1_$2_$3``: ``kafka_server_replicamanager_partitioncount``; and, in the KRaft
+  rules, ``kafka.coordinator.(\\w+)<type=(.+), name=(.+)><>Value`` ->
+  ``kafka_coordinator_$1_$2_$3``: ``kafka_coordinator_group_groupmetadatamanager_numgroups``;
 - a histogram (``TotalTimeMs`` and the other times): its ``NNthPercentile``
   attributes -> ``kafka_$1_$2_$3{quantile="0.NN"}`` (``0.50``, ``0.75``, ``0.95``,
   ``0.98``, ``0.99``, ``0.999``), its ``Count`` -> ``kafka_$1_$2_$3_count``. The rules
   write no ``_sum``; served here as a summary, it has one too.
+
+Kafka's metrics groups (``org.apache.kafka.common.metrics``, not Yammer: a bean per
+group whose attributes are the metrics) have rules of their own in
+``kafka-kraft-3_0_0.yml``, for ``raft-metrics`` and the other KRaft groups:
+
+- ``kafka.server<type=raft-metrics><>current-state: ([a-z]+)`` (a string) ->
+  ``kafka_server_raft_metrics_current_state_info{state="$1"}`` 1;
+- ``kafka.server<type=(.+)><>([a-z-]+)`` -> ``kafka_server_$1_$2``, the dashes made
+  underscores as every character Prometheus does not allow in a name:
+  ``kafka_server_raft_metrics_current_leader``.
 """
 
 from __future__ import annotations
+
+import re
 
 QUANTILES: tuple[tuple[str, float], ...] = (
     ("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99),
@@ -35,7 +49,10 @@ QUANTILES: tuple[tuple[str, float], ...] = (
 def _name(domain: str, mbean_type: str, name: str) -> str:
     if not domain.startswith("kafka."):
         raise ValueError(f"not a Kafka domain: {domain}")
-    return f"kafka_{domain.removeprefix('kafka.')}_{mbean_type}_{name}".lower()
+    # kafka.coordinator.group: the kraft rules' kafka.coordinator.(\w+) makes it
+    # kafka_coordinator_group_...
+    domain = domain.removeprefix("kafka.").replace(".", "_")
+    return f"kafka_{domain}_{mbean_type}_{name}".lower()
 
 
 def meter(domain: str, mbean_type: str, name: str) -> str:
@@ -50,6 +67,13 @@ def meter(domain: str, mbean_type: str, name: str) -> str:
 def gauge(domain: str, mbean_type: str, name: str) -> str:
     """The gauge of ``domain:type=mbean_type,name=name``'s Value."""
     return _name(domain, mbean_type, name)
+
+
+def group_metric(group: str, attribute: str) -> str:
+    """The gauge of attribute ``attribute`` of the metrics group ``group`` of
+    ``kafka.server``: ``group_metric("raft-metrics", "high-watermark")`` is
+    ``kafka_server_raft_metrics_high_watermark``."""
+    return re.sub(r"[^a-zA-Z0-9_:]", "_", f"kafka_server_{group}_{attribute}").lower()
 
 
 def histogram(domain: str, mbean_type: str, name: str) -> str:

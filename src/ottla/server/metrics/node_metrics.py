@@ -4,43 +4,75 @@ collector per group, served by a ``MetricsEndpoint``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from ottla.broker.broker import Broker
+from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.metadata.image import MetadataImage
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
+    LogCollector,
     ReplicaManagerCollector,
 )
+from ottla.server.metrics.client_telemetry_collector import ClientTelemetryCollector
+from ottla.server.metrics.consumer_lag import ConsumerLagCollector
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
 from ottla.server.metrics.endpoint import MetricsEndpoint
+from ottla.server.metrics.event_loop_idle import EventLoopIdle
+from ottla.server.metrics.group_coordinator_collector import GroupCoordinatorCollector
+from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from ottla.server.metrics.request_collector import (
+    EventLoopIdleCollector,
     RequestMetricsCollector,
     SocketServerCollector,
 )
 from ottla.server.metrics.request_metrics import RequestChannelMetrics
 from ottla.server.network import KafkaServer
+from ottla.server.raft_driver import RaftDriver
+
+
+class NodeRegistry(CollectorRegistry):
+    """A node's collectors, and what the endpoint awaits before collecting them
+    (``prepare``: the few things a scrape asks of other nodes, bounded in time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepare: list[Callable[[], Awaitable[None]]] = []
 
 
 def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   servers: Callable[[], Iterable[KafkaServer]], broker: Broker | None,
-                  controller: ControllerDriver | None) -> CollectorRegistry:
+                  controller: ControllerDriver | None, raft: RaftDriver | None = None,
+                  loop_idle: EventLoopIdle | None = None) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
-    the node lacks the role)."""
-    registry = CollectorRegistry()
+    the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
+    ``loop_idle`` its event loop's sampler (None: not served)."""
+    registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
     registry.register(SocketServerCollector(servers))
+    if loop_idle is not None:
+        registry.register(EventLoopIdleCollector(loop_idle))
+    if raft is not None:
+        registry.register(RaftMetricsCollector(raft))
     if broker is not None:
         assert broker.topic_stats is not None, "the broker must be counting"
         registry.register(BrokerTopicMetricsCollector(broker.topic_stats, image))
         registry.register(ReplicaManagerCollector(broker.replica_manager, image))
+        registry.register(LogCollector(broker.replica_manager))
+        registry.register(GroupCoordinatorCollector(broker.group_coordinator))
+        lag = ConsumerLagCollector(broker)
+        registry.register(lag)
+        registry.prepare.append(lag.prepare)
+        receiver = broker.client_metrics.receiver
+        if isinstance(receiver, ClientTelemetryExporter):
+            registry.register(ClientTelemetryCollector(receiver, broker.now_ms))
     if controller is not None:
         registry.register(KafkaControllerCollector(controller, image))
     return registry
 
 
-__all__ = ["MetricsEndpoint", "node_registry"]
+__all__ = ["MetricsEndpoint", "NodeRegistry", "node_registry"]

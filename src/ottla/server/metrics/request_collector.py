@@ -1,5 +1,6 @@
 """The network layer's metrics, read when scraped: Kafka's RequestMetrics (requests per
-API and version, and the time histograms) and the open client connections."""
+API and version, errors per API and error, and the histograms of times, request sizes and
+throttle times), the open client connections and the event loop's idle share."""
 
 from __future__ import annotations
 
@@ -12,24 +13,47 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
-from ottla.server.metrics.jmx_names import QUANTILES, histogram, meter, yammer_quantile
+from ottla.protocol.errors import ErrorCode
+from ottla.server.metrics.event_loop_idle import EventLoopIdle
+from ottla.server.metrics.jmx_names import (
+    QUANTILES,
+    gauge,
+    histogram,
+    meter,
+    yammer_quantile,
+)
 from ottla.server.metrics.request_metrics import RequestChannelMetrics
 from ottla.server.network import KafkaServer
 
-TIMES: tuple[tuple[str, str, str], ...] = (
-    ("TotalTimeMs", "total", "From taking the request to writing its response"),
-    ("LocalTimeMs", "local", "In the handler, until it answered or began to wait"),
-    ("RemoteTimeMs", "remote", "Waiting (purgatory, the controller, other brokers)"),
-    ("ResponseSendTimeMs", "send", "Encoding and writing the response"),
+HISTOGRAMS: tuple[tuple[str, str, str], ...] = (
+    ("TotalTimeMs", "total",
+     "From taking the request to writing its response, in milliseconds"),
+    ("LocalTimeMs", "local",
+     "In the handler, until it answered or began to wait, in milliseconds"),
+    ("RemoteTimeMs", "remote",
+     "Waiting (purgatory, the controller, other brokers), in milliseconds"),
+    ("ResponseSendTimeMs", "send", "Encoding and writing the response, in milliseconds"),
+    ("RequestBytes", "bytes", "The request's body, in bytes"),
+    ("ThrottleTimeMs", "throttle", "The throttle time the response carries, in milliseconds"),
 )
 """Each histogram of ``kafka.network:type=RequestMetrics`` and the ``RequestMetrics``
 list (and sum, ``<list>_sum``) holding it."""
 
 
+def error_name(code: int) -> str:
+    """Kafka's ``Errors.name()`` of a code (the ``error`` tag of ErrorsPerSec); a code
+    unknown here is UNKNOWN_SERVER_ERROR, as ``Errors.forCode`` makes it."""
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return ErrorCode.unknown_server_error.name.upper()
+
+
 class RequestMetricsCollector:
-    """``kafka_network_requestmetrics_requests_total{request, version}`` and, per
-    request name, ``kafka_network_requestmetrics_<time>ms{request, quantile}`` with its
-    ``_count`` and ``_sum``."""
+    """``kafka_network_requestmetrics_requests_total{request, version}``,
+    ``kafka_network_requestmetrics_errors_total{request, error}`` and, per request name,
+    ``kafka_network_requestmetrics_<histogram>{request, quantile}`` (``totaltimems``,
+    ``requestbytes``, ``throttletimems``...) with its ``_count`` and ``_sum``."""
 
     def __init__(self, metrics: RequestChannelMetrics) -> None:
         self.metrics = metrics
@@ -45,10 +69,24 @@ class RequestMetricsCollector:
                 requests.add_sample(requests.name + "_total",
                                     {"request": name, "version": str(version)}, count)
         yield requests
-        for mbean, attribute, doc in TIMES:
+        errors = CounterMetricFamily(
+            meter("kafka.network", "RequestMetrics", "ErrorsPerSec"),
+            "Error codes answered, NONE included, as Kafka's errorCounts counts them "
+            "(kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=...,error=... "
+            "Count)")
+        for name, metrics in by_name:
+            by_error: dict[str, int] = {}
+            for code, count in metrics.errors.items():
+                error = error_name(code)
+                by_error[error] = by_error.get(error, 0) + count
+            for error, count in sorted(by_error.items()):
+                errors.add_sample(errors.name + "_total", {"request": name, "error": error},
+                                  count)
+        yield errors
+        for mbean, attribute, doc in HISTOGRAMS:
             family = SummaryMetricFamily(
                 histogram("kafka.network", "RequestMetrics", mbean),
-                f"{doc}, in milliseconds (kafka.network:type=RequestMetrics,name={mbean},"
+                f"{doc} (kafka.network:type=RequestMetrics,name={mbean},"
                 "request=...); quantiles of the last 1024 requests")
             for name, metrics in by_name:
                 recent = metrics.recent(getattr(metrics, attribute))
@@ -78,3 +116,18 @@ class SocketServerCollector:
         for server in self.servers():
             family.add_metric([server.listener_name], len(server.connections))
         yield family
+
+
+class EventLoopIdleCollector:
+    """``kafka_network_socketserver_networkprocessoravgidlepercent``: the event loop's
+    idle share, 0..1 (``event_loop_idle`` says how it is measured)."""
+
+    def __init__(self, idle: EventLoopIdle) -> None:
+        self.idle = idle
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            gauge("kafka.network", "SocketServer", "NetworkProcessorAvgIdlePercent"),
+            "The share (0..1) of the last 30 s the event loop's thread spent not running "
+            "(kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent Value)",
+            value=self.idle.ratio())

@@ -25,6 +25,12 @@ are kept (Kafka rounds to whole milliseconds).
 As in Kafka's ``RequestChannel``, a Fetch is recorded as ``Fetch`` and as
 ``FetchConsumer`` or ``FetchFollower``, and an AddPartitionsToTxn that only verifies
 (KIP-890) as ``AddPartitionsToTxnVerification`` alone.
+
+Beside the times, as Kafka's ``RequestMetrics``: RequestBytes (the request's body, its
+header left out as Kafka's ``sizeOfBodyInBytes`` leaves it), ThrottleTimeMs (the
+throttle time the response carries) and ErrorsPerSec (each error code of the response,
+``error_counts`` says how they are counted), the errors under the API's own name alone
+(``Fetch``, ``AddPartitionsToTxn``), as Kafka's ``updateErrorMetrics`` marks them.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.protocol.api import ApiKey
+from ottla.protocol.requests import NO_RESPONSE
+from ottla.server.metrics.error_counts import error_counts, throttle_ms
 
 RESERVOIR = 1024
 """Time values kept per request name (a power of two: the ring index is a mask)."""
@@ -54,8 +62,9 @@ REQUEST_NAMES = {int(key): request_name(key) for key in ApiKey}
 class RequestMetrics:
     """The figures of one request name (Kafka's ``RequestMetrics``)."""
 
-    __slots__ = ("count", "local", "local_sum", "name", "remote", "remote_sum", "requests",
-                 "send", "send_sum", "total", "total_sum")
+    __slots__ = ("bytes", "bytes_sum", "count", "errors", "local", "local_sum", "name",
+                 "remote", "remote_sum", "requests", "send", "send_sum", "throttle",
+                 "throttle_sum", "total", "total_sum")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -67,11 +76,19 @@ class RequestMetrics:
         self.local = [0.0] * RESERVOIR
         self.remote = [0.0] * RESERVOIR
         self.send = [0.0] * RESERVOIR
+        self.bytes = [0.0] * RESERVOIR
+        """RequestBytes: the request bodies' sizes."""
+        self.throttle = [0.0] * RESERVOIR
+        """ThrottleTimeMs: the responses' throttle times."""
         self.total_sum = self.local_sum = self.remote_sum = self.send_sum = 0.0
+        self.bytes_sum = self.throttle_sum = 0.0
+        self.errors: dict[int, int] = {}
+        """ErrorsPerSec: how often each error code was answered."""
 
-    def record(self, version: int, total: float, local: float, remote: float, send: float
-               ) -> None:
-        """One request of ``version``: its times in milliseconds."""
+    def record(self, version: int, total: float, local: float, remote: float, send: float,
+               request_bytes: int = 0, throttle: int = 0) -> None:
+        """One request of ``version``: its times in milliseconds, its body's size and the
+        response's throttle time."""
         requests = self.requests
         requests[version] = requests.get(version, 0) + 1
         i = self.count & (RESERVOIR - 1)
@@ -80,10 +97,19 @@ class RequestMetrics:
         self.local[i] = local
         self.remote[i] = remote
         self.send[i] = send
+        self.bytes[i] = request_bytes
+        self.throttle[i] = throttle
+        self.bytes_sum += request_bytes
+        self.throttle_sum += throttle
         self.total_sum += total
         self.local_sum += local
         self.remote_sum += remote
         self.send_sum += send
+
+    def count_errors(self, counts: dict[int, int]) -> None:
+        errors = self.errors
+        for code, n in counts.items():
+            errors[code] = errors.get(code, 0) + n
 
     def recent(self, values: list[float]) -> list[float]:
         """The kept values of one of the histograms (``total``, ``local``...), sorted."""
@@ -104,21 +130,29 @@ class RequestChannelMetrics:
         return metrics
 
     def record(self, api_key: int, version: int, request: Any, start: float,
-               local_end: float, complete: float, sent: float) -> None:
+               local_end: float, complete: float, sent: float, *, response: object = None,
+               request_bytes: int = 0) -> None:
         """A request was handled: ``perf_counter`` readings in seconds (the module's
-        docstring says when each is taken)."""
+        docstring says when each is taken), the response the handler gave (None or
+        ``NO_RESPONSE``: none was sent, no errors are counted) and the size of the
+        request's body."""
         total = (sent - start) * 1000
         local = (local_end - start) * 1000
         remote = (complete - local_end) * 1000
         send = (sent - complete) * 1000
+        answered = response is not None and response is not NO_RESPONSE
+        throttle = throttle_ms(response) if answered else 0
+        name = REQUEST_NAMES.get(api_key, str(api_key))
+        if answered:
+            self.metrics(name).count_errors(error_counts(api_key, response))
         if api_key == ApiKey.FETCH:
             self.metrics(FETCH_FOLLOWER if _from_follower(request) else FETCH_CONSUMER
-                         ).record(version, total, local, remote, send)
+                         ).record(version, total, local, remote, send, request_bytes, throttle)
         elif api_key == ApiKey.ADD_PARTITIONS_TO_TXN and _verify_only(request):
-            self.metrics(VERIFY_PARTITIONS_IN_TXN).record(version, total, local, remote, send)
+            self.metrics(VERIFY_PARTITIONS_IN_TXN).record(
+                version, total, local, remote, send, request_bytes, throttle)
             return
-        self.metrics(REQUEST_NAMES.get(api_key, str(api_key))).record(
-            version, total, local, remote, send)
+        self.metrics(name).record(version, total, local, remote, send, request_bytes, throttle)
 
 
 def _from_follower(request: Any) -> bool:

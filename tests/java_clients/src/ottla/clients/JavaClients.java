@@ -21,6 +21,7 @@ import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.Config;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.FeatureMetadata;
 import org.apache.kafka.clients.admin.GroupListing;
@@ -367,7 +368,10 @@ public final class JavaClients {
                     }
                     topics.add(topic.configs(configs));
                 }
-                admin.createTopics(topics).all().get();
+                // Admin retries a topic refused by a controller mutation quota (KIP-599)
+                // until it passes, unless told not to.
+                admin.createTopics(topics, new CreateTopicsOptions().retryOnQuotaViolation(
+                    call.path("retry_on_quota_violation").asBoolean(true))).all().get();
                 return "ok";
             }
             case "list_topics":

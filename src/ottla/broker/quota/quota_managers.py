@@ -1,0 +1,105 @@
+"""The quota managers of a node (Kafka's ``QuotaManagers``), fed from the metadata image's
+client quotas."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+
+from ottla.broker.quota.client_quota_manager import (
+    ABSENT,
+    DEFAULT,
+    ClientQuotaManager,
+    QuotaKey,
+    QuotaSensors,
+    QuotaType,
+)
+from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
+from ottla.broker.quota.controller_mutation_quota import ControllerMutationQuotaManager
+from ottla.broker.quota.rate import Rate
+from ottla.broker.quota.token_bucket import TokenBucket
+from ottla.metadata.client_quotas import (
+    CLIENT_ID,
+    CONNECTION_CREATION_RATE,
+    IP,
+    USER,
+    QuotaEntity,
+)
+
+
+def quota_key(entity: QuotaEntity) -> QuotaKey:
+    """A user and client id entity as a manager keys its quota."""
+    names = dict(entity)
+    return (names.get(USER, DEFAULT) if USER in names else ABSENT,
+            names.get(CLIENT_ID, DEFAULT) if CLIENT_ID in names else ABSENT)
+
+
+class ClientQuotaManagers:
+    """The client quota managers of a node (Kafka's QuotaManagers, the client part):
+    produce bytes, fetch bytes, request time, controller mutations. Each follows the
+    metadata image's quotas of its key (Kafka's ClientQuotaMetadataManager). Produce and
+    Fetch record into the first two on a broker, CreateTopics, CreatePartitions and
+    DeleteTopics into the last on a controller; every listener charges request time
+    into the third. IP entities' ``connection_creation_rate`` goes to the listeners'
+    connection rates."""
+
+    def __init__(self, samples: int = 11, window_seconds: int = 1,
+                 controller_samples: int = 11, controller_window_seconds: int = 1,
+                 connection_rates: ConnectionRateQuotas | None = None) -> None:
+        self.connection_rates = connection_rates if connection_rates is not None \
+            else ConnectionRateQuotas(samples, window_seconds)
+        self.produce = ClientQuotaManager(QuotaType.PRODUCE, samples, window_seconds)
+        self.fetch = ClientQuotaManager(QuotaType.FETCH, samples, window_seconds)
+        self.request = ClientQuotaManager(QuotaType.REQUEST, samples, window_seconds,
+                                          max_throttle_ms=window_seconds * 1000)
+        self.controller_mutation = ControllerMutationQuotaManager(
+            controller_samples, controller_window_seconds)
+
+    @property
+    def managers(self) -> tuple[QuotaSensors[Rate] | QuotaSensors[TokenBucket], ...]:
+        return self.produce, self.fetch, self.request, self.controller_mutation
+
+    def load(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        """Every quota of the image (at start, and after a snapshot)."""
+        for manager in self.managers:
+            key = manager.quota_type.value
+            manager.set_quotas({quota_key(entity): values[key]
+                                for entity, values in quotas.items()
+                                if key in values and _users_and_clients(entity)})
+        self.connection_rates.set_ip_quotas({
+            _address(entity): values[CONNECTION_CREATION_RATE]
+            for entity, values in quotas.items()
+            if CONNECTION_CREATION_RATE in values and _ip(entity)})
+
+    def apply(self, changed: Iterable[QuotaEntity],
+              quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
+        """The quotas of the entities a commit changed, as the image now has them."""
+        for entity in changed:
+            if _ip(entity):
+                self.connection_rates.update_ip_quota(
+                    _address(entity), quotas.get(entity, {}).get(CONNECTION_CREATION_RATE))
+            if not _users_and_clients(entity):
+                continue
+            values = quotas.get(entity, {})
+            for manager in self.managers:
+                manager.update_quota(quota_key(entity), values.get(manager.quota_type.value))
+
+
+def _users_and_clients(entity: QuotaEntity) -> bool:
+    return bool(entity) and all(kind in (USER, CLIENT_ID) for kind, _ in entity)
+
+
+def _ip(entity: QuotaEntity) -> bool:
+    return len(entity) == 1 and entity[0][0] == IP
+
+
+def _address(entity: QuotaEntity) -> str | None:
+    """An IP entity's address as the network reports a peer's (``::1``, not
+    ``0:0:0:0:0:0:0:1``); None for the default ip."""
+    name = entity[0][1]
+    if name is None:
+        return None
+    try:
+        return ipaddress.ip_address(name).compressed
+    except ValueError:
+        return name  # a host name: it never matches a peer address

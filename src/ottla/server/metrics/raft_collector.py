@@ -1,0 +1,76 @@
+"""KRaft's ``raft-metrics`` group (Kafka's ``KafkaRaftMetrics``), read when scraped from
+the node's Raft replica: every node runs one, controllers as voters, brokers as
+observers, so every node serves them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from ottla.raft.quorum import RaftReplica, Role
+from ottla.server.metrics.jmx_names import group_metric
+from ottla.server.raft_driver import RaftDriver
+
+GROUP = "raft-metrics"
+
+
+def current_state(replica: RaftReplica) -> str:
+    """``current-state`` as Kafka names it: ``leader``, ``candidate``, ``voted``
+    (unattached, having voted this epoch), ``follower`` or, for a follower that is no
+    voter, ``observer``, else ``unattached`` (a prospective replica too: Kafka counts only
+    its candidate state apart)."""
+    role = replica.role
+    if role is Role.LEADER:
+        return "leader"
+    if role is Role.CANDIDATE:
+        return "candidate"
+    if role is Role.UNATTACHED and replica.voted_for is not None:
+        return "voted"
+    if role is Role.FOLLOWER:
+        return "follower" if replica.is_voter else "observer"
+    return "unattached"
+
+
+def current_vote(replica: RaftReplica) -> int:
+    """``current-vote``: itself for a leader or candidate, whom an unattached replica
+    voted for this epoch, else -1."""
+    if replica.role in (Role.LEADER, Role.CANDIDATE):
+        return replica.node_id
+    if replica.role is Role.UNATTACHED and replica.voted_for is not None:
+        return replica.voted_for
+    return -1
+
+
+class RaftMetricsCollector:
+    """``kafka_server_raft_metrics_*``: the gauges of ``kafka.server:type=raft-metrics``
+    (current-state as ``..._current_state_info{state}``, as the exporter's rule for its
+    string makes it). The rates and latencies (commit-latency, election-latency,
+    fetch-records-rate...) are not served."""
+
+    def __init__(self, raft: RaftDriver) -> None:
+        self.raft = raft
+
+    def collect(self) -> Iterator[Metric]:
+        replica = self.raft.replica
+        log = self.raft.log
+        state = GaugeMetricFamily(
+            group_metric(GROUP, "current-state") + "_info",  # the rule's name for it
+            f"The current state of this member (kafka.server:type={GROUP} current-state)",
+            labels=("state",))
+        state.add_metric((current_state(replica),), 1)
+        yield state
+        leader = replica.leader_id
+        for attribute, value, doc in (
+                ("current-leader", -1 if leader is None else leader,
+                 "The current quorum leader's id; -1 indicates unknown"),
+                ("current-epoch", replica.epoch, "The current quorum epoch"),
+                ("current-vote", current_vote(replica),
+                 "The current voted id; -1 indicates not voted for anyone"),
+                ("high-watermark", replica.high_watermark,
+                 "The high watermark maintained on this member"),
+                ("log-end-offset", log.end_offset, "The current raft log end offset"),
+                ("log-end-epoch", log.last_epoch, "The current raft log end epoch")):
+            yield GaugeMetricFamily(group_metric(GROUP, attribute),
+                                    f"{doc} (kafka.server:type={GROUP} {attribute})",
+                                    value=value)

@@ -1,0 +1,122 @@
+"""Short bounded chaos runs through the real command (``ottla chaos run``): a cluster of
+three real nodes whose links pass through the fault proxy, real clients, faults of each
+kind asked for really injected, and no violation of Kafka's guarantees in the history.
+The checker is shown to see bugs: a run whose final read deliberately leaves out an
+acknowledged record fails, and so do mutations of a real run's history."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ottla.chaos.checker import check
+from ottla.chaos.history import load
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+ALLOWANCE_NS = 10 * 10**9
+"""The rebalance allowance the runner checks ownership with (the session timeout)."""
+
+
+def chaos_run(report: Path, *args: str, timeout: float = 240) -> tuple[int, dict[str, Any]]:
+    """Run ``ottla chaos run`` to ``report``: its exit code and report.json."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ottla", "chaos", "run", "--report", str(report), *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ})
+    path = report / "report.json"
+    assert path.exists(), f"no report (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.returncode, json.loads(path.read_text())
+
+
+def assert_faults_injected(report: dict[str, Any], kinds: list[str]) -> None:
+    assert report["nemesis_errors"] == []
+    for kind in kinds:
+        assert report["faults"].get(kind, 0) > 0, (kind, report["fault_log"])
+    assert sum(report["leader_changes"].values()) > 0, report["leader_changes"]
+    assert report["exit_codes"] == {"1": 0, "2": 0, "3": 0}
+
+
+def test_acknowledged_writes_survive_kills_pauses_and_partitions(tmp_path: Path) -> None:
+    kinds = ["kill", "pause", "partition"]
+    code, report = chaos_run(tmp_path / "produce", "--workload", "produce",
+                             "--duration", "30", "--seed", "11", "--faults", ",".join(kinds))
+    assert report["violations"] == [] and code == 0
+    assert report["checks"]["lost-write"] == 0
+    acked = report["operations_by_kind"]["produce"]["ok"]
+    assert acked > 3000 and report["operations_by_kind"]["read"]["ok"] >= acked
+    assert_faults_injected(report, kinds)
+
+    # the checker refutes the same history with one bug planted in it
+    ops = load(str(tmp_path / "produce" / "history.jsonl"))
+    assert check(ops).valid
+    reads = [i for i, op in enumerate(ops) if op.kind == "read"]
+    lost = ops[:reads[100]] + ops[reads[100] + 1:]
+    assert [v.check for v in check(lost).violations] == ["lost-write"]
+    duplicated = [*ops, replace(ops[reads[100]], index=len(ops), offset=10**9)]
+    assert [v.check for v in check(duplicated).violations] == ["duplicate"]
+    acked_ops = [i for i, op in enumerate(ops) if op.kind == "produce" and op.outcome == "ok"
+                 and op.partition == ops[reads[0]].partition]
+    a, b = acked_ops[10], acked_ops[11]
+    swapped = list(ops)
+    swapped[a] = replace(ops[a], offset=ops[b].offset)
+    swapped[b] = replace(ops[b], offset=ops[a].offset)
+    assert {v.check for v in check(swapped).violations} == {"offsets", "lost-write"}
+
+
+def test_a_group_commits_forward_through_leader_kills_cuts_and_slow_links(
+        tmp_path: Path) -> None:
+    kinds = ["leader-kill", "cut", "slow"]
+    code, report = chaos_run(tmp_path / "group", "--workload", "group", "--duration", "30",
+                             "--seed", "12", "--faults", ",".join(kinds))
+    assert report["violations"] == [] and code == 0
+    ops = report["operations_by_kind"]
+    assert ops["commit"]["ok"] > 10 and ops["poll"]["ok"] > 1000 and ops["assign"]["ok"] >= 1
+    assert ops["committed"] == {"ok": 1}
+    assert_faults_injected(report, kinds)
+
+    # the checker refutes the same history with one bug planted in it
+    history = load(str(tmp_path / "group" / "history.jsonl"))
+    assert check(history, ALLOWANCE_NS).valid
+    committed = next(op for op in history if op.kind == "committed")
+    assert committed.offsets
+    partition, offset = next(iter(committed.offsets.items()))
+    back = replace(committed, index=len(history), invoke_ns=committed.complete_ns + 1,
+                   complete_ns=committed.complete_ns + 2, offsets={partition: offset - 1})
+    assert [v.check for v in check([*history, back], ALLOWANCE_NS).violations] == \
+        ["committed-offsets"]
+    # a member that never gave up what it was first assigned: owned twice once handed over
+    first = next(op for op in history if op.kind == "assign" and op.partitions)
+    kept = [op for op in history if not (op.kind == "revoke" and op.process == first.process)]
+    handed_over = any(op.kind == "assign" and op.process != first.process
+                      and set(op.partitions or ()) & set(first.partitions or ())
+                      and op.complete_ns + ALLOWANCE_NS < history[-1].complete_ns
+                      for op in history)
+    assert handed_over  # members join and leave: partitions change hands
+    assert "ownership" in {v.check for v in check(kept, ALLOWANCE_NS).violations}
+
+
+@pytest.mark.parametrize(("mutation", "check_name", "excerpt_kinds"), [
+    ("lose-write", "lost-write", ["produce", "read-end"]),
+    ("duplicate", "duplicate", ["produce", "read", "read"]),
+])
+def test_a_run_whose_final_read_is_broken_fails(tmp_path: Path, mutation: str,
+                                                check_name: str,
+                                                excerpt_kinds: list[str]) -> None:
+    """The final read leaves out an acknowledged record, or reads one twice."""
+    code, report = chaos_run(tmp_path / "broken", "--workload", "produce", "--duration", "5",
+                             "--faults", "", "--mutate", mutation)
+    assert code == 1
+    assert report["checks"][check_name] == 1 and report["violation_count"] == 1
+    (violation,) = report["violations"]
+    excerpt = [json.loads(line) for line in violation["excerpt"]]
+    assert [op["kind"] for op in excerpt] == excerpt_kinds
+    assert excerpt[0]["outcome"] == "ok"
+    assert all(op["partition"] == excerpt[0]["partition"] for op in excerpt)
+    assert report["smallest_violation"] == violation

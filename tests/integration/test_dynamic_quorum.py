@@ -1,0 +1,255 @@
+"""A dynamic KRaft quorum (KIP-853) across real processes: a cluster formatted
+``--standalone`` grows from one controller to three with ``ottla metadata-quorum
+add-controller`` while a producer writes, and a controller whose disk died is replaced
+by a new one (a new directory id) with ``remove-controller`` and ``add-controller``, as
+Kafka's operations guide does it. The quorum keeps a leader and no topic is lost."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ottla.protocol.api import ApiKey
+from tests.helpers import OttlaProcess, WireClient, free_port, stop_all, wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ottla", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+class Node:
+    def __init__(self, tmp: Path, node_id: int, roles: str, bootstrap_controller: str = ""
+                 ) -> None:
+        self.node_id = node_id
+        self.data = tmp / f"node-{node_id}"
+        self.controller_port = free_port()
+        self.port = free_port()
+        self.config = tmp / f"server-{node_id}.properties"
+        listeners = [f"CONTROLLER://127.0.0.1:{self.controller_port}"]
+        if "broker" in roles:
+            listeners.insert(0, f"PLAINTEXT://127.0.0.1:{self.port}")
+        lines = [f"process.roles={roles}", f"node.id={node_id}",
+                 f"listeners={','.join(listeners)}",
+                 "controller.listener.names=CONTROLLER",
+                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                 f"log.dirs={self.data}",
+                 f"controller.quorum.bootstrap.servers={bootstrap_controller or self.address}"]
+        if "broker" in roles:
+            lines.append(f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}")
+        self.config.write_text("\n".join(lines) + "\n")
+        self.process = OttlaProcess(str(self.data), port=self.port,
+                                    controller_port=self.controller_port,
+                                    config_file=str(self.config), roles=roles,
+                                    node_id=node_id)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.controller_port}"
+
+    def format(self, cluster_id: str, *flags: str) -> None:
+        done = run_cli("storage", "format", "-t", cluster_id, "-c", str(self.config), *flags)
+        assert done.returncode == 0, done.stderr
+
+    def directory_id(self) -> str:
+        text = (self.data / "meta.properties").read_text()
+        match = re.search(r"^directory\.id=(\S+)$", text, re.M)
+        assert match
+        return match.group(1)
+
+
+def quorum(controller: Node) -> tuple[int, dict[int, str], dict[int, str]]:
+    """(leader, voters and observers as id -> directory id) as DescribeQuorum says."""
+    from ottla.common.uuids import kafka_uuid_text
+
+    with WireClient(controller.address, timeout=5) as client:
+        response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
+            "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+    p = response.topics[0].partitions[0]
+    return (p.leader_id,
+            {v.replica_id: kafka_uuid_text(v.replica_directory_id) for v in p.current_voters},
+            {o.replica_id: kafka_uuid_text(o.replica_directory_id) for o in p.observers})
+
+
+def metadata_quorum(bootstrap: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("metadata-quorum", "--bootstrap-controller", bootstrap.address, *args)
+
+
+def test_a_standalone_quorum_grows_to_three_and_replaces_a_dead_controller(tmp_path) -> None:
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    first = Node(tmp_path, 1, "controller")
+    broker = Node(tmp_path, 10, "broker", first.address)
+    second = Node(tmp_path, 2, "controller", first.address)
+    third = Node(tmp_path, 3, "controller", first.address)
+    first.format(cluster_id, "--standalone")
+    broker.format(cluster_id)
+    second.format(cluster_id, "--no-initial-controllers")
+    third.format(cluster_id, "--no-initial-controllers")
+    nodes = [first, broker, second, third]
+    stop = threading.Event()
+    acked: list[int] = []
+    errors: list[str] = []
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.port}", "acks": "all",
+                             "message.timeout.ms": 60000})
+        n = 0
+        while not stop.is_set():
+            producer.produce("orders", str(n).encode(), on_delivery=lambda err, msg: (
+                errors.append(str(err)) if err else acked.append(int(msg.value()))))
+            producer.poll(0.05)
+            n += 1
+        producer.flush(60)
+
+    watched: list[tuple[float, int, int]] = []  # (time, leader, epoch) as controller 1 says
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                with WireClient(first.address, timeout=2) as client:
+                    response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
+                        "topic_name": "__cluster_metadata",
+                        "partitions": [{"partition_index": 0}]}]})
+                p = response.topics[0].partitions[0]
+                watched.append((time.monotonic(), p.leader_id, p.leader_epoch))
+            except (OSError, ConnectionError, IndexError):
+                watched.append((time.monotonic(), -1, -1))
+            stop.wait(0.2)
+
+    writer = threading.Thread(target=produce)
+    watcher = threading.Thread(target=watch)
+    try:
+        first.process.start()
+        broker.process.start(wait=False)
+        broker.process.wait_ready(60)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}"})
+        admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(30)
+        writer.start()
+        watcher.start()
+        second.process.start()
+        third.process.start()
+
+        # Each joins as an observer, catches up, and is added (answered once committed).
+        for node in (second, third):
+            wait_until(lambda node=node: node.node_id in quorum(first)[2], 30, 0.2,
+                       f"controller {node.node_id} to fetch as an observer")
+            added = metadata_quorum(first, "--command-config", str(node.config),
+                                    "add-controller")
+            assert added.returncode == 0, added.stderr
+            assert added.stdout.strip() == (
+                f"Added controller {node.node_id} with directory id {node.directory_id()} "
+                f"and endpoints: CONTROLLER://127.0.0.1:{node.controller_port}")
+            admin.create_topics([NewTopic(f"grown-{node.node_id}", 1, 1)])[
+                f"grown-{node.node_id}"].result(30)
+        leader, voters, _ = quorum(first)
+        assert voters == {n.node_id: n.directory_id() for n in (first, second, third)}
+
+        # The disk of controller 3 dies: kill -9, a new disk, a new directory id.
+        old_directory = third.directory_id()
+        third.process.kill9()
+        shutil.rmtree(third.data)
+        third.format(cluster_id, "--no-initial-controllers")
+        assert third.directory_id() != old_directory
+        third.process.start()
+        wait_until(lambda: quorum(first)[2].get(3) == third.directory_id(), 30, 0.2,
+                   "the new controller 3 to fetch as an observer")
+        # Its id still votes with the old directory: add first is a duplicate.
+        duplicate = metadata_quorum(first, "--command-config", str(third.config),
+                                    "add-controller")
+        assert duplicate.returncode != 0 and "DUPLICATE_VOTER" in duplicate.stderr
+        removed = metadata_quorum(first, "remove-controller", "--controller-id", "3",
+                                  "--controller-directory-id", old_directory)
+        assert removed.returncode == 0, removed.stderr
+        assert removed.stdout.strip() == \
+            f"Removed KRaft controller 3 with directory id {old_directory}"
+        added = metadata_quorum(first, "--command-config", str(third.config),
+                                "add-controller")
+        assert added.returncode == 0, added.stderr
+        leader, voters, _ = quorum(first)
+        assert leader in (1, 2, 3)
+        assert voters == {n.node_id: n.directory_id() for n in (first, second, third)}
+
+        # A restarted controller finds its voters in its own log.
+        assert second.process.stop() == 0
+        second.process.start()
+        # Every controller agrees, a leader holds, and the topics are all there.
+        for node in (second, third):
+            wait_until(lambda node=node: quorum(node)[1] == voters, 30, 0.2,
+                       f"controller {node.node_id} to have the voters")
+        listed = set(admin.list_topics(timeout=10).topics)
+        assert {"orders", "grown-2", "grown-3"} <= listed
+        stop.set()
+        writer.join(90)
+        watcher.join(10)
+        assert acked and not errors, (len(acked), errors[:3])
+        # A leader throughout: an election only where a leader went (controller 3 killed,
+        # controller 2 restarted, if either led), and no leaderless stretch longer than
+        # one election takes.
+        epochs = {epoch for _, leader, epoch in watched if leader >= 0}
+        assert 1 <= len(epochs) <= 3, epochs
+        longest, since = 0.0, None
+        for at, leader, _ in watched:
+            if leader < 0:
+                since = at if since is None else since
+                longest = max(longest, at - since)
+            else:
+                since = None
+        assert longest < 10, longest
+    finally:
+        stop.set()
+        if writer.is_alive():
+            writer.join(90)
+        if watcher.is_alive():
+            watcher.join(10)
+        stop_all([n.process for n in nodes], check=False)
+        for n in nodes:
+            if n.process.proc is not None:
+                n.process.stop(signal.SIGKILL, check=False)
+
+
+def test_kafkas_metadata_quorum_tool_adds_and_removes_an_ottla_controller(tmp_path) -> None:
+    """Kafka 4.4's own kafka-metadata-quorum (its Admin client's addRaftVoter and
+    removeRaftVoter) against Ottla's controllers."""
+    from tests.kafka_ref.cluster import run_tool
+
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    first = Node(tmp_path, 1, "controller")
+    second = Node(tmp_path, 2, "controller", first.address)
+    first.format(cluster_id, "--standalone")
+    second.format(cluster_id, "--no-initial-controllers")
+    try:
+        first.process.start()
+        second.process.start()
+        wait_until(lambda: 2 in quorum(first)[2], 30, 0.2, "controller 2 as an observer")
+        added = run_tool("kafka-metadata-quorum", "--bootstrap-controller", first.address,
+                         "--command-config", str(second.config), "add-controller")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert added.stdout.strip().endswith(
+            f"Added controller 2 with directory id {second.directory_id()} and endpoints: "
+            f"CONTROLLER://127.0.0.1:{second.controller_port}")
+        assert quorum(first)[1] == {1: first.directory_id(), 2: second.directory_id()}
+        status = run_tool("kafka-metadata-quorum", "--bootstrap-controller", first.address,
+                          "describe", "--status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert f'"id": 2, "directoryId": "{second.directory_id()}"' in status.stdout
+        removed = run_tool("kafka-metadata-quorum", "--bootstrap-controller", first.address,
+                           "remove-controller", "--controller-id", "2",
+                           "--controller-directory-id", second.directory_id())
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert removed.stdout.strip().endswith(
+            f"Removed KRaft controller 2 with directory id {second.directory_id()}")
+        assert quorum(first)[1] == {1: first.directory_id()}
+    finally:
+        stop_all([first.process, second.process], check=False)
