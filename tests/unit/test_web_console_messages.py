@@ -31,3 +31,25 @@ def test_a_json_line_keeps_each_field_as_the_record_had_it() -> None:
         "key": "k", "value": '{"a":[1,2]}', "headers": [["trace", "abc"], ["bin", "00"]]}
     assert record.matches("abc") and record.matches('"a"') and not record.matches("zzz")
 
+
+def test_a_timeout_is_a_503_whichever_client_bound_ends_first() -> None:
+    """A page waits on the future and librdkafka on its request timeout, both 5 s: either
+    ending is the cluster not answering (503, so the page adds the client's last error,
+    such as a failed authentication), while an error the broker sent is the request's
+    (400)."""
+    import pytest
+    from confluent_kafka import KafkaError, KafkaException
+
+    from ottla.cli.web_console.connection import ConsoleError, failing
+
+    for raised, status, text in (
+            (KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                       "Failed while waiting for controller")), 503,
+             "Failed while waiting for controller"),
+            (TimeoutError(), 503, "did not answer within 5 s"),
+            (KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS,
+                                       "Topic 'a' already exists.")), 400,
+             "Topic 'a' already exists.")):
+        with pytest.raises(ConsoleError) as caught, failing("The page"):
+            raise raised
+        assert caught.value.status == status and text in str(caught.value), caught.value

@@ -45,13 +45,17 @@ def kafka_message(error: BaseException) -> str:
 @contextlib.contextmanager
 def failing(what: str) -> Iterator[None]:
     """Turn a client's failure into a ConsoleError that starts with ``what``: Kafka's
-    error text, or that the cluster did not answer in time (a future's TimeoutError)."""
-    from confluent_kafka import KafkaException
+    error text, or that the cluster did not answer in time. Both timeouts are a 503:
+    the future's TimeoutError and librdkafka's own ``_TIMED_OUT``, whichever of the two
+    equal bounds ends first (librdkafka's, on a busy machine)."""
+    from confluent_kafka import KafkaError, KafkaException
 
     try:
         yield
     except KafkaException as e:
-        raise ConsoleError(f"{what}: {kafka_message(e)}") from e
+        inner = e.args[0] if e.args else None
+        timed_out = isinstance(inner, KafkaError) and inner.code() == KafkaError._TIMED_OUT
+        raise ConsoleError(f"{what}: {kafka_message(e)}", 503 if timed_out else 400) from e
     except TimeoutError as e:
         raise ConsoleError(f"{what}: the cluster did not answer within {TIMEOUT:g} s.",
                            503) from e
