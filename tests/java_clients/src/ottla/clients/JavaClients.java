@@ -132,12 +132,14 @@ public final class JavaClients {
      * Produce "count" records "prefix0".."prefixN" (keys "k0".., or no key) to "topic" (a
      * "partition" if given), in "transactions" transactions of equal size when the config
      * has a transactional.id, each committed unless its index is in "abort"; reports every
-     * acknowledged offset per partition and every error.
+     * acknowledged offset per partition and every error. "pace_ms" spaces the sends, for a
+     * producer that must live a known time (its telemetry pushes on an interval).
      */
     static void produce(JsonNode command) throws Exception {
         Properties props = properties(command);
         String topic = command.get("topic").asText();
         int count = command.path("count").asInt(1);
+        long paceMs = command.path("pace_ms").asLong(0);
         String prefix = command.path("prefix").asText("v");
         boolean keyed = command.path("keyed").asBoolean(true);
         Integer partition = command.has("partition") ? command.get("partition").asInt() : null;
@@ -159,6 +161,9 @@ public final class JavaClients {
                     producer.beginTransaction();
                 }
                 for (int j = 0; j < per && i < count; j++, i++) {
+                    if (paceMs > 0 && i > 0) {
+                        Thread.sleep(paceMs);
+                    }
                     String key = keyed ? "k" + i : null;
                     producer.send(new ProducerRecord<>(topic, partition, bytes(key), bytes(prefix + i)),
                         (RecordMetadata metadata, Exception e) -> {
