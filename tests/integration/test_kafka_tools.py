@@ -71,22 +71,6 @@ DIFFERENCES: dict[str, Difference] = {
         "on its controller writes the cluster-wide min.insync.replicas (KIP-966); a new Ottla "
         "cluster starts at metadata.version 4.0-IV3 with ELR off. Ottla's controller does not "
         "write that record when ELR is turned on either (a gap to close with ELR)", False),
-    "topic-synonyms": Difference(
-        "kafka-configs --describe (topics)",
-        "Ottla lists the broker's DEFAULT_CONFIG log.retention.hours=168 / log.roll.hours=168 "
-        "/ log.roll.jitter.hours=0 among the synonyms of retention.ms, segment.ms and "
-        "segment.jitter.ms; Kafka lists none (only a topic override)",
-        "Kafka's ConfigHelper.configSynonyms drops every synonym before the first one named "
-        "as the broker key itself (log.retention.ms, whose default is null); Ottla's "
-        "describe_topic_configs "
-        "(src/ottla/broker/handlers/configs.py) adds them", True),
-    "group-synonyms": Difference(
-        "kafka-configs --describe (groups)",
-        "Kafka lists the broker's group.* key (its DEFAULT_CONFIG or STATIC_BROKER_CONFIG) "
-        "as a synonym of a group's dynamic config, e.g. group.consumer.heartbeat.interval.ms "
-        "for consumer.heartbeat.interval.ms; Ottla lists only the DYNAMIC_GROUP_CONFIG one",
-        "Ottla's DescribeConfigs for a GROUP resource (src/ottla/broker/handlers/configs.py) "
-        "does not add the broker synonyms Kafka's GroupConfig maps each key to", True),
     "member-epochs": Difference(
         "kafka-consumer-groups and kafka-share-groups --describe --members/--state --verbose",
         "the GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, ASSIGNMENT-EPOCH, CURRENT-EPOCH, "
@@ -467,7 +451,7 @@ def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes
         ["--entity-type", "brokers", "--entity-default"],
         ["--entity-type", "groups", "--entity-name", "g-earliest"])
     runs = run_all(nodes.sides, [[*describe, *topic], [*describe, *default]])
-    assert same(runs[0], ottla=without_hours_synonym) == (
+    assert same(runs[0]) == (
         "Dynamic configs for topic configured are:\n  segment.ms=3600000 sensitive=false "
         "synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=3600000}\n")
     assert same(runs[1], kafka=without_elr_default) == \
@@ -494,7 +478,7 @@ def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes
 
     runs = run_all(nodes.sides, [[*describe, *topic], [*describe, *broker],
                                  [*describe, *default], [*describe, *group]])
-    assert config_lines(same(runs[0], ottla=without_hours_synonym)) == {
+    assert config_lines(same(runs[0])) == {
         "cleanup.policy": "compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
                           "cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy="
                           "delete}",
@@ -502,9 +486,10 @@ def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes
                         "retention.ms=7200000}"}
     assert config_lines(same(runs[1]))["log.cleaner.threads"].startswith("2 sensitive=false")
     assert "log.cleaner.backoff.ms=20000" in same(runs[2], kafka=without_elr_default)
-    assert same(runs[3], kafka=without_group_broker_synonym).endswith(
+    assert same(runs[3]).endswith(
         "consumer.heartbeat.interval.ms=6000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
-        "consumer.heartbeat.interval.ms=6000}\n")
+        "consumer.heartbeat.interval.ms=6000, DEFAULT_CONFIG:group.consumer.heartbeat."
+        "interval.ms=5000}\n")
 
 
 def test_kafka_configs_through_the_controller(nodes: Nodes) -> None:
@@ -598,27 +583,6 @@ def test_kafka_configs_client_quotas(nodes: Nodes) -> None:
     assert same(runs[0]) == \
         "Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0\n"
     assert same(runs[1]) == ""
-
-
-HOURS_SYNONYM = re.compile(r", DEFAULT_CONFIG:log\.(?:retention|roll|roll\.jitter)\.hours=\d+")
-
-
-def without_hours_synonym(text: str) -> str:
-    """Ottla's topic configs without the broker's log.*.hours default listed as a synonym
-    of retention.ms, segment.ms and segment.jitter.ms (DIFFERENCES["topic-synonyms"])."""
-    assert "DEFAULT_CONFIG:log.retention.ms" not in text
-    text, found = HOURS_SYNONYM.subn("", text)
-    assert found, text
-    return text
-
-
-def without_group_broker_synonym(text: str) -> str:
-    """Kafka's group configs without the broker key each names as its synonym
-    (DIFFERENCES["group-synonyms"])."""
-    text, found = re.subn(r", (?:DEFAULT_CONFIG|STATIC_BROKER_CONFIG):group\.[a-z.]+=\d+",
-                          "", text)
-    assert found, text
-    return text
 
 
 def without_elr_default(text: str) -> str:

@@ -92,6 +92,16 @@ class ConfigKey:
     """Read-only keys can only be set in server.properties, not through AlterConfigs."""
     synonyms: tuple[str, ...] = field(default=())
     """For a topic config, the broker configs that supply its default, most specific first."""
+    no_default: bool = False
+    """Kafka defines the key without a default (NO_DEFAULT_VALUE): Ottla's default stands in
+    until it is set, and DescribeConfigs lists no DEFAULT_CONFIG synonym for it."""
+    kafka_type: ConfigType | None = None
+    """The type DescribeConfigs gives when Kafka's differs from how Ottla parses the value
+    (``listener.security.protocol.map``: one STRING to Kafka, a list here)."""
+
+    @property
+    def described_type(self) -> ConfigType:
+        return self.kafka_type or self.type
 
     def parse(self, raw: Any) -> Any:
         """Convert a string (or an already typed value) to this key's type and validate it."""

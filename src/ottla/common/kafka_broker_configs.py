@@ -30,7 +30,7 @@ READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"
 KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
     ('add.partitions.to.txn.retry.backoff.max.ms', INT, '100', 'read-only'),
     ('add.partitions.to.txn.retry.backoff.ms', INT, '20', 'read-only'),
-    ('advertised.listeners', STRING, None, 'per-broker'),
+    ('advertised.listeners', LIST, None, 'read-only'),
     ('alter.config.policy.class.name', CLASS, None, 'read-only'),
     ('alter.log.dirs.replication.quota.window.num', INT, '11', 'read-only'),
     ('alter.log.dirs.replication.quota.window.size.seconds', INT, '1', 'read-only'),
@@ -75,7 +75,7 @@ KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
     ('delegation.token.secret.key', PASSWORD, None, 'read-only'),
     ('delete.records.purgatory.purge.interval.requests', INT, '1', 'read-only'),
     ('delete.topic.enable', BOOLEAN, 'true', 'read-only'),
-    ('early.start.listeners', STRING, None, 'read-only'),
+    ('early.start.listeners', LIST, None, 'read-only'),
     ('eligible.leader.replicas.enable', BOOLEAN, 'false', 'read-only,internal'),
     ('errors.deadletterqueue.auto.create.topics.enable', BOOLEAN, 'false', 'cluster-wide'),
     ('errors.deadletterqueue.topic.name.prefix', STRING, 'dlq.', 'cluster-wide'),

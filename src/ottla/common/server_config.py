@@ -57,8 +57,9 @@ def _host_port(name: str, value: str | None) -> tuple[str, int] | None:
 # which ones have an effect.
 _KEYS: list[ConfigKey] = [
     ConfigKey("process.roles", T.LIST, [], "The roles of this node: broker, controller or both.",
-              one_of("broker", "controller"), read_only=True),
-    ConfigKey("node.id", T.INT, -1, "The node id of this server.", read_only=True),
+              one_of("broker", "controller"), read_only=True, no_default=True),
+    ConfigKey("node.id", T.INT, -1, "The node id of this server.", read_only=True,
+              no_default=True),
     ConfigKey("broker.id", T.INT, -1, "Synonym of node.id.", read_only=True),
     ConfigKey("controller.quorum.voters", T.LIST, [],
               "The static voters of the metadata quorum: id@host:port,...", read_only=True),
@@ -85,7 +86,8 @@ _KEYS: list[ConfigKey] = [
               "How often an idle active controller writes a NoOpRecord (0: never).",
               at_least(0), read_only=True),
     ConfigKey("controller.listener.names", T.LIST, [],
-              "Names of the listeners the controller serves.", read_only=True),
+              "Names of the listeners the controller serves.", read_only=True,
+              no_default=True),
     ConfigKey("listeners", T.LIST, ["PLAINTEXT://:9092"],
               "Listeners: NAME://host:port, comma separated.", read_only=True),
     ConfigKey("advertised.listeners", T.LIST, None,
@@ -93,7 +95,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("listener.security.protocol.map", T.LIST,
               ["SASL_SSL:SASL_SSL", "PLAINTEXT:PLAINTEXT", "SSL:SSL",
                "SASL_PLAINTEXT:SASL_PLAINTEXT"],
-              "Map of listener names to security protocols.", read_only=True),
+              "Map of listener names to security protocols.", read_only=True,
+              kafka_type=T.STRING),
     ConfigKey("inter.broker.listener.name", T.STRING, None,
               "The listener brokers use to talk to each other.", read_only=True),
     ConfigKey("log.dirs", T.LIST, None, "The directories holding the log data.", read_only=True),
@@ -375,7 +378,12 @@ DYNAMIC_BROKER_KEYS = frozenset(
 PER_BROKER_KEYS = frozenset(
     name for name, _, _, flags in KAFKA_BROKER_CONFIGS if kafka_mode(flags) == PER_BROKER)
 INTERNAL_BROKER_KEYS = frozenset(
-    name for name, _, _, flags in KAFKA_BROKER_CONFIGS if "internal" in flags.split(","))
+    name for name, _, _, flags in KAFKA_BROKER_CONFIGS
+    if {"internal", "dynamic-only"} & set(flags.split(","))) | {
+    "group.consumer.regex.refresh.interval.ms"}
+"""Keys DescribeConfigs lists only once they are set: Kafka's internal ones (among them
+the regex refresh interval, one of Ottla's own keys here) and those that exist only as
+dynamic configs (the replication throttles)."""
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)$")
 
@@ -631,8 +639,11 @@ class KafkaConfig:
     # --- validation --------------------------------------------------------------------
 
     def _validate(self) -> None:
-        if self.values["node.id"] < 0 and self.values["broker.id"] >= 0:
-            self.values["node.id"] = self.values["broker.id"]
+        # Each of node.id and broker.id stands for the other when only one is set, as if
+        # set in server.properties (Kafka's populateSynonyms: both STATIC_BROKER_CONFIG).
+        for name, other in (("node.id", "broker.id"), ("broker.id", "node.id")):
+            if self.values[name] < 0 and self.values[other] >= 0:
+                self.values[name] = self.explicit[name] = self.values[other]
         if not self.roles:
             raise ConfigError("process.roles must be set (broker, controller or both)")
         if self.node_id < 0:

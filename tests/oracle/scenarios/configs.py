@@ -12,7 +12,7 @@ from tests.oracle.model import MISSING, Expect, Json, Normalise, bug, scenario
 from tests.oracle.scenarios.common import keyed
 from tests.oracle.target import Target
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, GROUP = 2, 4, 32
 
 PORTS = re.compile(r"127\.0\.0\.1:\d+")
 
@@ -70,24 +70,8 @@ TOPIC_EXPECT = [
                 "INVALID_CONFIG; Ottla's own max.decompressed.batch.bytes is broker-wide",
                 is_bug=True),
     Expect("topic/configs/min.insync.replicas/*", ELR_MIN_ISR),
-    *[bug(f"topic/configs/{key}/synonyms/0", "topic configs without a broker synonym "
-          "(errors.deadletterqueue.group.enable, flush.ms, leader/follower.replication."
-          "throttled.replicas, remote.storage.enable) list themselves as a DEFAULT_CONFIG "
-          "synonym; Kafka lists no synonym for them", kafka=MISSING)
-      for key in ("errors.deadletterqueue.group.enable", "flush.ms",
-                  "leader.replication.throttled.replicas",
-                  "follower.replication.throttled.replicas", "remote.storage.enable")],
-    *[bug(f"topic/configs/{key}/synonyms/{i}", "retention.ms, segment.ms and "
-          "segment.jitter.ms list the broker's log.*.hours default (168, 0: in hours) as a "
-          "DEFAULT_CONFIG synonym; Kafka lists none for them (only a topic override)",
-          kafka=MISSING)
-      for key, i in (("retention.ms", 1), ("segment.ms", 0), ("segment.jitter.ms", 0))],
 ]
 
-GONE_IN_4X = ["group.consumer.regex.refresh.interval.ms"]
-"""Ottla's own key for the regex refresh; Kafka 4.4 keeps it internal."""
-DYNAMIC_ONLY = ["follower.replication.throttled.rate", "leader.replication.throttled.rate",
-                "replica.alter.log.dirs.io.max.bytes.per.second"]
 STREAMS = ["group.streams.assignment.interval.ms", "group.streams.assignors",
            "group.streams.heartbeat.interval.ms", "group.streams.initial.rebalance.delay.ms",
            "group.streams.max.assignment.interval.ms", "group.streams.max.heartbeat.interval.ms",
@@ -112,10 +96,6 @@ OAUTH = ["sasl.oauthbearer.allow.unverified.audience", "sasl.oauthbearer.allow.u
 BROKER_KEYS = "broker/configs"
 
 BROKER_EXPECT = [
-    *only(BROKER_KEYS, "ottla", GONE_IN_4X, "keys Kafka 4.4 no longer defines (or keeps "
-          "internal, undescribed) are described", is_bug=True),
-    *only(BROKER_KEYS, "ottla", DYNAMIC_ONLY, "dynamic-only keys are described although "
-          "never set; Kafka describes them only once AlterConfigs set them", is_bug=True),
     *only(BROKER_KEYS, "ottla", ["log.page.cache.window.bytes",
                                  "max.decompressed.batch.bytes", "prometheus.listener"],
           "Ottla's own keys (docs/configuration.md)"),
@@ -139,36 +119,45 @@ BROKER_EXPECT = [
            ottla="classic,consumer"),
     Expect(f"{BROKER_KEYS}/queued.max.request.bytes/*", "a different default on purpose: "
            "104857600 bounds unhandled large requests (docs/configuration.md)"),
-    bug(f"{BROKER_KEYS}/advertised.listeners/read_only", "advertised.listeners is "
-        "described as changeable (read_only false); Kafka's combined node says read-only",
-        kafka=True, ottla=False),
-    bug(f"{BROKER_KEYS}/broker.id/*", "broker.id is -1 (DEFAULT_CONFIG); Kafka describes it "
-        "as node.id's value, 1, from STATIC_BROKER_CONFIG"),
-    *[bug(f"{BROKER_KEYS}/{key}/synonyms/1", "keys Kafka defines without a default "
-          "(node.id, process.roles, controller.listener.names) get a DEFAULT_CONFIG "
-          "synonym (-1, empty)", kafka=MISSING)
-      for key in ("node.id", "process.roles", "controller.listener.names")],
-    *[bug(f"{BROKER_KEYS}/{key}/config_type", "early.start.listeners is described as "
-          "STRING and listener.security.protocol.map as LIST; Kafka has them the other way "
-          "round (LIST, STRING)", kafka=kafka, ottla=ottla)
-      for key, kafka, ottla in (("early.start.listeners", 7, 2),
-                                ("listener.security.protocol.map", 2, 7))],
     bug(f"{BROKER_KEYS}/group.consumer.assignment.interval.ms/read_only",
         "group.consumer.assignment.interval.ms is read-only; Kafka 4.4 lets AlterConfigs "
         "change it", kafka=False, ottla=True),
 ]
 
 
+GROUP_KEYS = "group/configs"
+
+GROUP_EXPECT = [
+    *only(GROUP_KEYS, "kafka", [
+        "streams.assignor.name", "streams.assignment.interval.ms",
+        "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
+        "streams.num.standby.replicas", "streams.rack.aware.assignment.tags",
+        "streams.session.timeout.ms"], "streams groups (KIP-1071) are not served"),
+    *only(GROUP_KEYS, "kafka", ["consumer.assignment.interval.ms",
+                                "share.assignment.interval.ms"],
+          "Kafka 4.4's per-group assignment intervals are unknown to Ottla, whose "
+          "assignment interval is broker-wide", is_bug=True),
+    *only(GROUP_KEYS, "kafka", ["share.renew.acknowledge.enable"],
+          "the RENEW acknowledgement (KIP-1222) is not served"),
+]
+
+
 @scenario("DescribeConfigs", ci=True, normalise=NORMALISE,
-          expect=(*TOPIC_EXPECT, *BROKER_EXPECT))
+          expect=(*TOPIC_EXPECT, *BROKER_EXPECT, *GROUP_EXPECT))
 def describe_configs(t: Target) -> Json:
     """DescribeConfigs v4 with include_synonyms and include_documentation for a topic with
-    two overrides and for the broker (node 1): every key's value, source, synonyms,
-    type, read-only and sensitive flags."""
-    name = t.topic("a")
+    two overrides, for the broker (node 1) and for a group with one override: every key's
+    value, source, synonyms, type, read-only and sensitive flags."""
+    name, group = t.topic("a"), t.group("g")
     t.create_topic(name, 1, {"retention.ms": "123456", "cleanup.policy": "compact"})
-    topic, broker = describe(t, [(TOPIC, name, None), (BROKER, "1", None)])
-    return {"topic": topic, "broker": broker}
+    altered = t.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": GROUP, "resource_name": group, "configs": [
+            {"name": "consumer.heartbeat.interval.ms", "config_operation": 0,
+             "value": "6000"}]}], "validate_only": False})
+    assert altered["responses"][0]["error_code"] == "NONE", altered
+    topic, broker, group_configs = describe(t, [(TOPIC, name, None), (BROKER, "1", None),
+                                               (GROUP, group, None)])
+    return {"topic": topic, "broker": broker, "group": group_configs}
 
 
 @scenario("DescribeConfigs", normalise=NORMALISE)

@@ -75,7 +75,7 @@ def _broker_sources(node: ConfigView, name: str) -> list[tuple[str, str | None, 
         found.append((name, cluster[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
     if name in node.config.explicit and key is not None:
         found.append((name, key.render(node.config.explicit[name]), STATIC_BROKER_CONFIG))
-    if key is not None and key.default is not None:
+    if key is not None and key.default is not None and not key.no_default:
         found.append((name, key.render(key.default), DEFAULT_CONFIG))
     return found
 
@@ -98,37 +98,27 @@ def describe_topic_configs(node: ConfigView, topic: str, keys: Sequence[str] | N
     for name, key in TOPIC_CONFIGS.keys.items():
         if keys is not None and name not in keys:
             continue
-        synonyms: list[tuple[str, str | None, int]] = []
+        # Every level of every broker synonym, level by level (Kafka's configSynonyms).
+        found = sorted((entry for synonym in key.synonyms
+                        for entry in _broker_sources(node, synonym)), key=lambda e: e[2])
+        set_at = [entry for entry in found if entry[2] != DEFAULT_CONFIG]
         if name in overrides:
-            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        for synonym in key.synonyms:
-            for syn_name, value, source in _broker_sources(node, synonym):
-                if source == DEFAULT_CONFIG:
-                    continue
-                synonyms.append((syn_name, value, source))
-        default = key.render(key.default)
-        if synonyms:
-            first_name, first_value, source = synonyms[0]
-            value = first_value if source == DYNAMIC_TOPIC_CONFIG \
-                else _synonym_to_topic_value(first_name, first_value)
+            value = overrides[name]
+        elif set_at:
+            value = _synonym_to_topic_value(set_at[0][0], set_at[0][1])
+        elif found:  # the broker default of a synonym (log.retention.hours=168) decides
+            value = _synonym_to_topic_value(found[0][0], found[0][1])
         else:
-            # The broker defaults of synonyms (e.g. log.retention.hours=168) decide it.
-            value, source = default, DEFAULT_CONFIG
-            for synonym in key.synonyms:
-                syn_key = node.config.definitions.keys.get(synonym)
-                if syn_key is not None and syn_key.default is not None:
-                    value = _synonym_to_topic_value(synonym, syn_key.render(syn_key.default))
-                    break
-        # Kafka lists the broker default that decides it (e.g. log.retention.hours=168),
-        # under the broker key's name and in its unit; the topic's own only without one.
-        broker_default = next(
-            ((syn, syn_key.render(syn_key.default)) for syn in key.synonyms
-             if (syn_key := node.config.definitions.keys.get(syn)) is not None
-             and syn_key.default is not None), None)
-        if broker_default is not None:
-            synonyms.append((*broker_default, DEFAULT_CONFIG))
-        else:
-            synonyms.append((name, default, DEFAULT_CONFIG))
+            value = key.render(key.default)
+        # Kafka lists them from the first synonym's own name on (log.retention.ms for
+        # retention.ms): one never set and without a default (null) takes the others
+        # with it; a key without a broker synonym lists only the topic's override.
+        primary = key.synonyms[0] if key.synonyms else None
+        synonyms = found[next((i for i, e in enumerate(found) if e[0] == primary),
+                              len(found)):]
+        if name in overrides:
+            synonyms.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
         result.append({
             "name": name, "value": value, "read_only": False, "config_source": source,
             "is_sensitive": key.sensitive,
@@ -174,7 +164,7 @@ def describe_broker_configs(node: ConfigView, keys: Sequence[str] | None, includ
             "is_sensitive": key.sensitive,
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in sources]
             if include_synonyms else [],
-            "config_type": int(key.type),
+            "config_type": int(key.described_type),
             "documentation": key.doc if include_docs else None,
         })
     for name in sorted(set(dynamic) - set(node.config.definitions.keys)):
@@ -196,19 +186,28 @@ def describe_broker_configs(node: ConfigView, keys: Sequence[str] | None, includ
 
 def describe_group_configs(node: ConfigView, group: str, keys: Sequence[str] | None,
                            include_synonyms: bool, include_docs: bool) -> list[dict[str, Any]]:
-    """A group's configs: its override (GROUP_CONFIG) or the broker's default for it
-    (DEFAULT_CONFIG), as Kafka's ConfigHelper describes a GROUP resource."""
+    """A group's configs: its override (GROUP_CONFIG) or the broker's default for it,
+    as Kafka's ConfigHelper describes a GROUP resource. The synonyms of a key the broker
+    supplies the default of are the override then every level of that broker key
+    (``group.consumer.heartbeat.interval.ms``), and the first of them is the source;
+    a key of the group's own lists itself."""
     overrides = node.image.configs.get((ConfigResourceType.GROUP, group), {})
     result = []
     for name, group_key in GROUP_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
         value, overridden = describe_group_config(name, overrides, node.config.get)
-        source = GROUP_CONFIG if overridden else DEFAULT_CONFIG
+        own = (name, value, GROUP_CONFIG if overridden else DEFAULT_CONFIG)
+        if group_key.default_from is None:
+            synonyms = [own]
+        else:
+            synonyms = [own] if overridden else []
+            synonyms += _broker_sources(node, group_key.default_from)
+        source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
         result.append({
             "name": name, "value": value, "read_only": False, "config_source": source,
             "is_sensitive": False,
-            "synonyms": [{"name": name, "value": value, "source": source}]
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms]
             if include_synonyms else [],
             "config_type": int(group_key.key.type),
             "documentation": group_key.key.doc if include_docs else None,
