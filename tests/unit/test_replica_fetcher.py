@@ -412,3 +412,46 @@ def test_a_follower_fetch_session_names_only_what_changed_and_starts_over_on_err
     assert handler.build(again) == (0, 0, again, [])
     handler.handle_response(0, 0)  # no room for a session at the leader: stay full
     assert handler.build(again) == (0, 0, again, [])
+
+
+# --- MaxLag ----------------------------------------------------------------------------------
+
+def max_lag_served(manager: ReplicaFetcherManager) -> float:
+    """What /metrics shows of the manager's MaxLag, parsed back as Prometheus reads it."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ottla.server.metrics.broker_collectors import ReplicaFetcherManagerCollector
+
+    registry = CollectorRegistry()
+    registry.register(ReplicaFetcherManagerCollector(manager))
+    (sample,) = [s for family in text_string_to_metric_families(
+        generate_latest(registry).decode()) for s in family.samples]
+    assert sample.name == "kafka_server_replicafetchermanager_maxlag"
+    assert sample.labels == {"clientId": "Replica"}
+    return sample.value
+
+
+async def test_max_lag_is_the_leaders_high_watermark_past_the_followers_log_end(
+        follower) -> None:
+    """Kafka's FetcherLagMetrics: after each answer, the leader's high watermark less
+    the offset the follower fetches next (never below 0); MaxLag is the largest of the
+    partitions followed, 0 when there is none."""
+    manager, partition = follower.manager, follower.partition
+    assert max_lag_served(manager) == 0  # follows nothing
+    follower.replicas.followers = manager
+    manager.follow(partition, LEADER)
+    state = fetched_state(manager, TP)
+    assert max_lag_served(manager) == 0  # not answered yet
+    manager.apply(state, answer(records=leader_batch(0, 0, b"a", b"b", b"c"),
+                                high_watermark=10))
+    assert partition.log.log_end_offset == 3
+    assert max_lag_served(manager) == 7
+    manager.apply(state, answer(error=ErrorCode.not_leader_or_follower))
+    assert max_lag_served(manager) == 7  # an error answer says nothing of the lag
+    manager.apply(state, answer(records=leader_batch(3, 0, *[b"x"] * 7), high_watermark=10))
+    assert max_lag_served(manager) == 0  # caught up
+    manager.apply(state, answer(high_watermark=12))  # the leader moved on, nothing sent
+    assert max_lag_served(manager) == 2
+    manager.unfollow(TP)  # a partition no longer followed no longer counts
+    assert max_lag_served(manager) == 0

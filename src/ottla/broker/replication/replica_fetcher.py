@@ -56,6 +56,9 @@ class FollowerState:
     is never throttled (Kafka's ``isReplicaInSync``)."""
     last_error: ErrorCode = ErrorCode.none
     """The leader's last answer for it: a new error is logged once, not every backoff."""
+    lag: int = 0
+    """Records the leader's high watermark was past this replica's log end after its last
+    answer was applied, 0 at best (Kafka's ``FetcherLagMetrics``)."""
 
 
 class ReplicaFetcher:
@@ -259,6 +262,12 @@ class ReplicaFetcherManager:
         if fetcher is not None:
             fetcher.remove(tp)
 
+    def max_lag(self) -> int:
+        """The largest lag of the partitions followed, 0 when none (Kafka's ``MaxLag``
+        of ``ReplicaFetcherManager``): a partition no longer followed no longer counts."""
+        return max((state.lag for fetcher in self._fetchers.values()
+                    for state in fetcher.partitions.values()), default=0)
+
     def followed(self) -> dict[TopicPartition, int]:
         """Partition -> the broker it is fetched from."""
         return {tp: f.leader_id for tp, f in self._assigned.items()}
@@ -308,7 +317,8 @@ class ReplicaFetcherManager:
         if 0 <= data.log_start_offset <= log_.log_end_offset and \
                 data.log_start_offset > log_.log_start_offset:
             log_.delete_records_before(data.log_start_offset)
-        state.in_sync = log_.log_end_offset >= data.high_watermark
+        state.lag = max(0, data.high_watermark - log_.log_end_offset)
+        state.in_sync = state.lag == 0
         if appended or moved:
             self._on_appended(partition, moved)
 

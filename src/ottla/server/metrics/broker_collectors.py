@@ -1,7 +1,7 @@
 """The broker role's metrics, read when scraped: Kafka's BrokerTopicMetrics (what Produce
 and Fetch counted, per topic and for all topics) and its ReplicaManager gauges and ISR
-meters, and the ``kafka.log:type=Log`` gauges of each partition log (from the
-partitions this broker hosts)."""
+meters, its ReplicaFetcherManager's MaxLag, and the ``kafka.log:type=Log`` gauges of
+each partition log (from the partitions this broker hosts)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.metadata.image import MetadataImage
@@ -117,6 +118,25 @@ class ReplicaManagerCollector:
             yield CounterMetricFamily(meter("kafka.server", "ReplicaManager", mbean),
                                       f"{doc} (kafka.server:type=ReplicaManager,"
                                       f"name={mbean} Count)", value=value)
+
+
+class ReplicaFetcherManagerCollector:
+    """``kafka_server_replicafetchermanager_maxlag{clientId="Replica"}``: the largest lag
+    in records of the partitions this broker follows (the generic one-key gauge rule
+    keeps the bean's ``clientId`` as a label; Kafka's follower fetchers are
+    ``Replica``)."""
+
+    def __init__(self, fetchers: ReplicaFetcherManager) -> None:
+        self.fetchers = fetchers
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            gauge("kafka.server", "ReplicaFetcherManager", "MaxLag"),
+            "Records the leader's high watermark is ahead of this follower, at most over "
+            "the partitions it follows (kafka.server:type=ReplicaFetcherManager,"
+            "name=MaxLag,clientId=Replica)", labels=("clientId",))
+        family.add_metric(("Replica",), self.fetchers.max_lag())
+        yield family
 
 
 LOG_GAUGES: tuple[tuple[str, str], ...] = (

@@ -15,6 +15,7 @@ from ottla.server.controller_driver import ControllerDriver
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
+    ReplicaFetcherManagerCollector,
     ReplicaManagerCollector,
 )
 from ottla.server.metrics.client_telemetry_collector import ClientTelemetryCollector
@@ -62,6 +63,7 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         assert broker.topic_stats is not None, "the broker must be counting"
         registry.register(BrokerTopicMetricsCollector(broker.topic_stats, image))
         registry.register(ReplicaManagerCollector(broker.replica_manager, image))
+        registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
         registry.register(LogCollector(broker.replica_manager))
         registry.register(GroupCoordinatorCollector(broker.group_coordinator))
         lag = ConsumerLagCollector(broker)
