@@ -95,12 +95,25 @@ async def test_fetch_counts_partition_reads_and_bytes_sent_to_consumers(broker) 
 
 
 async def test_a_followers_fetch_is_a_fetch_request_but_not_bytes_out(broker) -> None:  # noqa: F811
+    """A follower's fetch is replication: ReplicationBytesOut (of all topics, the only
+    bean Kafka has it on) counts the records sent, BytesOut does not."""
     stats = broker.topic_stats = BrokerTopicStats()
     topic_id, _ = leader_with_records(broker, b"a", b"b")
     parts = fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
         topic_id, (0, 0, 0, -1))))
     assert parts[0].records
     assert counts(stats.topics["orders"]) == zero(total_fetch_requests=1)
+    assert stats.replication_bytes_out == len(parts[0].records)
+    assert stats.replication_bytes_in == 0
+
+
+async def test_a_consumers_fetch_is_not_replication(broker) -> None:  # noqa: F811
+    stats = broker.topic_stats = BrokerTopicStats()
+    create_topic(broker, "orders")
+    await ask(broker, ApiKey.PRODUCE, 9, produce_body("orders", (0, batch(b"a"))))
+    await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 0, 1 << 20)))
+    assert stats.topics["orders"].bytes_out > 0
+    assert (stats.replication_bytes_out, stats.replication_bytes_in) == (0, 0)
 
 
 def test_a_removed_topic_stays_in_the_all_topics_figures() -> None:

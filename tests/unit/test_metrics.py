@@ -170,6 +170,19 @@ def test_broker_topic_metrics_per_topic_and_for_all_topics() -> None:
     assert value(samples, "kafka_server_brokertopicmetrics_failedfetchrequests_total") == 0
 
 
+def test_replication_bytes_are_served_for_all_topics_only() -> None:
+    """Kafka registers ReplicationBytesIn/OutPerSec on the topic-less bean alone."""
+    stats = BrokerTopicStats()
+    stats.produced("orders", ErrorCode.none, 1, 100)
+    stats.replication_bytes_in += 300
+    stats.replication_bytes_out += 700
+    samples = scrape(BrokerTopicMetricsCollector(stats, image_with("orders")))
+    assert value(samples, "kafka_server_brokertopicmetrics_replicationbytesin_total") == 300
+    assert value(samples, "kafka_server_brokertopicmetrics_replicationbytesout_total") == 700
+    assert not [name for name, labels in samples
+                if "replicationbytes" in name and labels]
+
+
 def test_a_deleted_topics_series_go_but_the_totals_keep_its_counts() -> None:
     stats = BrokerTopicStats()
     stats.produced("gone", ErrorCode.none, 5, 500)

@@ -455,3 +455,23 @@ async def test_max_lag_is_the_leaders_high_watermark_past_the_followers_log_end(
     assert max_lag_served(manager) == 2
     manager.unfollow(TP)  # a partition no longer followed no longer counts
     assert max_lag_served(manager) == 0
+
+
+async def test_the_bytes_a_follower_gets_from_its_leader_are_replication_bytes_in(
+        follower) -> None:
+    """Kafka's ReplicationBytesInPerSec: the size of the records in each answer the
+    follower appends from (a batch the leader's byte limit cut short included), counted
+    once the broker counts (``topic_stats`` set with the node's metrics)."""
+    from ottla.broker.topic_stats import BrokerTopicStats
+
+    manager = follower.manager
+    whole = leader_batch(0, 0, b"a" * 50)
+    manager.apply(follower.state(), answer(records=whole, high_watermark=1))  # not counting
+    stats = manager.topic_stats = BrokerTopicStats()
+    first, cut = leader_batch(1, 0, b"b"), leader_batch(2, 0, b"c" * 100)[:40]
+    manager.apply(follower.state(), answer(records=first + cut, high_watermark=3))
+    assert stats.replication_bytes_in == len(first) + len(cut)
+    manager.apply(follower.state(), answer(error=ErrorCode.not_leader_or_follower))
+    manager.apply(follower.state(), answer(high_watermark=3))  # nothing new
+    assert stats.replication_bytes_in == len(first) + len(cut)
+    assert stats.all_topics.bytes_in == 0  # replication is not produce

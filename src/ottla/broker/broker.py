@@ -92,9 +92,7 @@ class Broker(BrokerContext):
             ClientQuotaManagers(config["quota.window.num"], config["quota.window.size.seconds"])
         """Client quotas (KIP-13, KIP-219): the metadata publisher keeps them current;
         Produce and Fetch record what their clients send and fetch against them."""
-        self.topic_stats: BrokerTopicStats | None = None
-        """What Produce and Fetch count per topic (Kafka's BrokerTopicStats), when the node
-        serves metrics (``prometheus.listener``); None otherwise: nothing is counted."""
+        self._topic_stats: BrokerTopicStats | None = None
         # The coordinators.
         self.producer_ids = ProducerIdManager(node_id, controller)
         self.group_coordinator = GroupCoordinatorService(self)
@@ -112,6 +110,18 @@ class Broker(BrokerContext):
         self.client_metrics = ClientMetricsManager(config["telemetry.max.bytes"],
                                                    random.Random())
         self._update_client_metrics()
+
+    @property
+    def topic_stats(self) -> BrokerTopicStats | None:
+        """What Produce, Fetch and the followers count (Kafka's BrokerTopicStats), when the
+        node serves metrics (``prometheus.listener``); None otherwise: nothing is
+        counted."""
+        return self._topic_stats
+
+    @topic_stats.setter
+    def topic_stats(self, stats: BrokerTopicStats | None) -> None:
+        self._topic_stats = stats
+        self.replica_fetchers.topic_stats = stats
 
     @property
     def coordinators(self) -> tuple[GroupCoordinatorService, TransactionCoordinatorService,

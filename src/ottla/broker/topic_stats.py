@@ -15,6 +15,12 @@ metrics endpoint turns them into Prometheus series when scraped
   the first read of each request), ``failed_fetch_requests`` those failing for an
   unexpected reason;
 - ``bytes_out``: bytes of records sent to consumers (followers' are replication).
+
+Replication has two broker-wide counters (Kafka registers its ``ReplicationBytesInPerSec``
+and ``ReplicationBytesOutPerSec`` meters on the all-topics bean only):
+``replication_bytes_in``, the records this broker's followers got in their leaders' Fetch
+responses, and ``replication_bytes_out``, the records this broker's Fetch responses sent
+to followers.
 """
 
 from __future__ import annotations
@@ -66,6 +72,8 @@ class BrokerTopicStats:
     def __init__(self) -> None:
         self.topics: dict[str, BrokerTopicMetrics] = {}
         self._retired = BrokerTopicMetrics()
+        self.replication_bytes_in = 0
+        self.replication_bytes_out = 0
 
     def topic(self, name: str) -> BrokerTopicMetrics:
         metrics = self.topics.get(name)

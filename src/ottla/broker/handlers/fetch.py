@@ -414,11 +414,14 @@ class _Fetch:
                 if data["records"]:
                     parts.move_to_end(key)  # rotate so every partition gets its turn
         stats = self.broker.topic_stats
-        if stats is not None and self.replica is None:  # a follower's bytes are replication
+        if stats is not None and self.replica is None:
             for key, data in selected.items():
                 records = data["records"]
                 if records:
                     stats.sent(parts[key].topic, len(records))
+        elif stats is not None:  # a follower's bytes are replication, for all topics
+            stats.replication_bytes_out += sum(len(data["records"])
+                                               for data in selected.values() if data["records"])
         charge = self.ctx.charge_request
         return encode_fetch_response(self.version, {
             "throttle_time": charge() if charge is not None else 0,

@@ -30,6 +30,7 @@ from ottla.broker.fetch_session import FetchSessionHandler
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import truncation_offset
 from ottla.broker.replication.replication_quota import ReplicationQuota
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.client.security import ClientSecurity
 from ottla.common.server_config import KafkaConfig
@@ -231,6 +232,9 @@ class ReplicaFetcherManager:
         in follower.replication.throttled.replicas (KIP-73)."""
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, ReplicaFetcher] = {}
+        self.topic_stats: BrokerTopicStats | None = None
+        """Counts the bytes replicated here (set with the broker's, when the node serves
+        metrics)."""
 
     def follow(self, partition: Partition, leader_id: int) -> None:
         """Fetch ``partition`` from ``leader_id`` in the partition's current leader epoch
@@ -310,6 +314,9 @@ class ReplicaFetcherManager:
             if self.quota is not None and self.quota.is_throttled(partition.topic,
                                                                   partition.index):
                 self.quota.record(len(data.records), now)
+            if self.topic_stats is not None:
+                # All the leader sent, as Kafka counts it (a batch cut short included).
+                self.topic_stats.replication_bytes_in += len(data.records)
         # The high watermark first: the leader's log start may be past the one this
         # replica had, and a log start never passes the high watermark (as Kafka's
         # processPartitionData orders them).

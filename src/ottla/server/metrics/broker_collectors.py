@@ -35,7 +35,8 @@ BROKER_TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
 class BrokerTopicMetricsCollector:
     """``kafka_server_brokertopicmetrics_*_total``: with ``topic`` for each topic that
     had traffic here, without for all topics (Kafka's topic-less bean). Topics the
-    metadata no longer has are retired first (their counts stay in the total)."""
+    metadata no longer has are retired first (their counts stay in the total). The
+    replication bytes are served for all topics only, as Kafka has them."""
 
     def __init__(self, stats: BrokerTopicStats, image: MetadataImage) -> None:
         self.stats = stats
@@ -56,6 +57,15 @@ class BrokerTopicMetricsCollector:
             for topic, metrics in topics:
                 family.add_sample(sample, {"topic": topic}, getattr(metrics, field))
             yield family
+        for mbean, total, doc in (
+                ("ReplicationBytesInPerSec", stats.replication_bytes_in,
+                 "Bytes of records followers here got from their leaders"),
+                ("ReplicationBytesOutPerSec", stats.replication_bytes_out,
+                 "Bytes of records sent to followers by Fetch")):
+            # Kafka has these on the all-topics bean only: no topic label.
+            yield CounterMetricFamily(meter("kafka.server", "BrokerTopicMetrics", mbean),
+                                      f"{doc} (kafka.server:type=BrokerTopicMetrics,"
+                                      f"name={mbean} Count)", value=total)
 
 
 class ReplicaManagerCollector:
