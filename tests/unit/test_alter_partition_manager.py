@@ -240,3 +240,47 @@ async def test_a_closed_manager_sends_nothing_more() -> None:
     manager.submit(a, change(a, [LEADER, F1]))
     await asyncio.sleep(0)
     assert sent == []
+
+
+async def test_a_change_refused_or_made_with_another_leader_is_a_failed_update(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's FailedIsrUpdatesPerSec is marked by each partition error the controller
+    answers (INELIGIBLE_REPLICA, INVALID_UPDATE_VERSION...) and by a change answered with
+    another leader; not by a committed change, nor by a request that failed or was
+    refused whole (Kafka sends those again)."""
+    monkeypatch.setattr(alter_partition_manager, "RETRY_BACKOFF_S", 0.001)
+    controller = Controller()
+    controller.refuse[(ORDERS, 1)] = ErrorCode.ineligible_replica
+    controller.refuse[(ORDERS, 2)] = ErrorCode.invalid_update_version
+    answers: list[Answer] = []
+    failed: list[Partition] = []
+    manager = AlterPartitionManager(
+        LEADER, lambda: BROKER_EPOCH, controller.send,  # type: ignore[arg-type]
+        lambda p, isr, epoch: answers.append((p, isr, epoch)), failed.append)
+    a, b, c = partition(ORDERS, 0), partition(ORDERS, 1), partition(ORDERS, 2)
+    for p in (a, b, c):
+        manager.submit(p, change(p, [LEADER, F1]))
+    await eventually(lambda: len(answers) == 2)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert sorted(failed, key=lambda p: p.index) == [b, c]
+
+    failed.clear()
+    controller.top_error = ErrorCode.not_controller
+    manager.submit(a, change(a, [LEADER]))
+    await eventually(lambda: len(answers) == 3)
+    controller.top_error = ErrorCode.none
+    controller.fail = ConnectionError("the controller is unreachable")
+    manager.submit(a, change(a, [LEADER]))
+    await eventually(lambda: len(controller.requests) >= 4)
+    controller.fail = None
+    await eventually(lambda: len(answers) == 4)
+    assert failed == []
+
+    elsewhere = Controller()
+    moved = AlterPartitionManager(
+        F1, lambda: BROKER_EPOCH, elsewhere.send,  # type: ignore[arg-type]
+        lambda p, isr, epoch: answers.append((p, isr, epoch)), failed.append)
+    moved.submit(a, change(a, [LEADER, F1]))  # committed, but LEADER leads it
+    await eventually(lambda: len(answers) == 5)
+    assert answers[-1] == (a, None, -1) and failed == [a]

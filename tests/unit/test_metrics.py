@@ -251,6 +251,37 @@ def test_isr_changes_the_controller_accepted_are_counted(tmp_path) -> None:
     assert value(samples, "kafka_server_replicamanager_isrexpands_total") == 1
 
 
+def test_refused_isr_changes_are_failed_isr_updates(tmp_path) -> None:
+    manager, image = hosted(tmp_path, ("orders", 1, [1, 2, 3], [1, 2, 3], 1))
+    partition = manager.partitions[("orders", 0)]
+    name = "kafka_server_replicamanager_failedisrupdates_total"
+    assert value(scrape(ReplicaManagerCollector(manager, image)), name) == 0
+    manager.isr_update_failed(partition)
+    manager.isr_update_failed(partition)
+    assert value(scrape(ReplicaManagerCollector(manager, image)), name) == 2
+
+
+def test_producer_id_count_is_the_producer_ids_the_hosted_logs_keep(tmp_path) -> None:
+    """Kafka's ProducerIdCount: the producer ids in each hosted partition's producer
+    state, summed; records of no producer id (a plain producer) keep none."""
+    manager, image = hosted(tmp_path, ("orders", 1, [1], [1], 1),
+                            ("events", 2, [1, 2], [1, 2], 1))  # followed: counts too
+    for tp, producer_ids in ((("orders", 0), (7, 8, 7, -1)), (("events", 0), (7,))):
+        log = manager.partitions[tp].log
+        sequences: dict[int, int] = {}
+        for producer_id in producer_ids:
+            idempotent = producer_id >= 0
+            sequence = sequences[producer_id] = sequences.get(producer_id, -1) + 1
+            batch = bytearray(build_batch(
+                [(None, b"v")], timestamp=1000, producer_id=producer_id,
+                producer_epoch=0 if idempotent else -1,
+                base_sequence=sequence if idempotent else -1,
+                base_offset=log.log_end_offset))
+            log.append_as_leader(batch, read_header(batch), 0, now_ms=1000)
+    samples = scrape(ReplicaManagerCollector(manager, image))
+    assert value(samples, "kafka_server_replicamanager_produceridcount") == 3
+
+
 def test_each_hosted_partitions_log_has_kafkas_log_gauges(tmp_path) -> None:
     """kafka.log:type=Log,name=...,topic=T,partition=P, as the exporter's rules name a
     gauge with two more keys: the keys become labels."""

@@ -77,7 +77,8 @@ class Broker(BrokerContext):
             quota=self.follower_quota, security=self.inter_broker_security)
         self.alter_partitions = AlterPartitionManager(
             node_id, lambda: self.broker_epoch, controller.call,
-            lambda p, isr, epoch: replica_manager.isr_answered(p, isr, epoch, self.now_ms()))
+            lambda p, isr, epoch: replica_manager.isr_answered(p, isr, epoch, self.now_ms()),
+            replica_manager.isr_update_failed)
         self.assignments = AssignmentsManager(node_id, lambda: self.broker_epoch,
                                               controller.call, lambda: self.image)
         """Where this broker put each replica, for the controller (KIP-858)."""

@@ -14,6 +14,10 @@ on may have been caused by this very change, made by an attempt whose answer was
 and a request that fails leaves it unknown: the change stays pending (the high watermark
 keeps counting the members it adds) until the metadata settles it, and a failed request
 is sent again, as Kafka's AlterPartitionManager and ``handleAlterPartitionError`` do.
+
+A change the controller refused, or made with another leader, is a failed ISR update
+(Kafka's FailedIsrUpdatesPerSec, ``on_failed``), unless a newer change of the partition
+overtook it; a request that failed or was refused whole is not, as Kafka retries those.
 """
 
 from __future__ import annotations
@@ -43,11 +47,13 @@ as the leader knows it."""
 class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int],
                  send: Callable[[int, int, dict[str, object]], asyncio.Future[object]],
-                 on_answer: Callable[[Partition, list[int] | None, int], None]) -> None:
+                 on_answer: Callable[[Partition, list[int] | None, int], None],
+                 on_failed: Callable[[Partition], None] = lambda partition: None) -> None:
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._send = send
         self._on_answer = on_answer
+        self._on_failed = on_failed
         self._queued: dict[TopicIdPartition, IsrChange] = {}
         self._partitions: dict[TopicIdPartition, Partition] = {}
         """The partition of each change queued or in flight: its answer goes back to it."""
@@ -94,6 +100,8 @@ class AlterPartitionManager:
         body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch(),
                 "topics": [{"topic_id": t, "partitions": ps} for t, ps in topics.items()]}
         answered: dict[TopicIdPartition, tuple[list[int] | None, int]] = {}
+        refused: set[TopicIdPartition] = set()
+        """Changes the controller refused or made with another leader."""
         failed = False
         try:
             response = await self._send(ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSION, body)
@@ -110,7 +118,9 @@ class AlterPartitionManager:
                         elif p.error_code == ErrorCode.none:
                             # The change moved the leadership: the metadata will say.
                             answered[key] = (None, -1)
+                            refused.add(key)
                         else:
+                            refused.add(key)
                             log.info("AlterPartition of %s-%d: %s", partitions[key].topic,
                                      p.partition_index, ErrorCode(p.error_code).name)
                             if p.error_code in NOT_MADE:
@@ -127,6 +137,8 @@ class AlterPartitionManager:
                     # the newer change's pending ISR, which the high watermark counts
                     # until the controller answers it (Kafka ignores it too).
                     continue
+                if key in refused:
+                    self._on_failed(partitions[key])
                 if key not in answered:
                     if failed:  # ask again; meanwhile it stays pending
                         self._queued[key] = change

@@ -84,6 +84,8 @@ class ReplicaManager:
         self.isr_shrinks = 0
         """ISR changes of partitions led here that the controller accepted (Kafka's
         IsrExpandsPerSec and IsrShrinksPerSec meters)."""
+        self.failed_isr_updates = 0
+        """ISR changes the controller refused (Kafka's FailedIsrUpdatesPerSec)."""
 
     # --- following the metadata --------------------------------------------------------
 
@@ -357,6 +359,17 @@ class ReplicaManager:
             elif len(isr) < before:
                 self.isr_shrinks += 1
         self._moved((partition.topic, partition.index), moved, isr is not None, now_ms)
+
+    def isr_update_failed(self, partition: Partition) -> None:
+        """The controller refused an ISR change of ``partition`` (or made it with another
+        leader)."""
+        self.failed_isr_updates += 1
+
+    def producer_id_count(self) -> int:
+        """Producer ids kept in the producer state of the partitions hosted here, offline
+        ones left out (Kafka's ``ReplicaManager.producerIdCount``)."""
+        return sum(len(partition.log.producer_state.producers)
+                   for partition in self.partitions.values() if not partition.log.offline)
 
     # --- purgatories ------------------------------------------------------------------
 

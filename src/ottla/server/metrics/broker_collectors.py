@@ -70,8 +70,9 @@ class BrokerTopicMetricsCollector:
 
 class ReplicaManagerCollector:
     """``kafka_server_replicamanager_*``: Kafka's ReplicaManager gauges, computed from
-    the hosted partitions as Kafka's are (``Partition.isUnderReplicated`` and the rest),
-    and its ISR meters."""
+    the hosted partitions as Kafka's are (``Partition.isUnderReplicated`` and the rest,
+    the producer ids their logs keep), and its ISR meters (changes accepted and
+    refused)."""
 
     def __init__(self, replica_manager: ReplicaManager, image: MetadataImage) -> None:
         self.replica_manager = replica_manager
@@ -116,7 +117,9 @@ class ReplicaManagerCollector:
                 ("AtMinIsrPartitionCount", at_min_isr,
                  "Partitions led here whose ISR is at min.insync.replicas"),
                 ("ReassigningPartitions", reassigning,
-                 "Partitions led here being reassigned")):
+                 "Partitions led here being reassigned"),
+                ("ProducerIdCount", manager.producer_id_count(),
+                 "Producer ids kept in the producer state of the partitions hosted here")):
             yield GaugeMetricFamily(gauge("kafka.server", "ReplicaManager", name),
                                     f"{doc} (kafka.server:type=ReplicaManager,name={name})",
                                     value=value)
@@ -124,7 +127,9 @@ class ReplicaManagerCollector:
                 ("IsrExpandsPerSec", manager.isr_expands,
                  "Followers the controller added to an ISR led here"),
                 ("IsrShrinksPerSec", manager.isr_shrinks,
-                 "Followers the controller removed from an ISR led here")):
+                 "Followers the controller removed from an ISR led here"),
+                ("FailedIsrUpdatesPerSec", manager.failed_isr_updates,
+                 "ISR changes of partitions led here the controller refused")):
             yield CounterMetricFamily(meter("kafka.server", "ReplicaManager", mbean),
                                       f"{doc} (kafka.server:type=ReplicaManager,"
                                       f"name={mbean} Count)", value=value)
