@@ -40,6 +40,7 @@ from ottla.server.metrics import endpoint as endpoint_module
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
+    LogFlushStatsCollector,
     ReplicaManagerCollector,
 )
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
@@ -54,6 +55,7 @@ from ottla.server.metrics.jmx_names import (
     meter,
     yammer_quantile,
 )
+from ottla.server.metrics.log_flush_stats import LogFlushStats
 from ottla.server.metrics.node_metrics import node_registry
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from ottla.server.metrics.request_collector import (
@@ -68,6 +70,7 @@ from ottla.server.metrics.request_metrics import (
 )
 from ottla.server.network import KafkaServer
 from ottla.server.request_dispatcher import RequestDispatcher
+from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 from tests.unit.test_network import METADATA_V12, ask
 
@@ -303,6 +306,55 @@ def test_each_hosted_partitions_log_has_kafkas_log_gauges(tmp_path) -> None:
     assert value(samples, "kafka_log_log_logendoffset", **empty) == 0
     assert value(samples, "kafka_log_log_numlogsegments", **empty) == 1
     assert value(samples, "kafka_log_log_size", **empty) == 0
+
+
+# --- LogFlushStats --------------------------------------------------------------------------
+
+def test_each_segment_flush_is_timed_by_the_timer_the_log_manager_gives(tmp_path) -> None:
+    """Kafka's LogSegment.flush marks LogFlushRateAndTimeMs once per segment fsynced: a
+    flush reaching two segments with unflushed records is two; one with nothing new is
+    none."""
+    ticks = iter(range(0, 1000, 3))  # each reading 3 ms after the last
+    stats = LogFlushStats(clock=lambda: next(ticks) / 1000)
+    logs = LogManager([str(tmp_path / "logs")], now_ms=0)
+    logs.flush_timer = stats.time
+    logs.discover()
+    logs.started()
+    log = logs.load_log(("orders", 0), LogConfig.resolve(), None, 0)
+    for value_ in (b"a", b"b"):
+        batch = bytearray(build_batch([(None, value_)], timestamp=1000))
+        log.append_as_leader(batch, read_header(batch), 0, now_ms=1000)
+        log.roll(1000)
+    log.flush()
+    log.flush()  # nothing new
+    # The two rolled segments; the new active one holds nothing yet.
+    assert (stats.count, stats.sum_ms) == (2, pytest.approx(6.0))
+    samples = scrape(LogFlushStatsCollector(stats))
+    name = "kafka_log_logflushstats_logflushrateandtimems"
+    assert value(samples, name + "_count") == 2
+    assert value(samples, name + "_sum") == pytest.approx(6.0)
+    assert value(samples, name, quantile="0.99") == pytest.approx(3.0)
+    logs.shutdown()
+
+
+def test_a_failed_flush_is_timed_too() -> None:
+    """As a Yammer timer's ``time``: the time is recorded whatever the flush raised."""
+    ticks = iter([0.0, 0.005])
+    stats = LogFlushStats(clock=lambda: next(ticks))
+
+    def broken() -> None:
+        raise OSError("the disk is gone")
+
+    with pytest.raises(OSError):
+        stats.time(broken)
+    assert stats.snapshot() == (1, 5.0, [5.0])
+
+
+def test_no_flush_yet_serves_zeros() -> None:
+    samples = scrape(LogFlushStatsCollector(LogFlushStats()))
+    name = "kafka_log_logflushstats_logflushrateandtimems"
+    assert value(samples, name + "_count") == 0
+    assert value(samples, name, quantile="0.50") == 0
 
 
 # --- raft-metrics ---------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from ottla.server.controller_registration_manager import ControllerRegistrationM
 from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
+from ottla.server.metrics.log_flush_stats import LogFlushStats
 from ottla.server.metrics.request_metrics import RequestChannelMetrics
 from ottla.server.network import ConnectionQuotas, KafkaServer
 from ottla.server.raft_driver import RaftDriver
@@ -93,6 +94,7 @@ class Node:
         """Kafka's StandardAuthorizer over the image's ACLs, which every listener of the
         node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
         self.request_metrics: RequestChannelMetrics | None = None
+        self.log_flush_stats: LogFlushStats | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
         self.loop_idle: EventLoopIdle | None = None
         """GET /metrics on ``prometheus.listener``, and what the connections count for it
@@ -186,6 +188,9 @@ class Node:
         if self.is_broker:
             self.log_manager = LogManager(cfg.log_dirs, now,
                                           skip_dirs=frozenset({f"{METADATA_TOPIC}-0"}))
+            if cfg.prometheus_listener is not None:
+                self.log_flush_stats = LogFlushStats()
+                self.log_manager.flush_timer = self.log_flush_stats.time
             loop = asyncio.get_running_loop()
             self.log_manager.on_roll = \
                 lambda lg, base: loop.run_in_executor(None, lg.flush, base)
@@ -327,7 +332,7 @@ class Node:
         registry = node_registry(image=self.image, requests=self.request_metrics,
                                  servers=lambda: self.servers, broker=self.broker,
                                  controller=self.controller_driver, raft=self.raft,
-                                 loop_idle=self.loop_idle)
+                                 loop_idle=self.loop_idle, log_flush=self.log_flush_stats)
         self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",

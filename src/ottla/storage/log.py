@@ -117,6 +117,9 @@ class Log:
         self.last_flush_ms = now_ms
         self.on_roll: Callable[[Log, int], None] | None = None
         """Called with the new segment's base offset so the owner can fsync the old ones."""
+        self.flush_timer: Callable[[Callable[[], None]], None] | None = None
+        """Runs each segment's fsync and times it (the node's LogFlushStats, when it
+        serves metrics); None: the fsync runs untimed."""
         self.offline = False
         self.on_io_error: Callable[[Log], None] | None = None
         self.page_cache: PageCacheWindow | None = None
@@ -440,7 +443,10 @@ class Log:
         for segment in list(self.segments):
             if segment.next_offset > self.recovery_point and segment.base_offset < end:
                 try:
-                    segment.flush()
+                    if self.flush_timer is None:
+                        segment.flush()
+                    else:
+                        self.flush_timer(segment.flush)
                 except (OSError, ValueError):
                     return  # the segment was closed or deleted meanwhile
                 new_files = new_files or segment.base_offset >= self.recovery_point

@@ -71,6 +71,9 @@ class LogManager:
         """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
         self.offline_dirs: set[str] = set()
         """Log dirs that had an I/O error: their partitions are offline."""
+        self.flush_timer: Callable[[Callable[[], None]], None] | None = None
+        """Given to every log this opens, to time its segment flushes (``Log.flush_timer``);
+        set before ``discover``."""
         self.on_dir_offline: Callable[[str], None] | None = None
         """Called with a log dir that has just gone offline (from within whatever
         operation failed: the callee should act on a later turn)."""
@@ -194,6 +197,7 @@ class LogManager:
         log_.high_watermark = max(log_.log_start_offset,
                                   min(high_watermark, log_.log_end_offset))
         log_.on_roll = self.on_roll
+        log_.flush_timer = self.flush_timer
         log_.discard = self._discard_segments
         log_.use_page_cache_window(self.page_cache)
         log_.on_io_error = lambda failed: self.mark_offline(os.path.dirname(failed.dir))

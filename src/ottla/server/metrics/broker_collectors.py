@@ -1,20 +1,27 @@
 """The broker role's metrics, read when scraped: Kafka's BrokerTopicMetrics (what Produce
 and Fetch counted, per topic and for all topics) and its ReplicaManager gauges and ISR
-meters, its ReplicaFetcherManager's MaxLag, and the ``kafka.log:type=Log`` gauges of
-each partition log (from the partitions this broker hosts)."""
+meters, its ReplicaFetcherManager's MaxLag, the ``kafka.log:type=Log`` gauges of each
+partition log (from the partitions this broker hosts) and the time of their segments'
+flushes (LogFlushStats)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.metadata.image import MetadataImage
-from ottla.server.metrics.jmx_names import gauge, meter
+from ottla.server.metrics.jmx_names import QUANTILES, gauge, histogram, meter, yammer_quantile
+from ottla.server.metrics.log_flush_stats import RESERVOIR, LogFlushStats
 
 BROKER_TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
     ("messages_in", "MessagesInPerSec", "Records appended by Produce"),
@@ -189,3 +196,25 @@ class LogCollector:
             end.add_metric(labels, log.log_end_offset)
             segments.add_metric(labels, len(log.segments))
         yield from families
+
+
+class LogFlushStatsCollector:
+    """``kafka_log_logflushstats_logflushrateandtimems{quantile}``, ``_count``, ``_sum``:
+    Kafka's segment flush timer as the exporter's histogram rules name a bean with no
+    further key (its rate is ``rate()`` of ``_count``)."""
+
+    def __init__(self, stats: LogFlushStats) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        count, total, recent = self.stats.snapshot()
+        family = SummaryMetricFamily(
+            histogram("kafka.log", "LogFlushStats", "LogFlushRateAndTimeMs"),
+            "Partition log segments' fsyncs, in milliseconds (kafka.log:type=LogFlushStats,"
+            f"name=LogFlushRateAndTimeMs); quantiles of the last {RESERVOIR}")
+        for label, quantile in QUANTILES:
+            family.add_sample(family.name, {"quantile": label},
+                              yammer_quantile(recent, quantile))
+        family.add_sample(family.name + "_count", {}, count)
+        family.add_sample(family.name + "_sum", {}, total)
+        yield family

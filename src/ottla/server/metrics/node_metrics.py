@@ -15,6 +15,7 @@ from ottla.server.controller_driver import ControllerDriver
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
+    LogFlushStatsCollector,
     ReplicaFetcherManagerCollector,
     ReplicaManagerCollector,
 )
@@ -24,6 +25,7 @@ from ottla.server.metrics.controller_collector import KafkaControllerCollector
 from ottla.server.metrics.endpoint import MetricsEndpoint
 from ottla.server.metrics.event_loop_idle import EventLoopIdle
 from ottla.server.metrics.group_coordinator_collector import GroupCoordinatorCollector
+from ottla.server.metrics.log_flush_stats import LogFlushStats
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from ottla.server.metrics.request_collector import (
     EventLoopIdleCollector,
@@ -47,10 +49,12 @@ class NodeRegistry(CollectorRegistry):
 def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   servers: Callable[[], Iterable[KafkaServer]], broker: Broker | None,
                   controller: ControllerDriver | None, raft: RaftDriver | None = None,
-                  loop_idle: EventLoopIdle | None = None) -> NodeRegistry:
+                  loop_idle: EventLoopIdle | None = None,
+                  log_flush: LogFlushStats | None = None) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
     the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
-    ``loop_idle`` its event loop's sampler (None: not served)."""
+    ``loop_idle`` its event loop's sampler and ``log_flush`` its broker's segment flush
+    timer (None: not served)."""
     registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
@@ -65,6 +69,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         registry.register(ReplicaManagerCollector(broker.replica_manager, image))
         registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
         registry.register(LogCollector(broker.replica_manager))
+        if log_flush is not None:
+            registry.register(LogFlushStatsCollector(log_flush))
         registry.register(GroupCoordinatorCollector(broker.group_coordinator))
         lag = ConsumerLagCollector(broker)
         registry.register(lag)
