@@ -168,6 +168,28 @@ def test_a_partitions_log_shows_its_offsets_segments_and_size(metered: Metered) 
     assert total(samples, "kafka_log_log_size", **logged) > RECORDS * len(b"record-0")
 
 
+def test_idempotent_producer_ids_and_log_flushes_are_counted(metered: Metered) -> None:
+    """ReplicaManager ProducerIdCount: an idempotent producer's id is kept in the producer
+    state of the partition it wrote. LogFlushStats LogFlushRateAndTimeMs: a topic with
+    ``flush.messages=1`` fsyncs its segment after every append, each flush timed."""
+    node, port = metered
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("flushed", 1, 1, config={"flush.messages": "1"})]
+                        )["flushed"].result(15)
+    before = scrape(port)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "enable.idempotence": True})
+    for i in range(RECORDS):
+        producer.produce("flushed", value=b"record-%d" % i)
+    assert producer.flush(15) == 0
+    after = scrape(port)
+    flushes = "kafka_log_logflushstats_logflushrateandtimems"
+    assert total(after, flushes + "_count") >= total(before, flushes + "_count") + 1
+    assert total(after, flushes + "_sum") > total(before, flushes + "_sum")
+    assert (flushes, (("quantile", "0.99"),)) in after
+    ids = "kafka_server_replicamanager_produceridcount"
+    assert total(after, ids) == total(before, ids) + 1
+
+
 def state(samples: Samples) -> str:
     """raft-metrics' current-state, from the one ``..._current_state_info`` series."""
     states = [dict(labels)["state"] for (name, labels), v in samples.items()
@@ -458,6 +480,61 @@ def test_a_killed_broker_shows_as_under_replicated_on_the_surviving_leader(
         assert total(observer, "kafka_server_raft_metrics_current_epoch") == epoch
         for survivor in (b for b in cluster.broker_ids if b not in (leader, follower)):
             assert total(scrape(ports[survivor]), under) == 0  # it leads nothing
+    finally:
+        cluster.stop()
+
+
+REPLICATION_IN = "kafka_server_brokertopicmetrics_replicationbytesin_total"
+REPLICATION_OUT = "kafka_server_brokertopicmetrics_replicationbytesout_total"
+MAX_LAG = "kafka_server_replicafetchermanager_maxlag"
+
+
+@pytest.mark.slow
+def test_followers_replicate_acks_all_records_and_catch_up(tmp_path) -> None:
+    """Three brokers and a topic on all of them: records produced with acks=all reach
+    both followers, so each follower's ReplicationBytesIn grows by at least the bytes
+    the leader took in (BytesIn) and the leader's ReplicationBytesOut by at least twice
+    that, and once the followers caught up every broker's MaxLag is 0."""
+    cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=3)
+    ports = {}
+    for node_id in cluster.broker_ids:
+        ports[node_id] = free_port()
+        node = cluster.nodes[node_id]
+        with open(node.config_file or "", "a", encoding="utf-8") as f:
+            f.write(f"prometheus.listener=127.0.0.1:{ports[node_id]}\n")
+    cluster.start()
+    try:
+        create(cluster, [NewTopic("replicated", 1, 3)])
+        wait_until(lambda: full_isr(cluster, "replicated"), 30, 0.2, "three in-sync replicas")
+        leader, replicas, _ = partitions(cluster, "replicated")[0]
+        followers = [b for b in replicas if b != leader]
+        before = {b: scrape(ports[b]) for b in cluster.broker_ids}
+        assert {b: total(s, MAX_LAG, clientId="Replica") for b, s in before.items()} == \
+            dict.fromkeys(cluster.broker_ids, 0)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 5})
+        failures: list[KafkaError] = []
+        for i in range(RECORDS):
+            producer.produce("replicated", b"v" * VALUE, key=str(i).encode(),
+                             on_delivery=lambda err, _msg: err and failures.append(err))
+        assert producer.flush(30) == 0 and not failures
+        bytes_in = "kafka_server_brokertopicmetrics_bytesin_total"
+        produced = total(scrape(ports[leader]), bytes_in, topic="replicated")
+        assert produced >= RECORDS * VALUE
+
+        def grown(broker: int, name: str) -> float:
+            return total(scrape(ports[broker]), name) - total(before[broker], name)
+
+        # acks=all answered: both followers have every record; the leader has sent them.
+        for follower in followers:
+            assert grown(follower, REPLICATION_IN) >= produced
+        assert grown(leader, REPLICATION_OUT) >= 2 * produced
+        assert grown(leader, REPLICATION_IN) == 0  # the leader follows nothing
+        wait_until(lambda: all(total(scrape(ports[b]), MAX_LAG, clientId="Replica") == 0
+                               for b in cluster.broker_ids), 15, 0.2,
+                   lambda: "every broker caught up: " + str(
+                       {b: total(scrape(ports[b]), MAX_LAG, clientId="Replica")
+                        for b in cluster.broker_ids}))
     finally:
         cluster.stop()
 
