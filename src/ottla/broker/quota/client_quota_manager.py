@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final, Generic, TypeVar
 
+from ottla.broker.quota.avg import Avg
 from ottla.broker.quota.rate import Rate
 from ottla.broker.quota.token_bucket import TokenBucket
 from ottla.metadata.client_quotas import (
@@ -59,6 +60,10 @@ MAX_SENSORS = 100_000
 """Rates kept at most per manager: client ids are the clients' to choose, and a client
 cycling through them must not grow the broker's memory for an hour (Kafka keeps every
 one). Past it the rates created first are forgotten (their clients start afresh)."""
+METRICS_NUM_SAMPLES = 2
+METRICS_SAMPLE_WINDOW_MS = 30_000
+"""Kafka's ``metrics.num.samples`` and ``metrics.sample.window.ms`` defaults: the samples
+of the stats a quota only reports (``throttle-time``, ``mutation-rate``), not enforces."""
 
 
 class QuotaType(Enum):
@@ -77,11 +82,14 @@ StatT = TypeVar("StatT", Rate, TokenBucket)
 class Sensor(Generic[StatT]):
     """What is measured of the clients sharing one quota (a ``Rate``, or the
     ``TokenBucket`` of controller mutations) and the quota bounding it (None: no quota
-    applies)."""
+    applies), with what Kafka's sensors also report: the throttle times applied (its
+    ``throttle-time`` sensor) and, beside a bucket, the ``mutation-rate``."""
 
     stat: StatT
     bound: float | None
     last_record_ms: int
+    throttle_time: Avg
+    mutation_rate: Rate | None = None
 
 
 class QuotaSensors(ABC, Generic[StatT]):
@@ -104,6 +112,14 @@ class QuotaSensors(ABC, Generic[StatT]):
     @abstractmethod
     def _new_stat(self) -> StatT:
         """What a new sensor measures."""
+
+    def _new_mutation_rate(self) -> Rate | None:
+        return None
+
+    @abstractmethod
+    def rate(self, sensor: Sensor[StatT], now_ms: int) -> float:
+        """The value of the sensor's rate metric (``byte-rate``, ``request-time``,
+        ``mutation-rate``) at ``now_ms``, as Kafka's reads when its bean is read."""
 
     # --- quotas ----------------------------------------------------------------------
 
@@ -183,12 +199,19 @@ class QuotaSensors(ABC, Generic[StatT]):
         if sensor is None:
             if len(self.sensors) >= MAX_SENSORS:
                 self._evict(now_ms)
-            sensor = self.sensors[tags] = Sensor(self._new_stat(), self.quota_limit(tags),
-                                                 now_ms)
+            sensor = self.sensors[tags] = Sensor(
+                self._new_stat(), self.quota_limit(tags), now_ms,
+                Avg(METRICS_NUM_SAMPLES, METRICS_SAMPLE_WINDOW_MS), self._new_mutation_rate())
         sensor.last_record_ms = now_ms
         if now_ms >= self._next_expiry_ms:
             self._expire(now_ms)
         return sensor
+
+    def tracked(self, now_ms: int) -> list[tuple[Tags, Sensor[StatT]]]:
+        """The sensors kept at ``now_ms``, those idle for an hour forgotten first (Kafka
+        expires them on a timer): what the quota metrics show."""
+        self._expire(now_ms)
+        return list(self.sensors.items())
 
     def _expire(self, now_ms: int) -> None:
         """Forget the rates of clients silent for an hour (Kafka's sensor expiry)."""
@@ -221,6 +244,9 @@ class ClientQuotaManager(QuotaSensors[Rate]):
     def _new_stat(self) -> Rate:
         return Rate(self.samples, self.window_seconds * 1000)
 
+    def rate(self, sensor: Sensor[Rate], now_ms: int) -> float:
+        return sensor.stat.measure(now_ms)
+
     def record(self, user: str, client_id: str | None, value: float, now_ms: int) -> int:
         """Record ``value`` for the client and return how long to throttle it, 0 if its
         rate is within its quota (Kafka's ``maybeRecordAndGetThrottleTimeMs``)."""
@@ -238,6 +264,8 @@ class ClientQuotaManager(QuotaSensors[Rate]):
         throttle = throttle_time_ms(observed, bound, rate.window_size(now_ms))
         if self.max_throttle_ms is not None:
             throttle = min(throttle, self.max_throttle_ms)
+        if throttle > 0:
+            sensor.throttle_time.record(throttle, now_ms)
         return throttle
 
     def unrecord(self, user: str, client_id: str | None, value: float, now_ms: int) -> None:

@@ -12,7 +12,14 @@ topic may take the bucket below zero; the next is refused. Sans-I/O: callers pas
 
 from __future__ import annotations
 
-from ottla.broker.quota.client_quota_manager import QuotaSensors, QuotaType, Sensor
+from ottla.broker.quota.client_quota_manager import (
+    METRICS_NUM_SAMPLES,
+    METRICS_SAMPLE_WINDOW_MS,
+    QuotaSensors,
+    QuotaType,
+    Sensor,
+)
+from ottla.broker.quota.rate import Rate
 from ottla.broker.quota.token_bucket import TokenBucket, throttle_time_ms
 
 
@@ -41,18 +48,23 @@ class ControllerMutationQuota:
         """Charge ``permits`` partitions; a strict quota raises ``ThrottlingQuotaExceeded``
         instead when the bucket is already below zero."""
         sensor = self.sensor
-        if sensor is None or sensor.bound is None:
+        if sensor is None:
             return
-        bound, bucket = sensor.bound, sensor.stat
         sensor.last_record_ms = now_ms
+        bound, bucket = sensor.bound, sensor.stat
+        if bound is None:  # Kafka's unbounded sensor: still counted in mutation-rate
+            _count(sensor, permits, now_ms)
+            return
         if self.strict:
             tokens = bucket.measure(bound, now_ms)
             if tokens < 0:
                 self._note(throttle_time_ms(tokens, bound), now_ms)
                 raise ThrottlingQuotaExceeded(self._throttle_ms)
             bucket.record(permits, bound, now_ms)
+            _count(sensor, permits, now_ms)
             return
         bucket.record(permits, bound, now_ms)
+        _count(sensor, permits, now_ms)
         tokens = bucket.measure(bound, now_ms)
         if tokens < 0:
             self._note(throttle_time_ms(tokens, bound), now_ms)
@@ -62,6 +74,20 @@ class ControllerMutationQuota:
 
     def throttle_time_ms(self, now_ms: int) -> int:
         return max(0, self._throttle_ms - (now_ms - self._recorded_ms))
+
+    def throttle(self, now_ms: int) -> int:
+        """The throttle time the response carries, once per request: recorded in the
+        client's ``throttle-time`` when positive (Kafka's
+        ``quotas.controllerMutation.throttle``)."""
+        throttle_ms = self.throttle_time_ms(now_ms)
+        if throttle_ms > 0 and self.sensor is not None:
+            self.sensor.throttle_time.record(throttle_ms, now_ms)
+        return throttle_ms
+
+
+def _count(sensor: Sensor[TokenBucket], permits: int, now_ms: int) -> None:
+    if sensor.mutation_rate is not None:
+        sensor.mutation_rate.record(permits, now_ms)
 
 
 class ControllerMutationQuotaManager(QuotaSensors[TokenBucket]):
@@ -73,6 +99,15 @@ class ControllerMutationQuotaManager(QuotaSensors[TokenBucket]):
 
     def _new_stat(self) -> TokenBucket:
         return TokenBucket(self.samples, self.window_seconds)
+
+    def _new_mutation_rate(self) -> Rate:
+        """Kafka's ``mutation-rate``: a plain ``Rate`` of the metrics' own samples (it
+        only reports; the bucket enforces)."""
+        return Rate(METRICS_NUM_SAMPLES, METRICS_SAMPLE_WINDOW_MS)
+
+    def rate(self, sensor: Sensor[TokenBucket], now_ms: int) -> float:
+        assert sensor.mutation_rate is not None
+        return sensor.mutation_rate.measure(now_ms)
 
     def quota_for(self, user: str, client_id: str, strict: bool, now_ms: int
                   ) -> ControllerMutationQuota:

@@ -68,7 +68,7 @@ class ControllerServices:
         itself is also muted for it (KIP-219); a forwarded one is muted by its broker,
         which takes the time from the response (Kafka's
         ``sendResponseMaybeThrottleWithControllerQuota``)."""
-        throttle_ms = quota.throttle_time_ms(self.now_ms())
+        throttle_ms = quota.throttle(self.now_ms())
         if not ctx.forwarded:
             ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
         return throttle_ms
