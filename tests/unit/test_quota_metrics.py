@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ottla.broker.quota.avg import Avg
 from ottla.broker.quota.client_quota_manager import ABSENT, ClientQuotaManager, QuotaType
@@ -18,6 +20,27 @@ from ottla.broker.quota.controller_mutation_quota import (
     ThrottlingQuotaExceeded,
 )
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
+from ottla.server.metrics.jmx_names import quota_metric
+from ottla.server.metrics.quota_collector import ClientQuotaCollector, sanitized_user
+
+BYTE_RATE, REQUEST_TIME = "kafka_server_quota_byte_rate", "kafka_server_quota_request_time"
+MUTATION_RATE, THROTTLE = "kafka_server_quota_mutation_rate", "kafka_server_quota_throttle_time"
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(quotas: ClientQuotaManagers, now_ms: int) -> Samples:
+    """The collector's samples at ``now_ms`` as Prometheus parses them."""
+    registry = CollectorRegistry()
+    registry.register(ClientQuotaCollector(quotas, lambda: now_ms))
+    text = generate_latest(registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return name, tuple(sorted(labels.items()))
+
 
 # --- Avg: Kafka's Avg, 2 samples of 30 s -----------------------------------------------------
 
@@ -77,3 +100,60 @@ def test_mutation_rate_counts_the_partitions_charged_and_throttle_time_the_answe
     assert free.throttle(now) == 0
     other = manager.sensors[(ABSENT, "other")]
     assert manager.rate(other, now) == 2.0 and math.isnan(other.throttle_time.measure(now))
+
+
+# --- the series -----------------------------------------------------------------------------
+
+def test_names_are_the_exporters_quota_rules() -> None:
+    assert quota_metric("byte-rate") == BYTE_RATE
+    assert quota_metric("throttle-time") == THROTTLE
+    assert quota_metric("mutation-rate") == MUTATION_RATE
+
+
+def test_users_are_url_encoded_as_kafkas_metric_tags() -> None:
+    """Kafka's Sanitizer.sanitize: Java's URLEncoder, then ``*`` and ``+`` (a space)
+    percent-encoded."""
+    assert sanitized_user("alice") == "alice"
+    assert sanitized_user("CN=alice, O=x") == "CN%3Dalice%2C%20O%3Dx"
+    assert sanitized_user("a*b~c_d.e-f") == "a%2Ab%7Ec_d.e-f"
+    assert sanitized_user("é") == "%C3%A9"
+
+
+def test_each_entity_has_the_tags_of_its_quota_level() -> None:
+    quotas = ClientQuotaManagers()
+    quotas.produce.update_quota((ABSENT, "app"), 500.0)
+    quotas.fetch.update_quota(("CN=alice, O=x", ABSENT), 1000.0)
+    quotas.request.update_quota(("bob", "app"), 1.0)
+    quotas.produce.record("alice", "app", 6000, 0)
+    quotas.produce.record("alice", "other", 1000, 0)  # no quota of its own
+    quotas.fetch.record("CN=alice, O=x", "c1", 5000, 0)
+    quotas.fetch.record("CN=alice, O=x", "c2", 5000, 0)  # the same user's rate
+    quotas.request.record("bob", "app", 5.0, 0)
+    samples = scrape(quotas, 0)
+    produce = {"resource": "Produce", "clientId": "app"}
+    fetch = {"resource": "Fetch", "user": "CN%3Dalice%2C%20O%3Dx"}
+    request = {"resource": "Request", "user": "bob", "clientId": "app"}
+    assert samples[key(BYTE_RATE, **produce)] == 600.0  # 6000 B over the 10 s floor
+    assert samples[key(THROTTLE, **produce)] == 2000  # (600 - 500) / 500 * 10 s
+    other = key(BYTE_RATE, resource="Produce", clientId="other")
+    assert samples[other] == 100.0
+    assert math.isnan(samples[key(THROTTLE, resource="Produce", clientId="other")])
+    assert samples[key(BYTE_RATE, **fetch)] == 1000.0
+    assert math.isnan(samples[key(THROTTLE, **fetch)])  # at its quota, not over it
+    assert samples[key(REQUEST_TIME, **request)] == 0.5
+    assert {name for name, _ in samples} == {BYTE_RATE, REQUEST_TIME, THROTTLE}
+    assert len(samples) == 8
+
+
+def test_nothing_is_served_without_quotas_and_idle_clients_go_after_an_hour() -> None:
+    quotas = ClientQuotaManagers()
+    quotas.produce.record("alice", "app", 6000, 0)  # no quota set: not measured
+    assert scrape(quotas, 0) == {}
+    quotas.controller_mutation.update_quota((ABSENT, "admin"), 1)
+    quotas.controller_mutation.quota_for("u", "admin", strict=True, now_ms=0).record(3, 0)
+    labels = {"resource": "ControllerMutation", "clientId": "admin"}
+    assert scrape(quotas, 0)[key(MUTATION_RATE, **labels)] == 0.1  # 3 over 30 s
+    # The quota removed, the sensor stays until its client has been idle for an hour.
+    quotas.controller_mutation.update_quota((ABSENT, "admin"), None)
+    assert scrape(quotas, 3_600_000)[key(MUTATION_RATE, **labels)] == 0.0
+    assert scrape(quotas, 3_600_001) == {}

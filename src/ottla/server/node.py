@@ -332,7 +332,8 @@ class Node:
         registry = node_registry(image=self.image, requests=self.request_metrics,
                                  servers=lambda: self.servers, broker=self.broker,
                                  controller=self.controller_driver, raft=self.raft,
-                                 loop_idle=self.loop_idle, log_flush=self.log_flush_stats)
+                                 loop_idle=self.loop_idle, log_flush=self.log_flush_stats,
+                                 client_quotas=(self.client_quotas, self.now_ms))
         self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",

@@ -32,6 +32,24 @@ group whose attributes are the metrics) have rules of their own in
 - ``kafka.server<type=(.+)><>([a-z-]+)`` -> ``kafka_server_$1_$2``, the dashes made
   underscores as every character Prometheus does not allow in a name:
   ``kafka_server_raft_metrics_current_leader``.
+
+The client quota metrics (a metrics group per quota type whose beans carry the quota
+entity's ``user`` and ``client-id`` keys) have the rules' "Quota specific rules", tried in
+this order (``examples/kafka-kraft-3_0_0.yml``; ``example_configs/kafka-2_0_0.yml`` lacks
+the third and tries the second first, which then swallows the first's beans):
+
+- ``kafka.server<type=(.+), user=(.+), client-id=(.+)><>([a-z-]+)`` ->
+  ``kafka_server_quota_$4`` with labels ``resource="$1"``, ``user="$2"``,
+  ``clientId="$3"``;
+- ``kafka.server<type=(.+), client-id=(.+)><>([a-z-]+)`` -> ``kafka_server_quota_$3``,
+  ``resource`` and ``clientId``;
+- ``kafka.server<type=(.+), user=(.+)><>([a-z-]+)`` -> ``kafka_server_quota_$3``,
+  ``resource`` and ``user``:
+  ``kafka.server:type=Produce,client-id=app`` ``byte-rate`` is
+  ``kafka_server_quota_byte_rate{resource="Produce",clientId="app"}``. (In
+  ``kafka-kraft-3_0_0.yml`` the KRaft rule ``kafka.server<type=(.+)><>([a-z-]+)``
+  comes first and, unanchored, matches these beans too, with the keys in the name; the
+  quota rules' names are the ones meant and served here.)
 """
 
 from __future__ import annotations
@@ -74,6 +92,12 @@ def group_metric(group: str, attribute: str) -> str:
     ``kafka.server``: ``group_metric("raft-metrics", "high-watermark")`` is
     ``kafka_server_raft_metrics_high_watermark``."""
     return re.sub(r"[^a-zA-Z0-9_:]", "_", f"kafka_server_{group}_{attribute}").lower()
+
+
+def quota_metric(attribute: str) -> str:
+    """The gauge of a client quota metric ``attribute`` (``byte-rate``,
+    ``throttle-time``...): ``kafka_server_quota_byte_rate``."""
+    return re.sub(r"[^a-zA-Z0-9_:]", "_", f"kafka_server_quota_{attribute}").lower()
 
 
 def histogram(domain: str, mbean_type: str, name: str) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from ottla.broker.broker import Broker
+from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.metadata.image import MetadataImage
 from ottla.server.controller_driver import ControllerDriver
@@ -26,6 +27,7 @@ from ottla.server.metrics.endpoint import MetricsEndpoint
 from ottla.server.metrics.event_loop_idle import EventLoopIdle
 from ottla.server.metrics.group_coordinator_collector import GroupCoordinatorCollector
 from ottla.server.metrics.log_flush_stats import LogFlushStats
+from ottla.server.metrics.quota_collector import ClientQuotaCollector
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from ottla.server.metrics.request_collector import (
     EventLoopIdleCollector,
@@ -50,14 +52,19 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   servers: Callable[[], Iterable[KafkaServer]], broker: Broker | None,
                   controller: ControllerDriver | None, raft: RaftDriver | None = None,
                   loop_idle: EventLoopIdle | None = None,
-                  log_flush: LogFlushStats | None = None) -> NodeRegistry:
+                  log_flush: LogFlushStats | None = None,
+                  client_quotas: tuple[ClientQuotaManagers, Callable[[], int]] | None = None
+                  ) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
     the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
     ``loop_idle`` its event loop's sampler and ``log_flush`` its broker's segment flush
-    timer (None: not served)."""
+    timer (None: not served), ``client_quotas`` its quota managers and the clock their
+    sensors are read at (None: not served)."""
     registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
+    if client_quotas is not None:
+        registry.register(ClientQuotaCollector(*client_quotas))
     registry.register(SocketServerCollector(servers))
     if loop_idle is not None:
         registry.register(EventLoopIdleCollector(loop_idle))
