@@ -114,6 +114,7 @@ class QuotaSensors(ABC, Generic[StatT]):
         """What a new sensor measures."""
 
     def _new_mutation_rate(self) -> Rate | None:
+        """A rate a sensor reports beside its bucket (controller mutations only)."""
         return None
 
     @abstractmethod
