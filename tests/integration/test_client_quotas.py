@@ -4,7 +4,8 @@ producer and consumer running as fast as they can with the throttled client id. 
 asserted is what the user sees: librdkafka reports being throttled (its ``throttle_cb``:
 the broker's throttle_time_ms), the rate achieved over the run stays within a wide margin
 of the quota, a client with another id is not throttled, the quotas are described as
-set, and they survive a restart of the node.
+set, and they survive a restart of the node. The node's /metrics shows Kafka's quota
+metrics for the throttled client ids, as the JMX exporter names them.
 
 The margin: Kafka's rate is measured over at least 10 windows of 1 s, so a client may
 send ten seconds' worth of its quota at once before it is throttled, and over a run of
@@ -14,6 +15,7 @@ runs here, well under the 3x asserted.
 
 from __future__ import annotations
 
+import math
 import socket
 import subprocess
 import sys
@@ -28,7 +30,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import encode_request
 from ottla.protocol.messages import build
-from tests.helpers import OttlaProcess, WireClient, wait_until
+from tests.helpers import OttlaProcess, WireClient, free_port, wait_until
+from tests.integration.test_metrics import Samples, scrape
 from tests.java_clients import run
 
 PRODUCER_QUOTA = 200_000
@@ -38,10 +41,14 @@ RUN_S = 6.0
 VALUE = b"v" * 1000
 
 
+METRICS_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: Any) -> Iterator[OttlaProcess]:
     node = OttlaProcess(str(tmp_path_factory.mktemp("client-quotas") / "data"),
-                        overrides={"num.partitions": "1"}).start()
+                        overrides={"num.partitions": "1",
+                                   "prometheus.listener": f"127.0.0.1:{METRICS_PORT}"}).start()
     try:
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         for future in admin.create_topics([NewTopic("quota-fast", 1, 1),
@@ -108,6 +115,12 @@ def produce_flat_out(node: OttlaProcess, client_id: str, topic: str, seconds: fl
     return rate, throttles
 
 
+def quota_series(samples: Samples, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """``kafka_server_quota_<name>``'s samples by their labels."""
+    return {labels: value for (n, labels), value in samples.items()
+            if n == f"kafka_server_quota_{name}"}
+
+
 def test_a_producer_over_its_quota_is_throttled_and_held_near_it(node: OttlaProcess) -> None:
     assert configs(node, "--alter", "--entity-type", "clients", "--entity-name",
                    "slow-producer", "--add-config", f"producer_byte_rate={PRODUCER_QUOTA}") == \
@@ -120,6 +133,21 @@ def test_a_producer_over_its_quota_is_throttled_and_held_near_it(node: OttlaProc
     other_rate, other_throttles = produce_flat_out(node, "fast-producer", "quota-fast", 2.0)
     assert not other_throttles.events
     assert other_rate > 3 * PRODUCER_QUOTA, other_rate
+    # Kafka's kafka.server:type=Produce,client-id=C beans (byte-rate, throttle-time) as
+    # the JMX exporter's quota rules name them: the producer held at its quota shows a
+    # rate near it and the throttle times it was given. The other is measured too (as
+    # in Kafka, every client of a quota type once a quota of it is set) but was never
+    # throttled: Kafka's Avg of no throttle time is NaN. No Fetch or Request series: no
+    # quota of those types is set yet.
+    samples = scrape(METRICS_PORT)
+    rates, throttles = quota_series(samples, "byte_rate"), quota_series(samples, "throttle_time")
+    slow = (("clientId", "slow-producer"), ("resource", "Produce"))
+    fast = (("clientId", "fast-producer"), ("resource", "Produce"))
+    assert PRODUCER_QUOTA / 2 < rates[slow] < 3 * PRODUCER_QUOTA, rates[slow]
+    assert throttles[slow] > 0
+    assert rates[fast] > 0 and math.isnan(throttles[fast])
+    assert {dict(labels)["resource"] for labels in rates | throttles} == {"Produce"}
+    assert not quota_series(samples, "request_time")
 
 
 def consume_flat_out(node: OttlaProcess, client_id: str, seconds: float,
@@ -244,6 +272,12 @@ def test_topic_mutations_beyond_the_controller_mutation_rate_are_refused_or_thro
     created = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=10).topics
     assert {"mutation-a", "mutation-c", "mutation-old-0", "mutation-old-1"} <= set(created)
     assert "mutation-b" not in created
+    # The controller's kafka.server:type=ControllerMutation,client-id=slow-admin bean:
+    # the partitions it was charged per second and the throttle times it was given.
+    samples = scrape(METRICS_PORT)
+    labels = (("clientId", "slow-admin"), ("resource", "ControllerMutation"))
+    assert quota_series(samples, "mutation_rate")[labels] > 0
+    assert quota_series(samples, "throttle_time")[labels] > 0
 
 
 def connect_from(address: str, node: OttlaProcess, count: int = 1) -> list[bool]:
@@ -316,3 +350,9 @@ def test_a_client_over_its_request_percentage_is_throttled(node: OttlaProcess) -
     producer.flush(30)
     assert throttles.events and max(throttles.events) > 0, "librdkafka saw no throttling"
     assert acked[0] == i + 1
+    # kafka.server:type=Request,client-id=slow-requests: its share of a thread (in
+    # percent) and the throttle times it was given (at most one window, 1 s).
+    samples = scrape(METRICS_PORT)
+    labels = (("clientId", "slow-requests"), ("resource", "Request"))
+    assert quota_series(samples, "request_time")[labels] > 0
+    assert 0 < quota_series(samples, "throttle_time")[labels] <= 1000
