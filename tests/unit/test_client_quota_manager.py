@@ -19,7 +19,7 @@ from ottla.broker.quota.client_quota_manager import (
     throttle_time_ms,
 )
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
-from ottla.broker.quota.rate import Rate
+from ottla.common.stats.rate import Rate
 from ottla.protocol.api import ApiKey, request_schema
 from ottla.protocol.codec import RequestHeader, encode_body
 from ottla.protocol.errors import ErrorCode

@@ -13,13 +13,13 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ottla.broker.quota.avg import Avg
 from ottla.broker.quota.client_quota_manager import ABSENT, ClientQuotaManager, QuotaType
 from ottla.broker.quota.controller_mutation_quota import (
     ControllerMutationQuotaManager,
     ThrottlingQuotaExceeded,
 )
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
+from ottla.common.stats.avg import Avg
 from ottla.server.metrics.jmx_names import quota_metric
 from ottla.server.metrics.quota_collector import ClientQuotaCollector, sanitized_user
 

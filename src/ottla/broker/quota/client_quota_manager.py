@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final, Generic, TypeVar
 
-from ottla.broker.quota.avg import Avg
-from ottla.broker.quota.rate import Rate
 from ottla.broker.quota.token_bucket import TokenBucket
+from ottla.common.stats.avg import Avg
+from ottla.common.stats.rate import Rate
 from ottla.metadata.client_quotas import (
     CONSUMER_BYTE_RATE,
     CONTROLLER_MUTATION_RATE,

@@ -25,7 +25,7 @@ from ottla.broker.quota.client_quota_manager import (
     MAX_SENSORS,
     throttle_time_ms,
 )
-from ottla.broker.quota.rate import Rate
+from ottla.common.stats.rate import Rate
 
 UNLIMITED = 2**31 - 1
 """Kafka's default for every connection rate (Int.MaxValue): no quota."""

@@ -19,8 +19,8 @@ from ottla.broker.quota.client_quota_manager import (
     QuotaType,
     Sensor,
 )
-from ottla.broker.quota.rate import Rate
 from ottla.broker.quota.token_bucket import TokenBucket, throttle_time_ms
+from ottla.common.stats.rate import Rate
 
 
 class ThrottlingQuotaExceeded(Exception):

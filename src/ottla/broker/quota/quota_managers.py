@@ -16,8 +16,8 @@ from ottla.broker.quota.client_quota_manager import (
 )
 from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
 from ottla.broker.quota.controller_mutation_quota import ControllerMutationQuotaManager
-from ottla.broker.quota.rate import Rate
 from ottla.broker.quota.token_bucket import TokenBucket
+from ottla.common.stats.rate import Rate
 from ottla.metadata.client_quotas import (
     CLIENT_ID,
     CONNECTION_CREATION_RATE,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ottla.broker.quota.sampled_stat import SampledStat
+from ottla.common.stats.sampled_stat import SampledStat
 
 
 class Avg(SampledStat):

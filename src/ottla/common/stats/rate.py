@@ -11,7 +11,7 @@ windows of 1 s, a client is measured over at least 10 s). Sans-I/O: callers pass
 
 from __future__ import annotations
 
-from ottla.broker.quota.sampled_stat import Sample, SampledStat
+from ottla.common.stats.sampled_stat import Sample, SampledStat
 
 
 def _truncated_div(a: int, b: int) -> int:

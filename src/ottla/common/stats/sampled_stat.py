@@ -11,25 +11,29 @@ from __future__ import annotations
 
 
 class Sample:
-    __slots__ = ("event_count", "last_event_ms", "start_ms", "value")
+    __slots__ = ("event_count", "initial_value", "last_event_ms", "start_ms", "value")
 
-    def __init__(self, now_ms: int) -> None:
-        self.value = 0.0
+    def __init__(self, now_ms: int, initial_value: float = 0.0) -> None:
+        self.initial_value = initial_value
+        self.value = initial_value
         self.event_count = 0
         self.start_ms = now_ms
         self.last_event_ms = now_ms
 
     def reset(self, now_ms: int) -> None:
-        self.value = 0.0
+        self.value = self.initial_value
         self.event_count = 0
         self.start_ms = now_ms
         self.last_event_ms = now_ms
 
 
 class SampledStat:
-    """The ring of samples and its recording; subclasses say what a measure combines."""
+    """The ring of samples and its recording; subclasses say what a measure combines
+    and, if not a sum, how a sample takes a value (``_update``, from ``initial_value``)."""
 
     __slots__ = ("_current", "_samples", "samples", "window_ms")
+
+    initial_value = 0.0
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.samples = samples
@@ -39,7 +43,7 @@ class SampledStat:
 
     def _current_sample(self, now_ms: int) -> Sample:
         if not self._samples:
-            self._samples.append(Sample(now_ms))
+            self._samples.append(Sample(now_ms, self.initial_value))
         return self._samples[self._current]
 
     def record(self, value: float, now_ms: int) -> None:
@@ -49,14 +53,17 @@ class SampledStat:
         if now_ms - sample.start_ms >= self.window_ms:
             self._current = (self._current + 1) % (self.samples + 1)
             if self._current >= len(self._samples):
-                sample = Sample(now_ms)
+                sample = Sample(now_ms, self.initial_value)
                 self._samples.append(sample)
             else:
                 sample = self._samples[self._current]
                 sample.reset(now_ms)
-        sample.value += value
+        self._update(sample, value)
         sample.event_count += 1
         sample.last_event_ms = now_ms
+
+    def _update(self, sample: Sample, value: float) -> None:
+        sample.value += value
 
     def _purge(self, now_ms: int) -> None:
         """``purgeObsoleteSamples``: reset the samples with no record for the whole span."""
