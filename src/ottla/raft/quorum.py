@@ -66,6 +66,7 @@ from ottla.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from ottla.raft.raft_metrics import RaftMetrics
 from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet, VoterSetHistory
 
 CAUGHT_UP_WINDOW_MS = 3_600_000
@@ -163,6 +164,7 @@ class RaftReplica:
         self.applied = 0
         self.epoch_start_offset = -1
         """Where this leader's epoch begins (its leader-change entry)."""
+        self.metrics = RaftMetrics()
         self._history = VoterSetHistory(self._snapshot_voters(log.snapshot))
         if kraft_version >= 1:
             offset = log.start_offset
@@ -250,7 +252,7 @@ class RaftReplica:
             return None
         offset = self.log.end_offset
         self._append([Entry(self.epoch, payload, count)], now_ms)
-        self._maybe_advance_high_watermark()
+        self._maybe_advance_high_watermark(now_ms)
         return offset
 
     def take_committed(self) -> Committed | None:
@@ -329,7 +331,7 @@ class RaftReplica:
             # cannot get (its log is behind).
             if alive < self.majority and len(self.voters) > 1:
                 return self.resign(now_ms)
-            self._maybe_advance_high_watermark()
+            self._maybe_advance_high_watermark(now_ms)
             return []
         if now_ms >= self._deadline:
             if self.role is Role.FOLLOWER and \
@@ -523,7 +525,7 @@ class RaftReplica:
     def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
         offset = self.log.end_offset
         self._append([Entry(self.epoch, voters)], now_ms)
-        self._maybe_advance_high_watermark()
+        self._maybe_advance_high_watermark(now_ms)
         return offset
 
     def _settle_changes(self, now_ms: int) -> list[Outgoing]:
@@ -558,6 +560,8 @@ class RaftReplica:
                 self._history.add_at(offset, entry.payload)
                 changed = True
             offset += entry.count
+            if self.is_leader:
+                self.metrics.leader_appended(offset, entry.count, now_ms)
         if changed:
             self._voters_changed(now_ms)
 
@@ -585,7 +589,7 @@ class RaftReplica:
                 progress = self._observers.pop(node.key, None) if node is not None else None
                 self._replica_end[v] = max(progress.end_offset, 0) if progress else 0
                 self._last_fetch[v] = now_ms
-        self._maybe_advance_high_watermark()
+        self._maybe_advance_high_watermark(now_ms)
 
     # --- transitions ---------------------------------------------------------------------
 
@@ -612,6 +616,7 @@ class RaftReplica:
         make this node refuse pre-votes, or voters could keep vouching for a dead one."""
         self.role = Role.FOLLOWER
         self.leader_id = leader_id
+        self.metrics.leader_known(now_ms)
         self._fetch_sent_ms = None
         self._next_fetch_ms = now_ms
         self._deadline = now_ms + self.config.fetch_timeout_ms
@@ -638,6 +643,7 @@ class RaftReplica:
         self._reset_election_timer(now_ms, self.config.election_timeout_ms)
         if self._won():
             return self._become_candidate(now_ms)  # the only voter left
+        self.metrics.election_started(now_ms)
         return self._vote_request(pre_vote=True)
 
     def _become_candidate(self, now_ms: int) -> list[Outgoing]:
@@ -649,6 +655,7 @@ class RaftReplica:
         self._reset_election_timer(now_ms, self.config.election_timeout_ms)
         if self._won():
             return self._become_leader(now_ms)
+        self.metrics.election_started(now_ms)
         return self._vote_request(pre_vote=False)
 
     def _become_leader(self, now_ms: int) -> list[Outgoing]:
@@ -660,13 +667,15 @@ class RaftReplica:
         self._observers = {}
         self._pending_change = None
         self.epoch_start_offset = self.log.end_offset
-        self.log.append([Entry(self.epoch, None)])  # leader change: commits the epoch
+        self.metrics.leadership_lost()  # what a past leadership left uncommitted
+        self.metrics.leader_known(now_ms)
+        self._append([Entry(self.epoch, None)], now_ms)  # leader change: commits the epoch
         if self.kraft_version >= 1 and self._history.last_offset() < 0 and \
                 (self.log.snapshot is None or self.log.snapshot.voters is None):
             # As Kafka: a set known only from the bootstrap checkpoint goes into the log,
             # where replicas formatted without initial controllers learn it.
             self._append([Entry(self.epoch, self.voter_set)], now_ms)
-        self._maybe_advance_high_watermark()
+        self._maybe_advance_high_watermark(now_ms)
         return [Outgoing(v.key.id, BeginQuorumEpoch(self.node_id, self.epoch,
                                                     v.key.directory_id))
                 for v in self.voter_set.nodes if v.key.id != self.node_id]
@@ -815,7 +824,7 @@ class RaftReplica:
             self._replica_end[req.replica_id] = req.fetch_offset
             if req.fetch_offset >= self.log.end_offset:
                 self._last_caught_up[req.replica_id] = now_ms
-            self._maybe_advance_high_watermark()
+            self._maybe_advance_high_watermark(now_ms)
         elif req.replica_id != self.node_id:
             self._observers.setdefault(key, _Progress()).fetched(
                 req.fetch_offset, self.log.end_offset, now_ms)
@@ -884,7 +893,7 @@ class RaftReplica:
             self._snapshot_next = SnapshotWrite(snapshot, install=True)
         return self._maybe_fetch(now_ms)
 
-    def _maybe_advance_high_watermark(self) -> None:
+    def _maybe_advance_high_watermark(self, now_ms: int) -> None:
         """The majority's end offset, counting only the flushed part of our own log."""
         if not self.is_leader:
             return
@@ -896,6 +905,7 @@ class RaftReplica:
         if candidate > self.high_watermark and \
                 self.log.epoch_at(candidate - 1) == self.epoch:
             self.high_watermark = candidate
+            self.metrics.committed(candidate, now_ms)
 
     def _on_fetch_response(self, source: int, resp: FetchResponse, now_ms: int
                            ) -> list[Outgoing]:
@@ -948,6 +958,7 @@ class RaftReplica:
             return self._maybe_fetch(now_ms)
         if resp.entries:
             self._append(resp.entries, now_ms)
+            self.metrics.fetched(sum(entry.count for entry in resp.entries), now_ms)
         self.high_watermark = max(self.high_watermark,
                                   min(resp.high_watermark, self.log.end_offset))
         return self._maybe_fetch(now_ms)
