@@ -6,6 +6,7 @@ record per request, and the HTTP endpoint's answers to good and bad requests."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import uuid
 from collections.abc import Iterable
@@ -362,14 +363,18 @@ def test_no_flush_yet_serves_zeros() -> None:
 class Raft:
     """What the collector reads of a RaftDriver."""
 
-    def __init__(self, replica: RaftReplica) -> None:
+    def __init__(self, replica: RaftReplica, now_ms: int = 0) -> None:
         self.replica = replica
         self.log = replica.log
+        self.now = now_ms
+
+    def now_ms(self) -> int:
+        return self.now
 
 
-def raft_samples(replica: RaftReplica) -> tuple[str, dict[str, float]]:
+def raft_samples(replica: RaftReplica, now_ms: int = 0) -> tuple[str, dict[str, float]]:
     """The current-state label and the other raft-metrics by attribute."""
-    samples = scrape(RaftMetricsCollector(Raft(replica)))  # type: ignore[arg-type]
+    samples = scrape(RaftMetricsCollector(Raft(replica, now_ms)))  # type: ignore[arg-type]
     states = [dict(labels)["state"] for (name, labels), v in samples.items()
               if name == "kafka_server_raft_metrics_current_state_info" and v == 1]
     assert len(states) == 1
@@ -381,10 +386,18 @@ def raft_samples(replica: RaftReplica) -> tuple[str, dict[str, float]]:
 def test_raft_metrics_of_a_leader() -> None:
     leader = RaftReplica(1, {1}, MemoryLog(), random.Random(0))
     leader.start(0)  # the only voter: elected at once, its leader-change entry committed
-    state, values = raft_samples(leader)
+    state, values = raft_samples(leader, now_ms=1000)
     assert state == "leader"
-    assert values == {"current_leader": 1, "current_epoch": 1, "current_vote": 1,
-                      "high_watermark": 1, "log_end_offset": 1, "log_end_epoch": 1}
+    assert {k: v for k, v in values.items() if not math.isnan(v)} == {
+        "current_leader": 1, "current_epoch": 1, "current_vote": 1, "high_watermark": 1,
+        "log_end_offset": 1, "log_end_epoch": 1, "number_unknown_voter_connections": 0,
+        # The leader-change record, committed as it was appended; over Kafka's floor of
+        # one whole 30 s window.
+        "commit_latency_avg": 0, "commit_latency_max": 0,
+        "append_records_rate": pytest.approx(1 / 31), "fetch_records_rate": 0}
+    # Elected without a campaign: no election to measure (NaN, as Kafka's Avg and Max).
+    assert math.isnan(values["election_latency_avg"])
+    assert math.isnan(values["election_latency_max"])
 
 
 def test_raft_metrics_before_a_leader_is_known_and_as_follower_or_observer() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from ottla.raft.quorum import RaftReplica, Role
+from ottla.raft.raft_metrics import RaftMetrics
 from ottla.server.metrics.jmx_names import group_metric
 from ottla.server.raft_driver import RaftDriver
 
@@ -45,8 +46,9 @@ def current_vote(replica: RaftReplica) -> int:
 class RaftMetricsCollector:
     """``kafka_server_raft_metrics_*``: the gauges of ``kafka.server:type=raft-metrics``
     (current-state as ``..._current_state_info{state}``, as the exporter's rule for its
-    string makes it). The rates and latencies (commit-latency, election-latency,
-    fetch-records-rate...) are not served."""
+    string makes it), and its sampled latencies and rates, measured at scrape time by the
+    driver's clock (NaN, as Kafka's, while a latency has nothing in its windows).
+    ``poll-idle-ratio-avg`` is not served: the replica shares the node's event loop."""
 
     def __init__(self, raft: RaftDriver) -> None:
         self.raft = raft
@@ -70,7 +72,29 @@ class RaftMetricsCollector:
                 ("high-watermark", replica.high_watermark,
                  "The high watermark maintained on this member"),
                 ("log-end-offset", log.end_offset, "The current raft log end offset"),
-                ("log-end-epoch", log.last_epoch, "The current raft log end epoch")):
+                ("log-end-epoch", log.last_epoch, "The current raft log end epoch"),
+                # Kafka's too: every voter's endpoint is known (configured, or in the
+                # voter set), so none is unknown.
+                ("number-unknown-voter-connections", 0,
+                 "Number of unknown voters whose connection information is not cached; "
+                 "would never be larger than quorum-size"),
+                *self._sampled(replica.metrics)):
             yield GaugeMetricFamily(group_metric(GROUP, attribute),
                                     f"{doc} (kafka.server:type={GROUP} {attribute})",
                                     value=value)
+
+    def _sampled(self, metrics: RaftMetrics) -> Iterator[tuple[str, float, str]]:
+        now_ms = self.raft.now_ms()
+        yield ("commit-latency-avg", metrics.commit_latency_avg.measure(now_ms),
+               "The average time in milliseconds to commit an entry in the raft log")
+        yield ("commit-latency-max", metrics.commit_latency_max.measure(now_ms),
+               "The maximum time in milliseconds to commit an entry in the raft log")
+        yield ("election-latency-avg", metrics.election_latency_avg.measure(now_ms),
+               "The average time in milliseconds spent on electing a new leader")
+        yield ("election-latency-max", metrics.election_latency_max.measure(now_ms),
+               "The maximum time in milliseconds spent on electing a new leader")
+        yield ("append-records-rate", metrics.append_records.measure(now_ms),
+               "The average number of records appended per sec as the leader of the raft "
+               "quorum")
+        yield ("fetch-records-rate", metrics.fetch_records.measure(now_ms),
+               "The average number of records fetched from the leader of the raft quorum")
