@@ -7,6 +7,7 @@ leader and its followers, whose lag is 0 once they caught up."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 import time
@@ -211,6 +212,25 @@ def test_the_raft_metrics_show_the_leader_and_its_epoch(metered: Metered) -> Non
     assert total(samples, raft("current_vote")) == node.node_id
     assert total(samples, raft("log_end_epoch")) == total(samples, raft("current_epoch"))
     assert 0 < total(samples, raft("high_watermark")) <= total(samples, raft("log_end_offset"))
+
+
+def test_the_raft_metrics_time_commits_and_count_appended_records(metered: Metered) -> None:
+    """raft-metrics' sampled stats on the lone voter: creating a topic appends metadata
+    records to the leader's log, committed (commit-latency) and counted
+    (append-records-rate); it fetches from no one and never campaigned (it was elected
+    at once), so fetch-records-rate is 0 and the election latency NaN, as Kafka's."""
+    node, port = metered
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("raft-timed", 2, 1)])["raft-timed"].result(15)
+    samples = scrape(port)
+    raft = "kafka_server_raft_metrics_{}".format
+    assert total(samples, raft("append_records_rate")) > 0
+    assert total(samples, raft("fetch_records_rate")) == 0
+    average = total(samples, raft("commit_latency_avg"))
+    assert 0 <= average <= total(samples, raft("commit_latency_max")) < 10_000
+    assert math.isnan(total(samples, raft("election_latency_avg")))
+    assert math.isnan(total(samples, raft("election_latency_max")))
+    assert total(samples, raft("number_unknown_voter_connections")) == 0
 
 
 def series(samples: Samples, name: str, **labels: str) -> float | None:
@@ -479,6 +499,12 @@ def test_a_killed_broker_shows_as_under_replicated_on_the_surviving_leader(
         assert total(observer, "kafka_server_raft_metrics_current_leader") == \
             cluster.controller_ids[0]
         assert total(observer, "kafka_server_raft_metrics_current_epoch") == epoch
+        # The observer fetched the metadata log (the topic's records among it); the
+        # controller appended it, as the leader.
+        assert total(observer, "kafka_server_raft_metrics_fetch_records_rate") > 0
+        assert total(observer, "kafka_server_raft_metrics_append_records_rate") == 0
+        assert total(controller, "kafka_server_raft_metrics_append_records_rate") > 0
+        assert total(controller, "kafka_server_raft_metrics_commit_latency_max") >= 0
         for survivor in (b for b in cluster.broker_ids if b not in (leader, follower)):
             assert total(scrape(ports[survivor]), under) == 0  # it leads nothing
     finally:
