@@ -40,6 +40,9 @@ rules and errors), only once it has committed an entry of its epoch and the prev
 change is committed; Add and Remove are answered when their VotersRecord commits
 (``take_voter_change_results``). A leader that removed itself leads until then, and
 resigns.
+
+The replica records Kafka's ``raft-metrics`` sampled stats (``metrics``: commit and
+election latencies, appended and fetched records) with the ``now_ms`` it is given.
 """
 
 from __future__ import annotations
