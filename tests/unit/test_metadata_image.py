@@ -24,7 +24,8 @@ def busy_controller(seed: int = 7) -> QuorumController:
 
     for b in (1, 2, 3):
         apply(c.cluster.register_broker(
-            b, uuid.UUID(int=b), [("PLAINTEXT", "h", 9000 + b, 0)], f"rack{b % 2}", b * 10))
+            b, uuid.UUID(int=b), [("PLAINTEXT", "h", 9000 + b, 0)], f"rack{b % 2}", b * 10,
+            features=[("metadata.version", 7, 25), ("share.version", 0, 2)]))
     apply(c.replication.create_topics([NewTopic("a", 3, 2, configs={"retention.ms": "1000"}),
                            NewTopic("b", assignments={0: [2], 1: [3]})]))
     apply(c.configuration.incremental_alter_configs([(ConfigResourceType.BROKER, "", [
@@ -48,6 +49,7 @@ def test_an_image_replayed_from_its_snapshot_records_is_equal() -> None:
         copy.replay(record)
     assert copy.digest() == image.digest()
     assert copy.brokers == image.brokers and copy.configs == image.configs
+    assert copy.brokers[1].features == {"metadata.version": (7, 25), "share.version": (0, 2)}
     assert copy.controllers == image.controllers and sorted(copy.controllers) == [3000, 3001]
     assert list(copy.controllers[3000].endpoints) == ["CONTROLLER", "CONTROLLER2"]
     assert {t.name: dict(t.partitions) for t in copy.topics_by_id.values()} == \

@@ -45,7 +45,8 @@ class ClusterControlManager:
                         endpoints: Sequence[tuple[str, str, int, int]], rack: str | None,
                         broker_epoch: int, *, now_ms: int = 0, unfence: bool = True,
                         previous_broker_epoch: int = -1,
-                        log_dirs: Sequence[uuid.UUID] | None = None) -> ControllerResult:
+                        log_dirs: Sequence[uuid.UUID] | None = None,
+                        features: Sequence[tuple[str, int, int]] = ()) -> ControllerResult:
         """Register (or re-register after a restart) a broker.
 
         ``broker_epoch`` is the offset the registration record will get, as in KRaft. A
@@ -63,6 +64,9 @@ class ClusterControlManager:
         checked as Kafka does (INVALID_REGISTRATION: none, a reserved id, one twice, one
         another broker has) and recorded. None: the caller has none to report (a broker
         in the controller's own process, tests).
+
+        ``features``: (name, min, max) levels the broker supports, recorded for
+        UpdateFeatures to check (a feature it does not name, it supports only at 0).
         """
         if log_dirs is not None and self.replication.directories_tracked:
             self._check_log_dirs(broker_id, log_dirs)
@@ -81,6 +85,9 @@ class ClusterControlManager:
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
             end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
                              for n, h, p, s in endpoints),
+            features=tuple(r.BrokerFeature(name=n, min_supported_version=low,
+                                           max_supported_version=high)
+                           for n, low, high in features),
             rack=rack, fenced=True,
             log_dirs=tuple(log_dirs or ()) if self.replication.directories_tracked else ()))
         self.last_heartbeat_ms[broker_id] = now_ms

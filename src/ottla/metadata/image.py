@@ -102,6 +102,9 @@ class BrokerRegistration:
     directories: tuple[uuid.UUID, ...] = ()
     """The broker's online log dirs, sorted (KIP-858): those it registered with, less
     those its heartbeats reported offline. Empty for a broker that registered none."""
+    features: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Supported (min, max) levels by feature name, as it registered: a feature it did
+    not name it supports only at level 0 (what UpdateFeatures checks)."""
 
     def has_online_dir(self, directory: uuid.UUID) -> bool:
         """Whether a replica in ``directory`` on this broker is online (Kafka's
@@ -130,6 +133,16 @@ class ControllerRegistration:
     """By listener name, in the order the controller gave them."""
     features: dict[str, tuple[int, int]]
     """Supported (min, max) levels by feature name."""
+
+
+def _features(features: tuple[r.BrokerFeature, ...]) -> dict[str, tuple[int, int]]:
+    return {f.name: (f.min_supported_version, f.max_supported_version) for f in features}
+
+
+def _feature_records(features: dict[str, tuple[int, int]]) -> tuple[r.BrokerFeature, ...]:
+    return tuple(r.BrokerFeature(name=name, min_supported_version=low,
+                                 max_supported_version=high)
+                 for name, (low, high) in features.items())
 
 
 def _dirs(log_dirs: tuple[uuid.UUID | None, ...]) -> tuple[uuid.UUID, ...]:
@@ -253,7 +266,8 @@ class MetadataImage:
             rec.broker_id, rec.broker_epoch, rec.incarnation_id,
             {e.name: Endpoint(e.name, e.host, e.port, e.security_protocol)
              for e in rec.end_points},
-            rec.rack, rec.fenced, rec.in_controlled_shutdown, _dirs(rec.log_dirs))
+            rec.rack, rec.fenced, rec.in_controlled_shutdown, _dirs(rec.log_dirs),
+            _features(rec.features))
 
     def _replay_BrokerRegistrationChangeRecord(self, rec: r.BrokerRegistrationChangeRecord
                                                ) -> None:
@@ -280,7 +294,7 @@ class MetadataImage:
             rec.controller_id, rec.incarnation_id, rec.zk_migration_ready,
             {e.name: Endpoint(e.name, e.host, e.port, e.security_protocol)
              for e in rec.end_points},
-            {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features})
+            _features(rec.features))
 
     def _replay_UnregisterBrokerRecord(self, rec: r.UnregisterBrokerRecord) -> None:
         self.brokers.pop(rec.broker_id, None)
@@ -367,7 +381,7 @@ class MetadataImage:
                 broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
                 broker_epoch=broker.epoch, rack=broker.rack, fenced=broker.fenced,
                 in_controlled_shutdown=broker.in_controlled_shutdown,
-                log_dirs=broker.directories,
+                log_dirs=broker.directories, features=_feature_records(broker.features),
                 end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
                                                   security_protocol=e.security_protocol)
                                  for e in broker.endpoints.values())))
@@ -379,9 +393,7 @@ class MetadataImage:
                 end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
                                                   security_protocol=e.security_protocol)
                                  for e in controller.endpoints.values()),
-                features=tuple(r.BrokerFeature(name=name, min_supported_version=low,
-                                               max_supported_version=high)
-                               for name, (low, high) in controller.features.items())))
+                features=_feature_records(controller.features)))
         for topic in sorted(self.topics_by_id.values(), key=lambda t: t.name):
             records.append(r.TopicRecord(name=topic.name, topic_id=topic.topic_id))
             for index, part in sorted(topic.partitions.items()):

@@ -45,7 +45,9 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
             req.broker_id, req.incarnation_id, endpoints, req.rack, channel.next_offset(),
             now_ms=ctx.now_ms(), unfence=False,
             previous_broker_epoch=getattr(req, "previous_broker_epoch", -1),
-            log_dirs=[d for d in getattr(req, "log_dirs", ()) if d is not None]))
+            log_dirs=[d for d in getattr(req, "log_dirs", ()) if d is not None],
+            features=[(f.name, f.min_supported_version, f.max_supported_version)
+                      for f in req.features]))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "broker_epoch": -1}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "broker_epoch": epoch}
