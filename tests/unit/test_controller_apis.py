@@ -22,7 +22,7 @@ import pytest
 
 from ottla.broker.handlers.configs import DYNAMIC_TOPIC_CONFIG
 from ottla.broker.handlers.metadata import BROKERS, CONTROLLERS
-from ottla.common.features import METADATA_VERSION, SUPPORTED_FEATURES
+from ottla.common.features import METADATA_VERSION, SHARE_VERSION, SUPPORTED_FEATURES
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.common.topics import METADATA_TOPIC
 from ottla.common.uuids import kafka_uuid_text
@@ -654,6 +654,31 @@ async def test_update_features_v0_allow_downgrade_asks_for_a_safe_downgrade(env:
     assert plain[0] == allowed[0] == ErrorCode.invalid_update_version
     assert "upgrade type" in plain[1] and "upgrade type" not in allowed[1]
     assert env.image.features[METADATA_VERSION] == HIGH_MV
+
+
+async def test_update_features_waits_for_every_registered_broker_to_support_the_level(
+        env: Env) -> None:
+    """A broker's BrokerRegistration says what it supports; a level one of them cannot
+    run at is refused with Kafka's message until it re-registers supporting it."""
+    async def register(share_versions: tuple[int, int]) -> None:
+        registered = await ask(env, ApiKey.BROKER_REGISTRATION, 4, {
+            "broker_id": 7, "cluster_id": CLUSTER_ID, "incarnation_id": uuid.uuid4(),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9097,
+                           "security_protocol": 0}],
+            "features": [{"name": SHARE_VERSION, "min_supported_version": share_versions[0],
+                          "max_supported_version": share_versions[1]}],
+            "rack": None, "log_dirs": [uuid.UUID(int=7 << 64 | 0xA)]})
+        assert registered.error_code == ErrorCode.none
+
+    await register((0, 1))
+    upgrade = {"feature": SHARE_VERSION, "max_version_level": 2, "upgrade_type": 1}
+    assert await update_features(env, 1, upgrade) == {SHARE_VERSION: (
+        ErrorCode.invalid_update_version,
+        "Invalid update version 2 for feature share.version. Broker 7 only supports "
+        "versions 0-1")}
+    await register((0, 2))
+    assert await update_features(env, 1, upgrade) == {SHARE_VERSION: (ErrorCode.none, None)}
+    assert env.image.features[SHARE_VERSION] == 2
 
 
 # --- the quorum ------------------------------------------------------------------------

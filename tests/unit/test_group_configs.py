@@ -317,7 +317,8 @@ def test_share_version_goes_down_to_zero_and_back_up() -> None:
     refused = c.features.update_features([(SHARE_VERSION, 3, UPGRADE)])
     assert refused.response[SHARE_VERSION] == (
         ErrorCode.invalid_update_version,
-        "share.version level 3 is outside the supported range 0-2")
+        "Invalid update version 3 for feature share.version. Local controller 1 only "
+        "supports versions 0-2")
     assert c.features.update_features([(SHARE_VERSION, 0, UPGRADE)]).response[
         SHARE_VERSION][0] == ErrorCode.invalid_update_version  # a downgrade must say so
     down = c.features.update_features([(SHARE_VERSION, 0, SAFE_DOWNGRADE)])

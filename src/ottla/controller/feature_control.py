@@ -10,6 +10,7 @@ from ottla.common.features import (
     METADATA_VERSION,
     METADATA_VERSION_LEVEL,
     SUPPORTED_FEATURES,
+    controller_registration_supported,
     default_feature_levels,
 )
 from ottla.controller.results import ControllerResult
@@ -17,10 +18,41 @@ from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode
 
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+"""UpdateFeatures v1's upgrade types (v0's allow_downgrade is a safe downgrade)."""
+
+
+def _range_text(low: int, high: int) -> str:
+    """A version range as Kafka's ``VersionRange.toString`` writes it."""
+    if low == high:
+        return str(low)
+    return f"{low}+" if high == 0x7FFF else f"{low}-{high}"
+
+
+def reason_not_supported(level: int, who: str, supported: tuple[int, int]) -> str | None:
+    """Why ``who`` cannot run at ``level`` (Kafka's ``QuorumFeatures.reasonNotSupported``),
+    None when it can."""
+    low, high = supported
+    if low <= level <= high:
+        return None
+    if high == 0:
+        return f"{who} does not support this feature."
+    return f"{who} only supports versions {_range_text(low, high)}"
+
+
+DISABLED = (0, 0)
+"""What a node supports of a feature it did not name: level 0 only."""
+
 
 class FeatureControlManager:
-    def __init__(self, image: MetadataImage) -> None:
+    def __init__(self, image: MetadataImage, node_id: int = 1,
+                 quorum_node_ids: Sequence[int] = ()) -> None:
+        """``node_id``: this controller, which checks its own support first;
+        ``quorum_node_ids``: the controllers of ``controller.quorum.voters`` (none for a
+        dynamic quorum), each of which must have registered before a level changes."""
         self.image = image
+        self.node_id = node_id
+        self.quorum_node_ids = tuple(quorum_node_ids)
 
     def bootstrap_records(self) -> list[Any]:
         """The records a freshly formatted cluster starts its log with (when no bootstrap
@@ -33,23 +65,13 @@ class FeatureControlManager:
     def update_features(self, updates: Sequence[tuple[str, int, int]],
                         validate_only: bool = False) -> ControllerResult:
         """UpdateFeatures: (feature, max level, upgrade type 1 upgrade / 2 safe / 3 unsafe
-        downgrade). All or nothing; response: {feature: (error, message)}."""
+        downgrade). All or nothing; response: {feature: (error, message)}, Kafka's
+        INVALID_UPDATE_VERSION messages."""
         results: dict[str, tuple[ErrorCode, str | None]] = {}
         records: list[Any] = []
         for name, level, upgrade_type in updates:
-            supported = SUPPORTED_FEATURES.get(name)
             current = self.image.features.get(name, 0)
-            problem = None
-            if supported is None:
-                problem = f"The controller does not support the feature {name}"
-            elif level != 0 and not supported[0] <= level <= supported[1]:
-                problem = (f"{name} level {level} is outside the supported range "
-                           f"{supported[0]}-{supported[1]}")
-            elif level < current and upgrade_type == 1:
-                problem = (f"Cannot downgrade {name} from {current} to {level} without "
-                           "setting the upgrade type to safe or unsafe downgrade")
-            elif name == METADATA_VERSION and level < current:
-                problem = "Downgrading metadata.version is not supported"
+            problem = self._refusal(name, level, upgrade_type, current)
             if problem is not None:
                 results[name] = (ErrorCode.invalid_update_version, problem)
             else:
@@ -59,3 +81,61 @@ class FeatureControlManager:
         if validate_only or any(err != ErrorCode.none for err, _ in results.values()):
             records = []
         return ControllerResult(records, results)
+
+    def _refusal(self, name: str, level: int, upgrade_type: int, current: int) -> str | None:
+        """Why ``name`` cannot go from ``current`` to ``level``, in Kafka's order and words
+        (``FeatureControlManager.updateFeature``); None when it can."""
+        def invalid(reason: str) -> str:
+            return f"Invalid update version {level} for feature {name}. {reason}"
+        if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+            return invalid("The controller does not support the given upgrade type.")
+        if level < 0:
+            return invalid("A feature version cannot be less than 0.")
+        reason = self.reason_not_supported(name, level)
+        if reason is not None:
+            return invalid(reason)
+        if level < current and upgrade_type == UPGRADE:
+            return invalid("Can't downgrade the version of this feature without setting the "
+                           "upgrade type to either safe or unsafe downgrade.")
+        if level > current and upgrade_type != UPGRADE:
+            return invalid("Can't downgrade to a newer version.")
+        if name == METADATA_VERSION and level < current:
+            # Kafka allows a safe downgrade between versions that changed no metadata;
+            # Ottla keeps no such table and refuses every one.
+            why = ("Unsafe metadata downgrade is not supported in this version."
+                   if upgrade_type == UNSAFE_DOWNGRADE else
+                   "Refusing to perform the requested downgrade because it might delete "
+                   "metadata information.")
+            return f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
+        return None
+
+    def reason_not_supported(self, name: str, level: int) -> str | None:
+        """Whether every node can run ``name`` at ``level`` (Kafka's
+        ``FeatureControlManager.reasonNotSupported``): this controller, every registered
+        broker (fenced ones too), every other registered controller, and, from
+        metadata.version 3.7-IV0, every controller of a static quorum has registered."""
+        reason = reason_not_supported(level, f"Local controller {self.node_id}",
+                                      SUPPORTED_FEATURES.get(name, DISABLED))
+        if reason is not None:
+            return reason
+        for broker in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
+            reason = reason_not_supported(level, f"Broker {broker.broker_id}",
+                                          broker.features.get(name, DISABLED))
+            if reason is not None:
+                return reason
+        metadata_version = self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)
+        if not controller_registration_supported(metadata_version):
+            return None
+        for controller in sorted(self.image.controllers.values(),
+                                 key=lambda c: c.controller_id):
+            if controller.controller_id == self.node_id:
+                continue
+            reason = reason_not_supported(level, f"Controller {controller.controller_id}",
+                                          controller.features.get(name, DISABLED))
+            if reason is not None:
+                return reason
+        for node_id in self.quorum_node_ids:
+            if node_id != self.node_id and node_id not in self.image.controllers:
+                return (f"controller {node_id} has not registered, and may not support "
+                        "this feature")
+        return None

@@ -20,7 +20,7 @@ cluster's soft broker sessions.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ottla.controller.acl_control import AclControlManager
@@ -50,7 +50,10 @@ class QuorumController:
                  broker_config: Callable[[str], Any] | None = None,
                  delegation_token_secret_key: str | None = None,
                  delegation_token_max_lifetime_ms: int = DEFAULT_MAX_LIFETIME_MS,
-                 delegation_token_expiry_time_ms: int = DEFAULT_EXPIRY_TIME_MS) -> None:
+                 delegation_token_expiry_time_ms: int = DEFAULT_EXPIRY_TIME_MS,
+                 quorum_node_ids: Sequence[int] = ()) -> None:
+        """``quorum_node_ids``: the controllers of ``controller.quorum.voters`` (none for
+        a dynamic quorum), which must all register before a feature level changes."""
         self.node_id = node_id
         self.registry = registry
         """The timeline the image's maps keep their history on (None: plain dicts)."""
@@ -64,7 +67,7 @@ class QuorumController:
             default_min_insync_replicas=default_min_insync_replicas)
         self.cluster = ClusterControlManager(self.image, self.replication)
         self.configuration = ConfigurationControlManager(self.image, broker_config)
-        self.features = FeatureControlManager(self.image)
+        self.features = FeatureControlManager(self.image, node_id, quorum_node_ids)
         self.producer_ids = ProducerIdControlManager(self.image)
         self.scram = ScramControlManager(self.image)
         self.acls = AclControlManager(self.image, rng)

@@ -166,7 +166,8 @@ class Node:
                 registry=SnapshotRegistry(), broker_config=cfg.get,
                 delegation_token_secret_key=cfg["delegation.token.secret.key"],
                 delegation_token_max_lifetime_ms=cfg["delegation.token.max.lifetime.ms"],
-                delegation_token_expiry_time_ms=cfg["delegation.token.expiry.time.ms"])
+                delegation_token_expiry_time_ms=cfg["delegation.token.expiry.time.ms"],
+                quorum_node_ids=sorted(cfg.quorum_voters))
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
                 controller, self.raft,
