@@ -189,12 +189,62 @@ def test_update_features_raises_metadata_version_and_refuses_downgrades(tmp_path
                         {"feature": "metadata.version", "max_version_level": level,
                          "upgrade_type": kind}]}).results[0]
 
+        def refusal(level: int, kind: int) -> str:
+            result = update(level, kind)
+            assert result.error_code == 95  # INVALID_UPDATE_VERSION
+            return result.error_message
+
         assert finalized() == 21
         assert update(25, 1, validate_only=True).error_code == 0 and finalized() == 21
-        assert update(99, 1).error_code == 95  # INVALID_UPDATE_VERSION: unsupported level
+        assert refusal(99, 1) == ("Invalid update version 99 for feature metadata.version. "
+                                  "Local controller 1 only supports versions 7-25")
+        # The node's broker registered what it supports: the upgrade passes its check.
         assert update(25, 1).error_code == 0 and finalized() == 25
-        assert update(21, 1).error_code == 95  # a downgrade needs a downgrade type
-        assert update(21, 2).error_code == 95  # and metadata.version never goes down
+        assert refusal(21, 1) == (
+            "Invalid update version 21 for feature metadata.version. Can't downgrade the "
+            "version of this feature without setting the upgrade type to either safe or "
+            "unsafe downgrade.")
+        assert refusal(21, 2) == (  # and metadata.version never goes down
+            "Unsupported metadata.version downgrade from 25 to 21. Refusing to perform the "
+            "requested downgrade because it might delete metadata information.")
         assert finalized() == 25
     finally:
         assert node.stop() == 0
+
+
+def test_a_broker_that_cannot_run_a_feature_level_holds_its_upgrade_back(make_ottla) -> None:
+    """UpdateFeatures asks every registered broker, fenced or not, as Kafka does: a broker
+    of an older release (share.version up to 1) refuses share.version 2 until it
+    registers again supporting it."""
+    node = make_ottla()
+    with WireClient(node.bootstrap) as client:
+        cluster_id = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
+            "include_cluster_authorized_operations": False}).cluster_id
+
+    def register(share_versions: tuple[int, int]) -> None:
+        with WireClient(f"127.0.0.1:{node.controller_port}") as controller:
+            reply = controller.request(ApiKey.BROKER_REGISTRATION, 4, {
+                "broker_id": 2, "cluster_id": cluster_id, "incarnation_id": uuid.uuid4(),
+                "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1",
+                               "port": free_port(), "security_protocol": 0}],
+                "features": [{"name": "metadata.version", "min_supported_version": 7,
+                              "max_supported_version": 25},
+                             {"name": "share.version", "min_supported_version":
+                              share_versions[0], "max_supported_version": share_versions[1]}],
+                "rack": None, "is_migrating_zk_broker": False,
+                "log_dirs": [uuid.uuid4()], "previous_broker_epoch": -1})
+        assert reply.error_code == 0  # registered fenced: it never heartbeats
+
+    def upgrade() -> tuple[int, str | None]:
+        with WireClient(node.bootstrap) as client:
+            result = client.request(ApiKey.UPDATE_FEATURES, 1, {
+                "timeout": 10000, "validate_only": False, "feature_updates": [
+                    {"feature": "share.version", "max_version_level": 2,
+                     "upgrade_type": 1}]}).results[0]
+        return result.error_code, result.error_message
+
+    register((0, 1))
+    assert upgrade() == (95, "Invalid update version 2 for feature share.version. Broker 2 "
+                             "only supports versions 0-1")  # INVALID_UPDATE_VERSION
+    register((0, 2))
+    assert upgrade() == (0, None)
