@@ -187,12 +187,16 @@ def test_update_features_raises_metadata_version_and_refuses_downgrades(tmp_path
                 return c.request(ApiKey.UPDATE_FEATURES, 1, {
                     "timeout": 10000, "validate_only": validate_only, "feature_updates": [
                         {"feature": "metadata.version", "max_version_level": level,
-                         "upgrade_type": kind}]}).results[0]
+                         "upgrade_type": kind}]})
 
         def refusal(level: int, kind: int) -> str:
-            result = update(level, kind)
-            assert result.error_code == 95  # INVALID_UPDATE_VERSION
-            return result.error_message
+            """What a refused update says: Kafka's top-level error, no results."""
+            response = update(level, kind)
+            assert response.error_code == 95 and not response.results  # INVALID_UPDATE_VERSION
+            prefix = "The update failed for all features since the following feature had " \
+                     "an error: "
+            assert response.error_message.startswith(prefix)
+            return response.error_message[len(prefix):]
 
         assert finalized() == 21
         assert update(25, 1, validate_only=True).error_code == 0 and finalized() == 21
@@ -237,14 +241,15 @@ def test_a_broker_that_cannot_run_a_feature_level_holds_its_upgrade_back(make_ot
 
     def upgrade() -> tuple[int, str | None]:
         with WireClient(node.bootstrap) as client:
-            result = client.request(ApiKey.UPDATE_FEATURES, 1, {
+            response = client.request(ApiKey.UPDATE_FEATURES, 1, {
                 "timeout": 10000, "validate_only": False, "feature_updates": [
                     {"feature": "share.version", "max_version_level": 2,
-                     "upgrade_type": 1}]}).results[0]
-        return result.error_code, result.error_message
+                     "upgrade_type": 1}]})
+        return response.error_code, response.error_message
 
     register((0, 1))
-    assert upgrade() == (95, "Invalid update version 2 for feature share.version. Broker 2 "
-                             "only supports versions 0-1")  # INVALID_UPDATE_VERSION
+    assert upgrade() == (95, "The update failed for all features since the following "
+                             "feature had an error: Invalid update version 2 for feature "
+                             "share.version. Broker 2 only supports versions 0-1")
     register((0, 2))
     assert upgrade() == (0, None)

@@ -877,14 +877,17 @@ def kafka_features_as_ottla(text: str) -> str:
 def test_kafka_metadata_quorum_features_log_dirs_and_get_offsets(nodes: Nodes) -> None:
     """The quorum's status and replication, the features, the log dirs' partitions and
     sizes (the same bytes stored, so the same sizes), and ListOffsets through
-    kafka-get-offsets: latest, earliest (-2), max timestamp (-3) and by timestamp."""
-    status, replication, features, log_dirs, latest, earliest, max_ts, by_time = run_all(
-        nodes.sides, [
+    kafka-get-offsets: latest, earliest (-2), max timestamp (-3) and by timestamp; an
+    UpdateFeatures kafka-features refuses (a downgrade asked as an upgrade) alike."""
+    status, replication, features, refused, log_dirs, latest, earliest, max_ts, by_time = \
+        run_all(nodes.sides, [
             ["kafka-metadata-quorum", "--bootstrap-server", "{bootstrap}", "describe",
              "--status"],
             ["kafka-metadata-quorum", "--bootstrap-controller", "{controller}", "describe",
              "--replication"],
             ["kafka-features", "--bootstrap-server", "{bootstrap}", "describe"],
+            ["kafka-features", "--bootstrap-server", "{bootstrap}", "upgrade", "--feature",
+             "transaction.version=1"],
             ["kafka-log-dirs", "--bootstrap-server", "{bootstrap}", "--describe",
              "--topic-list", "dumped,orders,jobs"],
             ["kafka-get-offsets", "--bootstrap-server", "{bootstrap}", "--topic", "orders"],
@@ -902,6 +905,11 @@ def test_kafka_metadata_quorum_features_log_dirs_and_get_offsets(nodes: Nodes) -
     text = same(features, lambda t: re.sub(r"Epoch: \d+", "Epoch: <n>", t),
                 kafka=kafka_features_as_ottla)
     assert "Feature: transaction.version" in text
+    assert failed_alike(refused) == (
+        "Could not upgrade transaction.version to 1. The update failed for all features "
+        "since the following feature had an error: Invalid update version 1 for feature "
+        "transaction.version. Can't downgrade the version of this feature without setting "
+        "the upgrade type to either safe or unsafe downgrade.\n")
     sizes = same(log_dirs)
     for partition, size in (("jobs-0", 181), ("orders-2", 271), ("dumped-0", 6750)):
         assert f'{{"partition":"{partition}","size":{size},' in sizes

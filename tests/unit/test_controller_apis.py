@@ -611,32 +611,44 @@ async def test_incremental_alter_configs_changes_topic_configs(env: Env) -> None
 
 
 async def update_features(env: Env, version: int, *updates: dict[str, Any],
-                          validate_only: bool = False) -> dict[str, tuple[Any, Any]]:
+                          validate_only: bool = False) -> Any:
     body: dict[str, Any] = {"timeout": 1000, "feature_updates": list(updates)}
     if version >= 1:
         body["validate_only"] = validate_only
-    response = await ask(env, ApiKey.UPDATE_FEATURES, version, body)
-    assert response.error_code == ErrorCode.none
-    return {res.feature: (res.error_code, res.error_message) for res in response.results}
+    return await ask(env, ApiKey.UPDATE_FEATURES, version, body)
+
+
+def outcome(response: Any) -> tuple[Any, Any, dict[str, tuple[Any, Any]]]:
+    """The top-level error and message, and each feature's."""
+    return (response.error_code, response.error_message,
+            {res.feature: (res.error_code, res.error_message) for res in response.results})
+
+
+FAILED_FOR_ALL = "The update failed for all features since the following feature had an error: "
+"""Kafka's QuorumController.updateFeatures: a refusal is the top-level error, no results."""
 
 
 async def test_update_features_finalizes_levels_all_or_nothing() -> None:
     env = make_env(metadata_version=LOW_MV)
     upgrade = {"feature": METADATA_VERSION, "max_version_level": HIGH_MV, "upgrade_type": 1}
     unknown = {"feature": "no.such.feature", "max_version_level": 1, "upgrade_type": 1}
-    results = await update_features(env, 1, upgrade, unknown)
-    assert results[METADATA_VERSION][0] == ErrorCode.none
-    assert results["no.such.feature"][0] == ErrorCode.invalid_update_version
+    assert outcome(await update_features(env, 1, upgrade, unknown)) == (
+        ErrorCode.invalid_update_version,
+        FAILED_FOR_ALL + "Invalid update version 1 for feature no.such.feature. Local "
+        "controller 1 does not support this feature.", {})
     assert env.image.features[METADATA_VERSION] == LOW_MV  # nothing applied
-    results = await update_features(env, 1, upgrade, validate_only=True)
-    assert results == {METADATA_VERSION: (ErrorCode.none, None)}
+    # Success lists each feature with Errors.NONE's message, its name.
+    done = (ErrorCode.none, None, {METADATA_VERSION: (ErrorCode.none, "NONE")})
+    assert outcome(await update_features(env, 1, upgrade, validate_only=True)) == done
     assert env.image.features[METADATA_VERSION] == LOW_MV
-    results = await update_features(env, 1, upgrade)
-    assert results == {METADATA_VERSION: (ErrorCode.none, None)}
+    assert outcome(await update_features(env, 1, upgrade)) == done
     assert env.image.features[METADATA_VERSION] == HIGH_MV
     too_high = dict(upgrade, max_version_level=HIGH_MV + 1)
-    results = await update_features(env, 1, too_high)
-    assert results[METADATA_VERSION][0] == ErrorCode.invalid_update_version
+    assert outcome(await update_features(env, 1, too_high)) == (
+        ErrorCode.invalid_update_version,
+        FAILED_FOR_ALL + f"Invalid update version {HIGH_MV + 1} for feature "
+        f"metadata.version. Local controller 1 only supports versions {LOW_MV}-{HIGH_MV}",
+        {})
     assert env.image.features[METADATA_VERSION] == HIGH_MV
 
 
@@ -649,10 +661,16 @@ async def test_update_features_v0_allow_downgrade_asks_for_a_safe_downgrade(env:
     # Without allow_downgrade it is an upgrade, which cannot lower a level; with it, a
     # safe downgrade, which gets as far as the check that metadata.version never goes
     # down. Both are refused, for those different reasons.
-    plain = (await update_features(env, 0, downgrade(False)))[METADATA_VERSION]
-    allowed = (await update_features(env, 0, downgrade(True)))[METADATA_VERSION]
-    assert plain[0] == allowed[0] == ErrorCode.invalid_update_version
-    assert "upgrade type" in plain[1] and "upgrade type" not in allowed[1]
+    plain = await update_features(env, 0, downgrade(False))
+    allowed = await update_features(env, 0, downgrade(True))
+    assert plain.error_code == allowed.error_code == ErrorCode.invalid_update_version
+    assert plain.error_message == FAILED_FOR_ALL + (
+        f"Invalid update version {LOW_MV} for feature metadata.version. Can't downgrade the "
+        "version of this feature without setting the upgrade type to either safe or unsafe "
+        "downgrade.")
+    assert allowed.error_message == FAILED_FOR_ALL + (
+        f"Unsupported metadata.version downgrade from {HIGH_MV} to {LOW_MV}. Refusing to "
+        "perform the requested downgrade because it might delete metadata information.")
     assert env.image.features[METADATA_VERSION] == HIGH_MV
 
 
@@ -672,12 +690,13 @@ async def test_update_features_waits_for_every_registered_broker_to_support_the_
 
     await register((0, 1))
     upgrade = {"feature": SHARE_VERSION, "max_version_level": 2, "upgrade_type": 1}
-    assert await update_features(env, 1, upgrade) == {SHARE_VERSION: (
+    assert outcome(await update_features(env, 1, upgrade)) == (
         ErrorCode.invalid_update_version,
-        "Invalid update version 2 for feature share.version. Broker 7 only supports "
-        "versions 0-1")}
+        FAILED_FOR_ALL + "Invalid update version 2 for feature share.version. Broker 7 "
+        "only supports versions 0-1", {})
     await register((0, 2))
-    assert await update_features(env, 1, upgrade) == {SHARE_VERSION: (ErrorCode.none, None)}
+    assert outcome(await update_features(env, 1, upgrade)) == (
+        ErrorCode.none, None, {SHARE_VERSION: (ErrorCode.none, "NONE")})
     assert env.image.features[SHARE_VERSION] == 2
 
 

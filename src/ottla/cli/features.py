@@ -89,8 +89,13 @@ def run_update(args: argparse.Namespace) -> int:
             "timeout": 60000, "validate_only": args.dry_run, "feature_updates": [
                 {"feature": n, "max_version_level": lvl, "upgrade_type": kind}
                 for n, lvl in updates.items()]})
-    failed = 0
     verb = args.action
+    if response.error_code != 0:  # the update failed for all features (as Kafka answers)
+        for name, level in updates.items():
+            print(f"Could not {verb} {name} to {_level_name(name, level)}. "
+                  f"{response.error_message}")
+        return 1
+    failed = 0
     for result in response.results:
         level = _level_name(result.feature, updates[result.feature])
         if result.error_code == 0:

@@ -65,22 +65,17 @@ class FeatureControlManager:
     def update_features(self, updates: Sequence[tuple[str, int, int]],
                         validate_only: bool = False) -> ControllerResult:
         """UpdateFeatures: (feature, max level, upgrade type 1 upgrade / 2 safe / 3 unsafe
-        downgrade). All or nothing; response: {feature: (error, message)}, Kafka's
-        INVALID_UPDATE_VERSION messages."""
-        results: dict[str, tuple[ErrorCode, str | None]] = {}
+        downgrade). All or nothing, as Kafka: the response is one (error, message), the
+        first refused update's INVALID_UPDATE_VERSION in Kafka's words."""
         records: list[Any] = []
         for name, level, upgrade_type in updates:
             current = self.image.features.get(name, 0)
             problem = self._refusal(name, level, upgrade_type, current)
             if problem is not None:
-                results[name] = (ErrorCode.invalid_update_version, problem)
-            else:
-                results[name] = (ErrorCode.none, None)
-                if level != current:
-                    records.append(r.FeatureLevelRecord(name=name, feature_level=level))
-        if validate_only or any(err != ErrorCode.none for err, _ in results.values()):
-            records = []
-        return ControllerResult(records, results)
+                return ControllerResult([], (ErrorCode.invalid_update_version, problem))
+            if level != current:
+                records.append(r.FeatureLevelRecord(name=name, feature_level=level))
+        return ControllerResult([] if validate_only else records, (ErrorCode.none, None))
 
     def _refusal(self, name: str, level: int, upgrade_type: int, current: int) -> str | None:
         """Why ``name`` cannot go from ``current`` to ``level``, in Kafka's order and words

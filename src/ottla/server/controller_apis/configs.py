@@ -122,11 +122,16 @@ async def handle_update_features(controller: ControllerServices, ctx: RequestCon
                 (2 if u.allow_downgrade else 1) if ctx.api_version == 0 else u.upgrade_type)
                for u in req.feature_updates]
     validate_only = bool(getattr(req, "validate_only", False))
-    results = await controller.channel.submit(
+    error, message = await controller.channel.submit(
         lambda c: c.features.update_features(updates, validate_only))
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
-            "results": [{"feature": name, "error_code": error, "error_message": message}
-                        for name, (error, message) in results.items()]}
+    if error != ErrorCode.none:  # Kafka's QuorumController.updateFeatures: no results
+        return {"throttle_time": 0, "error_code": error, "results": [],
+                "error_message": "The update failed for all features since the following "
+                                 f"feature had an error: {message}"}
+    # Kafka lists each feature (v0-1) with the message of Errors.NONE, its name.
+    return {"throttle_time": 0, "error_code": error, "error_message": None,
+            "results": [{"feature": u.feature, "error_code": error, "error_message": "NONE"}
+                        for u in req.feature_updates]}
 
 
 APIS: list[ApiSpec[ControllerServices]] = [
