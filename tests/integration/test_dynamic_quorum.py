@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,21 @@ def test_kafkas_metadata_quorum_tool_adds_and_removes_an_ottla_controller(tmp_pa
         assert quorum(first)[1] == {1: first.directory_id()}
     finally:
         stop_all([first.process, second.process], check=False)
+
+
+def test_a_static_quorum_refuses_voter_changes_with_kafkas_words(make_ottla) -> None:
+    """controller.quorum.voters (kraft.version 0): AddRaftVoter and RemoveRaftVoter are
+    refused with UNSUPPORTED_VERSION and Kafka's Add/RemoveVoterHandler message."""
+    node = make_ottla()
+    directory = uuid.uuid4()
+    with WireClient(f"127.0.0.1:{node.controller_port}") as client:
+        added = client.request(ApiKey.ADD_RAFT_VOTER, 0, {
+            "cluster_id": None, "timeout": 5000, "voter_id": 2,
+            "voter_directory_id": directory,
+            "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": free_port()}]})
+        removed = client.request(ApiKey.REMOVE_RAFT_VOTER, 0, {
+            "cluster_id": None, "voter_id": 1, "voter_directory_id": directory})
+    assert (added.error_code, added.error_message) == (
+        35, "Cluster doesn't support adding voter because the kraft.version feature is 0")
+    assert (removed.error_code, removed.error_message) == (
+        35, "Cluster doesn't support removing voter because the kraft.version feature is 0")

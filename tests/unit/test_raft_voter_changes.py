@@ -120,10 +120,18 @@ def test_only_the_leader_changes_voters() -> None:
 
 
 def test_a_static_quorum_refuses_changes() -> None:
+    """kraft.version 0: the voters are controller.quorum.voters, never changed (Kafka's
+    Add/RemoveVoterHandler answer UNSUPPORTED_VERSION with these words)."""
     q = Quorum([1], [1, 2], kraft_version=0)
     leader = q.leader()
-    result = leader.remove_voter(1, key(1), q.now)
-    assert result is not None and result.error is ErrorCode.unsupported_version
+    removed = leader.remove_voter(1, key(1), q.now)
+    assert removed is not None and (removed.error, removed.message) == (
+        ErrorCode.unsupported_version,
+        "Cluster doesn't support removing voter because the kraft.version feature is 0")
+    added = leader.add_voter(2, VoterNode(key(2)), q.now)
+    assert added is not None and (added.error, added.message) == (
+        ErrorCode.unsupported_version,
+        "Cluster doesn't support adding voter because the kraft.version feature is 0")
 
 
 def test_a_leader_that_has_not_committed_in_its_epoch_refuses() -> None:

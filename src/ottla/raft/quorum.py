@@ -422,7 +422,7 @@ class RaftReplica:
         """AddRaftVoter: append the set with ``voter`` if the rules allow it; None while
         its VotersRecord is not committed (the answer comes through
         ``take_voter_change_results``)."""
-        error = self._change_refused(request_id, voter.key, now_ms)
+        error = self._change_refused(request_id, voter.key, now_ms, "adding")
         if error is not None:
             return error
         if voter.key.id in self.voters:
@@ -449,7 +449,7 @@ class RaftReplica:
                      ) -> VoterChangeResult | None:
         """RemoveRaftVoter: as ``add_voter``; the last voter cannot be removed (Kafka
         answers VOTER_NOT_FOUND, as for a key that is not a voter)."""
-        error = self._change_refused(request_id, key, now_ms)
+        error = self._change_refused(request_id, key, now_ms, "removing")
         if error is not None:
             return error
         new = self.voter_set.remove_voter(key)
@@ -465,7 +465,7 @@ class RaftReplica:
                      ) -> VoterChangeResult:
         """UpdateRaftVoter: a voter's new endpoints or supported kraft versions, answered
         once appended (as Kafka's UpdateVoterHandler does)."""
-        error = self._change_refused(request_id, voter.key, now_ms)
+        error = self._change_refused(request_id, voter.key, now_ms, "updating")
         if error is not None:
             return error
         low, high = voter.kraft_versions
@@ -486,9 +486,11 @@ class RaftReplica:
         results, self._change_results = self._change_results, []
         return results
 
-    def _change_refused(self, request_id: int, key: ReplicaKey, now_ms: int
+    def _change_refused(self, request_id: int, key: ReplicaKey, now_ms: int, verb: str
                         ) -> VoterChangeResult | None:
-        """The checks every voter change passes first, in Kafka's order."""
+        """The checks every voter change passes first, in Kafka's order; ``verb`` names
+        the change in the static-quorum refusal, as Kafka's Add/RemoveVoterHandler
+        (UpdateRaftVoter's response carries no message)."""
         def refuse(error: ErrorCode, message: str) -> VoterChangeResult:
             return VoterChangeResult(request_id, error, message)
         if not self.is_leader:
@@ -503,7 +505,8 @@ class RaftReplica:
                           "the leader has not committed an entry of its epoch yet")
         if self.kraft_version < 1:
             return refuse(ErrorCode.unsupported_version,
-                          f"kraft.version is {self.kraft_version}: the voters are static")
+                          f"Cluster doesn't support {verb} voter because the kraft.version "
+                          f"feature is {self.kraft_version}")
         return None
 
     def _change_in_flight(self, now_ms: int) -> str | None:
