@@ -770,6 +770,33 @@ async def test_list_offsets_answers_earliest_and_latest(broker) -> None:
     assert [(p.offset, p.leader_epoch) for p in empty.topics[0].partitions] == [(0, 0)]
 
 
+async def test_list_offsets_earliest_carries_the_epoch_of_the_log_start(broker) -> None:
+    """As Kafka 4.4 (the oracle's list-offsets-by-time): the first epoch of the leader's
+    epoch cache, which holds the leader's own epoch from its log end as soon as it leads,
+    so an empty partition answers the current epoch; once written, the epoch that wrote
+    the log start, not the current one."""
+    topic_id = create_topic(broker, "orders")
+
+    async def earliest() -> tuple[int, int]:
+        response = await ask(broker, ApiKey.LIST_OFFSETS, 8, list_offsets_body(
+            "orders", (0, EARLIEST)))
+        (p,) = response.topics[0].partitions
+        return p.offset, p.leader_epoch
+
+    assert await earliest() == (0, 0)
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b"))
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=NODE))  # epoch 1
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    await produce_ok(broker, "orders", 0, batch(b"c"))
+    assert await earliest() == (0, 0)
+    deleted = await ask(broker, ApiKey.DELETE_RECORDS, 2, {
+        "timeout": 30000, "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "offset": 2}]}]})
+    assert deleted.topics[0].partitions[0].low_watermark == 2
+    assert await earliest() == (2, 1)
+
+
 async def test_list_offsets_naming_a_partition_twice_refuses_it_once(broker) -> None:
     """Kafka's ReplicaManager answers a duplicated partition once, INVALID_REQUEST (the
     oracle's list-offsets-by-time compares it with Kafka 4.4)."""

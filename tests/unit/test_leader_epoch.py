@@ -10,6 +10,7 @@ from ottla.storage.leader_epoch import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     LeaderEpochCache,
+    earliest_epoch,
     epoch_end_offset,
 )
 
@@ -63,3 +64,16 @@ def test_the_cache_answers_with_its_entries(tmp_path) -> None:
     assert cache.end_offset_for_leader_epoch(3, 30) == (3, 30)
     assert cache.end_offset_for_leader_epoch(0, 30) == (0, 0)
     assert cache.end_offset_for_leader_epoch(4, 30) == UNDEFINED
+
+
+def test_earliest_is_the_first_epoch_when_it_starts_at_or_below_the_log_start() -> None:
+    """ListOffsets EARLIEST (Kafka's ``UnifiedLog.fetchOffsetByTimestamp``)."""
+    assert earliest_epoch(ENTRIES, 0) == 1
+    assert earliest_epoch([(0, 0)], 0) == 0  # a new leader's epoch on an empty log
+    assert earliest_epoch([(3, 12), (6, 25)], 12) == 3  # after DeleteRecords to 12
+
+
+def test_earliest_is_unknown_without_an_epoch_at_the_log_start() -> None:
+    assert earliest_epoch([], 0) == UNDEFINED_EPOCH
+    # The first batches came before any epoch was recorded.
+    assert earliest_epoch([(3, 10)], 4) == UNDEFINED_EPOCH

@@ -17,6 +17,7 @@ from ottla.broker.replication.partition_state import (
     LeaderAndIsr,
     PartitionState,
     diverging_epoch,
+    leader_epoch_entries,
     truncation_offset,
 )
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -634,6 +635,17 @@ def test_a_new_leaders_own_epoch_starts_at_its_log_end_before_any_append() -> No
     with pytest.raises(KafkaError) as unknown:
         diverging_epoch(history, 4, 20, 0, 15)
     assert unknown.value.code == ErrorCode.offset_out_of_range
+
+
+def test_a_leaders_epochs_hold_its_own_from_its_log_end_as_kafkas_cache_does() -> None:
+    """Kafka's new leader assigns its epoch at its log end at once (``makeLeader``)."""
+    assert leader_epoch_entries([], 0, 0) == [(0, 0)]  # a new, empty partition
+    assert leader_epoch_entries([(0, 0), (3, 10)], 5, 15) == [(0, 0), (3, 10), (5, 15)]
+    # Once it has written in its epoch the log's own entries say it all.
+    assert leader_epoch_entries([(0, 0), (5, 15)], 5, 20) == [(0, 0), (5, 15)]
+    # An entry at the log end (the deleted log's epoch, kept at its start) gives way.
+    assert leader_epoch_entries([(3, 10)], 4, 10) == [(4, 10)]
+    assert leader_epoch_entries([(0, 0)], -1, 5) == [(0, 0)]  # no epoch: no leader
 
 
 def test_with_elr_the_high_watermark_waits_for_min_isr_in_sync_replicas() -> None:

@@ -113,6 +113,16 @@ class LeaderEpochCache:
         return True
 
 
+def earliest_epoch(entries: list[tuple[int, int]], log_start_offset: int) -> int:
+    """The epoch ListOffsets EARLIEST answers with the log start offset (Kafka's
+    ``UnifiedLog.fetchOffsetByTimestamp``): the first known epoch if it starts at or below
+    the log start, which the cache's truncation from the start keeps true; else unknown,
+    as for a log whose first batches came before any epoch was recorded."""
+    if entries and entries[0][1] <= log_start_offset:
+        return entries[0][0]
+    return UNDEFINED_EPOCH
+
+
 def epoch_end_offset(entries: list[tuple[int, int]], epoch: int, log_end_offset: int
                      ) -> tuple[int, int]:
     """(epoch, end offset) for ``epoch`` in a log whose epochs start at ``entries``

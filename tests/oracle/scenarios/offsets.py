@@ -39,9 +39,7 @@ def list_offsets(t: Target, topic: str, queries: list[tuple[int, int, int]],
     return out
 
 
-@scenario("ListOffsets", ci=True, expect=(
-    bug("empty_partition/p1 @-2/leader_epoch", "ListOffsets EARLIEST on an empty partition "
-        "answers leader_epoch -1; Kafka answers the current epoch (0)", kafka=0, ottla=-1),))
+@scenario("ListOffsets", ci=True)
 def list_offsets_by_time(t: Target) -> Json:
     """ListOffsets v10 on a partition of three batches with timestamps out of order:
     earliest, latest, max timestamp, earliest-local, and timestamps before, between,

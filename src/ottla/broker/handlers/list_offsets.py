@@ -27,6 +27,7 @@ from ottla.security.auth_helper import (
     authorized_names,
     enabled,
 )
+from ottla.storage.leader_epoch import earliest_epoch
 
 LATEST = -1
 EARLIEST = -2
@@ -43,9 +44,9 @@ def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, in
     """(timestamp, offset, leader epoch) that ListOffsets answers for one partition."""
     log = partition.log
     cache = log.leader_epoch_cache
-    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):  # the same without tiered storage
         offset = log.log_start_offset
-        return -1, offset, cache.epoch_for_offset(offset)
+        return -1, offset, earliest_epoch(partition.epoch_entries, offset)
     if timestamp == LATEST:
         offset = partition.last_stable_offset if isolation == READ_COMMITTED \
             else partition.high_watermark

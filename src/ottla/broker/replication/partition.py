@@ -17,6 +17,7 @@ from ottla.broker.replication.partition_state import (
     LeaderAndIsr,
     PartitionState,
     diverging_epoch,
+    leader_epoch_entries,
 )
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import BatchHeader
@@ -64,6 +65,15 @@ class Partition:
     @property
     def leader_epoch(self) -> int:
         return self.replication.leader_epoch
+
+    @property
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """Where each leader epoch of the log starts, with this leader's own epoch from
+        the moment it leads, as Kafka's leader-epoch cache (a follower's: its log's)."""
+        entries = self.log.leader_epoch_cache.entries
+        if not self.is_leader:
+            return entries
+        return leader_epoch_entries(entries, self.leader_epoch, self.log.log_end_offset)
 
     @property
     def high_watermark(self) -> int:

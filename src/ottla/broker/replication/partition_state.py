@@ -36,6 +36,19 @@ class EpochHistory(Protocol):
                                     ) -> tuple[int, int]: ...
 
 
+def leader_epoch_entries(entries: list[tuple[int, int]], leader_epoch: int,
+                         log_end_offset: int) -> list[tuple[int, int]]:
+    """A leader's epochs ((epoch, start offset), ascending) as Kafka's leader-epoch cache
+    holds them: Kafka's new leader assigns its epoch at its log end when it takes over
+    (``Partition.makeLeader``), Ottla's log only on the first append in it, so until then
+    the epoch is added here where Kafka's cache would have it (an entry at or above the
+    log end, of an epoch that wrote nothing, gives way to it as in Kafka's ``assign``)."""
+    if leader_epoch <= NO_EPOCH or (entries and entries[-1][0] >= leader_epoch):
+        return entries
+    return [(e, start) for e, start in entries if start < log_end_offset] + \
+        [(leader_epoch, log_end_offset)]
+
+
 def diverging_epoch(history: EpochHistory, last_fetched_epoch: int, fetch_offset: int,
                     log_start_offset: int, log_end_offset: int,
                     leader_epoch: int = NO_EPOCH) -> tuple[int, int] | None:
