@@ -850,6 +850,57 @@ async def test_list_offsets_of_an_unknown_partition_is_an_error(broker) -> None:
         ("ghost", 0, ErrorCode.unknown_topic_or_partition, -1)]
 
 
+async def list_offsets_as(broker: Broker, replica_id: int, isolation: int,
+                          *queries: tuple[int, int]) -> list[tuple[int, Any, int, int]]:
+    """``offsets_of`` each query, asked one request each (a partition twice in one is
+    INVALID_REQUEST)."""
+    answers = []
+    for query in queries:
+        response = await ask(broker, ApiKey.LIST_OFFSETS, 8, {
+            **list_offsets_body("orders", query), "replica_id": replica_id,
+            "isolation_level": isolation})
+        answers += offsets_of(response)
+    return answers
+
+
+async def test_list_offsets_answers_no_record_a_consumer_could_not_fetch_yet(broker) -> None:
+    """As Kafka's ReplicaManager.fetchOffset: a record found by timestamp or as the max
+    timestamp at or past where a consumer's fetch ends (the high watermark, here before
+    the followers have anything) is no answer (-1, -1); a debugging tool (replica id -2)
+    reads to the log end, LATEST included."""
+    leader_with_records(broker, b"a", b"b")  # offsets 0-1, nothing committed
+    queries = ((0, LATEST), (0, MAX_TIMESTAMP), (0, NOW_MS - 1))
+    consumer = await list_offsets_as(broker, -1, 0, *queries)
+    assert consumer == [(0, ErrorCode.none, 0, -1), (0, ErrorCode.none, -1, -1),
+                        (0, ErrorCode.none, -1, -1)]
+    debugging = await list_offsets_as(broker, -2, 0, *queries)
+    # Both records carry NOW_MS: the max timestamp is the first with it.
+    assert debugging == [(0, ErrorCode.none, 2, -1), (0, ErrorCode.none, 0, NOW_MS),
+                         (0, ErrorCode.none, 0, NOW_MS)]
+
+
+async def test_list_offsets_read_committed_answers_no_record_of_an_open_transaction(
+        broker) -> None:
+    """The oracle's list-offsets-read-committed: under read_committed the last stable
+    offset bounds lookups by timestamp and the max timestamp as it bounds LATEST."""
+    create_topic(broker, "orders")
+    partition = broker.replica_manager.partitions[("orders", 0)]
+    broker.replica_manager.append(partition, batch(b"plain", timestamp=NOW_MS - 10), 1,
+                                  NOW_MS)  # 0
+    broker.replica_manager.append(partition, batch(
+        b"open", timestamp=NOW_MS, producer_id=7, producer_epoch=0, base_sequence=0,
+        transactional=True), 1, NOW_MS)  # 1, open
+    queries = ((0, LATEST), (0, MAX_TIMESTAMP), (0, NOW_MS - 5), (0, NOW_MS - 10))
+    committed = await list_offsets_as(broker, -1, 1, *queries)
+    assert committed == [
+        (0, ErrorCode.none, 1, -1), (0, ErrorCode.none, -1, -1),
+        (0, ErrorCode.none, -1, -1), (0, ErrorCode.none, 0, NOW_MS - 10)]
+    uncommitted = await list_offsets_as(broker, -1, 0, *queries)
+    assert uncommitted == [
+        (0, ErrorCode.none, 2, -1), (0, ErrorCode.none, 1, NOW_MS),
+        (0, ErrorCode.none, 1, NOW_MS), (0, ErrorCode.none, 0, NOW_MS - 10)]
+
+
 async def test_offset_for_leader_epoch_answers_the_end_of_each_epoch(broker) -> None:
     topic_id = create_topic(broker, "orders")
     await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c"))

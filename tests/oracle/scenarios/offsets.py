@@ -8,7 +8,7 @@ from typing import Any
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import wait_until
-from tests.oracle.model import Json, bug, scenario
+from tests.oracle.model import Json, scenario
 from tests.oracle.target import Target
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -2, -1, -3, -4
@@ -66,14 +66,7 @@ def list_offsets_by_time(t: Target) -> Json:
     }
 
 
-READ_COMMITTED_FILTER = (
-    "ListOffsets by timestamp or MAX_TIMESTAMP under read_committed answers a record at or "
-    "above the last stable offset (an open transaction's); Kafka answers none (-1) there")
-
-
-@scenario("ListOffsets", ci=True, expect=(
-    bug("open_transaction/read_committed/p0 @-3/*", READ_COMMITTED_FILTER),
-    bug("open_transaction/read_committed/p0 @1500/*", READ_COMMITTED_FILTER)))
+@scenario("ListOffsets", ci=True)
 def list_offsets_read_committed(t: Target) -> Json:
     """ListOffsets v10 latest, max timestamp, earliest and by timestamp under
     read_uncommitted and read_committed while a transaction is open on the partition

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from ottla.broker.broker import Broker
-from ottla.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED
+from ottla.broker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import ApiSpec, RequestContext
@@ -35,34 +35,51 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
+CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
 """ListOffsets' replica id from a debugging tool, which a follower answers too (Kafka's
 ``ListOffsetsRequest.DEBUGGING_REPLICA_ID``)."""
 
 
-def _offset_for(partition: Any, timestamp: int, isolation: int) -> tuple[int, int, int]:
-    """(timestamp, offset, leader epoch) that ListOffsets answers for one partition."""
+NOT_FOUND = (-1, -1, -1)
+"""(timestamp, offset, leader epoch) when no offset answers."""
+
+
+def _last_fetchable_offset(partition: Partition, isolation: int, client: bool) -> int:
+    """Where what ListOffsets may answer ends (Kafka's ``Partition.fetchOffsetForTimestamp``):
+    a consumer's (replica id -1) read ends at the last stable offset under read_committed,
+    else at the high watermark; a debugging tool's at the log end."""
+    if not client:
+        return partition.log.log_end_offset
+    if isolation == READ_COMMITTED:
+        return partition.last_stable_offset
+    return partition.high_watermark
+
+
+def _offset_for(partition: Partition, timestamp: int, isolation: int, client: bool
+                ) -> tuple[int, int, int]:
+    """(timestamp, offset, leader epoch) that ListOffsets answers for one partition. As
+    Kafka's ``ReplicaManager.fetchOffset``, a record found by timestamp or as the max
+    timestamp that a fetch could not return yet (at or past the last fetchable offset: an
+    open transaction's under read_committed, one not replicated) is no answer."""
     log = partition.log
     cache = log.leader_epoch_cache
     if timestamp in (EARLIEST, EARLIEST_LOCAL):  # the same without tiered storage
         offset = log.log_start_offset
         return -1, offset, earliest_epoch(partition.epoch_entries, offset)
+    fetchable = _last_fetchable_offset(partition, isolation, client)
     if timestamp == LATEST:
-        offset = partition.last_stable_offset if isolation == READ_COMMITTED \
-            else partition.high_watermark
-        return -1, offset, partition.leader_epoch  # as Kafka: the current leader's epoch
-    if timestamp == MAX_TIMESTAMP:
-        ts, offset = log.max_timestamp_and_offset()
-        if offset < 0:
-            return -1, -1, -1
-        return ts, offset, cache.epoch_for_offset(offset)
+        return -1, fetchable, partition.leader_epoch  # as Kafka: the current leader's epoch
     if timestamp == LATEST_TIERED:
-        return -1, -1, -1
-    if timestamp < 0:
+        return NOT_FOUND
+    if timestamp == MAX_TIMESTAMP:
+        found: tuple[int, int] | None = log.max_timestamp_and_offset()
+    elif timestamp < 0:
         raise KafkaError(ErrorCode.invalid_request, f"Invalid timestamp {timestamp}")
-    found = log.offset_for_timestamp(timestamp)
-    if found is None or found[1] >= partition.high_watermark:
-        return -1, -1, -1
+    else:
+        found = log.offset_for_timestamp(timestamp)
+    if found is None or found[1] < 0 or found[1] >= fetchable:
+        return NOT_FOUND
     return found[0], found[1], cache.epoch_for_offset(found[1])
 
 
@@ -92,7 +109,8 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
                                                            broker.image)
                 partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),
                                              require_leader=req.replica_id != DEBUGGING_REPLICA_ID)
-                ts, offset, epoch = _offset_for(partition, p.timestamp, isolation)
+                ts, offset, epoch = _offset_for(partition, p.timestamp, isolation,
+                                                client=req.replica_id == CONSUMER_REPLICA_ID)
                 result.update(timestamp=ts, offset=offset, leader_epoch=epoch)
             except KafkaError as e:
                 result["error_code"] = e.code
