@@ -118,6 +118,36 @@ def test_max_bytes_limits_but_always_returns_one_whole_batch(ottla, topic) -> No
         assert offsets_of(partition_data(response, 1).records) == [0]
 
 
+def test_a_consumer_with_limits_below_every_batch_still_reads_every_partition(
+        ottla, topic) -> None:
+    """librdkafka with max.partition.fetch.bytes and fetch.max.bytes smaller than each
+    batch: every fetch returns one whole batch of the first partition with data and
+    nothing of the others (Kafka's firstEntryIncomplete), and the consumer still reads
+    every record of both partitions."""
+    with WireClient(ottla.bootstrap) as client:
+        for i in range(3):
+            for p in (0, 1):
+                client.produce(topic, p, build_batch([(None, b"%d-%d:" % (p, i) + b"x" * 5000)],
+                                                     timestamp=now_ms()))
+    consumer = Consumer({"bootstrap.servers": ottla.bootstrap, "group.id": "limits",
+                         "enable.auto.commit": False, "max.partition.fetch.bytes": 1000,
+                         "fetch.max.bytes": 1000, "message.max.bytes": 1000,
+                         "receive.message.max.bytes": 1 << 20})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+        seen: list[bytes] = []
+
+        def read_all() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append(message.value().split(b":")[0])
+            return len(seen) == 6
+        wait_until(read_all, 30, 0, lambda: f"read {seen}")
+        assert sorted(seen) == [b"%d-%d" % (p, i) for p in (0, 1) for i in range(3)]
+    finally:
+        consumer.close()
+
+
 def session_fetch(client: WireClient, topic: str, session_id: int, epoch: int,
                   partitions: list[tuple[int, int]], forget: list[int] = (),
                   max_wait_ms: int = 0):

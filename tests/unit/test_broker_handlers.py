@@ -514,6 +514,31 @@ async def test_fetch_respects_max_bytes_but_returns_at_least_one_batch(broker) -
     assert values_of(parts[1].records) == [(0, b"d" * 100)]
 
 
+async def test_a_later_partition_whose_next_batch_exceeds_its_limit_gets_nothing(
+        broker) -> None:
+    """Kafka's fetch (the oracle's fetch-edges): only the first partition with data may
+    exceed the limits (one whole batch); a later partition whose next batch is larger
+    than what it may return gets no records, not the batch's first bytes, and gets the
+    batch whole once it is the first with data."""
+    create_topic(broker, "orders", partitions=2)
+    await produce_ok(broker, "orders", 0, batch(b"a" * 100))
+    await produce_ok(broker, "orders", 1, batch(b"b" * 500))
+    await produce_ok(broker, "orders", 1, batch(b"c"))
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 200), (1, 0, 200))))
+    assert [o for o, _ in values_of(parts[0].records)] == [0]
+    assert parts[1].error_code == ErrorCode.none and len(parts[1].records or b"") == 0
+    # The response limit, not the partition's: the same.
+    limit = len(parts[0].records) + 200
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 0, 1 << 20), (1, 0, 1 << 20), max_bytes=limit)))
+    assert len(parts[1].records or b"") == 0
+    # First with data (partition 0 is at its end): the whole batch, over the limit.
+    parts = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body(
+        "orders", (0, 1, 200), (1, 0, 200))))
+    assert values_of(parts[1].records) == [(0, b"b" * 500)]
+
+
 async def test_fetch_of_unknown_partitions_answers_their_errors(broker) -> None:
     create_topic(broker, "orders")
     response = await ask(broker, ApiKey.FETCH, 12, {

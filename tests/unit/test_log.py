@@ -111,8 +111,29 @@ def test_read_honours_max_bytes_but_returns_one_whole_batch(tmp_path) -> None:
     first = log.read(0, 100)
     assert first.records is not None and first.records.length > 5000
     assert len(list(scan_batches(first.records.read()))) == 1
-    bounded = log.read(0, 100, min_one_batch=False)
-    assert bounded.records is not None and bounded.records.length == 100
+    # Without min_one_batch (a partition after the first with data in a fetch) a first
+    # batch over the limit gives nothing (Kafka's firstEntryIncomplete), never part of it.
+    assert log.read(0, 100, min_one_batch=False).records is None
+    small = log.read(1, 100, min_one_batch=False).records
+    assert small is not None and offsets_in(small.read()) == [1]
+    # A limit that holds the first batch whole may still cut the next one short.
+    cut = log.read(0, first.records.length + 10, min_one_batch=False).records
+    assert cut is not None and cut.length == first.records.length + 10
+
+
+def test_a_read_without_min_one_batch_never_skips_a_batch_too_large(tmp_path) -> None:
+    """A first batch over the limit stops the read; the next segment's batches, which
+    would fit, are not returned in its place."""
+    log = make_log(str(tmp_path / "t-0"), **{"segment.bytes": "1000"})
+    append(log, [b"x" * 2000])  # offset 0, alone in its segment
+    append(log, [b"y"])  # offset 1, in the next
+    assert [s.base_offset for s in log.segments] == [0, 1]
+    assert log.read(0, 500, min_one_batch=False).records is None
+    assert offsets_in(log.read(1, 500, min_one_batch=False).records.read()) == [1]
+
+
+def offsets_in(data: bytes) -> list[int]:
+    return [header.base_offset for _, header in scan_batches(data)]
 
 
 def test_read_out_of_range_is_an_error_and_high_watermark_bounds_reads(tmp_path) -> None:

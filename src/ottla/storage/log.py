@@ -481,14 +481,17 @@ class Log:
         i = max(0, bisect.bisect_right(self._bases, offset) - 1)
         while i < len(self.segments) and offset < upper:
             segment = self.segments[i]
+            if segment.next_offset <= max(offset, segment.base_offset):
+                i += 1  # nothing at or after the offset here (empty, or it ends before)
+                continue
             max_position = None
             if segment.next_offset > upper:
                 found = segment.translate_offset(upper)
                 max_position = found[0] if found else None
+            # The segment holding the first batch at or after the offset: what it gives,
+            # or nothing (a later segment's batches would skip that one).
             records = segment.read(offset, max_bytes, max_position, min_one_batch)
-            if records is not None:
-                return ReadInfo(records, self.log_start_offset, leo)
-            i += 1
+            return ReadInfo(records, self.log_start_offset, leo)
         return ReadInfo(None, self.log_start_offset, leo)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

@@ -217,7 +217,9 @@ class LogSegment:
 
         As in Kafka, the slice may end inside a batch when ``max_bytes`` cuts it; clients
         drop a partial trailing batch. With ``min_one_batch`` the first batch is returned
-        whole even if it is larger than ``max_bytes`` (KIP-74).
+        whole even if it is larger than ``max_bytes`` (KIP-74); without, a first batch
+        larger than ``max_bytes`` gives nothing (Kafka's ReplicaManager drops a read whose
+        first entry is incomplete: a fetcher given part of one batch cannot progress).
         """
         found = self.translate_offset(offset)
         if found is None:
@@ -225,6 +227,8 @@ class LogSegment:
         position, header = found
         limit = self.size if max_position is None else min(max_position, self.size)
         if position >= limit:
+            return None
+        if not min_one_batch and max_bytes < header.size:
             return None
         size = max(max_bytes, header.size) if min_one_batch else max_bytes
         length = min(limit - position, size)

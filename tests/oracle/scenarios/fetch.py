@@ -9,7 +9,7 @@ from typing import Any
 
 from ottla.protocol.api import ApiKey
 from tests.helpers import wait_until
-from tests.oracle.model import MISSING, Json, bug, scenario
+from tests.oracle.model import Json, bug, scenario
 from tests.oracle.scenarios.common import end_txn, topic_id, transaction
 from tests.oracle.target import Target
 
@@ -52,10 +52,6 @@ FETCH_EDGES_EXPECT = (
       for case in ("past_the_end", "negative_offset", "future_leader_epoch",
                    "unknown_last_fetched_epoch")
       for field in ("high_watermark", "last_stable_offset", "log_start_offset")],
-    bug("partition_max_bytes_each/responses/0/partitions/1/records/partial_bytes",
-        "a partition after the first whose next batch is larger than its "
-        "partition_max_bytes gets the batch's first bytes (a partial batch, no progress); "
-        "Kafka sends no records for it (firstEntryIncomplete)", kafka=MISSING, ottla=200),
 )
 
 

@@ -5,7 +5,9 @@ The response waits (up to ``max_wait_ms``) in the replica manager's fetch purgat
 Kafka: the response carries at most ``max_bytes`` (and the broker's
 ``fetch.max.bytes``), each partition at most its ``partition_max_bytes``, except that the
 first partition with data returns at least one whole batch so a large batch never blocks
-a consumer (KIP-74).
+a consumer (KIP-74); a later partition whose next batch does not fit returns nothing
+rather than part of it (Kafka's firstEntryIncomplete), and comes first in a later fetch
+(a session moves the partitions that returned data to its end; clients rotate theirs).
 
 The response is encoded here, by ``protocol.fetch_response`` rather than through kio
 objects; its record sets stay ``FileSlice``s that the connection sends from the page cache.
