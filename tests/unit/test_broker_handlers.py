@@ -948,6 +948,30 @@ async def test_offset_for_leader_epoch_answers_the_end_of_each_epoch(broker) -> 
     assert (await end_of(1, current=2))[0] == ErrorCode.unknown_leader_epoch
 
 
+async def test_offset_for_leader_epoch_knows_the_leaders_epoch_before_it_writes(
+        broker) -> None:
+    """As Kafka (the oracle's offset-for-leader-epoch): a new leader's epoch is in its
+    cache from its log end at once, so an empty partition's epoch 0 ends at 0, and an
+    epoch nothing was written in yet ends at the log end, not undefined."""
+    topic_id = create_topic(broker, "orders")
+
+    async def end_of(epoch: int) -> tuple[Any, int, int]:
+        response = await ask(broker, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
+            "replica_id": -1, "topics": [{"topic": "orders", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": epoch}]}]})
+        (p,) = response.topics[0].partitions
+        return p.error_code, p.leader_epoch, p.end_offset
+
+    assert await end_of(0) == (ErrorCode.none, 0, 0)
+    await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c"))
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=NODE))  # epoch 1, nothing written
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    assert await end_of(1) == (ErrorCode.none, 1, 3)
+    assert await end_of(0) == (ErrorCode.none, 0, 3)
+    assert await end_of(2) == (ErrorCode.none, -1, -1)
+
+
 async def test_delete_records_moves_the_log_start_offset(broker) -> None:
     create_topic(broker, "orders", partitions=2)
     await produce_ok(broker, "orders", 0, batch(b"a", b"b", b"c", b"d"))

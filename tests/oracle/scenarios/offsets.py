@@ -1,6 +1,7 @@
 """ListOffsets by timestamp, earliest, latest and max timestamp, on a log whose batches
 carry timestamps out of order, on an empty partition, under read_committed with an open
-transaction, and for partitions that do not exist."""
+transaction, and for partitions that do not exist; OffsetForLeaderEpoch, which answers
+from the same leader-epoch cache."""
 
 from __future__ import annotations
 
@@ -95,3 +96,27 @@ def list_offsets_read_committed(t: Target) -> Json:
         return after if offsets == {6} else None
     return {"open_transaction": during,
             "aborted": wait_until(settled, 30, 0.1, f"{t.side}: the abort marker")}
+
+
+@scenario("ListOffsets", ci=True)
+def offset_for_leader_epoch(t: Target) -> Json:
+    """OffsetForLeaderEpoch v4 as a consumer asks it, on a partition of three batches and
+    on an empty one: the leader's epoch (0), one above it, -1, with the current leader
+    epoch unknown, right and from the future."""
+    name = t.topic("a")
+    t.create_topic(name, 2)
+    for i, stamps in enumerate(BATCHES):
+        records = [(None, f"r{i}-{j}".encode()) for j in range(len(stamps))]
+        answer = t.produce_batch(name, 0, records, timestamp=stamps)
+        assert answer.get("error_code") == "NONE", answer
+    out: dict[str, Json] = {}
+    for p in (0, 1):
+        for epoch, current in ((0, -1), (0, 0), (1, -1), (-1, -1), (0, 5)):
+            response = t.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {
+                "replica_id": -1, "topics": [{"topic": name, "partitions": [
+                    {"partition": p, "current_leader_epoch": current,
+                     "leader_epoch": epoch}]}]})
+            out[f"p{p} epoch {epoch} current {current}"] = (
+                response["topics"][0]["partitions"][0] if response.get("topics")
+                else response)
+    return out

@@ -27,7 +27,7 @@ from ottla.security.auth_helper import (
     authorized_names,
     enabled,
 )
-from ottla.storage.leader_epoch import earliest_epoch
+from ottla.storage.leader_epoch import earliest_epoch, epoch_end_offset
 
 LATEST = -1
 EARLIEST = -2
@@ -135,9 +135,10 @@ def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any
                 partition = broker.replica_manager.require(topic.topic, p.partition,
                                                            broker.image)
                 partition.check_leader_epoch(p.current_leader_epoch)
-                log = partition.log
-                epoch, end = log.leader_epoch_cache.end_offset_for_leader_epoch(
-                    p.leader_epoch, log.log_end_offset)
+                # As Kafka's cache: a leader's epoch ends at its log end from the moment
+                # it leads (an empty partition's epoch 0 ends at 0), not once written.
+                epoch, end = epoch_end_offset(partition.epoch_entries, p.leader_epoch,
+                                              partition.log.log_end_offset)
                 result.update(leader_epoch=epoch, end_offset=end)
             except KafkaError as e:
                 result["error_code"] = e.code
