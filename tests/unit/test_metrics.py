@@ -36,6 +36,7 @@ from ottla.protocol.produce_response import encode_produce_response
 from ottla.protocol.records import build_batch, read_header
 from ottla.protocol.requests import ApiSpec, ApiTable
 from ottla.raft.memory_log import MemoryLog
+from ottla.raft.messages import FetchRequest
 from ottla.raft.quorum import RaftReplica, Role
 from ottla.server.metrics import endpoint as endpoint_module
 from ottla.server.metrics.broker_collectors import (
@@ -391,6 +392,7 @@ def test_raft_metrics_of_a_leader() -> None:
     assert {k: v for k, v in values.items() if not math.isnan(v)} == {
         "current_leader": 1, "current_epoch": 1, "current_vote": 1, "high_watermark": 1,
         "log_end_offset": 1, "log_end_epoch": 1, "number_unknown_voter_connections": 0,
+        "number_of_voters": 1, "number_of_observers": 0,
         # The leader-change record, committed as it was appended; over Kafka's floor of
         # one whole 30 s window.
         "commit_latency_avg": 0, "commit_latency_max": 0,
@@ -416,6 +418,26 @@ def test_raft_metrics_before_a_leader_is_known_and_as_follower_or_observer() -> 
     broker.role, broker.leader_id = Role.FOLLOWER, 2  # as a Fetch answered by 2 makes it
     state, values = raft_samples(broker)
     assert (state, values["current_leader"], values["current_vote"]) == ("observer", 2, -1)
+
+
+def test_every_replica_counts_the_voters_and_only_the_leader_its_observers() -> None:
+    """Kafka's ``number-of-voters`` follows the voter set on every replica;
+    ``number-of-observers`` is registered only while leading, counting the replicas that
+    fetched from it without being voters."""
+    leader = RaftReplica(1, {1}, MemoryLog(), random.Random(0))
+    leader.start(0)
+    for broker in (4, 5, 4):  # a broker fetching again is still one observer
+        leader.handle(broker, FetchRequest(broker, leader.epoch, 0, 0), 10)
+    _, values = raft_samples(leader, now_ms=10)
+    assert (values["number_of_voters"], values["number_of_observers"]) == (1, 2)
+    follower = RaftReplica(2, {1, 2, 3}, MemoryLog(), random.Random(0))
+    follower.role, follower.leader_id = Role.FOLLOWER, 1
+    _, values = raft_samples(follower)
+    assert values["number_of_voters"] == 3 and "number_of_observers" not in values
+    broker = RaftReplica(4, {1, 2, 3}, MemoryLog(), random.Random(0))
+    broker.role, broker.leader_id = Role.FOLLOWER, 1
+    _, values = raft_samples(broker)
+    assert values["number_of_voters"] == 3 and "number_of_observers" not in values
 
 
 # --- group coordinator ----------------------------------------------------------------------

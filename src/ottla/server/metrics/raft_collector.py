@@ -78,10 +78,23 @@ class RaftMetricsCollector:
                 ("number-unknown-voter-connections", 0,
                  "Number of unknown voters whose connection information is not cached; "
                  "would never be larger than quorum-size"),
+                ("number-of-voters", len(replica.voters),
+                 "Number of voters for a KRaft topic partition."),
+                *self._leader_only(replica),
                 *self._sampled(replica.metrics)):
             yield GaugeMetricFamily(group_metric(GROUP, attribute),
                                     f"{doc} (kafka.server:type={GROUP} {attribute})",
                                     value=value)
+
+    @staticmethod
+    def _leader_only(replica: RaftReplica) -> Iterator[tuple[str, float, str]]:
+        """Kafka registers ``number-of-observers`` when the replica becomes leader and
+        removes it when it steps down: only the leader tracks observers (the ones that
+        fetched from it, and itself when it leads without voting)."""
+        if replica.role is Role.LEADER:
+            yield ("number-of-observers", len(replica.replica_states()[1]),
+                   "Number of observers being tracked by the KRaft topic partition "
+                   "leader.")
 
     def _sampled(self, metrics: RaftMetrics) -> Iterator[tuple[str, float, str]]:
         now_ms = self.raft.now_ms()
