@@ -505,6 +505,15 @@ def test_a_killed_broker_shows_as_under_replicated_on_the_surviving_leader(
         assert total(observer, "kafka_server_raft_metrics_append_records_rate") == 0
         assert total(controller, "kafka_server_raft_metrics_append_records_rate") > 0
         assert total(controller, "kafka_server_raft_metrics_commit_latency_max") >= 0
+        # Every broker fetched from the quorum leader; Kafka forgets an observer only
+        # after minutes without a fetch, so the killed one still counts.
+        voters = len(cluster.controller_ids)
+        assert total(controller, "kafka_server_raft_metrics_number_of_voters") == voters
+        assert total(controller, "kafka_server_raft_metrics_number_of_observers") == \
+            len(cluster.broker_ids)
+        assert total(observer, "kafka_server_raft_metrics_number_of_voters") == voters
+        assert not any(name == "kafka_server_raft_metrics_number_of_observers"
+                       for name, _ in observer)  # registered on the leader only
         for survivor in (b for b in cluster.broker_ids if b not in (leader, follower)):
             assert total(scrape(ports[survivor]), under) == 0  # it leads nothing
     finally:
