@@ -251,13 +251,23 @@ def test_committed_offsets_count_one_per_partition(metered: Metered) -> None:
     before = total_or_zero(scrape(port), count)
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "committers",
                          "enable.auto.commit": False})
+    # The commits are records the coordinator appends to __consumer_offsets: Kafka's
+    # appendToLocalLog counts them as MessagesIn of that topic, one per partition.
+    messages = "kafka_server_brokertopicmetrics_messagesin_total"
+    offsets_in = total_or_zero(scrape(port), messages, topic="__consumer_offsets")
     try:
         consumer.commit(offsets=[TopicPartition(topic, p, 5) for p in range(3)],
                         asynchronous=False)
-        assert total(scrape(port), count) - before == 3
+        samples = scrape(port)
+        assert total(samples, count) - before == 3
+        assert total(samples, messages, topic="__consumer_offsets") - offsets_in == 3
         consumer.commit(offsets=[TopicPartition(topic, p, 9) for p in range(2)],
                         asynchronous=False)
-        assert total(scrape(port), count) - before == 5
+        samples = scrape(port)
+        assert total(samples, count) - before == 5
+        assert total(samples, messages, topic="__consumer_offsets") - offsets_in == 5
+        assert total(samples, "kafka_server_brokertopicmetrics_bytesin_total",
+                     topic="__consumer_offsets") > 0
     finally:
         consumer.close()
 

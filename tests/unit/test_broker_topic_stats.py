@@ -8,11 +8,13 @@ from ottla.broker.topic_stats import BrokerTopicMetrics, BrokerTopicStats
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.records import build_batch
-from tests.unit.test_broker_handlers import (  # noqa: F401 - the fixture
+from tests.unit.test_broker_handlers import (  # noqa: F401 - the fixtures
     NOW_MS,
+    OFFSETS_TOPIC,
     ask,
     batch,
     broker,
+    coordinator,
     create_topic,
     fetch_body,
     fetched,
@@ -125,3 +127,24 @@ def test_a_removed_topic_stays_in_the_all_topics_figures() -> None:
     assert sorted(stats.topics) == ["kept"]
     assert counts(stats.all_topics) == zero(messages_in=4, bytes_in=400, bytes_out=50,
                                             total_produce_requests=2)
+
+
+async def test_a_coordinators_appends_are_messages_and_bytes_in(
+        broker, coordinator) -> None:  # noqa: F811
+    """Kafka's appendToLocalLog counts every append of the leader, a group coordinator's
+    to ``__consumer_offsets`` too: an offset commit's records are MessagesIn and BytesIn of
+    that topic and of all topics (no Produce request)."""
+    stats = broker.topic_stats = BrokerTopicStats()
+    create_topic(broker, "orders", partitions=2)
+    committed = await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": "g", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "orders", "partitions": [
+            {"partition_index": 0, "committed_offset": 42, "committed_metadata": None},
+            {"partition_index": 1, "committed_offset": 7, "committed_metadata": None}]}]})
+    assert [p.error_code for p in committed.topics[0].partitions] == [ErrorCode.none] * 2
+    offsets_log = broker.replica_manager.partitions[(OFFSETS_TOPIC, 0)].log
+    # One record per committed partition, in the batches the log now holds.
+    assert counts(stats.topics[OFFSETS_TOPIC]) == zero(messages_in=2,
+                                                       bytes_in=offsets_log.size)
+    assert counts(stats.all_topics) == counts(stats.topics[OFFSETS_TOPIC])
+    assert "orders" not in stats.topics

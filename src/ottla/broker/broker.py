@@ -123,6 +123,8 @@ class Broker(BrokerContext):
     def topic_stats(self, stats: BrokerTopicStats | None) -> None:
         self._topic_stats = stats
         self.replica_fetchers.topic_stats = stats
+        for coordinator in self.coordinators:
+            coordinator.writer.topic_stats = stats
 
     @property
     def coordinators(self) -> tuple[GroupCoordinatorService, TransactionCoordinatorService,

@@ -10,7 +10,8 @@ metrics endpoint turns them into Prometheus series when scraped
   ``failed_produce_requests`` those of them refused for an unexpected reason (not for
   NOT_LEADER_OR_FOLLOWER, an unknown partition, a batch too large or corrupt, a failed
   log dir or an internal topic, which Kafka does not count as failures);
-- ``messages_in`` and ``bytes_in``: records and bytes (as produced) appended;
+- ``messages_in`` and ``bytes_in``: records and bytes (as produced) appended, the
+  coordinators' batches to their internal topics too;
 - ``total_fetch_requests``: partitions read by Fetch requests (consumers and followers,
   the first read of each request), ``failed_fetch_requests`` those failing for an
   unexpected reason;
@@ -94,6 +95,14 @@ class BrokerTopicStats:
             metrics.bytes_in += size
         elif error not in EXPECTED_PRODUCE_ERRORS:
             metrics.failed_produce_requests += 1
+
+    def appended(self, topic: str, records: int, size: int) -> None:
+        """The broker appended a batch of its own as leader (a coordinator's records to
+        its internal topic): MessagesIn and BytesIn, as Kafka counts every local append,
+        but no Produce request."""
+        metrics = self.topic(topic)
+        metrics.messages_in += records
+        metrics.bytes_in += size
 
     def fetched(self, topic: str, error: int) -> None:
         """One partition of a Fetch request was read (or failed with ``error``); not

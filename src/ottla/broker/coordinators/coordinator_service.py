@@ -22,6 +22,7 @@ from ottla.broker.controller_client import create_topics
 from ottla.broker.deadline_timer import DeadlineTimer
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.common.topics import NewTopic, TopicPartition
 from ottla.coordinator.runtime import (
     CoordinatorResult,
@@ -84,6 +85,9 @@ class LogPartitionWriter:
         self.image = image
         self.encode = encode
         self.decode = decode
+        self.topic_stats: BrokerTopicStats | None = None
+        """Counts the appends as MessagesIn and BytesIn, as Kafka's appendToLocalLog
+        counts a coordinator's as any other (set with the broker's)."""
 
     def _partition(self, tp: TopicPartition) -> Partition:
         return self.replica_manager.require(tp[0], tp[1], self.image())
@@ -101,6 +105,8 @@ class LogPartitionWriter:
         batch = bytearray(build_batch([self.encode(r) for r in records], timestamp=now_ms,
                                       **producer))
         self.replica_manager.append_internal(partition, batch, read_header(batch), now_ms)
+        if self.topic_stats is not None:
+            self.topic_stats.appended(tp[0], len(records), len(batch))
         return partition.log.log_end_offset
 
     def high_watermark(self, tp: TopicPartition) -> int:
@@ -149,9 +155,9 @@ class CoordinatorService(Generic[S]):
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
         self.topic_configs = topic_configs
-        self.runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(
-            LogPartitionWriter(broker.replica_manager, lambda: broker.image, encode, decode),
-            shard_factory)
+        self.writer = LogPartitionWriter(broker.replica_manager, lambda: broker.image,
+                                         encode, decode)
+        self.runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(self.writer, shard_factory)
         self._timer = DeadlineTimer(self.kind, broker.now_ms, self._poll)
         self.runtime.on_timer_change = self._timer.deadline_changed
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
