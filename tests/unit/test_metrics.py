@@ -518,6 +518,10 @@ def test_group_coordinator_gauges_count_the_groups_of_the_active_shards() -> Non
     assert value(samples, metric("classic_group_count"), state="PreparingRebalance") == 1
     assert value(samples, metric("share_group_count"), state="Stable") == 1
     assert value(samples, metric("share_group_count"), state="Empty") == 0
+    coordinator.metrics.offset_deletions, coordinator.metrics.offset_expirations = 2, 5
+    samples = scrape(GroupCoordinatorCollector(coordinator))  # type: ignore[arg-type]
+    assert value(samples, metric("offset_deletion_count")) == 2
+    assert value(samples, metric("offset_expiration_count")) == 5
 
 
 # --- KafkaController ----------------------------------------------------------------------

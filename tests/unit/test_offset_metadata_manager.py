@@ -9,6 +9,7 @@ import pytest
 
 from ottla.coordinator.group import records as rec
 from ottla.coordinator.group.config import GroupConfig
+from ottla.coordinator.group.coordinator_metrics import GroupCoordinatorMetrics
 from ottla.coordinator.group.offset_metadata_manager import (
     OffsetExpiration,
     OffsetMetadataManager,
@@ -181,6 +182,26 @@ def test_a_live_groups_offsets_expire_only_for_topics_it_left() -> None:
     assert records == []
     assert offsets.cleanup_expired_offsets(NOW + RETENTION, "g", records) is False
     assert [(r.key.topic, r.key.partition) for r in records] == [("u", 0)]
+
+
+def test_deleted_and_expired_offsets_are_counted_as_kafka_records_them() -> None:
+    """Kafka's offset-deletion-count grows by the tombstones OffsetDelete writes (not for
+    a partition without an offset, nor for a subscribed topic), offset-expiration-count by
+    the offsets the retention check expires."""
+    groups = FakeGroups()
+    metrics = GroupCoordinatorMetrics()
+    offsets = OffsetMetadataManager(GroupConfig(offsets_retention_ms=RETENTION), groups,
+                                    metrics)
+    commit(offsets, "g", -1, "", [("t", 0, 1, None), ("u", 0, 1, None), ("u", 1, 1, None)],
+           now=NOW)
+    groups.groups["g"].subscribed = {"t"}
+    apply(offsets, offsets.delete_offsets(NOW, "g", [("t", [0]), ("u", [0, 7])]))
+    assert (metrics.offset_deletions, metrics.offset_expirations) == (1, 0)
+    records: list[rec.CoordinatorRecord] = []  # the group is empty: all expire together
+    assert offsets.cleanup_expired_offsets(NOW + RETENTION - 1, "g", records) is False
+    assert metrics.offset_expirations == 0
+    assert offsets.cleanup_expired_offsets(NOW + RETENTION, "g", records) is True
+    assert (metrics.offset_deletions, metrics.offset_expirations) == (1, 2)
 
 
 def test_fetches_read_offsets_as_of_the_high_watermark() -> None:

@@ -335,6 +335,8 @@ class OffsetMetadataManager:
                 results[(topic, p)] = E.none
                 if self.committed(group_id, topic, p) is not None:
                     records.append(tombstone(group_id, topic, p))
+        if self._metrics is not None:
+            self._metrics.offset_deletions += len(records)
         return CoordinatorResult(records, OffsetDeleteAnswer(E.none, results))
 
     # --- deleting groups and expiring offsets ----------------------------------------------
@@ -367,4 +369,6 @@ class OffsetMetadataManager:
             if base + retention <= now_ms:
                 records.append(tombstone(group_id, topic, partition))
                 expired += 1
+        if self._metrics is not None:
+            self._metrics.offset_expirations += expired
         return count == expired

@@ -105,6 +105,16 @@ class GroupCoordinatorCollector:
             f"partition (kafka.server:type={GROUP} offset-commit-count); rate() for "
             f"offset-commit-rate", value=self.coordinator.metrics.offset_commits)
         yield GaugeMetricFamily(
+            group_metric(GROUP, "offset-deletion-count"),
+            f"Offsets OffsetDelete removed through this node's coordinator since it "
+            f"started (kafka.server:type={GROUP} offset-deletion-count); rate() for "
+            f"offset-deletion-rate", value=self.coordinator.metrics.offset_deletions)
+        yield GaugeMetricFamily(
+            group_metric(GROUP, "offset-expiration-count"),
+            f"Offsets expired by offsets.retention.minutes on this node's coordinator since "
+            f"it started (kafka.server:type={GROUP} offset-expiration-count); rate() for "
+            f"offset-expiration-rate", value=self.coordinator.metrics.offset_expirations)
+        yield GaugeMetricFamily(
             group_metric(GROUP, "group-completed-rebalance-count"),
             f"Classic groups' rebalances completed here since the node started, each when "
             f"the leader's SyncGroup made the group Stable (kafka.server:type={GROUP} "
