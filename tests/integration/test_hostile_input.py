@@ -216,7 +216,9 @@ def test_clients_announcing_large_frames_wait_for_memory_instead_of_taking_it(no
         with WireClient(node.bootstrap) as client:
             assert client.create_topic("big-frames", configs={
                 "max.message.bytes": "5000000"}).topics[0].error_code == ErrorCode.none
-        producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 50,
+        # A linger far longer than the look below keeps the 600 records in one batch until
+        # flush sends it, so no early small batch (which needs no pool) gets through.
+        producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 60_000,
                              "batch.size": 4_000_000, "message.max.bytes": 5_000_000})
         delivered: list[object] = []
         for _ in range(600):
