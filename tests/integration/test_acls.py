@@ -68,6 +68,8 @@ class System:
     plaintext: str
     sasl: str
     controller: str
+    log_path: str
+    """The node's log, where its ``kafka.authorizer.logger`` lines go at INFO."""
 
     def admin(self) -> AdminClient:
         """The administrator: the PLAINTEXT listener's ANONYMOUS, a super user."""
@@ -124,9 +126,10 @@ def pair(tmp_path_factory) -> Iterator[Pair]:
         ottla.stop(check=False)
         raise failure[0]
     try:
-        yield Pair(System("kafka", node.bootstrap, f"127.0.0.1:{kafka_sasl}", node.controller),
+        yield Pair(System("kafka", node.bootstrap, f"127.0.0.1:{kafka_sasl}", node.controller,
+                          str(node.log_path)),
                    System("ottla", ottla.bootstrap, f"127.0.0.1:{ottla_sasl}",
-                          ottla.controller))
+                          ottla.controller, ottla.log_path))
     finally:
         try:
             ottla.stop()
@@ -253,6 +256,51 @@ def test_a_consumer_needs_read_on_its_group_as_well_as_on_the_topic(pair) -> Non
         return without_group, consume(system, "alice", topic, group)
     kafka, ottla = pair.both(step)
     assert kafka == ("GROUP_AUTHORIZATION_FAILED", [b"from admin"])
+    assert ottla == kafka
+
+
+def audit_lines(system: System, *names: str) -> set[str]:
+    """The distinct messages of the node's audit log (``kafka.authorizer.logger``, at
+    INFO: the denials) that name one of ``names``; how often each is logged depends on
+    the clients' retries, so only which ones are compared."""
+    found = set()
+    with open(system.log_path, encoding="utf-8", errors="replace") as log:
+        for line in log:
+            line = line.rstrip("\n")
+            if not line.endswith(" (kafka.authorizer.logger)"):
+                continue
+            message = line.split("] INFO ", 1)[-1].removesuffix(" (kafka.authorizer.logger)")
+            if any(f":LITERAL:{name} " in message for name in names):
+                found.add(message)
+    return found
+
+
+def test_denials_are_audited_in_kafkas_words(pair) -> None:
+    """Kafka logs each request's denial of a resource it named at INFO on
+    ``kafka.authorizer.logger``; Ottla logs the same lines (same request, operation,
+    resource and rule) to its log."""
+    closed, readable, group = unique("audited-"), unique("audited-read-"), unique("audit-g-")
+
+    def step(system: System) -> set[str]:
+        create_topics(system, closed, readable)
+        write_as_admin(system, readable)
+        grant(system, binding(ResourceType.TOPIC, readable, "User:alice", AclOperation.READ))
+        assert produce(system, "alice", closed) == "TOPIC_AUTHORIZATION_FAILED"
+        assert consume(system, "alice", readable, group) == "GROUP_AUTHORIZATION_FAILED"
+        alice = AdminClient(system.user("alice"))
+        assert closed not in alice.list_topics(timeout=20).topics  # a listing: no INFO
+        with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+            alice.delete_topics([closed])[closed].result(30)
+        expected = (f"Principal = User:alice is Denied operation = DESCRIBE from host = "
+                    f"127.0.0.1 on resource = Topic:LITERAL:{closed} for request = Metadata "
+                    f"with resourceRefCount = 1 based on rule DefaultDeny")
+        wait_until(lambda: expected in audit_lines(system, closed), 10, 0.2,
+                   f"{system.name} to audit alice's produce")
+        return audit_lines(system, closed, readable, group)
+    kafka, ottla = pair.both(step)
+    assert any("for request = Metadata" in line for line in kafka)
+    assert any(f"Group:LITERAL:{group}" in line for line in kafka)
+    assert any("for request = DeleteTopics" in line for line in kafka)
     assert ottla == kafka
 
 

@@ -27,7 +27,7 @@ from ottla.coordinator.group.share_group import ShareGroup, ShareMember
 from ottla.coordinator.runtime import CoordinatorState
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType, MetadataImage
-from ottla.protocol.api import ApiKey, request_schema, response_schema
+from ottla.protocol.api import ApiKey, request_name, request_schema, response_schema
 from ottla.protocol.codec import encode_request
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import encode_fetch_response
@@ -65,11 +65,7 @@ from ottla.server.metrics.request_collector import (
     RequestMetricsCollector,
     SocketServerCollector,
 )
-from ottla.server.metrics.request_metrics import (
-    RESERVOIR,
-    RequestChannelMetrics,
-    request_name,
-)
+from ottla.server.metrics.request_metrics import RESERVOIR, RequestChannelMetrics
 from ottla.server.network import KafkaServer
 from ottla.server.request_dispatcher import RequestDispatcher
 from ottla.storage.log_config import LogConfig

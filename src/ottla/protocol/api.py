@@ -13,6 +13,17 @@ from kio.schema.index import api_key_map
 ApiKey = IntEnum("ApiKey", {name.upper(): key for key, name in api_key_map.items()})  # type: ignore[misc]
 
 
+def request_name(api_key: ApiKey) -> str:
+    """Kafka's ``ApiKeys.name``: the message name without ``Request`` (Produce,
+    OffsetCommit, DescribeTopicPartitions...), which the member's name spells in capitals
+    and underscores."""
+    return "".join(part.capitalize() for part in api_key.name.split("_"))
+
+
+REQUEST_NAMES: dict[int, str] = {int(key): request_name(key) for key in ApiKey}
+"""Kafka's ``ApiKeys.forId(key).name`` by api key."""
+
+
 @functools.cache
 def request_schema(api_key: int, version: int) -> type:
     """The ``kio`` request class of an API version (raises ``KioIndexError`` if unknown)."""

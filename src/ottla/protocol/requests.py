@@ -35,6 +35,11 @@ class Authorizer(Protocol):
     def authorize(self, principal: Principal, host: str, operation: Any,
                   resource_type: Any, name: str) -> bool: ...
 
+    def decide(self, principal: Principal, host: str, operation: Any, resource_type: Any,
+               name: str) -> tuple[bool, object]:
+        """``authorize`` with the rule that decided (its ``str`` is for the audit log)."""
+        ...
+
     def authorize_by_resource_type(self, principal: Principal, host: str, operation: Any,
                                    resource_type: Any) -> bool: ...
 

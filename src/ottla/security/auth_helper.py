@@ -16,15 +16,25 @@ field reports every operation the resource type supports, as Kafka's does.
 - ``authorized_operations``: the 32-bit field of the operations allowed on a resource.
 
 Hosts are compared as Java writes the client's address (``java_host_address``).
+
+Every decision goes to Kafka's audit log, the ``kafka.authorizer.logger`` logger, in
+Kafka's words: a denial at INFO when the request asked for that resource
+(``log_if_denied``), an allowed access at DEBUG when it is granted
+(``log_if_allowed``), anything else at TRACE (level 5). Checks that only filter what a
+client is shown (``authorized_operations``, the hard-coded name of
+``authorize_by_resource_type``, the places Kafka passes ``logIfDenied = false``) log
+their denials at TRACE, as Kafka's do.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from ottla.protocol.api import ApiKey
+from ottla.protocol.api import REQUEST_NAMES, ApiKey
 from ottla.protocol.error_response import error_response, top_level_error_response
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.requests import RequestContext
@@ -34,7 +44,7 @@ from ottla.security.acl import (
     AclOperation,
     ResourceType,
 )
-from ottla.security.authorizer import java_host_address
+from ottla.security.authorizer import HARDCODE, Rule, java_host_address
 
 TOPIC = ResourceType.TOPIC
 GROUP = ResourceType.GROUP
@@ -65,6 +75,12 @@ AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 _host = lru_cache(maxsize=4096)(java_host_address)
 
+AUDIT_LOG = logging.getLogger("kafka.authorizer.logger")
+"""Kafka's audit log (``StandardAuthorizerData.auditLog``), under Kafka's name, so a
+logging configuration routes it as Kafka's log4j2 config routes that logger."""
+TRACE = 5
+"""Below DEBUG: log4j's TRACE, which Python's logging lacks."""
+
 
 def _bits(operations: Iterable[AclOperation]) -> int:
     """``Utils.to32BitField``: bit ``code`` for each operation."""
@@ -85,18 +101,42 @@ def enabled(ctx: RequestContext) -> bool:
 
 
 def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
-              name: str | None) -> bool:
+              name: str | None, *, log_if_allowed: bool = True, log_if_denied: bool = True,
+              ref_count: int = 1) -> bool:
     """May the request's principal, from its client's address, do ``operation`` on the
-    resource ``resource_type`` named ``name``? Always, without an authorizer."""
+    resource ``resource_type`` named ``name``? Always, without an authorizer. The
+    decision is audited (``log_if_*``: Kafka's ``Action`` flags; ``ref_count``: how many
+    times the request names the resource)."""
     authorizer = ctx.authorizer
     if authorizer is None:
         return True
-    return authorizer.authorize(ctx.principal, _host(ctx.client_host), operation,
-                                resource_type, "" if name is None else name)
+    host = _host(ctx.client_host)
+    name = "" if name is None else name
+    allowed, rule = authorizer.decide(ctx.principal, host, operation, resource_type, name)
+    if allowed:
+        level = logging.DEBUG if log_if_allowed else TRACE
+    else:
+        level = logging.INFO if log_if_denied else TRACE
+    if AUDIT_LOG.isEnabledFor(level):
+        AUDIT_LOG.log(level, audit_message(ctx, host, allowed, rule, operation, resource_type,
+                                           name, ref_count))
+    return allowed
 
 
-def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
-    return authorize(ctx, operation, CLUSTER, CLUSTER_NAME)
+def audit_message(ctx: RequestContext, host: str, allowed: bool, rule: Rule,
+                  operation: AclOperation, resource_type: ResourceType, name: str,
+                  ref_count: int) -> str:
+    """Kafka's ``StandardAuthorizerData.buildAuditMessage``, word for word."""
+    request = REQUEST_NAMES.get(ctx.header.api_key, str(ctx.header.api_key))
+    return (f"Principal = {ctx.principal} is {'Allowed' if allowed else 'Denied'} "
+            f"operation = {operation.name} from host = {host} on resource = "
+            f"{resource_type.pascal_name}:LITERAL:{name} for request = {request} "
+            f"with resourceRefCount = {ref_count} based on rule {rule}")
+
+
+def authorize_cluster(ctx: RequestContext, operation: AclOperation, *,
+                      log_if_denied: bool = True) -> bool:
+    return authorize(ctx, operation, CLUSTER, CLUSTER_NAME, log_if_denied=log_if_denied)
 
 
 def cluster_authorization_error(ctx: RequestContext, operation: AclOperation) -> KafkaError:
@@ -139,13 +179,17 @@ def deny_cluster(ctx: RequestContext, request: Any, operation: AclOperation,
 
 
 def authorized_names(ctx: RequestContext, operation: AclOperation,
-                     resource_type: ResourceType, names: Iterable[str | None]) -> set[str | None]:
+                     resource_type: ResourceType, names: Iterable[str | None], *,
+                     log_if_denied: bool = True) -> set[str | None]:
     """The names among ``names`` the principal may ``operation`` (Kafka's
-    ``filterByAuthorized``: each distinct name asked once)."""
-    distinct = set(names)
+    ``filterByAuthorized``: each distinct name asked once, audited with the number of
+    times it was named)."""
     if ctx.authorizer is None:
-        return distinct
-    return {name for name in distinct if authorize(ctx, operation, resource_type, name)}
+        return set(names)
+    # iter(): a mapping's keys are the names, its values no counts.
+    return {name for name, count in Counter(iter(names)).items()
+            if authorize(ctx, operation, resource_type, name, ref_count=count,
+                         log_if_denied=log_if_denied)}
 
 
 def authorize_by_resource_type(ctx: RequestContext, operation: AclOperation,
@@ -155,6 +199,10 @@ def authorize_by_resource_type(ctx: RequestContext, operation: AclOperation,
     authorizer = ctx.authorizer
     if authorizer is None:
         return True
+    if resource_type not in (ResourceType.ANY, ResourceType.UNKNOWN) and operation not in (
+            AclOperation.ANY, AclOperation.UNKNOWN) and authorize(
+            ctx, operation, resource_type, HARDCODE, log_if_denied=False, ref_count=0):
+        return True  # Kafka's first check, audited as Kafka's (its Action: count 0)
     return authorizer.authorize_by_resource_type(ctx.principal, _host(ctx.client_host),
                                                  operation, resource_type)
 
@@ -167,7 +215,8 @@ def authorized_operations(ctx: RequestContext, resource_type: ResourceType,
     if ctx.authorizer is None:
         return ALL_OPERATIONS[resource_type]
     return _bits(operation for operation in SUPPORTED_OPERATIONS[resource_type]
-                 if authorize(ctx, operation, resource_type, name))
+                 if authorize(ctx, operation, resource_type, name, log_if_allowed=False,
+                              log_if_denied=False))
 
 
 def cluster_authorized_operations(ctx: RequestContext, requested: bool) -> int:

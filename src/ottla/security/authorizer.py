@@ -55,7 +55,7 @@ _IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOper
 _IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS,
                                        AclOperation.ALTER_CONFIGS})
 _WILDCARD_PRINCIPAL = ("User", "*")
-_HARDCODE = "hardcode"
+HARDCODE = "hardcode"
 """The resource name ``authorizeByResourceType`` first authorizes, so that super users
 (and the no-ACL default) are allowed whatever the DENY ACLs say."""
 
@@ -113,6 +113,12 @@ def java_host_address(address: str) -> str:
     return text + percent + scope
 
 
+SUPER_USER = "SuperUser"
+DEFAULT_ALLOW = "DefaultAllow"
+DEFAULT_DENY = "DefaultDeny"
+"""The rules that decide without an ACL, as Kafka's audit log names them."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Acl:
     """What a check needs of one ACL, computed once."""
@@ -125,6 +131,20 @@ class _Acl:
     host: str
     operation: AclOperation
     allow: bool
+
+    def __str__(self) -> str:
+        """The rule as Kafka's audit log writes a matching ACL (its ``MatchingAclRule``
+        around the ``StandardAcl`` record)."""
+        b = self.binding
+        return (f"MatchingAcl(acl=StandardAcl[resourceType={b.resource_type.name}, "
+                f"resourceName={b.resource_name}, patternType={b.pattern_type.name}, "
+                f"principal={b.principal}, host={b.host}, operation={b.operation.name}, "
+                f"permissionType={b.permission_type.name}])")
+
+
+Rule = str | _Acl
+"""What decided a check: ``SUPER_USER``, ``DEFAULT_ALLOW``, ``DEFAULT_DENY`` or the ACL
+that matched; its ``str`` is what Kafka's audit log says after "based on rule"."""
 
 
 def _entry(acl_id: uuid.UUID, binding: AclBinding) -> _Acl:
@@ -285,18 +305,26 @@ class StandardAuthorizer:
         ``java_host_address`` writes it), may do ``operation`` on the resource
         (``resource_type``, ``name``): ``StandardAuthorizerData.authorize`` of a LITERAL
         resource pattern."""
+        return self.decide(principal, host, operation, resource_type, name)[0]
+
+    def decide(self, principal: Principal, host: str, operation: AclOperation,
+               resource_type: ResourceType, name: str) -> tuple[bool, Rule]:
+        """``authorize`` with the rule that decided, for the audit log: a super user, the
+        matching DENY (which wins at once), else the first matching ALLOW, else the
+        default of a resource no ACL applies to, else denied (Kafka's
+        ``MatchingRuleBuilder.build``)."""
         if self.super_users and str(principal) in self.super_users:
-            return True
+            return True, SUPER_USER
         if not self.loaded:
-            return False
+            return False, DEFAULT_DENY
         index = self._by_type.get(resource_type)
-        if index is None:
-            return self.allow_everyone_if_no_acl_found
-        buckets = index.applying_to(name)
+        buckets = index.applying_to(name) if index is not None else None
         if not buckets:
-            return self.allow_everyone_if_no_acl_found
+            if self.allow_everyone_if_no_acl_found:
+                return True, DEFAULT_ALLOW
+            return False, DEFAULT_DENY
         who = (principal.type, principal.name)
-        allowed = False
+        allowed_by: _Acl | None = None
         for bucket in buckets:
             for acl in bucket.values():
                 if acl.principal != who and acl.principal != _WILDCARD_PRINCIPAL:
@@ -306,9 +334,12 @@ class StandardAuthorizer:
                 if not _operation_matches(acl, operation):
                     continue
                 if not acl.allow:
-                    return False
-                allowed = True
-        return allowed
+                    return False, acl
+                if allowed_by is None:
+                    allowed_by = acl
+        if allowed_by is None:
+            return False, DEFAULT_DENY
+        return True, allowed_by
 
     def authorize_by_resource_type(self, principal: Principal, host: str,
                                    operation: AclOperation, resource_type: ResourceType
@@ -328,7 +359,7 @@ class StandardAuthorizer:
                              "authorizeByResourceType")
         if operation == AclOperation.UNKNOWN:
             raise ValueError("Unknown operation type")
-        if self.authorize(principal, host, operation, resource_type, _HARDCODE):
+        if self.authorize(principal, host, operation, resource_type, HARDCODE):
             return True
         index = self._by_type.get(resource_type)
         if index is None:

@@ -122,7 +122,7 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
 def handle_offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     describable = None
-    if enabled(ctx) and not authorize_cluster(ctx, CLUSTER_ACTION):
+    if enabled(ctx) and not authorize_cluster(ctx, CLUSTER_ACTION, log_if_denied=False):
         describable = authorized_names(ctx, DESCRIBE, TOPIC, (t.topic for t in req.topics))
     for topic in req.topics:
         partitions = []

@@ -108,7 +108,8 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
         raise KafkaError(ErrorCode.invalid_request, "Topic names can not be null and topic "
                          f"ids are not supported in requests for version {version}")
     if requested is None or (version == 0 and not requested):
-        describable = authorized_names(ctx, DESCRIBE, TOPIC, image.topics_by_name)
+        describable = authorized_names(ctx, DESCRIBE, TOPIC, image.topics_by_name,
+                                       log_if_denied=False)  # a listing, as Kafka's
         topics = [topic_metadata(image, t, ctx.listener_name, operations=operations(t.name))
                   for t in sorted(image.topics_by_name.values(), key=lambda t: t.name)
                   if t.name in describable]
@@ -121,7 +122,8 @@ async def handle_metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict
         missing = [t.name for t in requested
                    if t.name and t.name not in image.topics_by_name and t.name in describable]
         uncreatable: set[str] = set()
-        if missing and allow_create and not authorize_cluster(ctx, CREATE):
+        if missing and allow_create and not authorize_cluster(ctx, CREATE,
+                                                                log_if_denied=False):
             uncreatable = {n for n in missing if not authorize(ctx, CREATE, TOPIC, n)}
             missing = [n for n in missing if n not in uncreatable]
         creation_errors: dict[str, ErrorCode] = {}

@@ -41,7 +41,7 @@ async def handle_init_producer_id(broker: Broker, ctx: RequestContext, req: Any)
     if req.transactional_id is not None:
         if not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id):
             return _refused(ErrorCode.transactional_id_authorization_failed)
-    elif not authorize_cluster(ctx, IDEMPOTENT_WRITE) and \
+    elif not authorize_cluster(ctx, IDEMPOTENT_WRITE, log_if_denied=False) and \
             not authorize_by_resource_type(ctx, WRITE, TOPIC):
         return _refused(ErrorCode.cluster_authorization_failed)
     if req.transactional_id is not None:

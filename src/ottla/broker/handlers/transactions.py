@@ -240,7 +240,8 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     """Append each marker to each partition this broker leads and answer once the
     in-sync replicas have them (the coordinator completes the transaction only then)."""
-    if not authorize_cluster(ctx, ALTER) and not authorize_cluster(ctx, CLUSTER_ACTION):
+    if not authorize_cluster(ctx, ALTER, log_if_denied=False) and \
+            not authorize_cluster(ctx, CLUSTER_ACTION):
         raise KafkaError(ErrorCode.cluster_authorization_failed, MSG_CLUSTER)
     replica_manager = broker.replica_manager
     now_ms = broker.now_ms()

@@ -30,6 +30,7 @@ from ottla.security.auth_helper import (
     TOPIC,
     authorize,
     authorize_cluster,
+    authorized_names,
     deny_cluster,
 )
 from ottla.server.controller_apis.services import ControllerServices
@@ -46,7 +47,7 @@ def _refused_topic(name: str, error: ErrorCode, message: str | None) -> dict[str
 async def handle_create_topics(controller: ControllerServices, ctx: RequestContext,
                                req: Any) -> dict[str, Any]:
     named = Counter(t.name for t in req.topics)
-    creatable = authorize_cluster(ctx, CREATE)
+    creatable = authorize_cluster(ctx, CREATE, log_if_denied=False)
     refused: dict[int, dict[str, Any]] = {}
     for i, t in enumerate(req.topics):
         if named[t.name] > 1:
@@ -85,7 +86,7 @@ async def handle_create_topics(controller: ControllerServices, ctx: RequestConte
             "replication_factor": result.replication_factor, "configs": [],
         }
         if result.error == ErrorCode.none:
-            if not authorize(ctx, DESCRIBE_CONFIGS, TOPIC, new.name):
+            if not authorize(ctx, DESCRIBE_CONFIGS, TOPIC, new.name, log_if_denied=False):
                 # Created, but its configs are not the principal's to see.
                 entry.update(topic_config_error_code=ErrorCode.topic_authorization_failed,
                              num_partitions=-1, replication_factor=-1, configs=[])
@@ -121,7 +122,10 @@ async def handle_delete_topics(controller: ControllerServices, ctx: RequestConte
         names = list(req.topic_names)
         ids = [None] * len(names)
     malformed, repeated = _malformed_deletions(names, ids)
-    refused = _undeletable(controller, ctx, names, ids)
+    checked = [i for i in range(len(names)) if i not in malformed and i not in repeated]
+    refused = _undeletable(controller, ctx, [names[i] for i in checked],
+                           [ids[i] for i in checked])
+    refused = {checked[j]: answer for j, answer in refused.items()}
     refused.update(malformed)
     kept = [i for i in range(len(names)) if i not in refused and i not in repeated]
     quota = controller.mutation_quota(ctx, strict_since=5)
@@ -174,22 +178,30 @@ def _undeletable(controller: ControllerServices, ctx: RequestContext,
     """The entries the principal may not delete, answered as Kafka answers them: a topic
     must be describable (else its existence is not told: by name, refused before it is
     looked up; by id, refused without its name) and deletable; DELETE on the cluster
-    allows both."""
-    if authorize_cluster(ctx, DELETE):
+    allows both. As Kafka's ControllerApis, both are asked once for every name given and
+    every name a known id resolves to (so both are audited), whether or not it exists."""
+    if authorize_cluster(ctx, DELETE, log_if_denied=False):
         return {}
+    image = controller.image
+    resolved: list[str | None] = []
+    for name, topic_id in zip(names, ids):
+        topic = image.topics_by_id.get(topic_id) if name is None and topic_id else None
+        resolved.append(topic.name if topic is not None else name)
+    asked = [name for name in resolved if name is not None]
+    describable = authorized_names(ctx, DESCRIBE, TOPIC, set(asked))
+    deletable = authorized_names(ctx, DELETE, TOPIC, set(asked))
     denied = ErrorCode.topic_authorization_failed
     refused = {}
     for i, (name, topic_id) in enumerate(zip(names, ids)):
         if name is not None:
-            describable = authorize(ctx, DESCRIBE, TOPIC, name)
-            if not describable or (name in controller.image.topics_by_name
-                                   and not authorize(ctx, DELETE, TOPIC, name)):
+            if name not in describable or (name in image.topics_by_name
+                                           and name not in deletable):
                 refused[i] = (name, ZERO_UUID, denied, MSG_TOPIC)
         elif topic_id is not None:
-            topic = controller.image.topics_by_id.get(topic_id)
-            if topic is None or authorize(ctx, DELETE, TOPIC, topic.name):
+            found = resolved[i]
+            if found is None or found in deletable:
                 continue  # unknown ids are the controller's to answer
-            shown = topic.name if authorize(ctx, DESCRIBE, TOPIC, topic.name) else None
+            shown = found if found in describable else None
             refused[i] = (shown, topic_id, denied, MSG_TOPIC)
     return refused
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ottla.protocol.api import ApiKey
+from ottla.protocol.api import REQUEST_NAMES, ApiKey
 from ottla.protocol.requests import NO_RESPONSE
 from ottla.server.metrics.error_counts import error_counts, throttle_ms
 
@@ -49,14 +49,6 @@ FETCH_FOLLOWER = "FetchFollower"
 VERIFY_PARTITIONS_IN_TXN = "AddPartitionsToTxnVerification"
 
 
-def request_name(api_key: ApiKey) -> str:
-    """Kafka's ``ApiKeys.name``: the message name without ``Request`` (Produce,
-    OffsetCommit, DescribeTopicPartitions...), which the member's name spells in capitals
-    and underscores."""
-    return "".join(part.capitalize() for part in api_key.name.split("_"))
-
-
-REQUEST_NAMES = {int(key): request_name(key) for key in ApiKey}
 
 
 class RequestMetrics:
