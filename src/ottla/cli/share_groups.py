@@ -81,6 +81,11 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+class ResetRefused(ToolError):
+    """A reset the group's state or its coordinator refuses: the tool says it as a usage
+    error, as Kafka's does."""
+
+
 def _usage(message: str) -> int:
     print(f"Error: {message}", file=sys.stderr)
     return 1
@@ -408,29 +413,47 @@ class ShareGroups:
     # --- --reset-offsets ------------------------------------------------------------------
 
     def reset_offsets(self, group_id: str, args: argparse.Namespace) -> int:
-        """Kafka's resetOffsets: the group must have no members (a group that does not
-        exist yet gets its offsets set before its first use); --dry-run shows the new
-        start offsets, --execute sets them with AlterShareGroupOffsets."""
-        description = self.describe_group(group_id)
-        if description.state not in ("Empty", "Dead"):
-            return _usage(f"Share group '{group_id}' is not empty.")
-        if args.all_topics:
-            partitions = sorted(self.start_offsets(group_id))
-        else:
-            partitions = self._parse_partitions(args.topic)
-        self._check_partitions(partitions)
-        if args.to_earliest:
-            offsets = self._list_offsets(partitions, EARLIEST)
-        elif args.to_latest:
-            offsets = self._list_offsets(partitions, LATEST)
-        else:
-            offsets = self._offsets_for_time(partitions, _parse_datetime(args.to_datetime))
-        if args.execute:
-            problem = self._alter(group_id, offsets)
-            if problem is not None:
-                return _usage(problem)
+        """Kafka's resetOffsets: --dry-run shows the new start offsets, --execute sets
+        them too."""
+        to = "earliest" if args.to_earliest else "latest" if args.to_latest else "datetime"
+        when = _parse_datetime(args.to_datetime) if to == "datetime" else None
+        try:
+            offsets = self.reset(group_id, None if args.all_topics else args.topic, to, when,
+                                 execute=args.execute)
+        except ResetRefused as e:
+            return _usage(str(e))
         self._print_reset(group_id, offsets)
         return 0
+
+    def reset(self, group_id: str, topics: list[str] | None, to: str,
+              when: int | None = None, execute: bool = True) -> dict[tuple[str, int], int]:
+        """The new start offsets of the group's share-partitions (``topics`` as
+        ``--topic`` takes them, or None: every partition it has a start offset for) ``to``
+        "earliest", "latest" or "datetime" (``when``, epoch milliseconds), set with
+        AlterShareGroupOffsets if ``execute``. The group must have no members (one that
+        does not exist yet gets its offsets before its first use): ResetRefused else, and
+        when the coordinator refuses."""
+        description = self.describe_group(group_id)
+        if description.state not in ("Empty", "Dead"):
+            raise ResetRefused(f"Share group '{group_id}' is not empty.")
+        if topics is None:
+            partitions = sorted(self.start_offsets(group_id))
+        else:
+            partitions = self._parse_partitions(topics)
+        self._check_partitions(partitions)
+        if to == "earliest":
+            offsets = self._list_offsets(partitions, EARLIEST)
+        elif to == "latest":
+            offsets = self._list_offsets(partitions, LATEST)
+        else:
+            if when is None:
+                raise ResetRefused("to-datetime needs a date-time.")
+            offsets = self._offsets_for_time(partitions, when)
+        if execute:
+            problem = self._alter(group_id, offsets)
+            if problem is not None:
+                raise ResetRefused(problem)
+        return offsets
 
     def _parse_partitions(self, topics: list[str]) -> list[tuple[str, int]]:
         partitions = []

@@ -230,14 +230,31 @@ def build_app(connection: Connection, sampler: Sampler | None = None) -> Starlet
         except ConsoleError as e:
             return page(request, "share_groups.html", e.status, error=str(e), groups=None)
 
-    async def share_group_detail(request: Request) -> Response:
+    async def share_group_detail(request: Request, error: str | None = None) -> Response:
         group_id = request.query_params.get("id", "")
+        choices = share_groups.RESET_CHOICES
         try:
             detail = await call(share_groups.describe, group_id)
         except ConsoleError as e:
             return page(request, "share_group.html", e.status, group_id=group_id,
-                        group=None, error=str(e))
-        return page(request, "share_group.html", group_id=group_id, group=detail)
+                        group=None, error=error or str(e), choices=choices)
+        return page(request, "share_group.html", 400 if error else 200, group_id=group_id,
+                    group=detail, error=error, choices=choices)
+
+    async def share_group_reset(request: Request) -> Response:
+        group_id = request.query_params.get("id", "")
+        form = await request.form()
+        scenario = str(form.get("scenario", ""))
+        raw = str(form.get("value", "")).strip()
+        try:
+            when = _timestamp(raw) if scenario == "to_datetime" and raw else None
+            if scenario == "to_datetime" and when is None:
+                raise ConsoleError("to-datetime needs a value.")
+            new = await call(share_groups.reset, group_id, scenario, when)
+        except ConsoleError as e:
+            return await share_group_detail(request, str(e))
+        return back("/share-group", f"Reset {len(new)} share-partition(s) "
+                    f"{scenario.replace('_', ' ')}.", id=group_id)
 
     async def charts(request: Request) -> Response:
         return page(request, "charts.html", sampler=sampler, charts=sampler.charts())
@@ -264,6 +281,7 @@ def build_app(connection: Connection, sampler: Sampler | None = None) -> Starlet
         Route("/group/reset", group_reset, methods=["POST"]),
         Route("/share-groups", share_group_list),
         Route("/share-group", share_group_detail),
+        Route("/share-group/reset", share_group_reset, methods=["POST"]),
         Route("/charts", charts),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

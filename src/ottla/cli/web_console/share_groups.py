@@ -1,5 +1,6 @@
 """Share groups (KIP-932) as ``ottla share-groups`` shows them: the list with states, and
-per group its members, their assignment and each share-partition's start offset and lag.
+per group its members, their assignment and each share-partition's start offset and lag;
+start offsets reset as ``--reset-offsets --all-topics --execute`` resets them.
 confluent-kafka's AdminClient has no share-group calls, so this is the CLI's own
 ShareGroups over the wire protocol."""
 
@@ -68,3 +69,17 @@ def describe(connection: Connection, group: str) -> ShareGroupDetail:
         return ShareGroupDetail(group, desc.state, desc.coordinator, desc.group_epoch,
                                 desc.assignment_epoch, desc.members, offsets)
     return _ask(connection, f"Share group '{group}' could not be described", read)
+
+
+RESET_CHOICES = ("to_earliest", "to_latest", "to_datetime")
+"""kafka-share-groups.sh's reset scenarios."""
+
+
+def reset(connection: Connection, group: str, scenario: str, timestamp: int | None
+          ) -> dict[tuple[str, int], int]:
+    """Reset the start offset of every share-partition the group has, as the CLI does;
+    Kafka refuses it while the group has members."""
+    if scenario not in RESET_CHOICES:
+        raise ConsoleError(f"Unknown reset choice {scenario!r}.")
+    return _ask(connection, f"Resetting offsets of share group '{group}' failed",
+                lambda t: t.reset(group, None, scenario.removeprefix("to_"), timestamp))
