@@ -22,7 +22,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import KRaftCluster, OttlaProcess, free_port, wait_until
+from ottla.protocol.api import ApiKey
+from ottla.protocol.records import build_batch
+from tests.helpers import KRaftCluster, OttlaProcess, WireClient, free_port, wait_until
 from tests.integration.test_quorum import create
 from tests.integration.test_replication import full_isr, partitions
 
@@ -667,3 +669,38 @@ def test_errors_request_sizes_and_the_loops_idle_share(metered: Metered) -> None
 
     idle = total(scrape(port), "kafka_network_socketserver_networkprocessoravgidlepercent")
     assert 0.0 <= idle <= 1.0
+
+
+def test_a_failed_acks_0_produce_counts_the_errors_of_the_response_it_never_got(
+        metered: Metered) -> None:
+    """An acks=0 Produce that fails is answered by closing the connection; Kafka's
+    RequestChannel.closeConnection still counts the request and the errors of the response
+    it did not send: here NONE for the partition that took the batch and
+    UNKNOWN_TOPIC_OR_PARTITION for the one that does not exist."""
+    node, port = metered
+    topic = "closing"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(15)
+    unknown = dict(request="Produce", error="UNKNOWN_TOPIC_OR_PARTITION")
+    produced = dict(request="Produce", error="NONE")
+    before = scrape(port)
+    batch = build_batch([(b"k", b"v")])
+    with WireClient(node.bootstrap) as client:
+        client.send(ApiKey.PRODUCE, 9, {
+            "transactional_id": None, "acks": 0, "timeout": 1000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": 0, "records": batch}, {"index": 7, "records": batch}]}]})
+        client.sock.settimeout(10)
+        assert client.sock.recv(1) == b"", "the connection was not closed"
+
+    def counted() -> bool:
+        after = scrape(port)
+        return (total_or_zero(after, ERRORS, **unknown)
+                - total_or_zero(before, ERRORS, **unknown)) == 1
+    wait_until(counted, 10, 0.2, "the closed Produce's UNKNOWN_TOPIC_OR_PARTITION")
+    after = scrape(port)
+    assert total_or_zero(after, ERRORS, **produced) - total_or_zero(before, ERRORS,
+                                                                     **produced) == 1
+    requests = "kafka_network_requestmetrics_requests_total"
+    assert total(after, requests, request="Produce") - total_or_zero(
+        before, requests, request="Produce") == 1

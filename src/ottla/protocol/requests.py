@@ -13,7 +13,7 @@ exactly that table.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -93,7 +93,13 @@ class RequestContext:
 
 class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the client's connection instead of
-    answering (e.g. a failed acks=0 produce, so the client refreshes its metadata)."""
+    answering (e.g. a failed acks=0 produce, so the client refreshes its metadata).
+    ``error_counts``: what the unsent response would have counted in ErrorsPerSec, as
+    Kafka's ``RequestChannel.closeConnection`` counts it (by error code)."""
+
+    def __init__(self, reason: str, error_counts: Mapping[int, int] | None = None) -> None:
+        super().__init__(reason)
+        self.error_counts = error_counts
 
 
 NO_RESPONSE = object()

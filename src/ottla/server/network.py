@@ -502,6 +502,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             result = dispatcher.call(spec, ctx, request)
         except CloseConnection as e:
             self._closing(header, e)
+            if metrics is not None:
+                now = perf_counter()
+                metrics.record(header.api_key, header.api_version, request, start, now, now,
+                               now, closed=e, request_bytes=len(frame) - header.body_offset)
             return
         except Exception as e:
             result = dispatcher.failure(header, request, e)
@@ -610,6 +614,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         except CloseConnection as e:
             self._closing(header, e)
+            metrics = self.request_metrics
+            if metrics is not None:
+                now = perf_counter()
+                metrics.record(header.api_key, header.api_version, request, start, local_end,
+                               now, now, closed=e,
+                               request_bytes=ctx.request_size - header.body_offset)
             return
         except Exception as e:
             result = self.dispatcher.failure(header, request, e)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -122,7 +123,10 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 req.transactional_id is None
                 or not authorize(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id)):
             if acks == 0:
-                raise CloseConnection("transactional id authorization failed")
+                partitions = {(getattr(t, "name", None) or getattr(t, "topic_id", None),
+                               p.index) for t in req.topic_data for p in t.partition_data}
+                raise CloseConnection("transactional id authorization failed", {
+                    ErrorCode.transactional_id_authorization_failed: len(partitions)})
             raise KafkaError(ErrorCode.transactional_id_authorization_failed, MSG_TXN)
         writable = authorized_names(ctx, WRITE, TOPIC, (
             getattr(t, "name", None) or _name_of(image, getattr(t, "topic_id", None))
@@ -328,7 +332,9 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                           "partition_responses": [entry.result for entry in entries]})
     if acks == 0:
         if failed:
-            raise CloseConnection("acks=0 produce failed")
+            counts = Counter(p["error_code"] for topic in responses
+                             for p in topic["partition_responses"])
+            raise CloseConnection("acks=0 produce failed", counts)
         if broker.client_quotas.produce.enabled:
             _record_quota(broker, ctx, now_ms)
         return NO_RESPONSE

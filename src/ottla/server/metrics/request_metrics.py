@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.protocol.api import REQUEST_NAMES, ApiKey
-from ottla.protocol.requests import NO_RESPONSE
+from ottla.protocol.requests import NO_RESPONSE, CloseConnection
 from ottla.server.metrics.error_counts import error_counts, throttle_ms
 
 RESERVOIR = 1024
@@ -123,11 +123,13 @@ class RequestChannelMetrics:
 
     def record(self, api_key: int, version: int, request: Any, start: float,
                local_end: float, complete: float, sent: float, *, response: object = None,
-               request_bytes: int = 0) -> None:
+               request_bytes: int = 0, closed: CloseConnection | None = None) -> None:
         """A request was handled: ``perf_counter`` readings in seconds (the module's
         docstring says when each is taken), the response the handler gave (None or
         ``NO_RESPONSE``: none was sent, no errors are counted) and the size of the
-        request's body."""
+        request's body. ``closed``: the handler closed the connection instead, and the
+        errors its unsent response would have had are counted (Kafka's
+        ``closeConnection``)."""
         total = (sent - start) * 1000
         local = (local_end - start) * 1000
         remote = (complete - local_end) * 1000
@@ -137,6 +139,9 @@ class RequestChannelMetrics:
         name = REQUEST_NAMES.get(api_key, str(api_key))
         if answered:
             self.metrics(name).count_errors(error_counts(api_key, response))
+        elif closed is not None and closed.error_counts:
+            self.metrics(name).count_errors({int(code): n for code, n
+                                             in closed.error_counts.items()})
         if api_key == ApiKey.FETCH:
             self.metrics(FETCH_FOLLOWER if _from_follower(request) else FETCH_CONSUMER
                          ).record(version, total, local, remote, send, request_bytes, throttle)
