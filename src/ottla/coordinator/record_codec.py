@@ -18,6 +18,16 @@ EntityWriter = Callable[[IO[bytes], Any], None]
 """Writes one entity's fields (kio's ``entity_writer`` of its class, or a replacement)."""
 
 
+class UnknownRecordType(ValueError):
+    """A key whose record type this coordinator does not know: Kafka's loader skips such a
+    record with a warning ("It could be a left over from an aborted upgrade"), as a newer
+    version's record types are to an older one."""
+
+    def __init__(self, record_type: int) -> None:
+        super().__init__(f"unknown record type {record_type}")
+        self.record_type = record_type
+
+
 def field_meta(kafka_type: str, tag: int | None = None) -> dict[str, Any]:
     """A kio field's metadata: its Kafka type, and its tag if it is a tagged field."""
     return {"kafka_type": kafka_type} if tag is None else {"kafka_type": kafka_type, "tag": tag}

@@ -24,6 +24,7 @@ from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.common.topics import NewTopic, TopicPartition
+from ottla.coordinator.record_codec import UnknownRecordType
 from ottla.coordinator.runtime import (
     CoordinatorResult,
     CoordinatorRuntime,
@@ -134,7 +135,15 @@ class LogPartitionWriter:
                     continue
                 for record in decode_records(data, position, header):
                     if record.key is not None and record.offset >= offset:
-                        decoded = self.decode(record.key, record.value)
+                        try:
+                            decoded = self.decode(record.key, record.value)
+                        except UnknownRecordType as e:
+                            # As Kafka's loader: a newer version's record, left alone.
+                            log.warning("Unknown record type %d while loading %s-%d at "
+                                        "offset %d. Ignoring it. It could be a left over "
+                                        "from an aborted upgrade.", e.record_type, *tp,
+                                        record.offset)
+                            continue
                         if header.is_transactional:
                             decoded = TransactionalRecord(header.producer_id,
                                                           header.producer_epoch, decoded)

@@ -19,7 +19,12 @@ from kio.serial import entity_writer
 from kio.serial.writers import write_unsigned_varint
 from kio.static.constants import EntityType
 
-from ottla.coordinator.record_codec import RecordCodec, field_meta, prefix_of
+from ottla.coordinator.record_codec import (
+    RecordCodec,
+    UnknownRecordType,
+    field_meta,
+    prefix_of,
+)
 
 
 class _Key:
@@ -44,13 +49,53 @@ class OffsetCommitKey(_Key):
     partition: int = field(metadata=field_meta("int32"))
 
 
+ZERO_UUID = uuid.UUID(int=0)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetCommitValue(_Value):
-    __flexible__: ClassVar[bool] = False
-    __version__: ClassVar[int] = 3
+    """Version 4, the one Kafka 4.4 writes (``offsetCommitValueVersion``: 1 only for a
+    commit with its own retention, which Kafka 4 no longer accepts), its first flexible
+    version, the topic id a tagged field (written when the commit named it)."""
+
+    __version__: ClassVar[int] = 4
     offset: int = field(metadata=field_meta("int64"))
     leader_epoch: int = field(metadata=field_meta("int32"), default=-1)
     metadata: str = field(metadata=field_meta("string"), default="")
+    commit_timestamp: int = field(metadata=field_meta("int64"))
+    topic_id: uuid.UUID = field(metadata=field_meta("uuid", tag=0), default=ZERO_UUID)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _OffsetCommitValueV0(_Value):
+    """Versions 0 and 2 (the same fields), read from older logs."""
+
+    __flexible__: ClassVar[bool] = False
+    offset: int = field(metadata=field_meta("int64"))
+    metadata: str = field(metadata=field_meta("string"))
+    commit_timestamp: int = field(metadata=field_meta("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _OffsetCommitValueV1(_Value):
+    """Version 1: with the commit's own expiry, which Ottla reads and ignores (offsets
+    expire by ``offsets.retention.minutes``)."""
+
+    __flexible__: ClassVar[bool] = False
+    offset: int = field(metadata=field_meta("int64"))
+    metadata: str = field(metadata=field_meta("string"))
+    commit_timestamp: int = field(metadata=field_meta("int64"))
+    expire_timestamp: int = field(metadata=field_meta("int64"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _OffsetCommitValueV3(_Value):
+    """Version 3, the one Ottla wrote before, and Kafka 3.x."""
+
+    __flexible__: ClassVar[bool] = False
+    offset: int = field(metadata=field_meta("int64"))
+    leader_epoch: int = field(metadata=field_meta("int32"))
+    metadata: str = field(metadata=field_meta("string"))
     commit_timestamp: int = field(metadata=field_meta("int64"))
 
 
@@ -285,7 +330,13 @@ VALUE_TYPES: dict[type, type] = {
     ShareGroupTargetAssignmentMemberKey: ShareGroupTargetAssignmentMemberValue,
     ShareGroupCurrentMemberAssignmentKey: ShareGroupCurrentMemberAssignmentValue,
 }
-_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values())
+OLDER_VALUES: dict[tuple[type, int], type] = {
+    (OffsetCommitValue, 0): _OffsetCommitValueV0, (OffsetCommitValue, 1): _OffsetCommitValueV1,
+    (OffsetCommitValue, 2): _OffsetCommitValueV0, (OffsetCommitValue, 3): _OffsetCommitValueV3,
+}
+"""The older versions of a value Kafka's loader reads too (each read into the current
+type, the fields it lacks at their defaults)."""
+_ALL = set(KEY_TYPES.values()) | set(VALUE_TYPES.values()) | set(OLDER_VALUES.values())
 
 
 class UnknownRecord(ValueError):
@@ -339,12 +390,18 @@ def decode(key: bytes, value: bytes | None) -> CoordinatorRecord:
     key_version = prefix_of(key)
     key_cls = KEY_TYPES.get(key_version)
     if key_cls is None:
-        raise UnknownRecord(f"unknown __consumer_offsets key version {key_version}")
+        raise UnknownRecordType(key_version)
     decoded_key = _codec.read(key_cls, key)
     if value is None:
         return CoordinatorRecord(decoded_key, None)
     value_cls = VALUE_TYPES[key_cls]
     value_version = prefix_of(value)
-    if value_version != value_cls.__version__:
+    if value_version == value_cls.__version__:
+        return CoordinatorRecord(decoded_key, _codec.read(value_cls, value))
+    older = OLDER_VALUES.get((value_cls, value_version))
+    if older is None:
         raise UnknownRecord(f"{value_cls.__name__} version {value_version} is not supported")
-    return CoordinatorRecord(decoded_key, _codec.read(value_cls, value))
+    fields = dataclasses.asdict(_codec.read(older, value))
+    known = {f.name for f in dataclasses.fields(value_cls)}
+    return CoordinatorRecord(decoded_key, value_cls(**{
+        name: value for name, value in fields.items() if name in known}))
