@@ -154,3 +154,22 @@ def test_client_metrics_subscriptions_are_validated_and_stored_as_kafka_does() -
     apply(c, c.configuration.incremental_alter_configs([(cm, "producers", [
         (key, OP_DELETE, None) for key in ("metrics", "interval.ms", "match")])]).records)
     assert (cm, "producers") not in c.image.configs
+
+
+def test_a_broker_key_set_again_is_written_again_so_the_broker_reloads_its_file() -> None:
+    """Kafka's KAFKA-14136: a BROKER resource's named keys get a ConfigRecord even when
+    their value is unchanged (a keystore renewed in place is reloaded on it); other
+    resources' unchanged values write nothing."""
+    c = controller()
+    apply(c, c.replication.create_topics([NewTopic("t")]).records)
+    key = "listener.name.ssl.ssl.keystore.location"
+    for alter in (lambda: c.configuration.incremental_alter_configs(
+                      [(B, "1", [(key, OP_SET, "/k.pem")])]),
+                  lambda: c.configuration.alter_configs([(B, "1", {key: "/k.pem"})])):
+        apply(c, alter().records)
+        again = alter()
+        assert [(rec.resource_name, rec.name, rec.value) for rec in again.records] == \
+            [("1", key, "/k.pem")]
+    topic = [(ConfigResourceType.TOPIC, "t", [("retention.ms", OP_SET, "1000")])]
+    apply(c, c.configuration.incremental_alter_configs(topic).records)
+    assert c.configuration.incremental_alter_configs(topic).records == []

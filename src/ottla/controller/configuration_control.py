@@ -153,10 +153,10 @@ class ConfigurationControlManager:
         """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
 
         def target(resource_type: int, name: str, current: dict[str, str]
-                   ) -> Mapping[str, str | None]:
+                   ) -> tuple[Mapping[str, str | None], set[str]]:
             configs = dict(resources_by_key[(resource_type, name)])
             self._validate_resource(resource_type, name, configs)
-            return configs
+            return configs, set(configs)
         resources_by_key = {(t, n): c for t, n, c in resources}
         return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
 
@@ -166,7 +166,7 @@ class ConfigurationControlManager:
         """IncrementalAlterConfigs: set, delete, append to or subtract from single keys."""
 
         def target(resource_type: int, name: str, current: dict[str, str]
-                   ) -> Mapping[str, str | None]:
+                   ) -> tuple[Mapping[str, str | None], set[str]]:
             ops = ops_by_key[(resource_type, name)]
             keys = [key for key, _, _ in ops]
             if len(set(keys)) != len(keys):
@@ -184,24 +184,29 @@ class ConfigurationControlManager:
                     raise ControllerError(ErrorCode.invalid_request,
                                           f"Unknown alter config operation {op}")
             self._validate_resource(resource_type, name, new)
-            return new
+            return new, set(keys)
         ops_by_key = {(t, n): ops for t, n, ops in resources}
         return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
 
     def _alter(self, resources: list[tuple[int, str]],
-               target: Callable[[int, str, dict[str, str]], Mapping[str, str | None]],
+               target: Callable[[int, str, dict[str, str]],
+                                tuple[Mapping[str, str | None], set[str]]],
                validate_only: bool) -> ControllerResult:
         """ConfigRecords that take each resource from its dynamic configs to ``target``'s
-        (a key set to None or left out is deleted); the result per resource."""
+        (a key set to None or left out is deleted); the result per resource. A BROKER
+        resource's keys the request names get a record even when their value does not
+        change (Kafka's KAFKA-14136): the broker reloads a keystore file set again."""
         records: list[Any] = []
         results = []
         for resource_type, name in resources:
             try:
                 self._check_resource(resource_type, name)
                 current = dict(self.image.configs.get((resource_type, name), {}))
-                new = target(resource_type, name, current)
-                changes = [(k, v) for k, v in new.items() if current.get(k) != v]
+                new, named = target(resource_type, name, current)
+                again = named if resource_type == ConfigResourceType.BROKER else set()
+                changes = [(k, v) for k, v in new.items() if current.get(k) != v or k in again]
                 changes += [(k, None) for k in current if k not in new]
+                changes += [(k, None) for k in sorted(again - set(new) - set(current))]
                 if not validate_only:
                     records.extend(r.ConfigRecord(resource_type=resource_type, resource_name=name,
                                                   name=k, value=v) for k, v in changes)
