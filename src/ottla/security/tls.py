@@ -9,6 +9,7 @@ import os
 import ssl
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -19,16 +20,47 @@ from ottla.common.server_config import KafkaConfig
 
 _TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
+PEM_ALIAS = "kafka"
+"""The alias Kafka gives the one entry of a PEM keystore (what its messages name)."""
 
-def server_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
-    """The TLS server side of a listener from its ``ssl.*`` keys."""
-    def value(key: str) -> object:
-        return config.listener_value(listener, key)
 
+class StoreLoadError(ConfigError):
+    """A keystore or truststore file that cannot be read or opened: which file and of
+    which type, for Kafka's "Failed to load ..." messages on a dynamic update."""
+
+    def __init__(self, message: str, path: str, kind: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Keystore:
+    """A listener's key and certificate chain (PEM, the key unencrypted), and the entry
+    Kafka would see in it: its alias and its leaf certificate."""
+
+    chain: bytes
+    key: bytes
+    alias: str
+    certificate: x509.Certificate
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTls:
+    """A listener's TLS server side: its context, the keystore it serves and whether it
+    trusts a truststore (what a dynamic update compares against)."""
+
+    context: ssl.SSLContext
+    keystore: Keystore
+    has_truststore: bool
+
+
+def server_tls(value: Callable[[str], object], listener: str) -> ServerTls:
+    """The TLS server side of a listener from ``ssl.*`` keys as ``value`` gives them."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _set_protocols(context, list(value("ssl.enabled.protocols") or []), listener)
-    certificate, key = _keystore(value, listener)
-    _load_cert_chain(context, certificate, key)
+    keystore = _keystore(value, listener)
+    _load_cert_chain(context, keystore.chain, keystore.key)
     trusted = _truststore(value, listener)
     if trusted:
         context.load_verify_locations(cadata=trusted)
@@ -49,7 +81,7 @@ def server_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
         except ssl.SSLError as e:
             raise ConfigError(f"ssl.cipher.suites of listener {listener}: no cipher "
                               f"can be selected from {ciphers} (OpenSSL names)") from e
-    return context
+    return ServerTls(context, keystore, trusted is not None)
 
 
 def client_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
@@ -73,8 +105,8 @@ def ssl_client_context(value: Callable[[str], object], where: str) -> ssl.SSLCon
         .lower() == "https"
     if value("ssl.keystore.location") or value("ssl.keystore.certificate.chain"):
         # A client certificate only where one is configured (mutual TLS).
-        certificate, key = _keystore(value, listener)
-        _load_cert_chain(context, certificate, key)
+        keystore = _keystore(value, listener)
+        _load_cert_chain(context, keystore.chain, keystore.key)
     return context
 
 
@@ -87,12 +119,12 @@ def _set_protocols(context: ssl.SSLContext, protocols: list[str], listener: str)
     context.minimum_version, context.maximum_version = versions[0], versions[-1]
 
 
-def _read(path: str, key: str) -> bytes:
+def _read(path: str, key: str, kind: str) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
     except OSError as e:
-        raise ConfigError(f"{key}: cannot read {path}: {e.strerror}") from e
+        raise StoreLoadError(f"{key}: cannot read {path}: {e.strerror}", path, kind) from e
 
 
 def _password(value: Callable[[str], object], key: str) -> bytes | None:
@@ -100,8 +132,8 @@ def _password(value: Callable[[str], object], key: str) -> bytes | None:
     return str(found).encode() if found not in (None, "") else None
 
 
-def _keystore(value: Callable[[str], object], listener: str) -> tuple[bytes, bytes]:
-    """(PEM certificate chain, PEM private key, unencrypted) of the listener."""
+def _keystore(value: Callable[[str], object], listener: str) -> Keystore:
+    """The listener's key and certificate chain."""
     kind = str(value("ssl.keystore.type") or "JKS").upper()
     location = value("ssl.keystore.location")
     chain, inline_key = value("ssl.keystore.certificate.chain"), value("ssl.keystore.key")
@@ -110,31 +142,42 @@ def _keystore(value: Callable[[str], object], listener: str) -> tuple[bytes, byt
         if not (chain and inline_key):
             raise ConfigError("ssl.keystore.certificate.chain and ssl.keystore.key go "
                               "together")
-        return str(chain).encode(), _unencrypted_key(str(inline_key).encode(), key_password)
+        certificates = _certificates(str(chain).encode(), "ssl.keystore.certificate.chain")
+        return Keystore(str(chain).encode(),
+                        _unencrypted_key(str(inline_key).encode(), key_password),
+                        PEM_ALIAS, certificates[0])
     if not location:
         raise ConfigError(f"Listener {listener} uses TLS but has no keystore "
                           "(ssl.keystore.location, or ssl.keystore.certificate.chain and "
                           "ssl.keystore.key)")
-    data = _read(str(location), "ssl.keystore.location")
+    path = str(location)
+    data = _read(path, "ssl.keystore.location", kind)
     if kind == "PKCS12":
         try:
-            key, cert, extra = pkcs12.load_key_and_certificates(
-                data, _password(value, "ssl.keystore.password"))
+            store = pkcs12.load_pkcs12(data, _password(value, "ssl.keystore.password"))
         except ValueError as e:
-            raise ConfigError(f"ssl.keystore.location {location}: not a PKCS12 keystore "
-                              f"this password opens ({e})") from e
-        if key is None or cert is None:
-            raise ConfigError(f"ssl.keystore.location {location} holds no key and "
-                              "certificate")
-        pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in [cert, *extra])
-        return pem, key.private_bytes(serialization.Encoding.PEM,
-                                      serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption())
+            raise StoreLoadError(f"ssl.keystore.location {location}: not a PKCS12 keystore "
+                                 f"this password opens ({e})", path, kind) from e
+        if store.key is None or store.cert is None:
+            raise StoreLoadError(f"ssl.keystore.location {location} holds no key and "
+                                 "certificate", path, kind)
+        leaf = store.cert.certificate
+        pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in
+                       [leaf, *(extra.certificate for extra in store.additional_certs)])
+        alias = (store.cert.friendly_name or b"").decode(errors="replace")
+        return Keystore(pem, store.key.private_bytes(serialization.Encoding.PEM,
+                                                     serialization.PrivateFormat.PKCS8,
+                                                     serialization.NoEncryption()),
+                        alias, leaf)
     if kind != "PEM":
         raise ConfigError(f"ssl.keystore.type {kind} is not supported: use PEM or PKCS12")
-    certificates = b"".join(c.public_bytes(serialization.Encoding.PEM)
-                            for c in _certificates(data, "ssl.keystore.location"))
-    return certificates, _unencrypted_key(data, key_password)
+    try:
+        certificates = _certificates(data, "ssl.keystore.location")
+        key = _unencrypted_key(data, key_password)
+    except ConfigError as e:
+        raise StoreLoadError(str(e), path, kind) from e
+    return Keystore(b"".join(c.public_bytes(serialization.Encoding.PEM)
+                             for c in certificates), key, PEM_ALIAS, certificates[0])
 
 
 def _unencrypted_key(pem: bytes, password: bytes | None) -> bytes:
@@ -164,19 +207,23 @@ def _truststore(value: Callable[[str], object], listener: str) -> str | None:
     location = value("ssl.truststore.location")
     if not location:
         return None
-    data = _read(str(location), "ssl.truststore.location")
     kind = str(value("ssl.truststore.type") or "JKS").upper()
+    path = str(location)
+    data = _read(path, "ssl.truststore.location", kind)
     if kind == "PKCS12":
         try:
             store = pkcs12.load_pkcs12(data, _password(value, "ssl.truststore.password"))
         except ValueError as e:
-            raise ConfigError(f"ssl.truststore.location {location}: not a PKCS12 store "
-                              f"this password opens ({e})") from e
+            raise StoreLoadError(f"ssl.truststore.location {location}: not a PKCS12 store "
+                                 f"this password opens ({e})", path, kind) from e
         certs = [c.certificate for c in store.additional_certs]
         if store.cert is not None:
             certs.append(store.cert.certificate)
     elif kind == "PEM":
-        certs = _certificates(data, "ssl.truststore.location")
+        try:
+            certs = _certificates(data, "ssl.truststore.location")
+        except ConfigError as e:
+            raise StoreLoadError(str(e), path, kind) from e
     else:
         raise ConfigError(f"ssl.truststore.type {kind} is not supported: use PEM or PKCS12")
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)

@@ -1,0 +1,264 @@
+"""A TLS listener's server side that a dynamic config update may replace (Kafka's
+SslFactory over its DefaultSslEngineFactory): the keystore and truststore keys of
+``SslConfigs.RECONFIGURABLE_CONFIGS``, set per broker as
+``listener.name.<listener>.<key>``.
+
+A new keystore is accepted only if it loads and keeps each entry's distinguished name
+and subject alternative names (new names may be added) unless ``ssl.allow.dn.changes``
+or ``ssl.allow.san.changes``; a truststore cannot be added to a listener without one.
+New connections then get the new certificate; those already made keep theirs. The same
+keys given again rebuild the listener's TLS only if a store's file was modified since it
+was loaded (Kafka's file modification time), which is how a certificate renewed in
+place is picked up: there is no file watcher, as in Kafka.
+
+Refusals carry Kafka's messages, Java exception names included, as a Kafka broker sends
+them back in AlterConfigs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from cryptography import x509
+
+from ottla.common.config import ConfigError
+from ottla.common.kafka_broker_configs import LISTENER_ONLY_SECURITY_CONFIGS
+from ottla.common.server_config import BROKER_CONFIGS, KafkaConfig
+from ottla.security.tls import Keystore, ServerTls, StoreLoadError, server_tls
+
+log = logging.getLogger(__name__)
+
+RECONFIGURABLE_CONFIGS = tuple(sorted(LISTENER_ONLY_SECURITY_CONFIGS))
+"""Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: the keys a dynamic update may change."""
+
+_CONFIG_EXCEPTION = "org.apache.kafka.common.config.ConfigException"
+
+Values = Callable[[str], object]
+"""A listener's ``ssl.*`` keys, parsed: the static config with dynamic overrides."""
+
+
+def listener_values(config: KafkaConfig, listener: str,
+                    dynamic: Mapping[str, str | None] | None = None) -> Values:
+    """A listener's ``ssl.*`` keys: its dynamic ``listener.name.<listener>.<key>`` (the
+    broker's, over the cluster default's) for the reconfigurable keys, else
+    ``server.properties`` (prefixed, then the node's own key)."""
+    dynamic = dynamic or {}
+
+    def value(key: str) -> object:
+        prefixed = f"listener.name.{listener.lower()}.{key}"
+        if key in LISTENER_ONLY_SECURITY_CONFIGS and dynamic.get(prefixed) is not None:
+            return BROKER_CONFIGS[key].parse(dynamic[prefixed])
+        return config.listener_value(listener, key)
+    return value
+
+
+class SslReconfigurationError(ConfigError):
+    """A dynamic update of a listener's keystore or truststore that Kafka refuses."""
+
+
+def _java_subject(name: x509.Name) -> str:
+    """A DN as Java's X500Principal prints it (Kafka's messages): RFC 2253 order,
+    ``", "`` between the parts."""
+    return ", ".join(rdn.rfc4514_string() for rdn in reversed(name.rdns))
+
+
+def _java_san(general_name: x509.GeneralName) -> tuple[int, str] | None:
+    """A subject alternative name as Java's ``getSubjectAlternativeNames`` lists it:
+    (GeneralName tag, value)."""
+    if isinstance(general_name, x509.RFC822Name):
+        return 1, general_name.value
+    if isinstance(general_name, x509.DNSName):
+        return 2, general_name.value
+    if isinstance(general_name, x509.DirectoryName):
+        return 4, _java_subject(general_name.value)
+    if isinstance(general_name, x509.UniformResourceIdentifier):
+        return 6, general_name.value
+    if isinstance(general_name, x509.IPAddress):
+        value = general_name.value
+        return 7, str(value.exploded if isinstance(value, ipaddress.IPv6Address) else value)
+    if isinstance(general_name, x509.RegisteredID):
+        return 8, general_name.value.dotted_string
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CertificateEntry:
+    """One keystore entry as Kafka compares them (SslFactory.CertificateEntries)."""
+
+    alias: str
+    subject: x509.Name
+    sans: tuple[tuple[int, str], ...]
+
+    @classmethod
+    def of(cls, keystore: Keystore) -> CertificateEntry:
+        try:
+            names = keystore.certificate.extensions.get_extension_for_class(
+                x509.SubjectAlternativeName).value
+        except x509.ExtensionNotFound:
+            names = x509.SubjectAlternativeName([])
+        sans = tuple(dict.fromkeys(s for s in map(_java_san, names) if s is not None))
+        return cls(keystore.alias, keystore.certificate.subject, sans)
+
+    @property
+    def dn(self) -> str:
+        return _java_subject(self.subject)
+
+    def same_dn(self, other: CertificateEntry) -> bool:
+        """Kafka compares the principals, else their RFC 2253 names ignoring case."""
+        return self.subject == other.subject or \
+            self.subject.rfc4514_string().lower() == other.subject.rfc4514_string().lower()
+
+    def san_text(self) -> str:
+        """The names as Kafka prints its ``HashSet`` of them (Java's iteration order)."""
+        return "[" + ", ".join(f"[{tag}, {value}]" for tag, value in
+                               _java_hash_set_order(self.sans)) + "]"
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _java_list_hash(tag: int, value: str) -> int:
+    """``List.of(tag, value).hashCode()`` (String's over its UTF-16 code units)."""
+    text, data = 0, value.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        text = _int32(31 * text + int.from_bytes(data[i:i + 2], "big"))
+    return _int32(31 * _int32(31 + tag) + text)
+
+
+def _java_hash_set_order(items: tuple[tuple[int, str], ...]) -> list[tuple[int, str]]:
+    """``new HashSet<>(items)``'s iteration order: by bucket of the spread hash in a
+    table of at least 16, insertion order within a bucket."""
+    capacity = 16
+    while capacity < int(len(items) / 0.75) + 1:
+        capacity *= 2
+
+    def bucket(item: tuple[int, str]) -> int:
+        h = _java_list_hash(*item) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(items, key=bucket)  # stable: insertion order within a bucket
+
+
+def _modified_ms(path: object) -> int | None:
+    """A store file's modification time in ms (None: no file, or none to stat)."""
+    if not path:
+        return None
+    try:
+        return os.stat(str(path)).st_mtime_ns // 1_000_000
+    except OSError:
+        return None
+
+
+class SslEngine:
+    """One build of a listener's TLS from its keys (Kafka's DefaultSslEngineFactory):
+    the context new connections get, what it was built from and when its files were
+    last modified."""
+
+    def __init__(self, values: Values, listener: str) -> None:
+        self.configs = {key: values(key) for key in RECONFIGURABLE_CONFIGS}
+        self._files = {key: _modified_ms(self.configs[key])
+                       for key in ("ssl.keystore.location", "ssl.truststore.location")}
+        built: ServerTls = server_tls(values, listener)
+        self.context = built.context
+        self.keystore = CertificateEntry.of(built.keystore)
+        self.has_truststore = built.has_truststore
+
+    def should_be_rebuilt(self, configs: Mapping[str, object]) -> bool:
+        """Other keys, or a store's file modified since it was loaded."""
+        if dict(configs) != self.configs:
+            return True
+        return any(loaded is not None and _modified_ms(self.configs[key]) not in (None, loaded)
+                   for key, loaded in self._files.items())
+
+
+def _kafka_cause(error: ConfigError) -> str:
+    """The Java exception (``toString``) Kafka's engine factory fails with."""
+    if isinstance(error, StoreLoadError):
+        if error.kind == "PEM":
+            return ("org.apache.kafka.common.errors.InvalidConfigurationException: "
+                    f"Failed to load PEM SSL keystore {error.path}")
+        return (f"org.apache.kafka.common.KafkaException: Failed to load SSL keystore "
+                f"{error.path} of type {error.kind}")
+    return f"{_CONFIG_EXCEPTION}: {error}"
+
+
+def dynamic_config_message(cause: str) -> str:
+    """What a broker answers for a dynamic config its reconfiguration refuses: Kafka's
+    ConfigException("Invalid dynamic configuration", cause), whose (name, value)
+    constructor makes this sentence."""
+    return f"Invalid value {cause} for configuration Invalid dynamic configuration"
+
+
+class SslFactory:
+    """A TLS listener's server side across dynamic updates.
+
+    ``listener_context`` is the context the listener accepts with, for good: each new
+    connection is handed the current build's context as its handshake starts (the SNI
+    callback runs for every ClientHello, with or without a server name), so a rebuild
+    reaches new connections without rebinding the port."""
+
+    def __init__(self, values: Values, listener: str) -> None:
+        self.listener = listener
+        self.engine = SslEngine(values, listener)
+        self.listener_context = self.engine.context
+        self.listener_context.sni_callback = self._select
+
+    def _select(self, connection: ssl.SSLObject, server_name: str | None,
+                context: ssl.SSLContext) -> None:
+        if self.engine.context is not context:
+            connection.context = self.engine.context
+
+    def validate_reconfiguration(self, values: Values) -> None:
+        """Raise ``SslReconfigurationError`` (Kafka's message) if the listener could
+        not take these keys."""
+        self._new_engine(values)
+
+    def reconfigure(self, values: Values) -> bool:
+        """Take these keys for new connections; whether the TLS was rebuilt (the same
+        keys and unmodified files keep it)."""
+        engine = self._new_engine(values)
+        if engine is self.engine:
+            return False
+        self.engine = engine
+        log.info("Created new SERVER SSL engine builder for listener %s with keystore %s "
+                 "truststore %s", self.listener, engine.configs["ssl.keystore.location"]
+                 or "(inline)", engine.configs["ssl.truststore.location"] or
+                 ("(inline)" if engine.has_truststore else None))
+        return True
+
+    def _new_engine(self, values: Values) -> SslEngine:
+        """Kafka's SslFactory.createNewSslEngineFactory."""
+        current = self.engine
+        if not current.should_be_rebuilt({key: values(key) for key in RECONFIGURABLE_CONFIGS}):
+            return current
+        try:
+            try:
+                engine = SslEngine(values, self.listener)
+            except ConfigError as e:
+                raise SslReconfigurationError(_kafka_cause(e)) from e
+            old, new = current.keystore, engine.keystore
+            if not values("ssl.allow.dn.changes") and not new.same_dn(old):
+                raise SslReconfigurationError(
+                    f"{_CONFIG_EXCEPTION}: Keystore DistinguishedName does not match:  "
+                    f"existing={{alias={old.alias}, DN={old.dn}}}, "
+                    f"new={{alias={new.alias}, DN={new.dn}}}")
+            if not values("ssl.allow.san.changes") and not set(old.sans) <= set(new.sans):
+                raise SslReconfigurationError(
+                    f"{_CONFIG_EXCEPTION}: Keystore SubjectAltNames do not match:  "
+                    f"existing={{alias={old.alias}, SAN={old.san_text()}}}, "
+                    f"new={{alias={new.alias}, SAN={new.san_text()}}}")
+            if not current.has_truststore and engine.has_truststore:
+                raise SslReconfigurationError(
+                    f"{_CONFIG_EXCEPTION}: Cannot add SSL truststore to an existing listener "
+                    "for which no truststore was configured.")
+        except SslReconfigurationError as e:
+            raise SslReconfigurationError(dynamic_config_message(
+                f"{_CONFIG_EXCEPTION}: Validation of dynamic config update of SSLFactory "
+                f"failed: {e}")) from e
+        return engine

@@ -1,0 +1,207 @@
+"""A TLS listener's keystore and truststore changed by dynamic broker configs (Kafka's
+SslFactory): what is accepted, what is refused with Kafka's message (the strings of
+Kafka 4.4's SslFactory, DefaultSslEngineFactory and DynamicBrokerConfig), and that the
+certificate a new handshake gets is the one accepted last."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.x509.oid import NameOID
+
+from ottla.common.server_config import KafkaConfig, dev_defaults
+from ottla.security.ssl_factory import (
+    CertificateEntry,
+    SslFactory,
+    SslReconfigurationError,
+    listener_values,
+)
+from tests.tls import CertificateAuthority
+
+KEY = "listener.name.ssl.ssl.keystore.location"
+PREFIX = ("Invalid value org.apache.kafka.common.config.ConfigException: Validation of "
+          "dynamic config update of SSLFactory failed: ")
+SUFFIX = " for configuration Invalid dynamic configuration"
+
+
+def _server_name(cn: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Ottla tests"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+
+class Listener:
+    """An SSL listener's factory from a static PEM keystore, and the CA behind it."""
+
+    def __init__(self, root: Path, **static: str) -> None:
+        self.root = root
+        self.ca = CertificateAuthority(root / "ca")
+        self.keystore("a.pem")
+        self.config = KafkaConfig({**dev_defaults(), "ssl.keystore.type": "PEM",
+                                   "ssl.keystore.location": str(root / "a.pem"), **static})
+        self.factory = SslFactory(listener_values(self.config, "SSL"), "SSL")
+
+    def keystore(self, file_name: str, cn: str = "localhost",
+                 sans: list[x509.GeneralName] | None = None) -> str:
+        """A PEM keystore (key and certificate) signed by the CA."""
+        issued = self.ca.issue(file_name, _server_name(cn), server=sans is None)
+        if sans is not None:  # a certificate with just these names
+            now = datetime.datetime.now(datetime.UTC)
+            builder = (x509.CertificateBuilder().subject_name(_server_name(cn))
+                       .issuer_name(self.ca.cert.subject).public_key(issued.key.public_key())
+                       .serial_number(x509.random_serial_number())
+                       .not_valid_before(now - datetime.timedelta(minutes=5))
+                       .not_valid_after(now + datetime.timedelta(days=1)))
+            if sans:
+                builder = builder.add_extension(x509.SubjectAlternativeName(sans), False)
+            issued.cert_path.write_bytes(builder.sign(self.ca.key, hashes.SHA256())
+                                         .public_bytes(serialization.Encoding.PEM))
+        path = self.root / file_name
+        path.write_bytes(issued.key_path.read_bytes() + issued.cert_path.read_bytes())
+        return str(path)
+
+    def values(self, **dynamic: str):
+        return listener_values(self.config, "SSL", dynamic)
+
+    def served(self) -> x509.Certificate:
+        """The certificate a new client handshake gets from the listener."""
+        client = ssl.create_default_context(cafile=str(self.ca.cert_path))
+        client.check_hostname = False
+        server_in, server_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
+        server = self.factory.listener_context.wrap_bio(server_in, server_out,
+                                                        server_side=True)
+        peer = client.wrap_bio(client_in, client_out, server_side=False)
+        for _ in range(10):
+            done = True
+            for side in (peer, server):
+                try:
+                    side.do_handshake()
+                except ssl.SSLWantReadError:
+                    done = False
+            server_in.write(client_out.read())
+            client_in.write(server_out.read())
+            if done:
+                break
+        der = peer.getpeercert(binary_form=True)
+        assert der is not None
+        return x509.load_der_x509_certificate(der)
+
+
+def _touch_later(path: str) -> None:
+    """A modification time that differs from the one loaded, whatever the clock's grain."""
+    stat = os.stat(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+
+
+def test_a_new_keystore_with_the_same_names_reaches_new_handshakes(tmp_path) -> None:
+    listener = Listener(tmp_path)
+    first = listener.served()
+    renewed = listener.keystore("b.pem")
+    listener.factory.validate_reconfiguration(listener.values(**{KEY: renewed}))
+    assert listener.served() == first  # validating changes nothing
+    assert listener.factory.reconfigure(listener.values(**{KEY: renewed}))
+    second = listener.served()
+    assert second != first and second.subject == first.subject
+
+
+def test_the_same_location_is_reloaded_only_when_its_file_was_modified(tmp_path) -> None:
+    listener = Listener(tmp_path)
+    location = listener.keystore("b.pem")
+    listener.factory.reconfigure(listener.values(**{KEY: location}))
+    before = listener.served()
+    assert not listener.factory.reconfigure(listener.values(**{KEY: location}))
+    assert listener.served() == before
+    Path(location).write_bytes(Path(listener.keystore("c.pem")).read_bytes())
+    _touch_later(location)
+    assert listener.factory.reconfigure(listener.values(**{KEY: location}))
+    assert listener.served() != before
+    assert not listener.factory.reconfigure(listener.values(**{KEY: location}))
+
+
+def test_a_keystore_for_another_name_is_refused_unless_dn_changes_are_allowed(tmp_path
+                                                                              ) -> None:
+    listener = Listener(tmp_path)
+    other = listener.keystore("other.pem", cn="elsewhere")
+    with pytest.raises(SslReconfigurationError) as refused:
+        listener.factory.reconfigure(listener.values(**{KEY: other}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.config.ConfigException: Keystore "
+        "DistinguishedName does not match:  existing={alias=kafka, DN=CN=localhost, "
+        "O=Ottla tests}, new={alias=kafka, DN=CN=elsewhere, O=Ottla tests}" + SUFFIX)
+    first = listener.served()
+    assert first.subject == _server_name("localhost")
+    allowed = Listener(tmp_path / "allowed", **{"ssl.allow.dn.changes": "true"})
+    assert allowed.factory.reconfigure(allowed.values(**{KEY: allowed.keystore(
+        "other.pem", cn="elsewhere")}))
+    assert allowed.served().subject == _server_name("elsewhere")
+
+
+def test_subject_alternative_names_may_be_added_but_not_dropped(tmp_path) -> None:
+    listener = Listener(tmp_path)
+    more = listener.keystore("more.pem", sans=[
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost"),
+        x509.DNSName("broker.example")])
+    assert listener.factory.reconfigure(listener.values(**{KEY: more}))
+    fewer = listener.keystore("fewer.pem", sans=[x509.DNSName("localhost")])
+    with pytest.raises(SslReconfigurationError) as refused:
+        listener.factory.validate_reconfiguration(listener.values(**{KEY: fewer}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.config.ConfigException: Keystore SubjectAltNames "
+        "do not match:  existing={alias=kafka, SAN=[[2, localhost], [7, 127.0.0.1], "
+        "[2, broker.example]]}, new={alias=kafka, SAN=[[2, localhost]]}" + SUFFIX)
+    allowed = Listener(tmp_path / "allowed", **{"ssl.allow.san.changes": "true"})
+    allowed.factory.validate_reconfiguration(allowed.values(**{KEY: allowed.keystore(
+        "fewer.pem", sans=[x509.DNSName("localhost")])}))
+
+
+def test_a_keystore_that_does_not_load_is_refused(tmp_path) -> None:
+    listener = Listener(tmp_path)
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a keystore")
+    with pytest.raises(SslReconfigurationError) as refused:
+        listener.factory.validate_reconfiguration(listener.values(**{KEY: str(garbage)}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.errors.InvalidConfigurationException: Failed to "
+        f"load PEM SSL keystore {garbage}" + SUFFIX)
+    with pytest.raises(SslReconfigurationError, match="Failed to load PEM SSL keystore"):
+        listener.factory.validate_reconfiguration(listener.values(
+            **{KEY: str(tmp_path / "missing.pem")}))
+    p12 = listener.ca.server("p12").pkcs12(tmp_path / "b.p12", "right", listener.ca.cert)
+    with pytest.raises(SslReconfigurationError) as refused:
+        listener.factory.validate_reconfiguration(listener.values(**{
+            KEY: str(p12), "listener.name.ssl.ssl.keystore.type": "PKCS12",
+            "listener.name.ssl.ssl.keystore.password": "wrong"}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.KafkaException: Failed to load SSL keystore "
+        f"{p12} of type PKCS12" + SUFFIX)
+    assert listener.factory.reconfigure(listener.values(**{
+        KEY: str(p12), "listener.name.ssl.ssl.keystore.type": "PKCS12",
+        "listener.name.ssl.ssl.keystore.password": "right"}))
+
+
+def test_a_truststore_cannot_be_added_to_a_listener_without_one(tmp_path) -> None:
+    listener = Listener(tmp_path)
+    with pytest.raises(SslReconfigurationError) as refused:
+        listener.factory.validate_reconfiguration(listener.values(**{
+            "listener.name.ssl.ssl.truststore.type": "PEM",
+            "listener.name.ssl.ssl.truststore.location": str(listener.ca.cert_path)}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.config.ConfigException: Cannot add SSL truststore "
+        "to an existing listener for which no truststore was configured." + SUFFIX)
+
+
+def test_names_are_listed_in_the_order_of_javas_hash_set() -> None:
+    """Kafka prints the names as a java.util.HashSet; the expected orders are what
+    ``new HashSet<>(names)`` printed on Java 17."""
+    many = [(2, f"h{i}.example") for i in range(14)] + [(7, "10.0.0.3")]
+    assert CertificateEntry("kafka", _server_name("x"), tuple(many)).san_text() == (
+        "[[2, h9.example], [2, h8.example], [2, h10.example], [2, h0.example], "
+        "[2, h11.example], [2, h6.example], [2, h2.example], [2, h1.example], "
+        "[2, h7.example], [2, h4.example], [2, h13.example], [2, h5.example], "
+        "[2, h12.example], [2, h3.example], [7, 10.0.0.3]]")
