@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from ottla.broker.controller_client import ControllerClient
@@ -57,6 +57,10 @@ class BrokerContext:
             config, self.inter_broker_listener, "sasl.mechanism.inter.broker.protocol")
         """TLS and SASL towards other brokers' inter-broker listener (None: PLAINTEXT)."""
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
+        self.validate_dynamic_config: Callable[[Mapping[str, str | None]], None] = \
+            lambda configs: None
+        """Raises ``ConfigError`` if this broker could not take these dynamic configs of
+        its own (set by the node: its TLS listeners check a new keystore)."""
         """Runs CPU-heavy request work off the event loop (the node's validation thread):
         a large compressed batch's decompression and record walk."""
 

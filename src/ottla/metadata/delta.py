@@ -34,6 +34,9 @@ class MetadataDelta:
     """Topics whose dynamic configs changed."""
     broker_configs: bool = False
     """Dynamic broker configs changed: the defaults of every topic may have."""
+    broker_config_resources: set[str] = field(default_factory=set)
+    """The broker resources whose configs had records: a broker id, "" for the cluster
+    default (a record setting a value again counts: it reloads a keystore file)."""
     client_metrics: bool = False
     """Client-metrics subscriptions (KIP-714) changed."""
     brokers: set[int] = field(default_factory=set)
@@ -73,6 +76,7 @@ class MetadataDelta:
                     self.topic_configs.add(record.resource_name)
                 elif record.resource_type == ConfigResourceType.BROKER:
                     self.broker_configs = True
+                    self.broker_config_resources.add(record.resource_name)
                 elif record.resource_type == ConfigResourceType.CLIENT_METRICS:
                     self.client_metrics = True
             case (r.RegisterBrokerRecord() | r.UnregisterBrokerRecord()

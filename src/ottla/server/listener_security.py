@@ -47,8 +47,8 @@ from ottla.security.scram import (
     ScramServer,
     TokenOwner,
 )
+from ottla.security.ssl_factory import SslFactory, listener_values
 from ottla.security.ssl_principal import SslPrincipalMapper
-from ottla.security.tls import server_ssl_context
 from ottla.server.jwks import JwksKeys
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -67,6 +67,8 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None
     new_authenticator: Callable[[], SaslAuthenticator] | None = None
     principal_mapper: SslPrincipalMapper | None = None
+    ssl_factory: SslFactory | None = None
+    """What a dynamic keystore or truststore update replaces (TLS listeners)."""
 
     def tls_principal(self, ssl_object: ssl.SSLObject | None) -> Principal:
         """The principal of a TLS client: its certificate's DN through the mapping rules,
@@ -88,16 +90,17 @@ def listener_security(config: KafkaConfig, listener: Listener,
     protocol = listener.security_protocol
     if protocol == "PLAINTEXT":
         return PLAINTEXT
-    context = mapper = None
+    context = mapper = factory = None
     if protocol in ("SSL", "SASL_SSL"):
-        context = server_ssl_context(config, listener.name)
+        factory = SslFactory(listener_values(config, listener.name), listener.name)
+        context = factory.listener_context
         if protocol == "SSL":
             mapper = SslPrincipalMapper(
                 config.listener_value(listener.name, "ssl.principal.mapping.rules"))
     authenticator = None
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         authenticator = _authenticators(config, listener.name, image)
-    return ListenerSecurity(protocol, context, authenticator, mapper)
+    return ListenerSecurity(protocol, context, authenticator, mapper, factory)
 
 
 def _authenticators(config: KafkaConfig, listener: str, image: Callable[[], MetadataImage]

@@ -42,6 +42,7 @@ from ottla.server.controller_apis import ControllerServices
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.controller_registration_manager import ControllerRegistrationManager
+from ottla.server.dynamic_listener_ssl import DynamicListenerSsl
 from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
@@ -87,6 +88,8 @@ class Node:
         self.broker: Broker | None = None
         """The broker role (None on a node that is only a controller)."""
         self.channel: ControllerChannel | None = None
+        self.listener_ssl: DynamicListenerSsl | None = None
+        """The broker listeners' TLS under dynamic keystore and truststore configs."""
         self.authorizer: StandardAuthorizer | None = None
         if authorizer_configured(config):
             self.authorizer = StandardAuthorizer.from_config(config.originals)
@@ -310,6 +313,11 @@ class Node:
             self.servers.append(server)
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                      server.port)
+        if self.broker is not None:
+            self.listener_ssl = DynamicListenerSsl(cfg, lambda: self.image, {
+                s.listener_name: s.security.ssl_factory for s in self.servers
+                if s.listener_kind == "broker" and s.security.ssl_factory is not None})
+            self.broker.validate_dynamic_config = self.listener_ssl.validate
 
     def _controller_endpoints(self) -> list[tuple[str, str, int, int]]:
         """Where this controller listens, as it registers: a port 0 as bound."""
@@ -393,6 +401,9 @@ class Node:
             self.controller_registration.on_metadata()
         if self._stopped.is_set() or self.broker is None:
             return
+        if self.listener_ssl is not None and (
+                delta.full or str(self.config.node_id) in delta.broker_config_resources):
+            self.listener_ssl.update()
         now = self.now_ms()
         budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
         more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)

@@ -8,7 +8,10 @@ The broker checks only what Kafka 4.4's broker checks before forwarding: changin
 BROKER resource's configs (AlterConfigs, IncrementalAlterConfigs) needs ALTER_CONFIGS on
 the cluster, and a refused resource is answered here and not forwarded; a BROKER_LOGGER
 resource (IncrementalAlterConfigs) is the broker's own, never forwarded: ALTER_CONFIGS on
-the cluster, then refused, as Ottla has no runtime loggers to change.
+the cluster, then refused, as Ottla has no runtime loggers to change. The broker's own
+BROKER resource is validated here first, as Kafka's ConfigAdminManager does: a TLS
+listener's new keystore or truststore must load and keep its certificate's names, else
+INVALID_REQUEST with Kafka's message.
 """
 
 from __future__ import annotations
@@ -19,11 +22,15 @@ from datetime import timedelta
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.common.config import ConfigError
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from ottla.protocol.requests import ApiSpec, RequestContext
 from ottla.security.auth_helper import ALTER_CONFIGS, MSG_CLUSTER, authorize_cluster
+
+OP_SET, OP_DELETE = 0, 1
+"""IncrementalAlterConfigs operations."""
 
 
 async def forward(broker: Broker, ctx: RequestContext, req: Any) -> Any:
@@ -39,7 +46,7 @@ async def forward(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return response
 
 
-def _answered_here(ctx: RequestContext, resource: Any, incremental: bool
+def _answered_here(broker: Broker, ctx: RequestContext, resource: Any, incremental: bool
                    ) -> tuple[ErrorCode, str] | None:
     """The answer the broker gives a config resource itself, or None to forward it."""
     kind = resource.resource_type
@@ -49,7 +56,27 @@ def _answered_here(ctx: RequestContext, resource: Any, incremental: bool
             return ErrorCode.cluster_authorization_failed, MSG_CLUSTER
         if kind == ConfigResourceType.BROKER_LOGGER:
             return ErrorCode.invalid_request, f"Unsupported resource type {kind}"
+        if resource.resource_name == str(broker.node_id):
+            try:
+                broker.validate_dynamic_config(_proposed(broker, resource, incremental))
+            except ConfigError as e:
+                return ErrorCode.invalid_request, str(e)
     return None
+
+
+def _proposed(broker: Broker, resource: Any, incremental: bool) -> dict[str, str | None]:
+    """This broker's dynamic configs as the request would leave them: AlterConfigs
+    replaces them, IncrementalAlterConfigs sets and deletes keys (lists are the
+    controller's to append to and subtract from; no TLS key is one)."""
+    if not incremental:
+        return {c.name: c.value for c in resource.configs}
+    proposed: dict[str, str | None] = dict(broker.image.broker_configs(broker.node_id))
+    for config in resource.configs:
+        if config.config_operation == OP_SET:
+            proposed[config.name] = config.value
+        elif config.config_operation == OP_DELETE:
+            proposed.pop(config.name, None)
+    return proposed
 
 
 async def forward_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
@@ -61,7 +88,7 @@ async def forward_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -
     here = {}
     for i, resource in enumerate(req.resources):
         if named[(resource.resource_type, resource.resource_name)] == 1:
-            answer = _answered_here(ctx, resource, incremental)
+            answer = _answered_here(broker, ctx, resource, incremental)
             if answer is not None:
                 here[i] = {"error_code": answer[0], "error_message": answer[1],
                            "resource_type": resource.resource_type,
