@@ -110,6 +110,7 @@ def ssl_node(tmp_path) -> Iterator[SslNode]:
 
 
 def test_a_new_keystore_reaches_new_connections_and_old_ones_keep_going(ssl_node) -> None:
+    """...and deleting the dynamic config brings back the one of server.properties."""
     old = ssl_node.connect()
     try:
         first = peer(old)
@@ -121,6 +122,12 @@ def test_a_new_keystore_reaches_new_connections_and_old_ones_keep_going(ssl_node
         assert old.request(ApiKey.API_VERSIONS, 3, {
             "client_software_name": "t", "client_software_version": "1"}).error_code == 0
         assert _der(peer(old)) == _der(first)
+        admin = AdminClient({"bootstrap.servers": ssl_node.node.bootstrap})
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry(LOCATION, None, incremental_operation=AlterConfigOpType.DELETE)])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        wait_until(lambda: _der(ssl_node.served()) == _der(first), 30, 0.1,
+                   "the static keystore back once the dynamic one is deleted")
     finally:
         old.close()
 

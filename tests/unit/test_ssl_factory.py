@@ -205,3 +205,19 @@ def test_names_are_listed_in_the_order_of_javas_hash_set() -> None:
         "[2, h11.example], [2, h6.example], [2, h2.example], [2, h1.example], "
         "[2, h7.example], [2, h4.example], [2, h13.example], [2, h5.example], "
         "[2, h12.example], [2, h3.example], [7, 10.0.0.3]]")
+
+
+def test_a_request_checks_changed_keys_only_and_a_broken_reload_keeps_the_old(tmp_path
+                                                                              ) -> None:
+    """Kafka validates a request's listener keys only when they change; a file modified
+    under the same keys is checked when it is reloaded, and a reload it fails leaves the
+    listener as it was."""
+    listener = Listener(tmp_path)
+    before = listener.served()
+    location = str(tmp_path / "a.pem")
+    Path(location).write_text("broken\n")
+    _touch_later(location)
+    listener.factory.validate_reconfiguration(listener.values())
+    with pytest.raises(SslReconfigurationError, match="Failed to load PEM SSL keystore"):
+        listener.factory.reconfigure(listener.values())
+    assert listener.served() == before

@@ -216,8 +216,10 @@ class SslFactory:
 
     def validate_reconfiguration(self, values: Values) -> None:
         """Raise ``SslReconfigurationError`` (Kafka's message) if the listener could
-        not take these keys."""
-        self._new_engine(values)
+        not take these keys. Only changed keys are checked, as Kafka checks a request:
+        a file modified under the same keys is checked when it is reloaded."""
+        if {key: values(key) for key in RECONFIGURABLE_CONFIGS} != self.engine.configs:
+            self._new_engine(values)
 
     def reconfigure(self, values: Values) -> bool:
         """Take these keys for new connections; whether the TLS was rebuilt (the same
