@@ -132,6 +132,7 @@ def test_a_new_keystore_reaches_new_connections_and_old_ones_keep_going(ssl_node
         old.close()
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_a_keystore_that_does_not_load_or_names_another_subject_is_refused(ssl_node
                                                                            ) -> None:
     first = ssl_node.served()
@@ -153,8 +154,13 @@ def test_a_keystore_that_does_not_load_or_names_another_subject_is_refused(ssl_n
         PREFIX + "org.apache.kafka.common.config.ConfigException: Keystore "
         "DistinguishedName does not match:  existing={alias=kafka, DN=CN=localhost, "
         "O=Ottla tests}, new={alias=kafka, DN=CN=elsewhere, O=Ottla tests}" + SUFFIX)
-    assert _der(ssl_node.served()) == _der(first)
     admin = AdminClient({"bootstrap.servers": ssl_node.node.bootstrap})
+    legacy = ConfigResource(ResourceType.BROKER, "1", set_config={LOCATION: str(other_path)})
+    with pytest.raises(KafkaException) as refused:
+        admin.alter_configs([legacy])[legacy].result(30)  # AlterConfigs checks the same
+    assert refused.value.args[0].code() == ErrorCode.invalid_request
+    assert "Keystore DistinguishedName does not match" in refused.value.args[0].str()
+    assert _der(ssl_node.served()) == _der(first)
     resource = ConfigResource(ResourceType.BROKER, "1")
     described = admin.describe_configs([resource])[resource].result(30)
     assert LOCATION not in described  # nothing was written
