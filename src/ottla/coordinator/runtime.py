@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from ottla.common.topics import TopicPartition
+from ottla.coordinator.runtime_metrics import CoordinatorRuntimeMetrics
 from ottla.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -143,9 +144,12 @@ class Loading:
     and says whether the load is over (done, failed, or overtaken by an unload or a new
     load), so a driver can spread a large partition over many turns of its loop."""
 
-    def __init__(self, runtime: CoordinatorRuntime[Any], context: _Context[Any]) -> None:
+    def __init__(self, runtime: CoordinatorRuntime[Any], context: _Context[Any],
+                 started_ms: int) -> None:
         self.runtime = runtime
         self.context = context
+        self.started_ms = started_ms
+        """When the partition was taken on: its load time runs from here."""
         self.records = iter(runtime.writer.read(context.tp))
         self.count = 0
 
@@ -172,6 +176,7 @@ class Loading:
         if replayed == max_records:
             return False  # perhaps more
         self.runtime._loaded(context, now_ms, self.count)
+        self.runtime.metrics.partition_loaded(self.started_ms, now_ms)
         return True
 
 
@@ -187,6 +192,7 @@ class CoordinatorRuntime(Generic[S]):
         self.now_ms = 0
         self.on_timer_change: Callable[[int], None] = lambda deadline: None
         """The driver's hook: the earliest deadline may have moved to ``deadline``."""
+        self.metrics = CoordinatorRuntimeMetrics()
 
     # --- partitions coming and going ------------------------------------------------
 
@@ -206,7 +212,7 @@ class CoordinatorRuntime(Generic[S]):
         ctx = ShardContext(self, tp)
         context = _Context(tp, CoordinatorState.LOADING, self.shard_factory(ctx), ctx)
         self.contexts[tp] = context
-        return Loading(self, context)
+        return Loading(self, context, now_ms)
 
     def _loaded(self, context: _Context[S], now_ms: int, count: int) -> None:
         self.now_ms = max(self.now_ms, now_ms)

@@ -6,6 +6,14 @@ transaction is completed in the log. A partition deleted meanwhile needs no mark
 coordinator taking over a partition finds the transactions left in a Prepare state and
 sends their markers again (markers are idempotent: a second one for a closed
 transaction changes nothing a reader sees).
+
+Kafka's two gauges of it (``kafka.coordinator.transaction:type=
+TransactionMarkerChannelManager``) are read off the sets kept here:
+UnknownDestinationQueueSize, the transactions with markers waiting for a partition's
+leader to be known (Kafka queues a transaction's markers for such partitions as one
+entry of its unknown-broker queue), and LogAppendRetryQueueSize, those whose completion
+failed to append to ``__transaction_state`` for a reason worth retrying and wait to try
+again.
 """
 
 from __future__ import annotations
@@ -34,6 +42,12 @@ MARKER_SCAN_S = 1.0
 # What a partition's marker answer means for the job.
 _DONE = {ErrorCode.none, ErrorCode.unknown_topic_or_partition}
 _GIVE_UP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
+# A completion whose append failed with these is retried (Kafka maps them all to
+# COORDINATOR_NOT_AVAILABLE and queues the append for retry); a moved or reloading
+# coordinator completes the transaction itself.
+_RETRY_APPEND = {ErrorCode.coordinator_not_available, ErrorCode.unknown_topic_or_partition,
+                 ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
+                 ErrorCode.request_timed_out, ErrorCode.kafka_storage_error}
 
 
 class TransactionMarkerChannelManager:
@@ -46,6 +60,10 @@ class TransactionMarkerChannelManager:
         self._scanner: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         """Set by ``kick``: the scanner looks at once instead of at its next round."""
+        self.unknown_destination: set[tuple[str, int, int]] = set()
+        """Transactions with markers for a partition without a known leader."""
+        self.log_append_retry: set[tuple[str, int, int]] = set()
+        """Transactions whose completion waits to be appended again."""
 
     def kick(self) -> None:
         """Look for markers to send (after a write, a load, or a timer's abort)."""
@@ -85,11 +103,16 @@ class TransactionMarkerChannelManager:
                 if not self._is_pending(tp, job):
                     return  # moved (its new coordinator sends them), or done
                 coordinator_epoch = self.broker.replica_manager.partitions[tp].leader_epoch
-                remaining -= await self._write_markers(job, remaining, coordinator_epoch)
+                done, leaderless = await self._write_markers(job, remaining, coordinator_epoch)
+                remaining -= done
+                if leaderless:
+                    self.unknown_destination.add(key)
+                else:
+                    self.unknown_destination.discard(key)
                 if remaining:
                     await asyncio.sleep(MARKER_RETRY_S)
-            await self.coordinator.write_to(tp, lambda shard, now: shard.complete_transaction(
-                now, job.transactional_id, job.producer_id, job.producer_epoch))
+            if not await self._complete(tp, job, key):
+                return
             log.debug("Transaction of %s (producer %d, epoch %d) %s", job.transactional_id,
                       job.producer_id, job.producer_epoch,
                       "committed" if job.commit else "aborted")
@@ -101,19 +124,51 @@ class TransactionMarkerChannelManager:
             log.exception("Sending the markers of %s failed", job.transactional_id)
         finally:
             self._sending.pop(key, None)
+            self.unknown_destination.discard(key)
+            self.log_append_retry.discard(key)
+
+    async def _complete(self, tp: tuple[str, int], job: MarkerJob,
+                        key: tuple[str, int, int]) -> bool:
+        """Append the transaction's completion, again after a failure worth retrying;
+        whether it was appended (not if the transaction left this coordinator)."""
+        while True:
+            try:
+                await self.coordinator.write_to(tp, lambda shard, now:
+                                                shard.complete_transaction(
+                                                    now, job.transactional_id,
+                                                    job.producer_id, job.producer_epoch))
+                return True
+            except KafkaError as e:
+                if e.code not in _RETRY_APPEND:
+                    raise
+                log.info("Appending the completion of %s failed (%s); retrying",
+                         job.transactional_id, e.code.name)
+            self.log_append_retry.add(key)
+            try:
+                await asyncio.sleep(MARKER_RETRY_S)
+            finally:
+                self.log_append_retry.discard(key)
+            if not self._is_pending(tp, job):
+                return False
 
     async def _write_markers(self, job: MarkerJob, partitions: set[TopicPartition],
-                             coordinator_epoch: int) -> set[TopicPartition]:
-        """One WriteTxnMarkers per leader of ``partitions``; the partitions done."""
+                             coordinator_epoch: int
+                             ) -> tuple[set[TopicPartition], set[TopicPartition]]:
+        """One WriteTxnMarkers per leader of ``partitions``: the partitions done, and
+        those whose leader is not known (no leader, or one not registered)."""
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
         done: set[TopicPartition] = set()
+        leaderless: set[TopicPartition] = set()
+        image = self.broker.image
         for topic, index in partitions:
-            registration = self.broker.image.topics_by_name.get(topic)
+            registration = image.topics_by_name.get(topic)
             part = registration.partitions.get(index) if registration is not None else None
             if part is None:
                 done.add((topic, index))  # deleted: nothing to mark
-            elif part.leader >= 0:
+            elif part.leader >= 0 and part.leader in image.brokers:
                 by_leader[part.leader].append((topic, index))
+            else:
+                leaderless.add((topic, index))
         for leader, tps in by_leader.items():
             topics: dict[str, list[int]] = defaultdict(list)
             for topic, index in tps:
@@ -139,7 +194,7 @@ class TransactionMarkerChannelManager:
                                             p.partition_index, job.transactional_id,
                                             error.name)
                             done.add((topic.name, p.partition_index))
-        return done
+        return done, leaderless
 
     async def close(self) -> None:
         await cancel_and_wait(self._scanner)

@@ -35,6 +35,9 @@ from ottla.server.metrics.request_collector import (
     SocketServerCollector,
 )
 from ottla.server.metrics.request_metrics import RequestChannelMetrics
+from ottla.server.metrics.transaction_coordinator_collector import (
+    TransactionCoordinatorCollector,
+)
 from ottla.server.network import KafkaServer
 from ottla.server.raft_driver import RaftDriver
 
@@ -79,6 +82,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         if log_flush is not None:
             registry.register(LogFlushStatsCollector(log_flush))
         registry.register(GroupCoordinatorCollector(broker.group_coordinator))
+        registry.register(TransactionCoordinatorCollector(broker.transaction_coordinator,
+                                                          broker.now_ms))
         lag = ConsumerLagCollector(broker)
         registry.register(lag)
         registry.prepare.append(lag.prepare)
