@@ -388,7 +388,7 @@ def test_raft_metrics_of_a_leader() -> None:
     assert {k: v for k, v in values.items() if not math.isnan(v)} == {
         "current_leader": 1, "current_epoch": 1, "current_vote": 1, "high_watermark": 1,
         "log_end_offset": 1, "log_end_epoch": 1, "number_unknown_voter_connections": 0,
-        "number_of_voters": 1, "number_of_observers": 0,
+        "number_of_voters": 1, "number_of_observers": 0, "uncommitted_voter_change": 0,
         # The leader-change record, committed as it was appended; over Kafka's floor of
         # one whole 30 s window.
         "commit_latency_avg": 0, "commit_latency_max": 0,

@@ -75,6 +75,9 @@ from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet, VoterSetHistor
 CAUGHT_UP_WINDOW_MS = 3_600_000
 """Kafka's LeaderState.isReplicaCaughtUp: a new voter must have caught up with the
 leader, and fetched within the last hour."""
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+"""Kafka's LeaderState: an observer that has not fetched for this long is forgotten
+(when the leader next describes its replicas)."""
 
 
 class Role(Enum):
@@ -393,10 +396,16 @@ class RaftReplica:
 
     # --- what DescribeQuorum reports ---------------------------------------------------
 
-    def replica_states(self) -> tuple[list[tuple[ReplicaKey, int, int, int]],
-                                      list[tuple[ReplicaKey, int, int, int]]]:
+    def replica_states(self, now_ms: int | None = None
+                       ) -> tuple[list[tuple[ReplicaKey, int, int, int]],
+                                  list[tuple[ReplicaKey, int, int, int]]]:
         """The leader's view of voters and observers: (key, log end offset, last fetch
-        time, last caught-up time), -1 where unknown."""
+        time, last caught-up time), -1 where unknown. Given ``now_ms``, observers that
+        have not fetched for ``OBSERVER_SESSION_TIMEOUT_MS`` are forgotten first, as
+        Kafka's LeaderState.observerStates forgets them."""
+        if now_ms is not None:
+            self._observers = {key: p for key, p in self._observers.items()
+                               if now_ms - p.last_fetch_ms < OBSERVER_SESSION_TIMEOUT_MS}
         voters = []
         for node in self.voter_set.nodes:
             v = node.key.id
@@ -410,6 +419,12 @@ class RaftReplica:
         if not self.is_voter and self.is_leader:  # a leader removing itself observes
             observers.append((self.key, self.log.end_offset, -1, -1))
         return voters, observers
+
+    @property
+    def uncommitted_voter_change(self) -> bool:
+        """An AddRaftVoter or RemoveRaftVoter this leader is handling: its VotersRecord
+        not committed yet (Kafka's ``uncommitted-voter-change``)."""
+        return self.is_leader and self._pending_change is not None
 
     def observer_keys(self) -> list[ReplicaKey]:
         """The observers the leader has heard from, by id and directory id."""

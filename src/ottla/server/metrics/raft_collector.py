@@ -80,21 +80,24 @@ class RaftMetricsCollector:
                  "would never be larger than quorum-size"),
                 ("number-of-voters", len(replica.voters),
                  "Number of voters for a KRaft topic partition."),
-                *self._leader_only(replica),
+                *self._leader_only(replica, self.raft.now_ms()),
                 *self._sampled(replica.metrics)):
             yield GaugeMetricFamily(group_metric(GROUP, attribute),
                                     f"{doc} (kafka.server:type={GROUP} {attribute})",
                                     value=value)
 
     @staticmethod
-    def _leader_only(replica: RaftReplica) -> Iterator[tuple[str, float, str]]:
-        """Kafka registers ``number-of-observers`` when the replica becomes leader and
-        removes it when it steps down: only the leader tracks observers (the ones that
-        fetched from it, and itself when it leads without voting)."""
+    def _leader_only(replica: RaftReplica, now_ms: int) -> Iterator[tuple[str, float, str]]:
+        """Kafka registers ``number-of-observers`` and ``uncommitted-voter-change`` when
+        the replica becomes leader and removes them when it steps down: only the leader
+        tracks observers (the ones that fetched from it in the last five minutes, and
+        itself when it leads without voting) and handles voter changes."""
         if replica.role is Role.LEADER:
-            yield ("number-of-observers", len(replica.replica_states()[1]),
+            yield ("number-of-observers", len(replica.replica_states(now_ms)[1]),
                    "Number of observers being tracked by the KRaft topic partition "
                    "leader.")
+            yield ("uncommitted-voter-change", int(replica.uncommitted_voter_change),
+                   "1 if there is a voter change that has not been committed, 0 otherwise.")
 
     def _sampled(self, metrics: RaftMetrics) -> Iterator[tuple[str, float, str]]:
         now_ms = self.raft.now_ms()
