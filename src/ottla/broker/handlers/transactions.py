@@ -257,7 +257,8 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                     partition = replica_manager.require(topic.name, index, broker.image)
                     info = replica_manager.append_marker(
                         partition, marker.producer_id, marker.producer_epoch,
-                        marker.transaction_result, marker.coordinator_epoch, now_ms)
+                        marker.transaction_result, marker.coordinator_epoch, now_ms,
+                        broker.topic_stats)
                     errors[tp] = ErrorCode.none
                     if partition.high_watermark <= info.last_offset:
                         waiting[tp] = ProducePartitionStatus(

@@ -25,6 +25,7 @@ from ottla.broker.log_validator import (
 from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import LeaderAndIsr
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.common.features import (
     ELIGIBLE_LEADER_REPLICAS_VERSION,
     directory_assignment_supported,
@@ -289,14 +290,21 @@ class ReplicaManager:
         return self._append(partition, batch, header, -1, 1, now_ms)
 
     def append_marker(self, partition: Partition, producer_id: int, producer_epoch: int,
-                      commit: bool, coordinator_epoch: int, now_ms: int) -> AppendInfo:
+                      commit: bool, coordinator_epoch: int, now_ms: int,
+                      stats: BrokerTopicStats | None = None) -> AppendInfo:
         """WriteTxnMarkers: the transaction coordinator's COMMIT or ABORT marker for a
         producer (Kafka's append with origin COORDINATOR, ``acks=all``: the coordinator
-        completes the transaction only once every marker is replicated)."""
+        completes the transaction only once every marker is replicated). ``stats``
+        counts it as MessagesIn and BytesIn, as Kafka's appendToLocalLog counts every
+        local append."""
         marker = bytearray(build_marker(producer_id=producer_id, producer_epoch=producer_epoch,
                                         commit=commit, coordinator_epoch=coordinator_epoch,
                                         timestamp=now_ms))
-        return self._append(partition, marker, read_header(marker), -1, 1, now_ms)
+        size = len(marker)
+        info = self._append(partition, marker, read_header(marker), -1, 1, now_ms)
+        if stats is not None:
+            stats.appended(partition.topic, info.last_offset - info.first_offset + 1, size)
+        return info
 
     def _append(self, partition: Partition, batch: bytearray, header: BatchHeader,
                 required_acks: int, min_insync_replicas: int, now_ms: int) -> AppendInfo:
