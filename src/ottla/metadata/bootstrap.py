@@ -65,6 +65,8 @@ class InitialVoter:
 class BootstrapMetadata:
     records: list[Any] = field(default_factory=list)
     voters: list[InitialVoter] = field(default_factory=list)
+    last_contained_log_timestamp: int = -1
+    """Its SnapshotHeaderRecord's ``LastContainedLogTimestamp`` (-1 without one)."""
 
     @property
     def metadata_version_level(self) -> int | None:
@@ -147,8 +149,13 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> BootstrapMetadata:
     for pos, header in scan_batches(data, verify=True):
         for record in decode_records(data, pos, header):
             if header.is_control:
-                if control_record_type(record.key) == KRAFT_VOTERS and record.value:
+                kind = control_record_type(record.key)
+                if kind == KRAFT_VOTERS and record.value:
                     result.voters = _parse_voters(bytes(record.value))
+                elif kind == SNAPSHOT_HEADER and record.value is not None and \
+                        len(record.value) >= 10:
+                    result.last_contained_log_timestamp = \
+                        struct.unpack_from(">q", bytes(record.value), 2)[0]
             elif record.value is not None:
                 result.records.append(meta.decode(bytes(record.value)))
     return result

@@ -41,6 +41,7 @@ flushed batch and every renamed snapshot.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import os
 import re
@@ -80,6 +81,9 @@ class FlushToken:
     end_offset: int
     generation: int
     fds: list[int]
+    """The segments' descriptors, then the directory's if a segment rolled."""
+    segments: int = 0
+    """How many of ``fds`` are segments'."""
 
 
 @dataclass(frozen=True)
@@ -247,14 +251,19 @@ class FileRaftLog:
         if any(segment.base_offset >= self.flushed_end_offset for segment in segments):
             # A segment rolled since the last flush: its name lives in the directory.
             fds.append(os.open(self.dir, os.O_RDONLY))
-        return FlushToken(self.end_offset, self._generation, fds)
+        return FlushToken(self.end_offset, self._generation, fds, len(segments))
 
     @staticmethod
-    def fsync(token: FlushToken) -> None:
+    def fsync(token: FlushToken,
+              timer: Callable[[Callable[[], None]], None] | None = None) -> None:
         """fsync the log's data files, and its directory after a roll (safe off the
-        event loop)."""
-        for fd in token.fds:
-            os.fsync(fd)
+        event loop); ``timer`` times each segment's fsync (Kafka's LogSegment.flush
+        in LogFlushStats), not the directory's."""
+        for i, fd in enumerate(token.fds):
+            if timer is not None and i < token.segments:
+                timer(functools.partial(os.fsync, fd))
+            else:
+                os.fsync(fd)
 
     def end_flush(self, token: FlushToken, durable: bool = True) -> None:
         """Back on the loop: close the duplicates and claim what was fsynced, unless the

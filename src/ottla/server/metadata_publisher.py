@@ -18,6 +18,15 @@ passed with something new), the image is written as a ``.checkpoint`` file at th
 applied offset (by the Raft driver, off the event loop) and the log before it is
 dropped once the file is durable. A replica that falls behind the log start loads the
 leader's snapshot instead of the entries.
+
+What it applied is what Kafka's ``broker-metadata-metrics`` tell: the last offset, its
+batch's append time (the batch's timestamp; a snapshot's LastContainedLogTimestamp),
+and the errors met. As in Kafka, a record that fails to replay on a node without the
+controller role is logged, counted (``metadata-load-error-count``) and skipped, where a
+controller stops (its state machine cannot skip one); a publisher (the node's
+partitions and coordinators, the ACLs, the client quotas) that fails on a delta is
+logged and counted (``metadata-apply-error-count``) on every node, and the next delta
+is applied all the same.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import MetadataImage
 from ottla.metadata.loader import MetadataLoader
+from ottla.protocol.records import read_header
 from ottla.raft.messages import Committed
 from ottla.security.authorizer import StandardAuthorizer
 from ottla.server.raft_driver import RaftDriver
@@ -45,7 +55,8 @@ class MetadataPublisher:
                  snapshot_bytes: int = 20 << 20, snapshot_interval_ms: int = 3600000,
                  clock: Callable[[], float] = time.time,
                  authorizer: StandardAuthorizer | None = None,
-                 client_quotas: ClientQuotaManagers | None = None) -> None:
+                 client_quotas: ClientQuotaManagers | None = None,
+                 fatal_load_errors: bool = True) -> None:
         self.image = image
         self.raft = raft
         self.on_change = on_change
@@ -58,6 +69,14 @@ class MetadataPublisher:
         self.clock = clock
         self.applied_end = 0
         """Offsets below this are applied to the image."""
+        self.last_applied_timestamp = -1
+        """The append time of the batch (or snapshot) of the last offset applied; -1 for
+        none (Kafka's empty MetadataProvenance)."""
+        self.fatal_load_errors = fatal_load_errors
+        """A record that fails to replay stops the node (a controller) rather than being
+        counted and skipped (a broker)."""
+        self.load_errors = 0
+        self.apply_errors = 0
         self.snapshots_loaded = 0
         self._bytes_since_snapshot = 0
         self._last_snapshot_ms = self.now_ms()
@@ -86,8 +105,10 @@ class MetadataPublisher:
         changed = False
         if committed.snapshot is not None:
             end = committed.snapshot.end_offset
-            self.loader.load_snapshot(decode_snapshot(committed.snapshot.data).records, end)
+            snapshot = decode_snapshot(committed.snapshot.data)
+            self.loader.load_snapshot(snapshot.records, end)
             self.applied_end = end
+            self.last_applied_timestamp = snapshot.last_contained_log_timestamp
             self.snapshots_loaded += 1
             self._bytes_since_snapshot = 0
             changed = True
@@ -96,19 +117,24 @@ class MetadataPublisher:
         for entry in committed.entries:
             for i, record in enumerate(entry.payload if isinstance(entry.payload, (tuple, list))
                                        else ()):  # control entries carry no metadata
-                changed = self.loader.apply(record, offset + i) or changed
-            self._bytes_since_snapshot += len(entry.raw) if entry.raw is not None else 0
+                changed = self._apply(record, offset + i) or changed
+            if entry.raw is not None:
+                self._bytes_since_snapshot += len(entry.raw)
+                self.last_applied_timestamp = read_header(entry.raw, 0).max_timestamp
             offset += entry.count
         self.applied_end = max(self.applied_end, offset)
         delta = self.loader.take_delta()
-        self._publish_acls(delta)
-        if self.client_quotas is not None:
+        self._publish("the ACLs", lambda: self._publish_acls(delta))
+        client_quotas = self.client_quotas
+        if client_quotas is not None:
             if delta.full:
-                self.client_quotas.load(self.image.client_quotas)
+                self._publish("the client quotas",
+                              lambda: client_quotas.load(self.image.client_quotas))
             elif delta.client_quotas:
-                self.client_quotas.apply(delta.client_quotas, self.image.client_quotas)
+                self._publish("the client quotas", lambda: client_quotas.apply(
+                    delta.client_quotas, self.image.client_quotas))
         if changed or delta.full:
-            self.on_change(delta)
+            self._publish("the metadata", lambda: self.on_change(delta))
         still = []
         for end, future in self._waiters:
             if end <= self.applied_end:
@@ -121,6 +147,25 @@ class MetadataPublisher:
 
     def on_raft_state(self) -> None:
         pass
+
+    def _apply(self, record: Any, offset: int) -> bool:
+        try:
+            return self.loader.apply(record, offset)
+        except Exception:
+            if self.fatal_load_errors:
+                raise
+            self.load_errors += 1
+            log.error("Error replaying the metadata log record at offset %d (%s); "
+                      "skipping it", offset, type(record).__name__, exc_info=True)
+            return False
+
+    def _publish(self, what: str, publish: Callable[[], None]) -> None:
+        try:
+            publish()
+        except Exception:
+            self.apply_errors += 1
+            log.error("Error publishing %s at offset %d", what, self.applied_offset,
+                      exc_info=True)
 
     def _publish_acls(self, delta: MetadataDelta) -> None:
         authorizer = self.authorizer

@@ -141,6 +141,11 @@ class Node:
             security=controller_security, directory_id=self.directory_id,
             bootstrap_servers=self._bootstrap_servers(),
             listener=controller_listeners[0] if controller_listeners else "CONTROLLER")
+        if cfg.prometheus_listener is not None:
+            # Kafka's metadata log is a UnifiedLog: its segment fsyncs are timed by the
+            # same LogFlushStats as the partitions' (a controller's too).
+            self.log_flush_stats = LogFlushStats()
+            self.raft.flush_timer = self.log_flush_stats.time
         if self.is_controller and cfg.quorum_voters and not self.raft.is_voter:
             raise MetaPropertiesError(f"controller {node_id} is not among the voters "
                                       f"{sorted(self.voters)} of controller.quorum.voters")
@@ -157,7 +162,8 @@ class Node:
             self.image, self.raft, on_change=self._on_metadata, clock=self.clock,
             snapshot_bytes=cfg["metadata.log.max.record.bytes.between.snapshots"],
             snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"],
-            authorizer=self.authorizer, client_quotas=client_quotas)
+            authorizer=self.authorizer, client_quotas=client_quotas,
+            fatal_load_errors=self.is_controller)
         self.raft.listeners.append(self.publisher)
         if self.is_controller:
             controller = QuorumController(
@@ -192,8 +198,7 @@ class Node:
         if self.is_broker:
             self.log_manager = LogManager(cfg.log_dirs, now,
                                           skip_dirs=frozenset({f"{METADATA_TOPIC}-0"}))
-            if cfg.prometheus_listener is not None:
-                self.log_flush_stats = LogFlushStats()
+            if self.log_flush_stats is not None:
                 self.log_manager.flush_timer = self.log_flush_stats.time
             loop = asyncio.get_running_loop()
             self.log_manager.on_roll = \
@@ -342,7 +347,8 @@ class Node:
                                  servers=lambda: self.servers, broker=self.broker,
                                  controller=self.controller_driver, raft=self.raft,
                                  loop_idle=self.loop_idle, log_flush=self.log_flush_stats,
-                                 client_quotas=(self.client_quotas, self.now_ms))
+                                 client_quotas=(self.client_quotas, self.now_ms),
+                                 publisher=self.publisher)
         self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",
@@ -444,7 +450,7 @@ class Node:
         replica = self.raft.replica
         own_directory = self.directory_id
         now = self.now_ms()
-        voters, observers = replica.replica_states()
+        voters, observers = replica.replica_states(self.raft.now_ms())
 
         def describe(entry: tuple[ReplicaKey, int, int, int]) -> ReplicaDescription:
             key, end, fetched, caught_up = entry

@@ -140,6 +140,9 @@ class RaftDriver:
         self._clients: dict[tuple[int, str], AsyncClient] = {}
         self._state_seen: tuple[int, int | None, Role] | None = None
         self._flushing = False
+        self.flush_timer: Callable[[Callable[[], None]], None] | None = None
+        """Times each segment fsync of the metadata log (the node's LogFlushStats, when
+        it serves metrics)."""
         self._kicked = False
         self._ticker: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -408,7 +411,7 @@ class RaftDriver:
                 self._fail(error)
             else:
                 self._kick()
-        self._off_loop(lambda: self.log.fsync(token), then)
+        self._off_loop(lambda: self.log.fsync(token, self.flush_timer), then)
 
     def _maybe_write_snapshot(self) -> None:
         """Write the snapshot the replica decided on, if any; the replica has the log

@@ -13,6 +13,7 @@ from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.metadata.image import MetadataImage
 from ottla.server.controller_driver import ControllerDriver
+from ottla.server.metadata_publisher import MetadataPublisher
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
@@ -20,6 +21,7 @@ from ottla.server.metrics.broker_collectors import (
     ReplicaFetcherManagerCollector,
     ReplicaManagerCollector,
 )
+from ottla.server.metrics.broker_metadata_collector import BrokerMetadataMetricsCollector
 from ottla.server.metrics.client_telemetry_collector import ClientTelemetryCollector
 from ottla.server.metrics.consumer_lag import ConsumerLagCollector
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
@@ -56,13 +58,14 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   controller: ControllerDriver | None, raft: RaftDriver | None = None,
                   loop_idle: EventLoopIdle | None = None,
                   log_flush: LogFlushStats | None = None,
-                  client_quotas: tuple[ClientQuotaManagers, Callable[[], int]] | None = None
-                  ) -> NodeRegistry:
+                  client_quotas: tuple[ClientQuotaManagers, Callable[[], int]] | None = None,
+                  publisher: MetadataPublisher | None = None) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
     the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
-    ``loop_idle`` its event loop's sampler and ``log_flush`` its broker's segment flush
-    timer (None: not served), ``client_quotas`` its quota managers and the clock their
-    sensors are read at (None: not served)."""
+    ``loop_idle`` its event loop's sampler and ``log_flush`` its segment flush timer
+    (None: not served), ``client_quotas`` its quota managers and the clock their
+    sensors are read at (None: not served), ``publisher`` what applies its metadata
+    (a broker's ``broker-metadata-metrics``; None: not served)."""
     registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
@@ -71,6 +74,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
     registry.register(SocketServerCollector(servers))
     if loop_idle is not None:
         registry.register(EventLoopIdleCollector(loop_idle))
+    if log_flush is not None:  # partition logs' segments, and the metadata log's
+        registry.register(LogFlushStatsCollector(log_flush))
     if raft is not None:
         registry.register(RaftMetricsCollector(raft))
     if broker is not None:
@@ -79,8 +84,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         registry.register(ReplicaManagerCollector(broker.replica_manager, image))
         registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
         registry.register(LogCollector(broker.replica_manager))
-        if log_flush is not None:
-            registry.register(LogFlushStatsCollector(log_flush))
+        if publisher is not None:
+            registry.register(BrokerMetadataMetricsCollector(publisher, broker.now_ms))
         registry.register(GroupCoordinatorCollector(broker.group_coordinator))
         registry.register(TransactionCoordinatorCollector(broker.transaction_coordinator,
                                                           broker.now_ms))
