@@ -189,12 +189,90 @@ def test_idempotent_producer_ids_and_log_flushes_are_counted(metered: Metered) -
         producer.produce("flushed", value=b"record-%d" % i)
     assert producer.flush(15) == 0
     after = scrape(port)
-    flushes = "kafka_log_logflushstats_logflushrateandtimems"
+    flushes = FLUSHES
     assert total(after, flushes + "_count") >= total(before, flushes + "_count") + 1
     assert total(after, flushes + "_sum") > total(before, flushes + "_sum")
     assert (flushes, (("quantile", "0.99"),)) in after
     ids = "kafka_server_replicamanager_produceridcount"
     assert total(after, ids) == total(before, ids) + 1
+
+
+FLUSHES = "kafka_log_logflushstats_logflushrateandtimems"
+METADATA = "kafka_server_broker_metadata_metrics_"
+TXN = "kafka_server_transaction_coordinator_metrics_"
+MARKERS = "kafka_coordinator_transaction_transactionmarkerchannelmanager_"
+MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"
+BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
+
+
+def test_transactions_count_their_markers_and_the_coordinators_load(metered: Metered
+                                                                    ) -> None:
+    """A transactional producer (confluent-kafka) commits one transaction and aborts
+    another on a one-partition topic. As Kafka's appendToLocalLog counts every local
+    append, each transaction's marker is a MessagesIn of the topic besides its records,
+    and its bytes are BytesIn. The coordinator loaded the ``__transaction_state``
+    partitions it leads when the first InitProducerId created the topic, within the
+    last 30 to 60 s its partition-load-time covers; no marker waits for a leader and no
+    completion for a retry once both transactions are over."""
+    node, port = metered
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("txn-orders", 1, 1)])["txn-orders"].result(15)
+    before = scrape(port)
+    producer = Producer({"bootstrap.servers": node.bootstrap,
+                         "transactional.id": "metrics-txn"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce("txn-orders", value=b"committed-%d" % i)
+    producer.commit_transaction(30)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("txn-orders", value=b"aborted-%d" % i)
+    producer.flush(15)
+    producer.abort_transaction(30)
+    # EndTxn is answered once the Prepare state is committed; the markers follow.
+    wait_until(lambda: total_or_zero(scrape(port), MESSAGES_IN, topic="txn-orders")
+               >= 5 + 3 + 2, 30, 0.2, "both markers counted as MessagesIn")
+    after = scrape(port)
+    assert total(after, MESSAGES_IN, topic="txn-orders") == 5 + 3 + 2
+    assert total_or_zero(before, MESSAGES_IN, topic="txn-orders") == 0
+    # Two record batches and two marker batches (a marker batch is 78 bytes).
+    assert total(after, BYTES_IN, topic="txn-orders") > 2 * 78
+    # The coordinator's own appends count too (as before this change).
+    assert total(after, MESSAGES_IN, topic="__transaction_state") > \
+        total_or_zero(before, MESSAGES_IN, topic="__transaction_state")
+    load_max = total(after, TXN + "partition_load_time_max")
+    load_avg = total(after, TXN + "partition_load_time_avg")
+    assert 0 <= load_avg <= load_max < 60_000
+    assert total(after, MARKERS + "unknowndestinationqueuesize") == 0
+    assert total(after, MARKERS + "logappendretryqueuesize") == 0
+
+
+def test_the_broker_metadata_metrics_follow_what_it_applied(metered: Metered) -> None:
+    """broker-metadata-metrics: creating a topic commits metadata records, which the
+    node applies: the last applied offset moves up to the quorum's high watermark, its
+    timestamp is the batch's append time (now-ish) and the lag now less that. The
+    metadata log fsyncs what it appends, so LogFlushStats counts more flushes (Kafka's
+    metadata log is a UnifiedLog whose segments LogSegment.flush times)."""
+    node, port = metered
+    before = scrape(port)
+    started_ms = time.time() * 1000
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("metadata-applied", 3, 1)])["metadata-applied"].result(15)
+
+    def applied(samples: Samples) -> float:
+        return total(samples, METADATA + "last_applied_record_offset")
+
+    wait_until(lambda: applied(scrape(port)) > applied(before), 15, 0.1,
+               "the topic's records applied")
+    after = scrape(port)
+    assert applied(after) <= total(after, "kafka_server_raft_metrics_high_watermark") - 1
+    timestamp = total(after, METADATA + "last_applied_record_timestamp")
+    assert started_ms - 1_000 <= timestamp <= time.time() * 1000
+    assert 0 <= total(after, METADATA + "last_applied_record_lag_ms") < 60_000
+    assert total(after, METADATA + "metadata_load_error_count") == 0
+    assert total(after, METADATA + "metadata_apply_error_count") == 0
+    assert total(after, FLUSHES + "_count") > total(before, FLUSHES + "_count")
 
 
 def state(samples: Samples) -> str:
@@ -535,6 +613,16 @@ def test_a_killed_broker_shows_as_under_replicated_on_the_surviving_leader(
         assert total(observer, "kafka_server_raft_metrics_number_of_voters") == voters
         assert not any(name == "kafka_server_raft_metrics_number_of_observers"
                        for name, _ in observer)  # registered on the leader only
+        assert total(controller, "kafka_server_raft_metrics_uncommitted_voter_change") == 0
+        assert not any(name == "kafka_server_raft_metrics_uncommitted_voter_change"
+                       for name, _ in observer)
+        # The controller fsyncs its metadata log, timed as Kafka's UnifiedLog is.
+        assert total(controller, FLUSHES + "_count") > 0
+        # broker-metadata-metrics: a broker's, as Kafka registers them with that role.
+        applied = total(observer, METADATA + "last_applied_record_offset")
+        assert 0 < applied < total(observer, "kafka_server_raft_metrics_high_watermark")
+        assert total(observer, METADATA + "metadata_load_error_count") == 0
+        assert not any(name.startswith(METADATA) for name, _ in controller)
         for survivor in (b for b in cluster.broker_ids if b not in (leader, follower)):
             assert total(scrape(ports[survivor]), under) == 0  # it leads nothing
     finally:
