@@ -253,7 +253,8 @@ def test_the_broker_metadata_metrics_follow_what_it_applied(metered: Metered) ->
     node applies: the last applied offset moves up to the quorum's high watermark, its
     timestamp is the batch's append time (now-ish) and the lag now less that. The
     metadata log fsyncs what it appends, so LogFlushStats counts more flushes (Kafka's
-    metadata log is a UnifiedLog whose segments LogSegment.flush times)."""
+    metadata log is a UnifiedLog whose segments LogSegment.flush times), and each batch
+    applied is measured in BrokerMetadataListener's histograms."""
     node, port = metered
     before = scrape(port)
     started_ms = time.time() * 1000
@@ -273,6 +274,10 @@ def test_the_broker_metadata_metrics_follow_what_it_applied(metered: Metered) ->
     assert total(after, METADATA + "metadata_load_error_count") == 0
     assert total(after, METADATA + "metadata_apply_error_count") == 0
     assert total(after, FLUSHES + "_count") > total(before, FLUSHES + "_count")
+    # BrokerMetadataListener's histograms: one more sample per batch applied.
+    listener = "kafka_server_brokermetadatalistener_{}_count".format
+    for name in ("metadatabatchsizes", "metadatabatchprocessingtimeus"):
+        assert total(after, listener(name)) > total(before, listener(name))
 
 
 def state(samples: Samples) -> str:

@@ -26,6 +26,7 @@ from ottla.raft.voter_set import VoterNode
 from ottla.server.metadata_publisher import MetadataPublisher
 from ottla.server.metrics.broker_metadata_collector import BrokerMetadataMetricsCollector
 from ottla.server.metrics.log_flush_stats import LogFlushStats
+from ottla.server.metrics.metadata_batch_stats import MetadataBatchStats
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from tests.unit.test_raft_voter_changes import Quorum, key
 
@@ -198,3 +199,33 @@ def test_a_voter_change_is_uncommitted_from_its_append_until_it_commits() -> Non
     assert "uncommitted_voter_change" not in raft(follower, q.now)  # the leader's only
     q.result(7)
     assert raft(leader, q.now)["uncommitted_voter_change"] == 0
+
+
+def test_each_batch_applied_is_measured_in_the_broker_metadata_listener_histograms() -> None:
+    """Kafka's MetadataLoader records each batch's records (a control batch's none) in
+    MetadataBatchSizes and its replay time in MetadataBatchProcessingTimeUs."""
+    publisher = MetadataPublisher(MetadataImage(), NoRaft())  # type: ignore[arg-type]
+    publisher.batch_stats = MetadataBatchStats()
+    publisher.on_committed(Committed(0, [
+        Entry(1, None),  # the leader-change control record
+        batch(1, 1_000, topic("a", uuid.UUID(int=1)), r.NoOpRecord(), r.NoOpRecord())]))
+    registry = CollectorRegistry()
+    registry.register(BrokerMetadataMetricsCollector(publisher, lambda: 1_000))
+    text = generate_latest(registry).decode()
+    samples = {(s.name, tuple(s.labels.items())): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    sizes = "kafka_server_brokermetadatalistener_metadatabatchsizes"
+    assert samples[(sizes + "_count", ())] == 2
+    assert samples[(sizes + "_sum", ())] == 3
+    assert samples[(sizes, (("quantile", "0.999"),))] == 3
+    times = "kafka_server_brokermetadatalistener_metadatabatchprocessingtimeus"
+    assert samples[(times + "_count", ())] == 2
+    assert samples[(times + "_sum", ())] > 0
+
+
+def test_a_node_without_metrics_measures_no_batch() -> None:
+    publisher = MetadataPublisher(MetadataImage(), NoRaft())  # type: ignore[arg-type]
+    publisher.on_committed(Committed(0, [batch(0, 1_000, r.NoOpRecord())]))
+    assert publisher.batch_stats is None
+    assert not any(name.startswith("kafka_server_brokermetadatalistener")
+                   for name in scrape(BrokerMetadataMetricsCollector(publisher, lambda: 0)))

@@ -47,6 +47,7 @@ from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
 from ottla.server.metadata_publisher import MetadataPublisher
 from ottla.server.metrics.log_flush_stats import LogFlushStats
+from ottla.server.metrics.metadata_batch_stats import MetadataBatchStats
 from ottla.server.metrics.request_metrics import RequestChannelMetrics
 from ottla.server.network import ConnectionQuotas, KafkaServer
 from ottla.server.raft_driver import RaftDriver
@@ -164,6 +165,8 @@ class Node:
             snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"],
             authorizer=self.authorizer, client_quotas=client_quotas,
             fatal_load_errors=self.is_controller)
+        if cfg.prometheus_listener is not None and self.is_broker:
+            self.publisher.batch_stats = MetadataBatchStats()
         self.raft.listeners.append(self.publisher)
         if self.is_controller:
             controller = QuorumController(

@@ -210,7 +210,8 @@ class LogFlushStatsCollector:
         count, total, recent = self.stats.snapshot()
         family = SummaryMetricFamily(
             histogram("kafka.log", "LogFlushStats", "LogFlushRateAndTimeMs"),
-            "Partition log segments' fsyncs, in milliseconds (kafka.log:type=LogFlushStats,"
+            "Log segments' fsyncs (partitions' and the metadata log's), in milliseconds "
+            "(kafka.log:type=LogFlushStats,"
             f"name=LogFlushRateAndTimeMs); quantiles of the last {RESERVOIR}")
         for label, quantile in QUANTILES:
             family.add_sample(family.name, {"quantile": label},
