@@ -19,12 +19,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ottla.broker.coordinators import transaction_markers
 from ottla.broker.coordinators.transaction_markers import TransactionMarkerChannelManager
+from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.coordinator.runtime import CoordinatorRuntime, CoordinatorState, ShardContext
 from ottla.coordinator.transaction.shard import MarkerJob
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.server.metrics.transaction_coordinator_collector import (
     TransactionCoordinatorCollector,
 )
+from tests.unit.test_metrics import hosted
 
 TP = ("__transaction_state", 7)
 LOAD_MAX = "kafka_server_transaction_coordinator_metrics_partition_load_time_max"
@@ -212,3 +214,21 @@ async def test_a_moved_coordinator_does_not_retry_the_completion(fast_retries: N
     await markers.manager._send(TP, JOB, KEY)
     assert not markers.completed.is_set()
     assert markers.manager.log_append_retry == set()
+
+
+# --- WriteTxnMarkers' appends in BrokerTopicMetrics -----------------------------------------
+
+def test_a_marker_appended_is_one_message_in_and_its_batch_bytes_in(tmp_path) -> None:
+    """Kafka's appendToLocalLog marks MessagesIn and BytesIn for the markers
+    WriteTxnMarkers appends (one control record, its batch's bytes), as for any local
+    append."""
+    manager, image = hosted(tmp_path, ("orders", 1, [1], [1], 1))
+    stats = BrokerTopicStats()
+    partition = manager.require("orders", 0, image)
+    info = manager.append_marker(partition, 4000, 0, True, 0, 1_000, stats)
+    assert info.last_offset == info.first_offset == 0
+    counted = stats.topic("orders")
+    assert counted.messages_in == 1
+    assert counted.bytes_in == partition.log.size > 0  # the marker batch, all the log
+    manager.append_marker(partition, 4000, 0, False, 0, 1_001)  # not counting: no stats
+    assert counted.messages_in == 1
