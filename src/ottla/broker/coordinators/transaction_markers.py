@@ -42,12 +42,13 @@ MARKER_SCAN_S = 1.0
 # What a partition's marker answer means for the job.
 _DONE = {ErrorCode.none, ErrorCode.unknown_topic_or_partition}
 _GIVE_UP = {ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced}
-# A completion whose append failed with these is retried (Kafka maps them all to
-# COORDINATOR_NOT_AVAILABLE and queues the append for retry); a moved or reloading
-# coordinator completes the transaction itself.
+# A completion whose append failed with these is retried (Kafka's TransactionStateManager
+# maps them to COORDINATOR_NOT_AVAILABLE, which its marker channel queues for retry); a
+# moved coordinator (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR: Kafka's NOT_COORDINATOR)
+# or a reloading one leaves the transaction to whoever loads it.
 _RETRY_APPEND = {ErrorCode.coordinator_not_available, ErrorCode.unknown_topic_or_partition,
                  ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
-                 ErrorCode.request_timed_out, ErrorCode.kafka_storage_error}
+                 ErrorCode.request_timed_out}
 
 
 class TransactionMarkerChannelManager:
