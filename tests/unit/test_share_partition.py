@@ -31,7 +31,9 @@ def test_a_batch_is_leased_whole_and_accepted_whole() -> None:
     assert sp.acquire("m2", [(100, 109)], 500, T0) == []  # held by m1
     assert sp.acknowledge("m1", [(100, 109, [ACCEPT])]) == ErrorCode.none
     assert sp.start_offset == 110  # the terminal prefix is gone
-    assert sp.state_batches() == [PersisterStateBatch(110, 119, RecordState.AVAILABLE, 1)]
+    # Still leased: stored as available with the count before the lease, as Kafka's store
+    # has it (it writes no acquired record).
+    assert sp.state_batches() == [PersisterStateBatch(110, 119, RecordState.AVAILABLE, 0)]
 
 
 def test_acknowledging_part_of_a_batch_splits_it_per_offset() -> None:
@@ -42,11 +44,11 @@ def test_acknowledging_part_of_a_batch_splits_it_per_offset() -> None:
     assert sp.start_offset == 4  # offset 4 was released: it pins the SPSO
     assert sp.next_fetch_offset() == 4
     assert sp.acquire("m2", [(0, 9)], 500, T0 + 1) == [AcquiredRecords(4, 4, 2)]
-    assert sp.state_batches() == [
-        PersisterStateBatch(4, 4, RecordState.AVAILABLE, 2),
+    assert sp.state_batches() == [  # the leased ones with their count before the lease
+        PersisterStateBatch(4, 4, RecordState.AVAILABLE, 1),
         PersisterStateBatch(5, 5, RecordState.ARCHIVED, 1),
         PersisterStateBatch(6, 6, RecordState.ACKNOWLEDGED, 1),
-        PersisterStateBatch(7, 9, RecordState.AVAILABLE, 1)]
+        PersisterStateBatch(7, 9, RecordState.AVAILABLE, 0)]
 
 
 def test_bad_acknowledgements_are_refused_and_change_nothing() -> None:
@@ -203,6 +205,50 @@ def test_a_new_leader_rebuilds_the_partition_from_the_stored_state() -> None:
         AcquiredRecords(5, 9, 1), AcquiredRecords(15, 19, 1), AcquiredRecords(20, 24, 4)]
     assert sp.acknowledge("m", [(5, 9, [ACCEPT]), (15, 24, [ACCEPT])]) == ErrorCode.none
     assert sp.start_offset == 30 and sp.delivery_complete_count() == 0
+
+
+def test_a_new_leader_delivers_a_record_leased_at_its_last_delivery_within_the_limit(
+        ) -> None:
+    """A record leased at its last delivery when the state is written (with another
+    record's acknowledgement) comes back to a new leader at most once more, with the
+    count at the limit: Kafka writes no acquired record, so its store has the count the
+    record was last made available with (found by tests/simulation/test_share_simulation
+    seed 1)."""
+    sp = SharePartition(start_offset=0, max_delivery_count=2)
+    sp.acquire("m1", [(0, 1)], 500, T0)
+    assert sp.acknowledge("m1", [(0, 1, [RELEASE])]) == ErrorCode.none
+    assert sp.acquire("m2", [(0, 1)], 500, T0 + 1) == [AcquiredRecords(0, 1, 2)]
+    update = sp.begin_acknowledge("m2", [(0, 0, [ACCEPT])])
+    assert not isinstance(update, ErrorCode)
+    assert (update.start_offset, update.batches) == (
+        1, [PersisterStateBatch(1, 1, RecordState.AVAILABLE, 1)])  # offset 1 still leased
+    sp.commit(update)
+    restored = SharePartition.from_state(update.start_offset, update.batches,
+                                         max_delivery_count=2)  # the leader changed
+    assert restored.acquire("m3", [(0, 1)], 500, T0 + 2) == [AcquiredRecords(1, 1, 2)]
+    restored.expire_locks(T0 + 2 + restored.lock_duration_ms)
+    assert restored.acquire("m3", [(0, 1)], 500, T0 + 3) == []  # archived at the limit
+    assert restored.start_offset == 2
+
+
+def test_a_failed_write_does_not_undo_what_other_records_of_its_batch_did_meanwhile(
+        ) -> None:
+    """While an acknowledgement of one record is written, the others of its batch run out
+    of their lease and go to the dead-letter queue; the write then fails. Only the
+    acknowledged record is as before: the dead letters stay archived, not sent again
+    (found by tests/simulation/test_share_simulation seed 42)."""
+    sp = SharePartition(start_offset=0, max_delivery_count=1, lock_duration_ms=1_000,
+                        dead_letter=True)
+    sp.acquire("m1", [(0, 3)], 500, T0)
+    update = sp.begin_acknowledge("m1", [(0, 0, [AcknowledgeType.RENEW])], T0 + 900)
+    assert not isinstance(update, ErrorCode)
+    sp.expire_locks(T0 + 1_000)  # offsets 1-3 ran out at their last delivery
+    assert sp.archiving() == [(1, 3, 1, DELIVERY_COUNT_EXCEEDED)]
+    assert sp.archived(1, 3) == 3  # the dead-letter queue has them
+    sp.rollback(update)
+    assert sp.archiving() == []
+    assert sp.acknowledge("m1", [(0, 0, [ACCEPT])]) == ErrorCode.none  # still m1's
+    assert sp.start_offset == 4
 
 
 def test_with_a_dead_letter_queue_spent_and_rejected_records_wait_for_it() -> None:

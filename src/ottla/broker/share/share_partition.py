@@ -251,8 +251,12 @@ class SharePartition:
                    if s.state.terminal and last >= self.start_offset)
 
     def state_batches(self) -> list[PersisterStateBatch]:
-        """The durable view: ACQUIRED records are stored as AVAILABLE with their count
-        (a lease does not survive a leader change), runs of equal state merged."""
+        """The durable view, runs of equal state merged. ACQUIRED records are stored as
+        AVAILABLE (a lease does not survive a leader change) with the count they were
+        made available with, as Kafka's store has them (it writes no acquired record):
+        the delivery in progress is counted by the next leader when it delivers again.
+        With their count, a record leased at its last delivery would come back to a new
+        leader available at the limit, and be delivered once more than the limit."""
         return self._durable(self._runs(), self.start_offset)
 
     @staticmethod
@@ -263,14 +267,15 @@ class SharePartition:
             if last < start:
                 continue
             first = max(first, start)
-            state = RecordState.AVAILABLE if s.state is RecordState.ACQUIRED else s.state
+            state, count = s.state, s.delivery_count
+            if state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE, count - 1
             previous = out[-1] if out else None
             if previous is not None and previous.last_offset + 1 == first and \
-                    previous.delivery_state == state and \
-                    previous.delivery_count == s.delivery_count:
-                out[-1] = PersisterStateBatch(previous.first_offset, last, state, s.delivery_count)
+                    previous.delivery_state == state and previous.delivery_count == count:
+                out[-1] = PersisterStateBatch(previous.first_offset, last, state, count)
             else:
-                out.append(PersisterStateBatch(first, last, state, s.delivery_count))
+                out.append(PersisterStateBatch(first, last, state, count))
         return out
 
     # --- acquiring ----------------------------------------------------------------------
@@ -451,15 +456,28 @@ class SharePartition:
         self._advance_start()
 
     def rollback(self, update: PendingUpdate) -> None:
-        """The write failed: the records are as before the acknowledgement."""
+        """The write failed: the acknowledged records are as before the acknowledgement.
+        Only those: other records of the batches it touched may have moved meanwhile (a
+        lease ran out, the dead-letter queue took one) and stay so, or a record archived
+        after its dead letter was sent would be sent again."""
         if self.pending is update:
             self.pending = None
-        self._undo(update.undo)
+        self._undo(update.undo, update.ranges)
 
     @staticmethod
-    def _undo(undo: Undo) -> None:
+    def _undo(undo: Undo, ranges: list[tuple[int, int]] | None = None) -> None:
+        """Restore the batches ``undo`` saved: whole, or with ``ranges`` only the offsets
+        in them of the batches split since they were saved."""
         for batch, state, offsets in reversed(undo):
-            batch.state, batch.offsets = state, offsets
+            if ranges is None or batch.offsets is None:
+                batch.state, batch.offsets = state, offsets
+                continue
+            for first, last in ranges:
+                for offset in range(max(first, batch.first_offset),
+                                    min(last, batch.last_offset) + 1):
+                    saved = offsets[offset] if offsets is not None else state
+                    assert saved is not None
+                    batch.offsets[offset] = saved.copy()
 
     def _is_pending(self, first: int, last: int) -> bool:
         return self.pending is not None and any(
