@@ -49,7 +49,8 @@ record's leases and deliveries from what members were told, not from the core's 
    leader change), no record is delivered more than the limit, and a record that used
    its deliveries is archived when its lease ends.
 5. dead letters: only records rejected or out of deliveries go to the dead-letter queue,
-   each once per leadership (a new leader resends what the old one had not archived).
+   each once per leadership (a new leader resends what the old one had not archived),
+   with that cause (the ``__dlq.errors.message`` header) and their delivery count.
 6. after healing (consumers accept all they get, no new records, no failures), the start
    offset reaches the log end within a bound and the stored state has it.
 """
@@ -66,6 +67,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ottla.broker.share.share_partition import (
+    DELIVERY_COUNT_EXCEEDED,
+    REJECTED,
+    RESTORED,
     AcknowledgeType,
     AcquiredRecords,
     PendingUpdate,
@@ -179,6 +183,11 @@ class Leader:
         self.timer_at: int | None = None
         self.dead_lettering = False
         self.dead_lettered: set[int] = set()
+        self.restored = {o for b in sim.stored_batches
+                         if b.delivery_state == RecordState.ARCHIVING
+                         for o in range(max(b.first_offset, sim.stored_start),
+                                        b.last_offset + 1)}
+        """Records stored ARCHIVING: the dead-letter queue is to have them again."""
 
     # --- ShareFetch ------------------------------------------------------------------------
 
@@ -735,9 +744,13 @@ class ShareCluster:
                                 f"dead-letter queue twice by leader {leader.incarnation}")
             leader.dead_lettered.add(offset)
             how = self.settled.get(offset)
-            if how == "accepted" or (how is None and offset not in self.used_up and
-                                     self.stored_state(offset) is not RecordState.ARCHIVING):
+            expected = RESTORED if offset in leader.restored else REJECTED \
+                if how == "rejected" else DELIVERY_COUNT_EXCEEDED \
+                if offset in self.used_up else None
+            if cause != expected or count != self.deliveries.get(offset, 0):
                 raise Violation(Invariant.DEAD_LETTERS, f"record {offset} sent to the "
-                                f"dead-letter queue ({cause}) but it was "
-                                f"{how or 'neither rejected nor out of deliveries'}")
+                                f"dead-letter queue ({cause!r}, delivery {count}) but it "
+                                f"was {how or 'not rejected'}, delivered "
+                                f"{self.deliveries.get(offset, 0)} times "
+                                f"(expected: {expected!r})")
         self.note("dead letters {}-{} ({}, delivery {})", first, last, cause, count)
