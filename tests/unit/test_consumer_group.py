@@ -92,7 +92,8 @@ def test_reconciliation_revokes_before_it_assigns() -> None:
 
 
 class Shard:
-    def __init__(self) -> None:
+    def __init__(self, consumer_config: ConsumerGroupConfig | None = None) -> None:
+        self.consumer_config = consumer_config or ConsumerGroupConfig(assignment_interval_ms=0)
         self.partition = MemoryPartition()
         self.topics = {"orders": (T1, 6)}
         self.runtime = CoordinatorRuntime(self.partition, self.factory)
@@ -101,8 +102,7 @@ class Shard:
 
     def factory(self, ctx):
         return GroupCoordinatorShard(ctx, GroupConfig(), topics=lambda: self.topics,
-                                     consumer_config=ConsumerGroupConfig(
-                                         assignment_interval_ms=0))
+                                     consumer_config=self.consumer_config)
 
     def heartbeat(self, member_id: str, epoch: int, owned: dict | None = None,
                   topics: tuple[str, ...] | None = ("orders",), instance: str | None = None,
@@ -145,6 +145,47 @@ def test_heartbeats_converge_and_replay_rebuilds_the_same_group() -> None:
     assert (again.group_epoch, again.assignment_epoch, again.metadata_hash) == \
         (live.group_epoch, live.assignment_epoch, live.metadata_hash)
     assert again.members == live.members and again.target == live.target
+
+
+def test_the_assignment_interval_is_the_groups_own_else_the_brokers_dynamic_one() -> None:
+    """Kafka 4.4 computes a group's target assignment at most once per interval: the
+    group's consumer.assignment.interval.ms, else group.consumer.assignment.interval.ms
+    as AlterConfigs last set it; a member joining inside the interval waits for it."""
+    broker = {"group.consumer.assignment.interval.ms": 5_000,
+              "group.consumer.min.assignment.interval.ms": 0,
+              "group.consumer.max.assignment.interval.ms": 15_000}
+    s = Shard(ConsumerGroupConfig(
+        group_overrides=lambda g: {"consumer.assignment.interval.ms": "0"} if g == "fast"
+        else {"consumer.assignment.interval.ms": "12000"} if g == "slow" else {},
+        broker=broker.__getitem__))
+    start = s.now
+    for group in ("fast", "slow", "default"):
+        assert assigned(s.heartbeat("a", 0, group=group)) == set(range(6))
+    s.now = start + 2_000
+    for group in ("fast", "slow", "default"):
+        s.heartbeat("b", 0, group=group)
+    shard = s.runtime.active(TP).shard
+    epochs = {g: (shard.groups[g].group_epoch, shard.groups[g].assignment_epoch)
+              for g in ("fast", "slow", "default")}
+    assert epochs == {"fast": (2, 2), "slow": (2, 1), "default": (2, 1)}
+    s.now = start + 5_000  # the broker's interval has passed; the slow group's has not
+    for group in ("slow", "default"):
+        s.heartbeat("a", 1, owned={T1: set(range(6))}, group=group)
+    assert shard.groups["default"].assignment_epoch == 2
+    assert shard.groups["slow"].assignment_epoch == 1
+    broker["group.consumer.assignment.interval.ms"] = 60_000  # clamped to the max, 15 s
+    s.now = start + 12_000
+    s.heartbeat("a", 1, owned={T1: set(range(6))}, group="slow")
+    assert shard.groups["slow"].assignment_epoch == 2
+    s.now = start + 14_000
+    s.heartbeat("b", 0, group="other")  # a new group: its first assignment at once
+    s.heartbeat("c", 0, group="other")
+    s.now = start + 14_000 + 14_999
+    s.heartbeat("c", 1, group="other")
+    assert shard.groups["other"].assignment_epoch == 1
+    s.now = start + 14_000 + 15_000
+    s.heartbeat("c", 1, group="other")
+    assert shard.groups["other"].assignment_epoch == 2
 
 
 def test_a_member_id_is_the_clients_from_v1_and_an_unknown_group_is_not_found() -> None:

@@ -350,3 +350,26 @@ async def test_share_apis_answer_unsupported_version_at_share_version_0(broker  
     acked = await ask(broker, ApiKey.SHARE_ACKNOWLEDGE, 1,
                       share_ack_body(topic_id, "m1", 1, 0, 0, 1))
     assert (acked.error_code, list(acked.responses)) == (ErrorCode.unsupported_version, [])
+
+
+def test_the_assignment_intervals_of_a_group() -> None:
+    """Kafka 4.4's consumer.assignment.interval.ms and share.assignment.interval.ms: at
+    least 0, within the broker's group.{consumer,share}.{min,max}.assignment.interval.ms,
+    their default the broker's group.{consumer,share}.assignment.interval.ms."""
+    assert error_of({"consumer.assignment.interval.ms": "0",
+                     "share.assignment.interval.ms": "15000"}) is None
+    assert error_of({"consumer.assignment.interval.ms": "-1"}) == \
+        "Invalid value -1 for configuration consumer.assignment.interval.ms: " \
+        "Value must be at least 0"
+    assert error_of({"consumer.assignment.interval.ms": "15001"}) == \
+        "consumer.assignment.interval.ms must be less than or equal to " \
+        "group.consumer.max.assignment.interval.ms"
+    assert error_of({"share.assignment.interval.ms": "100"},
+                    group_share_min_assignment_interval_ms=500) == \
+        "share.assignment.interval.ms must be greater than or equal to " \
+        "group.share.min.assignment.interval.ms"
+    b = broker_config(group_consumer_assignment_interval_ms=2500)
+    assert describe_group_config("consumer.assignment.interval.ms", {}, b) == ("2500", False)
+    assert describe_group_config("share.assignment.interval.ms", {}, b) == ("1000", False)
+    assert describe_group_config("consumer.assignment.interval.ms",
+                                 {"consumer.assignment.interval.ms": "40"}, b) == ("40", True)

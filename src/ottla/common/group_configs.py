@@ -127,6 +127,10 @@ GROUP_CONFIGS: dict[str, GroupConfigKey] = {k.key.name: k for k in (
     _int("consumer.heartbeat.interval.ms", 1, "group.consumer.heartbeat.interval.ms",
          "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
          "The heartbeat interval given to the members of a consumer group."),
+    _int("consumer.assignment.interval.ms", 0, "group.consumer.assignment.interval.ms",
+         "group.consumer.min.assignment.interval.ms",
+         "group.consumer.max.assignment.interval.ms",
+         "The least time between two target-assignment computations of a consumer group."),
     _int("share.session.timeout.ms", 1, "group.share.session.timeout.ms",
          "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms",
          "The timeout to detect client failures when using the share group protocol."),
@@ -156,6 +160,9 @@ GROUP_CONFIGS: dict[str, GroupConfigKey] = {k.key.name: k for k in (
         "transactional messages which have been aborted. Non-transactional records will be "
         "returned unconditionally in either mode.",
         one_of(str(IsolationLevel.READ_COMMITTED), str(IsolationLevel.READ_UNCOMMITTED)))),
+    _int("share.assignment.interval.ms", 0, "group.share.assignment.interval.ms",
+         "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms",
+         "The least time between two target-assignment computations of a share group."),
     GroupConfigKey(ConfigKey(
         DLQ_TOPIC_NAME, ConfigType.STRING, "",
         "The name of the topic to be used as the dead-letter queue (DLQ) topic for this "
@@ -170,9 +177,10 @@ GROUP_CONFIGS: dict[str, GroupConfigKey] = {k.key.name: k for k in (
 
 # Kafka's validateValues order: the bounds, then session timeout above heartbeat interval.
 _BOUND_ORDER = ("consumer.heartbeat.interval.ms", "consumer.session.timeout.ms",
-                "share.heartbeat.interval.ms", "share.session.timeout.ms",
+                "consumer.assignment.interval.ms", "share.heartbeat.interval.ms",
+                "share.session.timeout.ms",
                 "share.record.lock.duration.ms", "share.delivery.count.limit",
-                "share.partition.max.record.locks")
+                "share.partition.max.record.locks", "share.assignment.interval.ms")
 
 _JAVA_INT = re.compile(r"[+-]?[0-9]+")
 
@@ -261,8 +269,8 @@ class ShareGroupSettings:
     dlq_copy_record: bool
 
 
-def _effective(group_id: str, name: str, overrides: Mapping[str, str],
-               broker: BrokerConfig) -> Any:
+def effective_group_config(group_id: str, name: str, overrides: Mapping[str, str],
+                           broker: BrokerConfig) -> Any:
     """The override if it parses, clamped to the broker's current bounds as Kafka's
     ``GroupConfig.evaluate`` clamps (the bounds may have moved since it was set); else the
     default."""
@@ -293,7 +301,7 @@ def share_group_settings(group_configs: Mapping[str, str], broker: BrokerConfig,
     ``configs[(GROUP, group_id)]``) are ``group_configs``: each override, else the broker
     default (``broker`` reads broker configs, e.g. ``Broker.dynamic_config``)."""
     def get(name: str) -> Any:
-        return _effective(group_id, name, group_configs, broker)
+        return effective_group_config(group_id, name, group_configs, broker)
 
     return ShareGroupSettings(
         record_lock_duration_ms=get("share.record.lock.duration.ms"),

@@ -365,6 +365,7 @@ KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
     ('config.providers', LIST, '', 'cluster-wide'),
     ('controller.quorum.fetch.max.bytes', INT, '1048576', 'read-only'),
     ('controller.quorum.fetch.snapshot.max.bytes', INT, '1048576', 'read-only'),
+    ('group.consumer.assignment.interval.ms', INT, '1000', 'cluster-wide'),
     ('group.consumer.max.assignment.interval.ms', INT, '15000', 'read-only'),
     ('group.consumer.min.assignment.interval.ms', INT, '0', 'read-only'),
     ('group.coordinator.background.threads', INT, '2', 'read-only'),

@@ -317,7 +317,8 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("group.consumer.assignors", T.LIST, ["uniform", "range"],
               "Server-side assignors; the first is the default."),
     ConfigKey("group.consumer.assignment.interval.ms", T.INT, 1000,
-              "Minimum time between two target-assignment computations."),
+              "The least time between two target-assignment computations of a consumer "
+              "group (a group's consumer.assignment.interval.ms beats it).", at_least(0)),
     ConfigKey("group.consumer.max.size", T.INT, 2147483647,
               "The most members of a consumer group.", at_least(1)),
     ConfigKey("group.consumer.migration.policy", T.STRING, "bidirectional",

@@ -119,9 +119,6 @@ BROKER_EXPECT = [
            ottla="classic,consumer"),
     Expect(f"{BROKER_KEYS}/queued.max.request.bytes/*", "a different default on purpose: "
            "104857600 bounds unhandled large requests (docs/configuration.md)"),
-    bug(f"{BROKER_KEYS}/group.consumer.assignment.interval.ms/read_only",
-        "group.consumer.assignment.interval.ms is read-only; Kafka 4.4 lets AlterConfigs "
-        "change it", kafka=False, ottla=True),
 ]
 
 
@@ -133,10 +130,6 @@ GROUP_EXPECT = [
         "streams.heartbeat.interval.ms", "streams.initial.rebalance.delay.ms",
         "streams.num.standby.replicas", "streams.rack.aware.assignment.tags",
         "streams.session.timeout.ms"], "streams groups (KIP-1071) are not served"),
-    *only(GROUP_KEYS, "kafka", ["consumer.assignment.interval.ms",
-                                "share.assignment.interval.ms"],
-          "Kafka 4.4's per-group assignment intervals are unknown to Ottla, whose "
-          "assignment interval is broker-wide", is_bug=True),
     *only(GROUP_KEYS, "kafka", ["share.renew.acknowledge.enable"],
           "the RENEW acknowledgement (KIP-1222) is not served"),
 ]
@@ -146,14 +139,16 @@ GROUP_EXPECT = [
           expect=(*TOPIC_EXPECT, *BROKER_EXPECT, *GROUP_EXPECT))
 def describe_configs(t: Target) -> Json:
     """DescribeConfigs v4 with include_synonyms and include_documentation for a topic with
-    two overrides, for the broker (node 1) and for a group with one override: every key's
+    two overrides, for the broker (node 1) and for a group with two overrides: every key's
     value, source, synonyms, type, read-only and sensitive flags."""
     name, group = t.topic("a"), t.group("g")
     t.create_topic(name, 1, {"retention.ms": "123456", "cleanup.policy": "compact"})
     altered = t.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
         "resources": [{"resource_type": GROUP, "resource_name": group, "configs": [
             {"name": "consumer.heartbeat.interval.ms", "config_operation": 0,
-             "value": "6000"}]}], "validate_only": False})
+             "value": "6000"},
+            {"name": "share.assignment.interval.ms", "config_operation": 0,
+             "value": "3000"}]}], "validate_only": False})
     assert altered["responses"][0]["error_code"] == "NONE", altered
     topic, broker, group_configs = describe(t, [(TOPIC, name, None), (BROKER, "1", None),
                                                (GROUP, group, None)])

@@ -27,7 +27,8 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
         self.group_config = GroupConfig.from_config(config)
         def overrides(group_id: str) -> dict[str, str]:
             return broker.image.configs.get((ConfigResourceType.GROUP, group_id), {})
-        self.consumer_config = ConsumerGroupConfig.from_config(config, overrides)
+        self.consumer_config = ConsumerGroupConfig.from_config(config, overrides,
+                                                               broker.dynamic_config)
         self.share_config = ShareGroupConfig.from_config(config, overrides)
         self.metrics = GroupCoordinatorMetrics()
         super().__init__(

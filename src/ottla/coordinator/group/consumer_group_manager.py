@@ -436,9 +436,10 @@ class ConsumerGroupManager:
                                         now_ms: int,
                                         records: list[rec.CoordinatorRecord]) -> None:
         """Compute the target assignment of the new group epoch, at most once per
-        group.consumer.assignment.interval.ms."""
-        if group.group_epoch > group.assignment_epoch and \
-                now_ms - group.assignment_timestamp_ms >= self._config.assignment_interval_ms:
+        the group's assignment interval (consumer.assignment.interval.ms, else
+        group.consumer.assignment.interval.ms)."""
+        if group.group_epoch > group.assignment_epoch and now_ms - \
+                group.assignment_timestamp_ms >= self._config.assignment_interval(group.group_id):
             target = self._target_assignment_records(group, topics, now_ms)
             self._apply(target)
             records += target

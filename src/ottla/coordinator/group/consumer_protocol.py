@@ -26,11 +26,14 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
 from ottla.common.config import INT_MAX
-from ottla.common.server_config import KafkaConfig
+from ottla.common.group_configs import BrokerConfig, effective_group_config
+from ottla.common.server_config import BROKER_CONFIGS, KafkaConfig
 from ottla.coordinator.group.assignors import Assignment
 
 TopicsView = Callable[[], Mapping[str, tuple[uuid.UUID, int]]]
 """Topic name -> (topic id, partition count) of the metadata image, user topics only."""
+
+ASSIGNMENT_INTERVAL = "group.consumer.assignment.interval.ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,28 @@ class ConsumerGroupConfig:
     max_size: int = INT_MAX
     group_overrides: Callable[[str], Mapping[str, str]] = lambda _group_id: {}
     """A group's dynamic configs (GROUP config resources), which beat the broker's."""
+    broker: BrokerConfig | None = None
+    """Reads a broker config with its AlterConfigs overrides (``BrokerContext.
+    dynamic_config``): group.consumer.assignment.interval.ms is dynamic. None: the
+    fields above and the defaults of the bounds."""
+
+    def _broker_config(self, name: str) -> Any:
+        if self.broker is not None:
+            return self.broker(name)
+        if name == ASSIGNMENT_INTERVAL:
+            return self.assignment_interval_ms
+        return BROKER_CONFIGS[name].default
+
+    def assignment_interval(self, group_id: str) -> int:
+        """The least time between two target assignments of ``group_id``: its
+        consumer.assignment.interval.ms, else the broker's (dynamic) value, either kept
+        within group.consumer.{min,max}.assignment.interval.ms as Kafka clamps them."""
+        value = int(effective_group_config(group_id, "consumer.assignment.interval.ms",
+                                           self.group_overrides(group_id),
+                                           self._broker_config))
+        low = int(self._broker_config("group.consumer.min.assignment.interval.ms"))
+        high = int(self._broker_config("group.consumer.max.assignment.interval.ms"))
+        return min(max(value, low), high)
 
     def session_timeout(self, group_id: str) -> int:
         value = self.group_overrides(group_id).get("consumer.session.timeout.ms")
@@ -53,14 +78,15 @@ class ConsumerGroupConfig:
 
     @classmethod
     def from_config(cls, config: KafkaConfig,
-                    group_overrides: Callable[[str], Mapping[str, str]] | None = None
-                    ) -> ConsumerGroupConfig:
+                    group_overrides: Callable[[str], Mapping[str, str]] | None = None,
+                    broker: BrokerConfig | None = None) -> ConsumerGroupConfig:
         return cls(config["group.consumer.session.timeout.ms"],
                    config["group.consumer.heartbeat.interval.ms"],
                    tuple(config["group.consumer.assignors"]),
-                   config["group.consumer.assignment.interval.ms"],
+                   config[ASSIGNMENT_INTERVAL],
                    config["group.consumer.max.size"],
-                   group_overrides or (lambda _group_id: {}))
+                   group_overrides or (lambda _group_id: {}),
+                   broker or config.__getitem__)
 
 
 @dataclass(frozen=True, slots=True)
