@@ -904,6 +904,35 @@ async def test_list_offsets_answers_no_record_a_consumer_could_not_fetch_yet(bro
                          (0, ErrorCode.none, 0, NOW_MS)]
 
 
+async def test_list_offsets_is_offset_not_available_while_a_new_leaders_hw_lags(
+        broker) -> None:
+    """Kafka's Partition.fetchOffsetForTimestamp: while a new leader's high watermark is
+    below the start of its epoch, a consumer's LATEST, and a lookup by timestamp or max
+    timestamp that finds nothing below the high watermark, are OFFSET_NOT_AVAILABLE (the
+    client retries); EARLIEST is answered, and so is a debugging tool (replica id -2).
+    Once the followers have the epoch start, the answers are the usual ones."""
+    topic_id, partition = leader_with_records(broker, b"a", b"b")  # epoch 0, HW 0
+    broker.image.replay(r.PartitionChangeRecord(partition_id=0, topic_id=topic_id,
+                                                leader=NODE))  # epoch 1 starts at 2
+    broker.replica_manager.apply_metadata(broker.image, NOW_MS)
+    assert (partition.leader_epoch, partition.high_watermark) == (1, 0)
+    queries = ((0, LATEST), (0, MAX_TIMESTAMP), (0, NOW_MS - 1), (0, NOW_MS + 1),
+               (0, EARLIEST))
+    unavailable = (0, ErrorCode.offset_not_available, -1, -1)
+    assert await list_offsets_as(broker, -1, 0, *queries) == [
+        unavailable, unavailable, unavailable, unavailable, (0, ErrorCode.none, 0, -1)]
+    assert await list_offsets_as(broker, -1, 1, (0, LATEST)) == [unavailable]
+    assert await list_offsets_as(broker, -2, 0, (0, LATEST), (0, NOW_MS + 1)) == [
+        (0, ErrorCode.none, 2, -1), (0, ErrorCode.none, -1, -1)]
+    fetched(await ask(broker, ApiKey.FETCH, 17, replica_fetch_body(
+        topic_id, (0, 2, 1, 0))))  # the follower has offsets 0-1: HW 2
+    assert partition.high_watermark == 2
+    assert await list_offsets_as(broker, -1, 0, *queries) == [
+        (0, ErrorCode.none, 2, -1), (0, ErrorCode.none, 0, NOW_MS),
+        (0, ErrorCode.none, 0, NOW_MS), (0, ErrorCode.none, -1, -1),
+        (0, ErrorCode.none, 0, -1)]
+
+
 async def test_list_offsets_read_committed_answers_no_record_of_an_open_transaction(
         broker) -> None:
     """The oracle's list-offsets-read-committed: under read_committed the last stable

@@ -56,19 +56,39 @@ def _last_fetchable_offset(partition: Partition, isolation: int, client: bool) -
     return partition.high_watermark
 
 
-def _offset_for(partition: Partition, timestamp: int, isolation: int, client: bool
-                ) -> tuple[int, int, int]:
+def _lagging_error(partition: Partition, client: bool, current_leader_epoch: int
+                  ) -> KafkaError | None:
+    """OFFSET_NOT_AVAILABLE for a consumer while this new leader's high watermark is
+    behind the start of its epoch (Kafka's ``Partition.fetchOffsetForTimestamp``): the
+    offsets it could answer may still move back, so the client retries."""
+    start = partition.lagging_epoch_start_offset
+    if not client or start is None:
+        return None
+    epoch = "unknown epoch" if current_leader_epoch < 0 else f"epoch {current_leader_epoch}"
+    return KafkaError(ErrorCode.offset_not_available, (
+        f"Failed to fetch offsets for partition {partition.topic}-{partition.index} with "
+        f"leader {epoch} as this partition's high watermark ({partition.high_watermark}) "
+        f"is lagging behind the start offset from the beginning of this epoch ({start})."))
+
+
+def _offset_for(partition: Partition, timestamp: int, isolation: int, client: bool,
+                current_leader_epoch: int = -1) -> tuple[int, int, int]:
     """(timestamp, offset, leader epoch) that ListOffsets answers for one partition. As
     Kafka's ``ReplicaManager.fetchOffset``, a record found by timestamp or as the max
     timestamp that a fetch could not return yet (at or past the last fetchable offset: an
-    open transaction's under read_committed, one not replicated) is no answer."""
+    open transaction's under read_committed, one not replicated) is no answer; while a new
+    leader's high watermark lags its epoch start, LATEST and such a lookup are
+    OFFSET_NOT_AVAILABLE for a consumer (EARLIEST is answered)."""
     log = partition.log
     cache = log.leader_epoch_cache
     if timestamp in (EARLIEST, EARLIEST_LOCAL):  # the same without tiered storage
         offset = log.log_start_offset
         return -1, offset, earliest_epoch(partition.epoch_entries, offset)
     fetchable = _last_fetchable_offset(partition, isolation, client)
+    lagging = _lagging_error(partition, client, current_leader_epoch)
     if timestamp == LATEST:
+        if lagging is not None:
+            raise lagging
         return -1, fetchable, partition.leader_epoch  # as Kafka: the current leader's epoch
     if timestamp == LATEST_TIERED:
         return NOT_FOUND
@@ -78,7 +98,11 @@ def _offset_for(partition: Partition, timestamp: int, isolation: int, client: bo
         raise KafkaError(ErrorCode.invalid_request, f"Invalid timestamp {timestamp}")
     else:
         found = log.offset_for_timestamp(timestamp)
-    if found is None or found[1] < 0 or found[1] >= fetchable:
+    if found is None or found[1] >= fetchable:
+        if lagging is not None:
+            raise lagging
+        return NOT_FOUND
+    if found[1] < 0:
         return NOT_FOUND
     return found[0], found[1], cache.epoch_for_offset(found[1])
 
@@ -107,10 +131,12 @@ def handle_list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
                     raise KafkaError(ErrorCode.unsupported_version)
                 partition = broker.replica_manager.require(topic.name, p.partition_index,
                                                            broker.image)
-                partition.check_leader_epoch(getattr(p, "current_leader_epoch", -1),
+                current_leader_epoch = getattr(p, "current_leader_epoch", -1)
+                partition.check_leader_epoch(current_leader_epoch,
                                              require_leader=req.replica_id != DEBUGGING_REPLICA_ID)
                 ts, offset, epoch = _offset_for(partition, p.timestamp, isolation,
-                                                client=req.replica_id == CONSUMER_REPLICA_ID)
+                                                req.replica_id == CONSUMER_REPLICA_ID,
+                                                current_leader_epoch)
                 result.update(timestamp=ts, offset=offset, leader_epoch=epoch)
             except KafkaError as e:
                 result["error_code"] = e.code

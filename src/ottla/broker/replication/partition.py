@@ -87,6 +87,17 @@ class Partition:
         high_watermark = self.high_watermark
         return high_watermark if unstable is None else min(unstable, high_watermark)
 
+    @property
+    def lagging_epoch_start_offset(self) -> int | None:
+        """This leader's epoch start offset while its high watermark is still below it
+        (a new leader whose followers have not fetched what earlier leaders wrote), else
+        None: until then offsets a consumer asks for may move backwards (Kafka's
+        ``leaderEpochStartOffsetOpt`` against the high watermark)."""
+        start = self.replication.leader_epoch_start_offset
+        if self.is_leader and start > self.high_watermark:
+            return start
+        return None
+
     def update_state(self, assignment: LeaderAndIsr, now_ms: int = 0) -> bool:
         """Follow the metadata image; True if the high watermark moved."""
         return self._sync(self.replication.update(assignment, now_ms))
