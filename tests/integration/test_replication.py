@@ -445,6 +445,38 @@ def test_a_leader_killed_with_unreplicated_records_truncates_them_when_it_return
     assert got == [b"kept-%d" % i for i in range(10)] + [b"new-%d" % i for i in range(5)]
 
 
+def test_a_follower_behind_the_leaders_log_start_starts_over_there(
+        cluster: KRaftCluster) -> None:
+    """A follower down while the leader's log start moves past everything it has fetches
+    OFFSET_OUT_OF_RANGE, which (as on Kafka 4.4) carries no watermarks: it asks the leader
+    ListOffsets (the log end, then the log start), starts its log over at the leader's
+    log start and rejoins the ISR."""
+    create(cluster, [NewTopic("moved-start", 1, 3, config={"min.insync.replicas": "1"})])
+    wait_until(lambda: full_isr(cluster, "moved-start"), 30, 0.2, "three in-sync replicas")
+    leader, replicas, _ = partitions(cluster, "moved-start")[0]
+    behind = next(r for r in replicas if r != leader)
+    cluster.nodes[behind].kill9()
+    try:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 0})
+        for i in range(10):
+            producer.produce("moved-start", value=b"old-%d" % i, partition=0)
+        assert producer.flush(30) == 0  # once the dead follower has left the ISR
+        with WireClient(cluster.nodes[leader].bootstrap) as client:
+            deleted = client.request(ApiKey.DELETE_RECORDS, 2, {
+                "timeout": 30000, "topics": [{"name": "moved-start", "partitions": [
+                    {"partition_index": 0, "offset": 10}]}]})
+        assert deleted.topics[0].partitions[0].low_watermark == 10
+    finally:
+        cluster.nodes[behind].start()
+    producer.produce("moved-start", value=b"new", partition=0)
+    assert producer.flush(30) == 0
+    wait_until(lambda: full_isr(cluster, "moved-start"), 60, 0.5,
+               "the follower back in sync")
+    assert os.path.exists(os.path.join(cluster.nodes[behind].data_dir, "moved-start-0",
+                                       f"{10:020d}.log"))
+
+
 def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:

@@ -171,6 +171,23 @@ class FetchResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    """A follower's ListOffsets LATEST after OFFSET_OUT_OF_RANGE: the leader's log end."""
+
+    incarnation: int
+    token: int
+    current_leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    incarnation: int
+    token: int
+    error: ErrorCode
+    log_end: int
+
+
+@dataclass(frozen=True, slots=True)
 class ProduceRequest:
     values: tuple[str, ...]
 
@@ -230,6 +247,7 @@ class AlterPartitionAnswer:
 
 CONNECTIONS: dict[type, str] = {
     FetchRequest: "replication", FetchResponse: "replication",
+    ListOffsetsRequest: "replication", ListOffsetsResponse: "replication",
     ProduceRequest: "client",
     Metadata: "metadata",
     Register: "controller", Registered: "controller", Heartbeat: "controller",
@@ -731,7 +749,13 @@ class PartitionCluster:
         elif isinstance(message, FetchResponse):
             if message.incarnation == broker.incarnation and broker.fetching and \
                     message.token == broker.fetch_token:
-                self.apply_fetch(broker, message)
+                self.apply_fetch(broker, message, source)
+        elif isinstance(message, ListOffsetsRequest):
+            self.send(broker.broker_id, source, self.serve_list_offsets(broker, message))
+        elif isinstance(message, ListOffsetsResponse):
+            if message.incarnation == broker.incarnation and broker.fetching and \
+                    message.token == broker.fetch_token:
+                self.apply_list_offsets(broker, message)
         elif isinstance(message, Metadata):
             self.apply_metadata(broker, message)
         elif isinstance(message, ProduceRequest):
@@ -899,8 +923,11 @@ class PartitionCluster:
             broker.incarnation, broker.fetch_token, broker.broker_id, broker.broker_epoch,
             state.leader_epoch, log.end, log.latest_epoch))
 
-    def apply_fetch(self, broker: SimBroker, response: FetchResponse) -> None:
-        """ReplicaFetcherManager.apply for the partition's part of a Fetch response."""
+    def apply_fetch(self, broker: SimBroker, response: FetchResponse, leader: int) -> None:
+        """ReplicaFetcherManager.apply for the partition's part of a Fetch response; out
+        of range, ReplicaFetcher._reset_out_of_range: the round trip goes on with a
+        ListOffsets of the leader's log end (its log start is always 0 here, so the
+        EARLIEST step never starts a log over)."""
         broker.fetching = False
         state = broker.state
         if state is None or state.is_leader or state.leader_epoch != broker.fetch_leader_epoch:
@@ -908,9 +935,10 @@ class PartitionCluster:
         log = broker.log
         if response.error == ErrorCode.offset_out_of_range:
             self.stats.out_of_range += 1
-            if 0 <= response.high_watermark < log.end:
-                self.truncate(broker, response.high_watermark)
-            broker.fetch_due = self.now + FETCH_BACKOFF_MS
+            broker.fetching = True
+            broker.fetch_deadline = self.now + FETCH_TIMEOUT_MS
+            self.send(broker.broker_id, leader, ListOffsetsRequest(
+                broker.incarnation, broker.fetch_token, state.leader_epoch))
             return
         if response.error != ErrorCode.none:
             broker.fetch_due = self.now + FETCH_BACKOFF_MS
@@ -931,6 +959,36 @@ class PartitionCluster:
         state.on_leader_high_watermark(response.high_watermark)
         broker.fetch_due = self.now if response.records else self.now + FETCH_WAIT_MS
         self.maybe_fetch(broker)
+
+    def apply_list_offsets(self, broker: SimBroker, response: ListOffsetsResponse) -> None:
+        """ReplicaFetcherManager.truncate_to_leader_end: a replica with more than the
+        leader cuts back to the leader's log end."""
+        broker.fetching = False
+        state = broker.state
+        if state is None or state.is_leader or state.leader_epoch != broker.fetch_leader_epoch:
+            return  # moved on while the request was out
+        if response.error != ErrorCode.none:
+            broker.fetch_due = self.now + FETCH_BACKOFF_MS
+            return
+        if response.log_end < broker.log.end:
+            self.truncate(broker, response.log_end)
+        broker.fetch_due = self.now
+        self.maybe_fetch(broker)
+
+    def serve_list_offsets(self, broker: SimBroker, request: ListOffsetsRequest
+                           ) -> ListOffsetsResponse:
+        """The ListOffsets handler for a replica (LATEST is the log end), after
+        ``check_leader_epoch``."""
+        state = broker.state
+        error = ErrorCode.none
+        if not broker.serving or state is None or not state.is_leader:
+            error = ErrorCode.not_leader_or_follower
+        elif request.current_leader_epoch < state.leader_epoch:
+            error = ErrorCode.fenced_leader_epoch
+        elif request.current_leader_epoch > state.leader_epoch:
+            error = ErrorCode.unknown_leader_epoch
+        return ListOffsetsResponse(request.incarnation, request.token, error,
+                                   broker.log.end if error == ErrorCode.none else -1)
 
     def truncate(self, broker: SimBroker, offset: int) -> None:
         """Partition.truncate_to."""
@@ -988,9 +1046,8 @@ class PartitionCluster:
                 isr = state.isr_to_expand(request.replica_id)
                 if isr is not None:
                     self.alter_isr(broker, isr)
-        except KafkaError as e:
-            return FetchResponse(request.incarnation, request.token, e.code,
-                                 state.high_watermark)
+        except KafkaError as e:  # as Kafka: no watermarks with an error
+            return FetchResponse(request.incarnation, request.token, e.code, -1)
         return FetchResponse(request.incarnation, request.token, ErrorCode.none,
                              state.high_watermark, None, records)
 

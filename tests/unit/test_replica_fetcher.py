@@ -238,13 +238,64 @@ async def test_a_diverging_epoch_this_replica_never_had_cuts_at_its_earlier_one(
     assert partition.log.leader_epoch_cache.entries == [(0, 0)]
 
 
+class ListOffsetsLeader:
+    """The leader's side of a follower's ListOffsets: ``ends`` and ``starts`` per
+    partition (an ErrorCode instead of an offset: that error); records each request."""
+
+    def __init__(self, end: int | ErrorCode, start: int | ErrorCode = 0) -> None:
+        self.answers = {-1: end, -2: start}
+        self.requests: list[dict[str, Any]] = []
+
+    async def request(self, api_key: ApiKey, version: int, body: dict[str, Any],
+                      timeout: float) -> Any:
+        assert api_key == ApiKey.LIST_OFFSETS
+        self.requests.append(body)
+        topics = []
+        for topic in body["topics"]:
+            partitions = []
+            for p in topic["partitions"]:
+                answer = self.answers[p["timestamp"]]
+                error = answer if isinstance(answer, ErrorCode) else ErrorCode.none
+                partitions.append({
+                    "partition_index": p["partition_index"], "error_code": error,
+                    "timestamp": -1, "offset": -1 if error else answer, "leader_epoch": 0})
+            topics.append({"name": topic["name"], "partitions": partitions})
+        return build(response_schema(ApiKey.LIST_OFFSETS, version),
+                     {"throttle_time": 0, "topics": topics})
+
+
+async def out_of_range(follower: Follower, leader: ListOffsetsLeader) -> FollowerState:
+    """A Fetch answered OFFSET_OUT_OF_RANGE with no watermarks (-1, as Kafka's leader
+    answers an error), then what the fetcher does about it."""
+    fetcher = ReplicaFetcher(follower.manager, LEADER, 0)
+    state = fetcher.partitions[TP] = follower.state()
+    response = build(response_schema(ApiKey.FETCH, 17), {
+        "throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0,
+        "responses": [{"topic_id": follower.topic_id, "partitions": [{
+            "partition_index": 0, "error_code": ErrorCode.offset_out_of_range,
+            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+            "aborted_transactions": None, "records": b""}]}],
+        "node_endpoints": []})
+    pending = fetcher._process({TP: state}, response)
+    assert pending == {TP: state}
+    await fetcher._reset_out_of_range(leader, pending)  # type: ignore[arg-type]
+    return state
+
+
 async def test_out_of_range_past_our_log_end_restarts_at_the_leaders_log_start(
         follower) -> None:
+    """Kafka's fetchOffsetAndTruncate: the leader's log end (ListOffsets LATEST as
+    replica 1) is not before this replica's, and its log start (EARLIEST) is past it: the
+    leader deleted what this replica would fetch next, so it starts over there."""
     partition = follower.partition
     follower.manager.apply(follower.state(), answer(records=leader_batch(0, 0, b"a", b"b"),
                                                     high_watermark=2))
-    follower.manager.apply(follower.state(), answer(
-        error=ErrorCode.offset_out_of_range, high_watermark=60, log_start_offset=50))
+    leader = ListOffsetsLeader(end=60, start=50)
+    await out_of_range(follower, leader)
+    assert [(b["replica_id"], [(p["partition_index"], p["timestamp"],
+                                p["current_leader_epoch"])
+                               for t in b["topics"] for p in t["partitions"]])
+            for b in leader.requests] == [(BROKER, [(0, -1, 0)]), (BROKER, [(0, -2, 0)])]
     log = partition.log
     assert (log.log_start_offset, log.log_end_offset) == (50, 50)
     assert log_batches(partition) == [] and log.leader_epoch_cache.entries == []
@@ -254,15 +305,35 @@ async def test_out_of_range_past_our_log_end_restarts_at_the_leaders_log_start(
     assert log_batches(partition) == [(50, 4, 50)] and partition.high_watermark == 51
 
 
-async def test_out_of_range_beyond_the_leaders_end_truncates_to_its_high_watermark(
+async def test_out_of_range_beyond_the_leaders_end_truncates_to_its_log_end(
         follower) -> None:
+    """This replica has more than the leader (and no epoch to tell where they part): cut
+    back to the leader's log end, without asking for its start."""
     partition = follower.partition
     follower.manager.apply(follower.state(), answer(
         records=leader_batch(0, 0, b"a", b"b") + leader_batch(2, 0, b"c", b"d")))
-    # This replica has more than the leader (and no epoch to tell where it diverged).
-    follower.manager.apply(follower.state(), answer(
-        error=ErrorCode.offset_out_of_range, high_watermark=2, log_start_offset=0))
+    leader = ListOffsetsLeader(end=2)
+    await out_of_range(follower, leader)
     assert partition.log.log_end_offset == 2 and log_batches(partition) == [(0, 0, 1)]
+    assert len(leader.requests) == 1
+
+
+async def test_out_of_range_within_the_leaders_log_changes_nothing(follower) -> None:
+    """Neither past the leader's end nor before its start (the leader moved between
+    the two answers): fetch again from where this replica is."""
+    partition = follower.partition
+    follower.manager.apply(follower.state(), answer(records=leader_batch(0, 0, b"a", b"b")))
+    await out_of_range(follower, ListOffsetsLeader(end=5, start=1))
+    assert partition.log.log_end_offset == 2 and log_batches(partition) == [(0, 0, 1)]
+
+
+async def test_out_of_range_with_a_list_offsets_error_backs_off(follower) -> None:
+    partition = follower.partition
+    follower.manager.apply(follower.state(), answer(records=leader_batch(0, 0, b"a", b"b")))
+    state = await out_of_range(follower, ListOffsetsLeader(
+        end=ErrorCode.not_leader_or_follower))
+    assert state.backoff_until_ms == NOW_MS + BACKOFF_MS
+    assert partition.log.log_end_offset == 2
 
 
 async def test_a_partition_error_backs_off_and_changes_nothing(follower) -> None:

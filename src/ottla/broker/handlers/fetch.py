@@ -189,7 +189,9 @@ def _read_partition(broker: Broker, cached: CachedPartition, max_bytes: int, iso
         data["error_code"] = e.code
         if partition is None:
             data["aborted_transactions"] = []  # as Kafka answers a partition it does not know
-    if partition is not None:
+    if partition is not None and data["error_code"] == ErrorCode.none:
+        # As Kafka's ReplicaManager.readFromLog: a partition answered with an error
+        # carries no watermarks (-1); a follower out of range asks ListOffsets.
         data["high_watermark"] = partition.high_watermark
         data["last_stable_offset"] = partition.last_stable_offset
         data["log_start_offset"] = partition.log.log_start_offset

@@ -42,6 +42,8 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 17
+LIST_OFFSETS_VERSION = 7
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 Endpoint = tuple[str, int]
 """(host, port) of a broker's inter-broker listener."""
 
@@ -131,7 +133,68 @@ class ReplicaFetcher:
                          ErrorCode(response.error_code).name)
                 self._back_off(ready.values(), manager.now_ms())
                 continue
-            self._process(ready, response)
+            out_of_range = self._process(ready, response)
+            if out_of_range:
+                await self._reset_out_of_range(client, out_of_range)
+
+    async def _reset_out_of_range(self, client: AsyncClient,
+                                  states: dict[TopicPartition, FollowerState]) -> None:
+        """Kafka's ``fetchOffsetAndTruncate``: a leader answers OFFSET_OUT_OF_RANGE with
+        no watermarks, so ask it where its log ends (ListOffsets LATEST as a replica: its
+        log end) and, unless that is before this replica's end, where it starts
+        (EARLIEST)."""
+        manager = self.manager
+        ends = await self._list_offsets(client, states, LATEST_TIMESTAMP)
+        behind = {}
+        for tp, end in ends.items():
+            state = states[tp]
+            if self._still_current(tp, state) and \
+                    not manager.truncate_to_leader_end(state, end):
+                behind[tp] = state
+        if behind:
+            starts = await self._list_offsets(client, behind, EARLIEST_TIMESTAMP)
+            for tp, start in starts.items():
+                if self._still_current(tp, behind[tp]):
+                    manager.start_at_leader_start(behind[tp], start)
+
+    async def _list_offsets(self, client: AsyncClient,
+                            states: dict[TopicPartition, FollowerState], timestamp: int
+                            ) -> dict[TopicPartition, int]:
+        """ListOffsets of ``states`` at the leader as this replica (replica id: this
+        broker, so LATEST is the leader's log end); a partition not answered (an error,
+        or the request failing) backs off and is left out."""
+        manager = self.manager
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), state in states.items():
+            by_topic.setdefault(topic, []).append({
+                "partition_index": index, "current_leader_epoch": state.leader_epoch,
+                "timestamp": timestamp})
+        try:
+            response = await client.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+                "replica_id": manager.broker_id, "isolation_level": 0, "topics": [
+                    {"name": t, "partitions": ps} for t, ps in by_topic.items()]},
+                timeout=manager.config["replica.socket.timeout.ms"] / 1000)
+        except (NodeUnavailable, TimeoutError, OSError) as e:
+            log.debug("ListOffsets from broker %d failed: %s", self.leader_id, e)
+            self._back_off(states.values(), manager.now_ms())
+            return {}
+        offsets: dict[TopicPartition, int] = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = (topic.name, p.partition_index)
+                if tp in states and p.error_code == ErrorCode.none:
+                    offsets[tp] = p.offset
+        failed = [state for tp, state in states.items() if tp not in offsets]
+        if failed:
+            log.info("ListOffsets from broker %d answered no offset for %s (backing off)",
+                     self.leader_id, ", ".join(f"{t}-{i}" for t, i in states
+                                               if (t, i) not in offsets))
+            self._back_off(failed, manager.now_ms())
+        return offsets
+
+    def _still_current(self, tp: TopicPartition, state: FollowerState) -> bool:
+        return self.partitions.get(tp) is state and \
+            state.partition.leader_epoch == state.leader_epoch
 
     def _connect(self) -> AsyncClient | None:
         endpoint = self.manager.endpoint_of(self.leader_id)
@@ -187,17 +250,23 @@ class ReplicaFetcher:
                                           for t, ps in forgotten.items()],
                 "rack_id": ""}
 
-    def _process(self, ready: dict[TopicPartition, FollowerState], response: Any) -> None:
+    def _process(self, ready: dict[TopicPartition, FollowerState], response: Any
+                 ) -> dict[TopicPartition, FollowerState]:
+        """Apply each partition's answer; those OFFSET_OUT_OF_RANGE are returned, for
+        ``_reset_out_of_range``."""
         by_id = {(s.partition.topic_id, s.partition.index): (tp, s) for tp, s in ready.items()}
+        out_of_range: dict[TopicPartition, FollowerState] = {}
         for topic in response.responses:
             for data in topic.partitions:
                 found = by_id.get((topic.topic_id, data.partition_index))
                 if found is None:
                     continue
                 tp, state = found
-                if self.partitions.get(tp) is not state or \
-                        state.partition.leader_epoch != state.leader_epoch:
+                if not self._still_current(tp, state):
                     continue  # moved on while the fetch was out
+                if data.error_code == ErrorCode.offset_out_of_range:
+                    out_of_range[tp] = state
+                    continue
                 try:
                     self.manager.apply(state, data)
                 except KafkaError as e:
@@ -210,6 +279,7 @@ class ReplicaFetcher:
                     log.exception("Replicating %s-%d from broker %d failed", *tp,
                                   self.leader_id)
                     self._back_off([state], self.manager.now_ms())
+        return out_of_range
 
 
 class ReplicaFetcherManager:
@@ -291,12 +361,10 @@ class ReplicaFetcherManager:
         log_ = partition.log
         error = data.error_code
         now = self.now_ms()
-        if error == ErrorCode.offset_out_of_range:
-            self._out_of_range(partition, data, now)
-            return
         if error != ErrorCode.none:
             # Not (or no longer) the leader, an epoch the leader does not know yet: wait
-            # for the metadata that says who leads now.
+            # for the metadata that says who leads now. (OFFSET_OUT_OF_RANGE is the
+            # fetcher's: ``ReplicaFetcher._reset_out_of_range``.)
             if error != state.last_error:
                 log.info("Fetch of %s-%d from broker %d: %s (backing off)", partition.topic,
                          partition.index, state.leader_id, ErrorCode(error).name)
@@ -342,12 +410,25 @@ class ReplicaFetcherManager:
                  partition.topic, partition.index, end, target, leader_epoch)
         partition.truncate_to(target)
 
-    def _out_of_range(self, partition: Partition, data: Any, now_ms: int) -> None:
-        log_ = partition.log
-        if 0 <= log_.log_end_offset < data.log_start_offset:
-            # The leader deleted what this replica would fetch next: start at its start.
-            log.info("Starting %s-%d over at the leader's log start %d", partition.topic,
-                     partition.index, data.log_start_offset)
-            partition.truncate_fully_and_start_at(data.log_start_offset, now_ms)
-        elif 0 <= data.high_watermark < log_.log_end_offset:
-            partition.truncate_to(data.high_watermark)
+    def truncate_to_leader_end(self, state: FollowerState, leader_end: int) -> bool:
+        """Out of range, first step: if the leader's log ends before this replica's (it
+        has more than the leader, and no epoch told where they part), cut back to the
+        leader's end and return True; else False (the leader's start decides)."""
+        partition = state.partition
+        end = partition.log.log_end_offset
+        if leader_end >= end:
+            return False
+        log.warning("Truncating %s-%d from %d to the leader's log end %d (out of range)",
+                    partition.topic, partition.index, end, leader_end)
+        partition.truncate_to(leader_end)
+        state.lag = 0
+        return True
+
+    def start_at_leader_start(self, state: FollowerState, leader_start: int) -> None:
+        """Out of range, second step: if the leader deleted what this replica would
+        fetch next (its log starts past this replica's end), start over at its start."""
+        partition = state.partition
+        if leader_start > partition.log.log_end_offset:
+            log.warning("Starting %s-%d over at the leader's log start %d (out of range)",
+                        partition.topic, partition.index, leader_start)
+            partition.truncate_fully_and_start_at(leader_start, self.now_ms())
