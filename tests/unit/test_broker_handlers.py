@@ -61,6 +61,7 @@ from ottla.protocol.codec import (
     encode_body_chunks,
     response_header_bytes,
 )
+from ottla.protocol.compression import CompressionType
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
@@ -341,6 +342,7 @@ async def test_produce_of_a_malformed_batch_answers_invalid_record_with_record_e
     assert p.error_code == ErrorCode.invalid_record
     assert [e.batch_index for e in p.record_errors] == [1]
     assert p.error_message and "offset delta" in p.error_message
+    assert p.log_start_offset == 0  # as Kafka's processFailedRecord
     assert log_end(broker, "orders") == 0
 
 
@@ -353,6 +355,25 @@ async def test_produce_without_a_key_to_a_compacted_topic_names_each_record(brok
     assert p.error_code == ErrorCode.invalid_record
     assert [e.batch_index for e in p.record_errors] == [1, 3]
     assert log_end(broker, "compacted") == 0
+
+
+async def test_produce_of_a_compressed_record_over_max_decompressed_message_bytes(
+        broker) -> None:
+    """As Kafka 4.4 (the oracle's produce-max-decompressed-message-bytes): the topic's
+    max.decompressed.message.bytes bounds each record of a compressed batch; a longer one
+    is INVALID_RECORD with no message and no record errors, and, as every error of the
+    append but a few, the partition's log start offset. Uncompressed, it is accepted."""
+    create_topic(broker, "orders", configs={"max.decompressed.message.bytes": "300"})
+    records = [(b"k", b"small"), (b"k", b"x" * 1000)]
+    gzip = build_batch(records, timestamp=NOW_MS, compression=CompressionType.GZIP)
+    p = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, gzip))))
+    assert (p.error_code, p.error_message, list(p.record_errors), p.log_start_offset) == (
+        ErrorCode.invalid_record, None, [], 0)
+    plain = build_batch(records, timestamp=NOW_MS)
+    p = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+        "orders", (0, plain))))
+    assert (p.error_code, p.base_offset) == (ErrorCode.none, 0)
 
 
 async def test_produce_with_acks_zero_gets_no_response_or_closes_on_failure(broker) -> None:

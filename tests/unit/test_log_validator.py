@@ -18,6 +18,9 @@ from ottla.broker.log_validator import (
     RecordValidationError,
     validate_batch,
 )
+from ottla.common.config import ConfigError
+from ottla.common.server_config import KafkaConfig, dev_defaults
+from ottla.common.topic_configs import validate_topic_configs
 from ottla.protocol.compression import CompressionType, OutputTooLarge
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import (
@@ -199,3 +202,44 @@ def test_what_is_accepted_can_be_read_back(records: list, codec: int, seed: int)
 def decode_body(batch: bytes) -> bytes:
     from ottla.protocol.records import records_payload
     return records_payload(batch, 0, read_header(batch))
+
+
+@pytest.mark.parametrize("codec", [c for c in CompressionType if c != CompressionType.NONE])
+def test_a_compressed_record_longer_than_max_decompressed_message_bytes_is_invalid(
+        codec: CompressionType, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka 4.4's topic config max.decompressed.message.bytes bounds each record its
+    decompressing iterator reads (DefaultRecord.readFrom's maxRecordBodySize): a longer
+    one is an InvalidRecordException, which the produce answers as INVALID_RECORD with
+    no message and no record errors; uncompressed batches are not bounded by it."""
+    records = [(b"k", b"x" * 10, []), (b"k", b"y" * 200, []), (b"k", b"z", [])]
+    # Record 1's body: attributes, timestamp delta, offset delta, key length, key, value
+    # length (2 bytes), value, header count: 208 bytes.
+    compressed = build_batch(records, timestamp=NOW, compression=codec)
+    limit = config(**{"max.decompressed.message.bytes": 207})
+    error = refused(compressed, limit)
+    assert (type(error), error.code, error.message) == (KafkaError, ErrorCode.invalid_record,
+                                                        None)
+    assert "Invalid record size: 208 exceeds the configured maximum record size of 207." \
+        in caplog.text
+    out, _ = validate_batch(compressed, config(**{"max.decompressed.message.bytes": 208}),
+                            NOW, "t-0")  # type: ignore[misc]
+    assert bytes(out) == compressed
+    plain = build_batch(records, timestamp=NOW)
+    out, _ = validate_batch(plain, limit, NOW, "t-0")  # type: ignore[misc]
+    assert bytes(out) == plain
+
+
+def test_max_decompressed_message_bytes_is_a_topic_config_between_1_and_its_default() -> None:
+    """Kafka 4.4's LogConfig: INT, default 2147483639 (the broker's
+    max.decompressed.message.bytes), Range.between(1, 2147483639)."""
+    assert config().max_decompressed_message_bytes == 2147483639
+    broker = KafkaConfig({**dev_defaults(), "max.decompressed.message.bytes": "4096"})
+    assert LogConfig.resolve({}, broker.topic_defaults()).max_decompressed_message_bytes \
+        == 4096  # the broker's key of the same name is its synonym
+    assert validate_topic_configs({"max.decompressed.message.bytes": "1"}) == \
+        {"max.decompressed.message.bytes": 1}
+    for bad, bound in (("0", "at least 1"), ("2147483640", "no more than 2147483639")):
+        with pytest.raises(ConfigError) as e:
+            validate_topic_configs({"max.decompressed.message.bytes": bad})
+        assert str(e.value) == (f"Invalid value {bad} for configuration "
+                                f"max.decompressed.message.bytes: Value must be {bound}")

@@ -8,7 +8,10 @@ that cannot be read would stop every consumer at its offset, so a batch holding 
 refused whole. The batch's max timestamp is set to what its records say, as Kafka does.
 
 A compressed batch is decompressed for that walk, never into more room than
-``max.decompressed.batch.bytes``: a 40 KiB zstd batch can expand to GiBs. Output up to
+``max.decompressed.batch.bytes``: a 40 KiB zstd batch can expand to GiBs. Each of its
+records must be no longer than the topic's ``max.decompressed.message.bytes`` (Kafka
+4.4: INVALID_RECORD, without a message for the client, as Kafka's InvalidRecordException
+from the decompressing iterator). Output up to
 ``INLINE_BYTES`` is decompressed right away into a buffer kept for it; a batch that
 needs more comes back as a ``PendingBatch``, whose ``finish`` the caller runs on a worker
 thread. Records are decoded into objects only to recompress a batch for a topic whose
@@ -17,6 +20,7 @@ thread. Records are decoded into objects only to recompress a batch for a topic 
 
 from __future__ import annotations
 
+import logging
 import mmap
 from dataclasses import dataclass
 
@@ -27,7 +31,7 @@ from ottla.protocol.compression import (
     OutputTooLarge,
     decompress_into,
 )
-from ottla.protocol.errors import ErrorCode, KafkaError
+from ottla.protocol.errors import ErrorCode, KafkaError, MalformedRequest
 from ottla.protocol.records import (
     COMPRESSION_MASK,
     CREATE_TIME,
@@ -41,12 +45,16 @@ from ottla.protocol.records import (
     read_header,
     set_max_timestamp,
 )
+from ottla.protocol.varint import read_unsigned_varint
 from ottla.storage.log_config import LogConfig
+
+log = logging.getLogger(__name__)
 
 INLINE_BYTES = 1024 * 1024
 """Decompressed output up to this size is validated on the event loop."""
 DEFAULT_MAX_DECOMPRESSED_BATCH = 64 * 1024 * 1024
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_NO_LIMIT = 2**62
 _KNOWN_CODECS = {c.value for c in CompressionType}
 
 _inline = bytearray(INLINE_BYTES)
@@ -183,10 +191,20 @@ def _check_records(batch: bytearray, header: BatchHeader, payload: memoryview,
     else:
         low = max(_INT64_MIN, now_ms - config["message.timestamp.before.max.ms"])
         high = min(_INT64_MAX, now_ms + config["message.timestamp.after.max.ms"])
+    # As Kafka, only records decompressed from a compressed batch are bounded.
+    compressed = header.compression != CompressionType.NONE
+    limit = config.max_decompressed_message_bytes if compressed else _NO_LIMIT
     error, index, max_timestamp, faults = scan(
         payload, header.record_count, header.base_timestamp, low, high, config.compact,
-        2**62)
+        limit)
     if error is not None:
+        length = _record_length(payload, index) if compressed else None
+        if length is not None and length > limit:
+            log.error("Error processing append operation on partition %s: "
+                      "InvalidRecordException: Invalid record size: %d exceeds the "
+                      "configured maximum record size of %d.", topic_partition, length,
+                      limit)
+            raise KafkaError(ErrorCode.invalid_record)
         raise _invalid(f"{error} (record {index} of the batch)", index)
     if faults:
         _raise_record_errors(faults, header, low, high, topic_partition)
@@ -198,6 +216,21 @@ def _check_records(batch: bytearray, header: BatchHeader, payload: memoryview,
         set_max_timestamp(batch, 0, max_timestamp)
         header = read_header(batch)
     return batch, header
+
+
+def _record_length(payload: memoryview, index: int) -> int | None:
+    """The length record ``index`` of ``payload`` declares (the records before it are
+    whole: the scan got past them), None if it cannot be read."""
+    pos = 0
+    try:
+        for i in range(index + 1):
+            raw, pos = read_unsigned_varint(payload, pos)
+            length = (raw >> 1) ^ -(raw & 1)  # zigzag
+            if i < index:
+                pos += length
+    except MalformedRequest:
+        return None
+    return length
 
 
 def _raise_record_errors(faults: list[tuple[int, int, int]], header: BatchHeader, low: int,

@@ -59,10 +59,14 @@ def off_or_at_least(minimum: float) -> Validator:
 
 
 def between(low: float, high: float) -> Validator:
+    """Kafka's ``Range.between``: its messages name the bound that was crossed."""
     def check(name: str, value: Any) -> None:
-        if value is not None and not low <= value <= high:
+        if value is not None and value < low:
             raise ConfigError(f"Invalid value {value} for configuration {name}: "
-                              f"Value must be no less than {low} and no more than {high}")
+                              f"Value must be at least {low}")
+        if value is not None and value > high:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: "
+                              f"Value must be no more than {high}")
     return check
 
 

@@ -109,6 +109,10 @@ TOPIC_CONFIGS = ConfigDef([
     ConfigKey("max.compaction.lag.ms", T.LONG, LONG_MAX,
               "The longest a message stays ineligible for compaction.", at_least(1),
               synonyms=("log.cleaner.max.compaction.lag.ms",)),
+    ConfigKey("max.decompressed.message.bytes", T.INT, 2147483639,
+              "The largest decompressed size of one record the broker accepts in a "
+              "compressed batch (produce validation); larger records are INVALID_RECORD.",
+              between(1, 2147483639), synonyms=("max.decompressed.message.bytes",)),
     ConfigKey("max.message.bytes", T.INT, 1048588,
               "The largest record batch size allowed by Kafka (after compression).",
               at_least(0), synonyms=("message.max.bytes",)),

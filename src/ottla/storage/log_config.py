@@ -48,6 +48,10 @@ class LogConfig:
         return self.values["max.message.bytes"]
 
     @property
+    def max_decompressed_message_bytes(self) -> int:
+        return self.values["max.decompressed.message.bytes"]
+
+    @property
     def flush_messages(self) -> int:
         return self.values["flush.messages"]
 

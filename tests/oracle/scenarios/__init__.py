@@ -10,16 +10,17 @@ from tests.oracle.scenarios import (
     groups,
     metadata,
     offsets,
+    produce,
     share,
     topics,
     transactions,
 )
 
 __all__ = ["FAMILIES", "api_versions", "commits", "configs", "fetch", "groups", "metadata",
-           "offsets", "share", "topics", "transactions"]
+           "offsets", "produce", "share", "topics", "transactions"]
 
 FAMILIES = ("ApiVersions", "Metadata", "DescribeConfigs", "CreateTopics", "CreatePartitions",
-            "DeleteTopics", "ListOffsets", "Fetch", "Classic group",
+            "DeleteTopics", "Produce", "ListOffsets", "Fetch", "Classic group",
             "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets")
 
 _ordered = sorted(SCENARIOS.values(), key=lambda s: FAMILIES.index(s.family))

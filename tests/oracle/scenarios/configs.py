@@ -65,10 +65,6 @@ TIERED = "tiered storage is not served (the ListOffsets v11 reason in tests/kafk
 TOPIC_EXPECT = [
     *topic_only(["remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
                  "remote.log.delete.on.disable"], TIERED),
-    *topic_only(["max.decompressed.message.bytes"], "Kafka 4.4's max.decompressed."
-                "message.bytes is unknown to Ottla (topic and broker), so setting it is "
-                "INVALID_CONFIG; Ottla's own max.decompressed.batch.bytes is broker-wide",
-                is_bug=True),
     Expect("topic/configs/min.insync.replicas/*", ELR_MIN_ISR),
 ]
 
@@ -139,10 +135,11 @@ GROUP_EXPECT = [
           expect=(*TOPIC_EXPECT, *BROKER_EXPECT, *GROUP_EXPECT))
 def describe_configs(t: Target) -> Json:
     """DescribeConfigs v4 with include_synonyms and include_documentation for a topic with
-    two overrides, for the broker (node 1) and for a group with two overrides: every key's
+    three overrides, for the broker (node 1) and for a group with two overrides: every key's
     value, source, synonyms, type, read-only and sensitive flags."""
     name, group = t.topic("a"), t.group("g")
-    t.create_topic(name, 1, {"retention.ms": "123456", "cleanup.policy": "compact"})
+    t.create_topic(name, 1, {"retention.ms": "123456", "cleanup.policy": "compact",
+                             "max.decompressed.message.bytes": "1048576"})
     altered = t.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
         "resources": [{"resource_type": GROUP, "resource_name": group, "configs": [
             {"name": "consumer.heartbeat.interval.ms", "config_operation": 0,

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ottla.protocol.api import ApiKey
-from tests.oracle.model import MISSING, Expect, Json, bug, scenario
+from tests.oracle.model import MISSING, Expect, Json, scenario
 from tests.oracle.scenarios.common import keyed, metadata, topic_id
 from tests.oracle.scenarios.configs import ELR_MIN_ISR, TIERED
 from tests.oracle.target import Target
@@ -49,6 +49,7 @@ CREATE_CASES: dict[str, dict[str, Any]] = {
     "bad_config_value": {"configs": {"retention.ms": "forever"}},
     "unknown_config": {"configs": {"no.such.key": "1"}},
     "bad_cleanup_policy": {"configs": {"cleanup.policy": "bogus"}},
+    "bad_max_decompressed_message_bytes": {"configs": {"max.decompressed.message.bytes": "0"}},
     "null_config_value": {"configs": {"retention.ms": None}},
     "min_insync_above_rf": {"configs": {"min.insync.replicas": "2"}},
     "validate_only": {"partitions": 2, "validate_only": True},
@@ -69,10 +70,6 @@ CREATE_EXPECT = (
     *[Expect(f"{case}/0/configs/{key}", TIERED, ottla=MISSING) for case in CREATED
       for key in ("remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
                   "remote.log.delete.on.disable")],
-    *[bug(f"{case}/0/configs/max.decompressed.message.bytes", "Kafka 4.4's "
-          "max.decompressed.message.bytes is unknown to Ottla (topic and broker), so "
-          "setting it is INVALID_CONFIG; Ottla's own max.decompressed.batch.bytes is "
-          "broker-wide", ottla=MISSING) for case in CREATED],
     *[Expect(f"{case}/0/configs/min.insync.replicas/config_source", ELR_MIN_ISR,
              kafka=3, ottla=5) for case in CREATED if case != "min_insync_above_rf"],
 )

@@ -85,6 +85,14 @@ class _Entry:
             "log_append_time": None, "log_start_offset": -1, "record_errors": [],
             "error_message": None}
 
+    def fail_append(self, error: KafkaError, partition: Partition | None) -> None:
+        """``fail`` with an error of the append (validation included): as Kafka's
+        processFailedRecord, the answer carries the partition's log start offset unless
+        the error is one of ``_NO_LOG_START``."""
+        self.fail(error)
+        if partition is not None and error.code not in _NO_LOG_START:
+            self.result["log_start_offset"] = partition.log.log_start_offset
+
     def fail(self, error: KafkaError) -> None:
         self.batch = None
         self.result["error_code"] = error.code
@@ -158,10 +166,14 @@ def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     raise KafkaError(ErrorCode.invalid_topic_exception,
                                      f"Cannot append to internal topic {name}")
                 partition = replica_manager.require(name, pdata.index, image)
+            except KafkaError as e:
+                entry.fail(e)
+                continue
+            try:
                 entry.batch = replica_manager.validate(partition, pdata.records, now_ms)
                 pending = pending or isinstance(entry.batch, PendingBatch)
             except KafkaError as e:
-                entry.fail(e)
+                entry.fail_append(e, partition)
         topics.append((name, topic_id, entries))
     timeout_ms = ms(req.timeout)
     coordinator = broker.transaction_coordinator
@@ -191,7 +203,8 @@ async def _finish_then_append(broker: Broker, ctx: RequestContext, acks: int, ti
                 try:
                     entry.batch = await offload(entry.batch.finish)
                 except KafkaError as e:
-                    entry.fail(e)
+                    entry.fail_append(e, broker.replica_manager.get(entry.topic or "",
+                                                                    entry.index))
     if verify_for is not None:
         await _verify_transaction(broker, verify_for, topics, add,
                                   abortable=ctx.api_version >= 11)
@@ -320,10 +333,7 @@ def _append_all(broker: Broker, ctx: RequestContext, acks: int, timeout_ms: int,
                             info.last_offset + 1, partition.leader_epoch,
                             partition.log.config["min.insync.replicas"]))
                 except KafkaError as e:
-                    entry.fail(e)
-                    if partition is not None and e.code not in _NO_LOG_START:
-                        # Kafka's processFailedRecord: the partition's log start offset.
-                        entry.result["log_start_offset"] = partition.log.log_start_offset
+                    entry.fail_append(e, partition)
             error = entry.result["error_code"]
             failed = failed or error != ErrorCode.none
             if stats is not None and entry.produced_bytes >= 0 and name is not None:
