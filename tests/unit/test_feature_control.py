@@ -169,3 +169,56 @@ def test_before_controller_registrations_only_brokers_are_checked() -> None:
                                      "Broker 4 only supports versions 0-1")
     register_broker(c, 4, SUPPORTED_FEATURES)
     assert share_version_2(c) == (ErrorCode.none, None)
+
+
+class FakeQuorum:
+    """The metadata quorum as FeatureControlManager sees it (Kafka's
+    KRaftVersionAccessor): records what it was asked."""
+
+    def __init__(self, kraft_version: int,
+                 answer: tuple[ErrorCode, str | None] = (ErrorCode.none, None)) -> None:
+        self.kraft_version = kraft_version
+        self.answer = answer
+        self.asked: list[tuple[int, bool]] = []
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool
+                              ) -> tuple[ErrorCode, str | None]:
+        self.asked.append((version, validate_only))
+        return self.answer
+
+
+def test_kraft_version_is_upgraded_by_the_quorum_never_by_a_feature_record() -> None:
+    """Kafka's FeatureControlManager.updateFeature for kraft.version: the level is the
+    quorum's; an upgrade is the quorum's to append, followed by a NoOpRecord; a downgrade
+    is refused in Kafka's words."""
+    c = controller()
+    apply(c, c.features.bootstrap_records())
+    quorum = c.features.kraft = FakeQuorum(0)
+    result = c.features.update_features([("kraft.version", 1, UPGRADE)])
+    assert result.response == (ErrorCode.none, None) and quorum.asked == [(1, False)]
+    assert [type(rec) for rec in result.records] == [r.NoOpRecord]
+    result = c.features.update_features([("kraft.version", 1, UPGRADE)], validate_only=True)
+    assert result.records == [] and quorum.asked[-1] == (1, True)
+    quorum.answer = (ErrorCode.invalid_update_version, "Invalid upgrade of kraft.version "
+                     "to 1 because not all of the voters support it")
+    assert c.features.update_features([("kraft.version", 1, UPGRADE)]).response == \
+        quorum.answer
+    result = c.features.update_features([("kraft.version", 2, UPGRADE)])
+    assert result.response[1] == ("Invalid update version 2 for feature kraft.version. "
+                                  "Local controller 1 only supports versions 0-1")
+    quorum.kraft_version = 1
+    asked = len(quorum.asked)
+    for upgrade_type, words in [
+            (UPGRADE, "Can't downgrade the version of this feature without setting the "
+                      "upgrade type to either safe or unsafe downgrade."),
+            (SAFE_DOWNGRADE, "Can't downgrade the version of this feature."),
+            (UNSAFE_DOWNGRADE, "Can't downgrade the version of this feature.")]:
+        result = c.features.update_features([("kraft.version", 0, upgrade_type)])
+        assert result.response == (
+            ErrorCode.invalid_update_version,
+            f"Invalid update version 0 for feature kraft.version. {words}")
+    assert len(quorum.asked) == asked
+    # A "downgrade" to the level it is at changes nothing.
+    assert c.features.update_features([("kraft.version", 1, SAFE_DOWNGRADE)]) \
+        .response == (ErrorCode.none, None)
+    assert "kraft.version" not in c.image.features

@@ -56,6 +56,9 @@ class BrokerContext:
         self.inter_broker_security = client_security(
             config, self.inter_broker_listener, "sasl.mechanism.inter.broker.protocol")
         """TLS and SASL towards other brokers' inter-broker listener (None: PLAINTEXT)."""
+        self.kraft_version: Callable[[], int] = lambda: 0
+        """The metadata quorum's ``kraft.version`` (the node's KRaft client's), which
+        ApiVersions lists among the finalized features."""
         self.offload: Callable[[Callable[[], Any]], Awaitable[Any]] = run_now
         self.validate_dynamic_config: Callable[[Mapping[str, str | None]], None] = \
             lambda configs: None

@@ -14,6 +14,7 @@ from typing import Any
 
 from ottla.common.config import ConfigError
 from ottla.common.features import (
+    KRAFT_VERSION,
     METADATA_VERSION,
     SUPPORTED_FEATURES,
     default_feature_levels,
@@ -118,10 +119,14 @@ def feature_levels(given: list[str], metadata_level: int) -> dict[str, int]:
             raise ValueError(f"--feature {text!r}: expected NAME=LEVEL")
         if name == METADATA_VERSION:
             raise ValueError("set metadata.version with --release-version")
+        if name == KRAFT_VERSION:
+            raise ValueError("kraft.version follows the quorum: 1 with --standalone, "
+                             "--initial-controllers or --no-initial-controllers, 0 with "
+                             "controller.quorum.voters (upgraded with `features upgrade`)")
         supported = SUPPORTED_FEATURES.get(name)
         if supported is None:
-            raise ValueError(f"unknown feature {name!r}; known: "
-                             f"{', '.join(sorted(set(SUPPORTED_FEATURES) - {METADATA_VERSION}))}")
+            known = sorted(set(SUPPORTED_FEATURES) - {METADATA_VERSION, KRAFT_VERSION})
+            raise ValueError(f"unknown feature {name!r}; known: {', '.join(known)}")
         level = int(value)
         if level != 0 and not supported[0] <= level <= supported[1]:
             raise ValueError(f"{name} level {level} is outside the supported range "

@@ -34,7 +34,12 @@ SHARE_VERSION = "share.version"
 UNSUPPORTED_VERSION; level 1 (SV_1) serves share groups; level 2 (SV_2, KIP-1191) adds the
 dead-letter queue of a group with ``errors.deadletterqueue.topic.name``."""
 SV_1, SV_2 = 1, 2
+KRAFT_VERSION = "kraft.version"
+"""KIP-853: the metadata quorum's version, kept by KRaft itself (a KRaftVersionRecord in
+the metadata log, never a FeatureLevelRecord): 0 for a static quorum
+(``controller.quorum.voters``), 1 once the voters are log state."""
 SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL),
+                      KRAFT_VERSION: (0, 1),
                       ELIGIBLE_LEADER_REPLICAS_VERSION: (0, 1),
                       TRANSACTION_VERSION: (0, 2),
                       SHARE_VERSION: (0, SV_2)}

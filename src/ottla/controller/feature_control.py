@@ -1,12 +1,18 @@
 """Finalized feature levels (KIP-584), metadata.version among them (Kafka's
-FeatureControlManager)."""
+FeatureControlManager).
+
+``kraft.version`` is not a metadata record but KRaft's own state: its level is read from
+and upgraded through the metadata quorum (Kafka's KRaftVersionAccessor), and the
+operation itself writes only a NoOpRecord, so that it answers once the upgrade, appended
+before it, is committed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ottla.common.features import (
+    KRAFT_VERSION,
     METADATA_VERSION,
     METADATA_VERSION_LEVEL,
     SUPPORTED_FEATURES,
@@ -44,6 +50,31 @@ DISABLED = (0, 0)
 """What a node supports of a feature it did not name: level 0 only."""
 
 
+class KRaftVersionAccessor(Protocol):
+    """The metadata quorum's ``kraft.version``, as the controller reads and upgrades it."""
+
+    @property
+    def kraft_version(self) -> int: ...
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool
+                              ) -> tuple[ErrorCode, str | None]:
+        """Append the upgrade (unless ``validate_only``); the refusal, NONE if none."""
+        ...
+
+
+class StaticKRaftVersion:
+    """A quorum that stays at ``kraft.version`` 0 (a controller with no quorum behind
+    it, as in unit tests of the control managers)."""
+
+    kraft_version = 0
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool
+                              ) -> tuple[ErrorCode, str | None]:
+        return ErrorCode.invalid_update_version, (
+            f"Invalid upgrade of {KRAFT_VERSION} to {version} because not all of the "
+            "voters support it")
+
+
 class FeatureControlManager:
     def __init__(self, image: MetadataImage, node_id: int = 1,
                  quorum_node_ids: Sequence[int] = ()) -> None:
@@ -53,6 +84,8 @@ class FeatureControlManager:
         self.image = image
         self.node_id = node_id
         self.quorum_node_ids = tuple(quorum_node_ids)
+        self.kraft: KRaftVersionAccessor = StaticKRaftVersion()
+        """The metadata quorum, which the node plugs in."""
 
     def bootstrap_records(self) -> list[Any]:
         """The records a freshly formatted cluster starts its log with (when no bootstrap
@@ -69,11 +102,19 @@ class FeatureControlManager:
         first refused update's INVALID_UPDATE_VERSION in Kafka's words."""
         records: list[Any] = []
         for name, level, upgrade_type in updates:
-            current = self.image.features.get(name, 0)
+            current = self.kraft.kraft_version if name == KRAFT_VERSION \
+                else self.image.features.get(name, 0)
             problem = self._refusal(name, level, upgrade_type, current)
             if problem is not None:
                 return ControllerResult([], (ErrorCode.invalid_update_version, problem))
-            if level != current:
+            if name == KRAFT_VERSION:
+                if upgrade_type != UPGRADE:
+                    continue  # to the level it is at: nothing to do
+                error, message = self.kraft.upgrade_kraft_version(level, validate_only)
+                if error != ErrorCode.none:
+                    return ControllerResult([], (error, message))
+                records.append(r.NoOpRecord())
+            elif level != current:
                 records.append(r.FeatureLevelRecord(name=name, feature_level=level))
         return ControllerResult([] if validate_only else records, (ErrorCode.none, None))
 
@@ -94,6 +135,8 @@ class FeatureControlManager:
                            "upgrade type to either safe or unsafe downgrade.")
         if level > current and upgrade_type != UPGRADE:
             return invalid("Can't downgrade to a newer version.")
+        if name == KRAFT_VERSION and upgrade_type != UPGRADE and level != current:
+            return invalid("Can't downgrade the version of this feature.")
         if name == METADATA_VERSION and level < current:
             # Kafka allows a safe downgrade between versions that changed no metadata;
             # Ottla keeps no such table and refuses every one.

@@ -58,11 +58,12 @@ from kio.static.primitive import i16, i32
 from ottla.common.files import fsync_path, write_atomically
 from ottla.common.topics import METADATA_TOPIC
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
-from ottla.raft.messages import Entry, RecordSerde, Snapshot, SnapshotWrite
+from ottla.raft.messages import Entry, KRaftVersionUpgrade, RecordSerde, Snapshot, SnapshotWrite
 from ottla.raft.voter_set import VoterSet
 from ottla.raft.voters_record import (
     control_voters,
     snapshot_voters,
+    upgrade_batch,
     voters_batch,
     with_snapshot_voters,
 )
@@ -119,7 +120,7 @@ def entries_of(data: bytes | bytearray | memoryview, serde: RecordSerde) -> list
     result = []
     for pos, header in scan_batches(data):
         raw = bytes(data[pos:pos + header.size])
-        payload: tuple[object, ...] | VoterSet | None
+        payload: tuple[object, ...] | VoterSet | KRaftVersionUpgrade | None
         if header.is_control:
             payload = control_voters(raw)  # a VotersRecord, or a leader change (None)
         else:
@@ -204,6 +205,9 @@ class FileRaftLog:
                                timestamp=self.now_ms, control=True)
         if isinstance(entry.payload, VoterSet):
             return voters_batch(entry.payload, self.now_ms)
+        if isinstance(entry.payload, KRaftVersionUpgrade):
+            return upgrade_batch(entry.payload.kraft_version, entry.payload.voters,
+                                 self.now_ms)
         return build_batch([(None, self.serde.encode(record)) for record in entry.payload],
                            timestamp=self.now_ms)
 

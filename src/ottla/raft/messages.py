@@ -37,6 +37,16 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class KRaftVersionUpgrade:
+    """The payload of the control batch that upgrades ``kraft.version`` (KIP-853): a
+    KRaftVersionRecord and the VotersRecord of the voters from then on, as Kafka's
+    leader writes them in one batch (an entry of two offsets)."""
+
+    kraft_version: int
+    voters: VoterSet
+
+
+@dataclass(frozen=True, slots=True)
 class VoteRequest:
     candidate_id: int
     epoch: int  # the epoch the candidate would lead (current + 1 for a pre-vote)

@@ -41,6 +41,13 @@ change is committed; Add and Remove are answered when their VotersRecord commits
 (``take_voter_change_results``). A leader that removed itself leads until then, and
 resigns.
 
+``kraft.version`` is log state as well: a static quorum (``controller.quorum.voters``)
+runs at 0 until its leader is asked to upgrade (``upgrade_kraft_version``, Kafka's
+``LeaderState.maybeAppendUpgradedKRaftVersion``) and appends one batch with the
+KRaftVersionRecord and the static voters' VotersRecord; from then on the voters are the
+log's. Their directory ids are learned from their fetches in the leader's epoch (Kafka
+learns them from the voters' UpdateRaftVoter), their endpoints are the static ones.
+
 The replica records Kafka's ``raft-metrics`` sampled stats (``metrics``: commit and
 election latencies, appended and fetched records) with the ``now_ms`` it is given.
 """
@@ -63,6 +70,7 @@ from ottla.raft.messages import (
     FetchResponse,
     FetchSnapshotRequest,
     FetchSnapshotResponse,
+    KRaftVersionUpgrade,
     Outgoing,
     Snapshot,
     SnapshotWrite,
@@ -70,7 +78,7 @@ from ottla.raft.messages import (
     VoteResponse,
 )
 from ottla.raft.raft_metrics import RaftMetrics
-from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet, VoterSetHistory
+from ottla.raft.voter_set import LogHistory, ReplicaKey, VoterNode, VoterSet, VoterSetHistory
 
 CAUGHT_UP_WINDOW_MS = 3_600_000
 """Kafka's LeaderState.isReplicaCaughtUp: a new voter must have caught up with the
@@ -158,7 +166,6 @@ class RaftReplica:
         self.node_id = node_id
         self.directory_id = directory_id
         self.key = ReplicaKey(node_id, directory_id)
-        self.kraft_version = kraft_version
         self.log = log
         self.rng = rng
         self.config = config or RaftConfig()
@@ -171,13 +178,16 @@ class RaftReplica:
         self.epoch_start_offset = -1
         """Where this leader's epoch begins (its leader-change entry)."""
         self.metrics = RaftMetrics()
+        self.bootstrap_kraft_version = kraft_version
         self._history = VoterSetHistory(self._snapshot_voters(log.snapshot))
-        if kraft_version >= 1:
-            offset = log.start_offset
-            for entry in log.entries_between(log.start_offset, log.end_offset):
-                if isinstance(entry.payload, VoterSet):
-                    self._history.add_at(offset, entry.payload)
-                offset += entry.count
+        self._kraft_history: LogHistory[int] = LogHistory(
+            self._snapshot_kraft_version(log.snapshot))
+        offset = log.start_offset
+        for entry in log.entries_between(log.start_offset, log.end_offset):
+            self._track_control(offset, entry)
+            offset += entry.count
+        self._voter_directories: dict[int, str] = {}
+        """A static quorum's leader: the directory id each voter fetched with."""
         self._pending_change: _PendingChange | None = None
         self._change_results: list[VoterChangeResult] = []
         self._votes: set[int] = set()
@@ -233,6 +243,30 @@ class RaftReplica:
             return snapshot.voters
         return self.bootstrap_voters
 
+    def _snapshot_kraft_version(self, snapshot: Snapshot | None) -> int:
+        """A snapshot with voters was taken at ``kraft.version`` 1."""
+        if snapshot is not None and snapshot.voters is not None:
+            return max(1, self.bootstrap_kraft_version)
+        return self.bootstrap_kraft_version
+
+    @property
+    def kraft_version(self) -> int:
+        """The ``kraft.version`` in force: the last one in the log, committed or not."""
+        return self._kraft_history.last()
+
+    def _track_control(self, offset: int, entry: Entry) -> bool:
+        """Record the voter set or kraft.version ``entry`` (at ``offset``) sets; whether
+        the voters changed."""
+        payload = entry.payload
+        if isinstance(payload, KRaftVersionUpgrade):
+            self._kraft_history.add_at(offset, payload.kraft_version)
+            self._history.add_at(offset, payload.voters)
+            return True
+        if isinstance(payload, VoterSet):
+            self._history.add_at(offset, payload)
+            return True
+        return False
+
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
@@ -285,7 +319,8 @@ class RaftReplica:
                 end_offset > min(self.high_watermark, self.applied) or \
                 end_offset <= self.log.start_offset:
             return False
-        voters = self._history.value_at(end_offset - 1) if self.kraft_version >= 1 else None
+        voters = self._history.value_at(end_offset - 1) \
+            if self._kraft_history.value_at(end_offset - 1) >= 1 else None
         snapshot = Snapshot(end_offset, self.log.epoch_at(end_offset - 1), data, voters)
         self._snapshot_next = SnapshotWrite(snapshot, install=False)
         return True
@@ -310,8 +345,10 @@ class RaftReplica:
         if write.install:
             self.high_watermark = max(self.high_watermark, write.snapshot.end_offset)
             self._history.reset(self._snapshot_voters(write.snapshot))
+            self._kraft_history.reset(self._snapshot_kraft_version(write.snapshot))
         else:
             self._history.truncate_old_entries(self.log.start_offset)
+            self._kraft_history.truncate_old_entries(self.log.start_offset)
         self._voters_changed(now_ms)
         return self._maybe_fetch(now_ms)
 
@@ -495,6 +532,46 @@ class RaftReplica:
             self._append_voters(new, now_ms)
         return VoterChangeResult(request_id, ErrorCode.none)
 
+    def upgrade_kraft_version(self, version: int, now_ms: int, validate_only: bool = False
+                              ) -> tuple[ErrorCode, str | None]:
+        """UpdateFeatures of ``kraft.version`` (Kafka's ``maybeAppendUpgradedKRaftVersion``):
+        append the KRaftVersionRecord and the voters' VotersRecord, or say why not, with
+        Kafka's error and message. No change when already at ``version``. The voters are
+        the current set with the directory id each sent its fetches with; one not heard
+        from in this epoch counts, as in Kafka's volatile voter set, as supporting only
+        kraft.version 0."""
+        name = "kraft.version"
+        if not self.is_leader:
+            return ErrorCode.unknown_server_error, None  # Kafka's NotLeaderException
+        current = self.kraft_version
+        if version == current:
+            return ErrorCode.none, None
+        if current > version:
+            return (ErrorCode.invalid_update_version,
+                    f"Invalid upgrade of {name} from version {current} to {version} because "
+                    "the new version is a downgrade")
+        nodes = []
+        for node in self.voter_set.nodes:
+            directory = self.directory_id if node.key.id == self.node_id \
+                else self._voter_directories.get(node.key.id, node.key.directory_id)
+            low, high = node.kraft_versions
+            heard = node.key.id == self.node_id or node.key.id in self._voter_directories
+            if not heard or not low <= version <= high:
+                return (ErrorCode.invalid_update_version,
+                        f"Invalid upgrade of {name} to {version} because not all of the "
+                        "voters support it")
+            nodes.append(VoterNode(ReplicaKey(node.key.id, directory), node.endpoints,
+                                   node.kraft_versions))
+        if any(n.key.directory_id is None for n in nodes):
+            # Kafka's IllegalStateException "Directory id must be known for all of the
+            # voters", which reaches the client as an UNKNOWN_SERVER_ERROR without text.
+            return ErrorCode.unknown_server_error, None
+        if not validate_only:
+            upgrade = KRaftVersionUpgrade(version, VoterSet(tuple(nodes)))
+            self._append([Entry(self.epoch, upgrade, 2)], now_ms)
+            self._maybe_advance_high_watermark(now_ms)
+        return ErrorCode.none, None
+
     def take_voter_change_results(self) -> list[VoterChangeResult]:
         """Add and Remove answers decided since the last call: the VotersRecord
         committed (NONE), timed out, or leadership was lost."""
@@ -577,9 +654,7 @@ class RaftReplica:
         self.log.append(entries)
         changed = False
         for entry in entries:
-            if isinstance(entry.payload, VoterSet):
-                self._history.add_at(offset, entry.payload)
-                changed = True
+            changed = self._track_control(offset, entry) or changed
             offset += entry.count
             if self.is_leader:
                 self.metrics.leader_appended(offset, entry.count, now_ms)
@@ -589,6 +664,7 @@ class RaftReplica:
     def _truncate(self, offset: int, now_ms: int) -> None:
         self.log.truncate_to(offset)  # may end below ``offset``: whole batches go
         offset = self.log.end_offset
+        self._kraft_history.truncate_new_entries(offset)
         if self._history.last_offset() >= offset:
             self._history.truncate_new_entries(offset)
             self._voters_changed(now_ms)
@@ -686,6 +762,7 @@ class RaftReplica:
         self._last_fetch = {v: now_ms for v in self.voters}
         self._last_caught_up = {}
         self._observers = {}
+        self._voter_directories = {}
         self._pending_change = None
         self.epoch_start_offset = self.log.end_offset
         self.metrics.leadership_lost()  # what a past leadership left uncommitted
@@ -829,6 +906,8 @@ class RaftReplica:
         voter = req.replica_id in self._replica_end and self.voter_set.is_voter(key)
         if voter:
             self._last_fetch[req.replica_id] = now_ms  # any fetch is contact (check quorum)
+            if req.replica_directory_id is not None:
+                self._voter_directories[req.replica_id] = req.replica_directory_id
         snapshot = self.log.snapshot
         epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
         if snapshot is not None and (req.fetch_offset < self.log.start_offset or

@@ -11,12 +11,19 @@ A voter is named by its node id and the directory id of its metadata log
 (``meta.properties`` ``directory.id``): a node whose disk was replaced comes back with a
 new directory id and is not the voter it was (it lost its log and its votes), until it
 is added again. Voters of a static set have no directory id and match any.
+
+``kraft.version`` itself is log state too (a KRaftVersionRecord): a static quorum's
+leader upgrades it to 1 by appending the record with the static voters' VotersRecord,
+and from then on the voters are those of the log.
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -119,30 +126,31 @@ class VoterSet:
         return "{" + ", ".join(str(k) for k in self.keys) + "}"
 
 
-class VoterSetHistory:
-    """The voter set at each offset of a log: a base (the snapshot's or the bootstrap's)
-    and the VotersRecords of the log by offset, so that truncation reverts to the set
-    before and a reader can ask which set was in force at an offset."""
+class LogHistory(Generic[T]):
+    """A value at each offset of a log (Kafka's LogHistory): a base (the snapshot's or
+    the bootstrap's) and the values the log's control records set, by offset, so that
+    truncation reverts to the value before and a reader can ask which was in force at an
+    offset. The voter set and ``kraft.version`` each keep one."""
 
-    def __init__(self, base: VoterSet) -> None:
+    def __init__(self, base: T) -> None:
         self._base = base
         self._offsets: list[int] = []
-        self._sets: list[VoterSet] = []
+        self._sets: list[T] = []
 
-    def add_at(self, offset: int, voters: VoterSet) -> None:
+    def add_at(self, offset: int, voters: T) -> None:
         if self._offsets and offset <= self._offsets[-1]:
             raise ValueError(f"voter set at {offset} is not after {self._offsets[-1]}")
         self._offsets.append(offset)
         self._sets.append(voters)
 
-    def last(self) -> VoterSet:
+    def last(self) -> T:
         return self._sets[-1] if self._sets else self._base
 
     def last_offset(self) -> int:
         """Where the last set was written; -1 when it is the base (committed)."""
         return self._offsets[-1] if self._offsets else -1
 
-    def value_at(self, offset: int) -> VoterSet:
+    def value_at(self, offset: int) -> T:
         """The set in force at ``offset``: the last one written at or before it."""
         i = bisect.bisect_right(self._offsets, offset)
         return self._sets[i - 1] if i else self._base
@@ -162,8 +170,11 @@ class VoterSetHistory:
             del self._offsets[:i]
             del self._sets[:i]
 
-    def reset(self, base: VoterSet) -> None:
+    def reset(self, base: T) -> None:
         """An installed snapshot replaces the whole log."""
         self._base = base
         self._offsets.clear()
         self._sets.clear()
+
+
+VoterSetHistory = LogHistory[VoterSet]

@@ -23,6 +23,7 @@ from ottla.protocol.records import (
     decode_records,
     scan_batches,
 )
+from ottla.raft.messages import KRaftVersionUpgrade
 from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 
 KRAFT_VERSION, KRAFT_VOTERS = 5, 6
@@ -66,12 +67,31 @@ def voters_batch(voters: VoterSet, now_ms: int, base_offset: int = 0) -> bytes:
                        base_offset=base_offset, timestamp=now_ms, control=True)
 
 
-def control_voters(batch: bytes) -> VoterSet | None:
-    """The voter set of a control batch, if it holds a VotersRecord."""
+def _kraft_version_record(version: int) -> tuple[bytes, bytes]:
+    """A KRaftVersionRecord (v0): version, kraft.version, no tagged fields."""
+    return _control(KRAFT_VERSION, struct.pack(">hh", 0, version) + b"\x00")
+
+
+def upgrade_batch(version: int, voters: VoterSet, now_ms: int) -> bytes:
+    """The control batch a static quorum's leader appends to upgrade ``kraft.version``:
+    the KRaftVersionRecord, then the VotersRecord, as Kafka's leader writes them."""
+    return build_batch([_kraft_version_record(version),
+                        _control(KRAFT_VOTERS, encode_voters(voters))],
+                       timestamp=now_ms, control=True)
+
+
+def control_voters(batch: bytes) -> VoterSet | KRaftVersionUpgrade | None:
+    """The voter set of a control batch, if it holds a VotersRecord (with the
+    kraft.version when a KRaftVersionRecord comes with it)."""
+    version = None
     for pos, header in scan_batches(batch):
         for record in decode_records(batch, pos, header):
-            if control_record_type(record.key) == KRAFT_VOTERS and record.value:
-                return decode_voters(bytes(record.value))
+            kind = control_record_type(record.key)
+            if kind == KRAFT_VERSION and record.value:
+                version = struct.unpack_from(">h", bytes(record.value), 2)[0]
+            elif kind == KRAFT_VOTERS and record.value:
+                voters = decode_voters(bytes(record.value))
+                return voters if version is None else KRaftVersionUpgrade(version, voters)
     return None
 
 
@@ -99,7 +119,7 @@ def with_snapshot_voters(data: bytes, voters: VoterSet, now_ms: int) -> bytes:
     first_pos, first = batches[0]
     out = bytearray(data[first_pos:first_pos + first.size])
     offset = first.last_offset + 1
-    out += build_batch([_control(KRAFT_VERSION, struct.pack(">hh", 0, 1) + b"\x00"),
+    out += build_batch([_kraft_version_record(1),
                         _control(KRAFT_VOTERS, encode_voters(voters))],
                        base_offset=offset, timestamp=now_ms, control=True)
     for pos, header in batches[1:]:

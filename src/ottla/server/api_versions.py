@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
-from ottla.common.features import SUPPORTED_FEATURES
+from ottla.common.features import KRAFT_VERSION, SUPPORTED_FEATURES
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -23,6 +23,10 @@ class HasImage(Protocol):
 
     @property
     def image(self) -> MetadataImage: ...
+
+    def kraft_version(self) -> int:
+        """The metadata quorum's, which is not in the image (Kafka's KRaftVersion)."""
+        ...
 
 
 ADVERTISED_MIN_VERSIONS = {ApiKey.PRODUCE: 0}
@@ -59,6 +63,10 @@ def api_versions(table: ApiTable[Any]) -> ApiSpec[HasImage]:
                     "finalized_features_epoch": -1, "finalized_features": [],
                     "zk_migration_ready": False}
         image = services.image
+        finalized = dict(image.features)
+        kraft_version = services.kraft_version()
+        if kraft_version > 0:  # as Kafka's, level 0 is not listed
+            finalized[KRAFT_VERSION] = kraft_version
         return {
             "error_code": ErrorCode.none,
             "api_keys": api_keys(table),
@@ -71,7 +79,7 @@ def api_versions(table: ApiTable[Any]) -> ApiSpec[HasImage]:
             "finalized_features_epoch": image.offset,
             "finalized_features": [{"name": n, "min_version_level": level,
                                     "max_version_level": level}
-                                   for n, level in sorted(image.features.items())],
+                                   for n, level in sorted(finalized.items())],
             "zk_migration_ready": False,
         }
     return ApiSpec(ApiKey.API_VERSIONS, 0, 4, handle_api_versions)

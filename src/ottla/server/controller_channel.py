@@ -190,10 +190,10 @@ class ControllerChannel:
         return candidates[next(self._next) % len(candidates)]
 
     def _address(self, node: int) -> tuple[str, int] | None:
-        """controller.quorum.voters, else where the metadata log says a voter listens."""
-        if self.voters:
-            return self.voters.get(node)
-        return self.raft.address(node)
+        """controller.quorum.voters, else where the metadata log says a voter listens (a
+        controller added after ``kraft.version`` was upgraded is only there)."""
+        address = self.voters.get(node)
+        return address if address is not None else self.raft.address(node)
 
     def _client(self, node: int) -> AsyncClient:
         client = self._clients.get(node)

@@ -180,6 +180,7 @@ class Node:
                 delegation_token_max_lifetime_ms=cfg["delegation.token.max.lifetime.ms"],
                 delegation_token_expiry_time_ms=cfg["delegation.token.expiry.time.ms"],
                 quorum_node_ids=sorted(cfg.quorum_voters))
+            controller.features.kraft = self.raft
             boot_records = bootstrap.records if bootstrap is not None else []
             self.controller_driver = ControllerDriver(
                 controller, self.raft,
@@ -222,6 +223,8 @@ class Node:
                                  client_quotas=client_quotas)
             # One thread for large compressed batches: one decompression's memory at a time.
             self._validation = ThreadPoolExecutor(1, thread_name_prefix="validation")
+            raft = self.raft
+            self.broker.kraft_version = lambda: raft.kraft_version
             self.broker.offload = lambda job: loop.run_in_executor(self._validation, job)
             self.broker.start_replication()
 

@@ -17,7 +17,8 @@ The replica decides; this driver does the I/O around each decision, in this orde
 
 Voters are ``controller.quorum.voters`` (``kraft.version`` 0, static), or the voter set
 of the metadata log (``kraft.version`` 1, KIP-853: first the one ``storage format`` wrote
-into the bootstrap snapshot, then the VotersRecords of the log), whose endpoints say
+into the bootstrap snapshot, or the static voters' once UpdateFeatures upgraded
+``kraft.version``, then the VotersRecords of the log), whose endpoints say
 where each voter listens; a node that is not among them (a broker, a controller not
 added yet) runs the replica as an observer and finds the leader through the voters or
 ``controller.quorum.bootstrap.servers``. AddRaftVoter, RemoveRaftVoter and
@@ -58,7 +59,7 @@ from ottla.raft.messages import (
     VoteResponse,
 )
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role, VoterChangeResult
-from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet
+from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from ottla.raft.voters_record import snapshot_voters
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,9 @@ class RaftDriver:
         self.security = security
         """TLS and SASL towards the other voters' controller listener."""
         self.listeners: list[RaftListener] = []
-        voter_set = voters if isinstance(voters, VoterSet) else VoterSet.of(set(voters))
+        voter_set = voters if isinstance(voters, VoterSet) else VoterSet(tuple(
+            VoterNode(ReplicaKey(v), (Endpoint(listener, host, port),))
+            for v, (host, port) in voters.items()))
         self.log = FileRaftLog(directory, node_id, sorted(voter_set.ids), metadata_records,
                                clock)
         epoch, voted = read_quorum_state(directory)
@@ -178,6 +181,21 @@ class RaftDriver:
         return self.log.end_offset
 
     @property
+    def kraft_version(self) -> int:
+        """The quorum's ``kraft.version`` (the last in the log, committed or not)."""
+        return self.replica.kraft_version
+
+    def upgrade_kraft_version(self, version: int, validate_only: bool
+                              ) -> tuple[ErrorCode, str | None]:
+        """UpdateFeatures of ``kraft.version``: decided by the replica, which appends the
+        upgrade at once; the caller's own records, appended after it, commit after it."""
+        if self._stopped:
+            return ErrorCode.unknown_server_error, None
+        result = self.replica.upgrade_kraft_version(version, self.now_ms(), validate_only)
+        self._kick()
+        return result
+
+    @property
     def voters(self) -> dict[int, tuple[str, int]]:
         """Where each current voter listens."""
         result = {}
@@ -203,7 +221,7 @@ class RaftDriver:
 
     def voter_endpoints(self) -> dict[int, list[tuple[str, str, int]]]:
         """Per voter, its (listener, host, port) endpoints, for DescribeQuorum."""
-        if self.static_voters:
+        if self.static_voters and self.replica.kraft_version < 1:
             return {v: [(self.listener, host, port)]
                     for v, (host, port) in self.static_voters.items()}
         return {n.key.id: [(e.listener, e.host, e.port) for e in n.endpoints]

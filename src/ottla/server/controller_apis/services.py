@@ -44,6 +44,10 @@ class ControllerServices:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    def kraft_version(self) -> int:
+        """The metadata quorum's ``kraft.version``, a finalized feature of ApiVersions."""
+        return self.raft.kraft_version
+
     def mutation_quota(self, ctx: RequestContext, strict_since: int
                        ) -> ControllerMutationQuota:
         """The request's controller mutation quota: strict from the version that knows
