@@ -232,8 +232,6 @@ NARROWER_CONTROLLER: dict[int, tuple[tuple[int, int], str]] = {
 NARROWER_FEATURES: dict[str, tuple[tuple[int, int] | None, str]] = {
     "metadata.version": ((7, 25), "Ottla implements the metadata records up to 4.0-IV3 "
                                   "(docs/compatibility.md, Features)"),
-    "kraft.version": (None, "not advertised: KIP-853 dynamic quorums are not a feature "
-                            "a cluster can finalize in Ottla"),
     "group.version": (None, "the KIP-848 consumer protocol is served without a "
                             "group.version to finalize (docs/compatibility.md, Features)"),
     "streams.version": (None, "streams groups (KIP-1071) are not served"),

@@ -71,11 +71,13 @@ class Node:
         return match.group(1)
 
 
-def quorum(controller: Node) -> tuple[int, dict[int, str], dict[int, str]]:
-    """(leader, voters and observers as id -> directory id) as DescribeQuorum says."""
+def quorum(controller: Node | str) -> tuple[int, dict[int, str], dict[int, str]]:
+    """(leader, voters and observers as id -> directory id) as DescribeQuorum says on
+    ``controller`` (a node, or its address)."""
     from ottla.common.uuids import kafka_uuid_text
 
-    with WireClient(controller.address, timeout=5) as client:
+    address = controller if isinstance(controller, str) else controller.address
+    with WireClient(address, timeout=5) as client:
         response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
             "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
     p = response.topics[0].partitions[0]
@@ -272,3 +274,104 @@ def test_a_static_quorum_refuses_voter_changes_with_kafkas_words(make_ottla) -> 
         35, "Cluster doesn't support adding voter because the kraft.version feature is 0")
     assert (removed.error_code, removed.error_message) == (
         35, "Cluster doesn't support removing voter because the kraft.version feature is 0")
+
+
+def kraft_version_line(describe: subprocess.CompletedProcess[str]) -> str:
+    """kafka-features describe's kraft.version line, its epoch blanked."""
+    assert describe.returncode == 0, describe.stdout + describe.stderr
+    line = next(line for line in describe.stdout.splitlines()
+                if re.match(r"Feature: kraft\.version\s", line))
+    return re.sub(r"Epoch: \d+", "Epoch: <n>", line)
+
+
+def upgrade_story(bootstrap: str, controller: str) -> list[str]:
+    """What kafka-features prints through a static quorum's upgrade of kraft.version:
+    describe, upgrade, describe on both listeners, and a downgrade."""
+    from tests.kafka_ref.cluster import run_tool
+
+    def features(*args: str, via: str = bootstrap, flag: str = "--bootstrap-server"
+                 ) -> subprocess.CompletedProcess[str]:
+        return run_tool("kafka-features", flag, via, *args)
+
+    before = kraft_version_line(features("describe"))
+    upgraded = features("upgrade", "--feature", "kraft.version=1")
+    assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+    after: list[str] = []
+
+    def finalized_everywhere() -> bool:
+        after[:] = [kraft_version_line(features("describe")),
+                    kraft_version_line(features("describe", via=controller,
+                                                flag="--bootstrap-controller"))]
+        return all(re.search(r"FinalizedVersionLevel: 1\s", line) for line in after)
+    wait_until(finalized_everywhere, 30, 0.5, lambda: f"kraft.version 1 finalized: {after}")
+    downgraded = features("downgrade", "--feature", "kraft.version=0")
+    return [before, upgraded.stdout.strip(), *after, f"exit {downgraded.returncode}",
+            downgraded.stdout.strip()]
+
+
+def test_a_static_quorum_upgrades_kraft_version_and_then_changes_its_voters(
+        tmp_path) -> None:
+    """KIP-853's upgrade of a ``controller.quorum.voters`` quorum with Kafka 4.4's own
+    kafka-features, which prints on Ottla what it prints on a static Kafka 4.4 quorum;
+    then Kafka's kafka-metadata-quorum adds a controller and removes one, and every
+    controller restarted finds kraft.version 1 and the voters in its log."""
+    from tests.helpers import KRaftCluster
+    from tests.kafka_ref.cluster import KafkaCluster, run_tool
+
+    kafka = KafkaCluster(tmp_path / "kafka", controllers=1, brokers=0, combined=True,
+                         static_quorum=True)
+    with kafka:
+        expected = upgrade_story(kafka.bootstrap, kafka.bootstrap_controller)
+    assert re.search(r"FinalizedVersionLevel: 0\s", expected[0]), expected
+    assert expected[1] == "kraft.version was upgraded to 1."
+    assert expected[4:] == ["exit 1", (
+        "Could not downgrade kraft.version to 0. The update failed for all features since "
+        "the following feature had an error: Invalid update version 0 for feature "
+        "kraft.version. Can't downgrade the version of this feature.")]
+
+    (tmp_path / "ottla").mkdir()
+    cluster = KRaftCluster(str(tmp_path / "ottla"), controllers=3, brokers=1)
+    fourth = Node(tmp_path, 4, "controller", f"127.0.0.1:{cluster.nodes[1].controller_port}")
+    controllers = [cluster.nodes[i] for i in cluster.controller_ids]
+    try:
+        cluster.start()
+        cluster.leader()
+        assert upgrade_story(cluster.bootstrap, ",".join(
+            f"127.0.0.1:{n.controller_port}" for n in controllers)) == expected
+        first = f"127.0.0.1:{cluster.nodes[1].controller_port}"
+        _, voters, _ = quorum(first)
+        assert set(voters) == {1, 2, 3} and all(voters.values())  # directory ids known
+
+        # A new controller joins as an observer and is added; controller 3 is removed.
+        fourth.format(cluster.cluster_id, "--no-initial-controllers")
+        fourth.process.start()
+        wait_until(lambda: 4 in quorum(first)[2], 30, 0.2, "controller 4 as an observer")
+        added = run_tool("kafka-metadata-quorum", "--bootstrap-controller", first,
+                         "--command-config", str(fourth.config), "add-controller")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert added.stdout.strip().endswith(
+            f"Added controller 4 with directory id {fourth.directory_id()} and endpoints: "
+            f"CONTROLLER://127.0.0.1:{fourth.controller_port}")
+        removed = run_tool("kafka-metadata-quorum", "--bootstrap-controller", first,
+                           "remove-controller", "--controller-id", "3",
+                           "--controller-directory-id", voters[3])
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        expected_voters = {1: voters[1], 2: voters[2], 4: fourth.directory_id()}
+        assert quorum(first)[1] == expected_voters
+
+        # Every remaining controller stops; restarted, each reads the voters and
+        # kraft.version 1 from its own log (controller.quorum.voters still names 1-3).
+        remaining = [cluster.nodes[1], cluster.nodes[2], fourth.process]
+        stop_all([*remaining, cluster.nodes[3]], check=False)
+        for node in remaining:
+            node.start(wait=False)
+        for node in remaining:
+            node.wait_ready(60)
+        for probe in (first, fourth.address):
+            wait_until(lambda probe=probe: quorum(probe)[0] in (1, 2, 4) and
+                       quorum(probe)[1] == expected_voters, 30, 0.2,
+                       "the voters after the restart")
+        described = run_tool("kafka-features", "--bootstrap-controller", first, "describe")
+        assert re.search(r"FinalizedVersionLevel: 1\s", kraft_version_line(described))
+    finally:
+        stop_all([*cluster.nodes.values(), fourth.process], check=False)

@@ -91,10 +91,11 @@ DIFFERENCES: dict[str, Difference] = {
     "features": Difference(
         "kafka-features describe",
         "Ottla's newest metadata.version is 4.0-IV3 (Kafka's 4.4-IV2), it has no "
-        "group.version, kraft.version or streams.version feature, and a new cluster "
-        "finalizes eligible.leader.replicas.version 0 and share.version 1 (Kafka: 1 and 2)",
+        "group.version or streams.version feature, its node's quorum is static "
+        "(kraft.version 0, Kafka's quickstart node: 1), and a new cluster finalizes "
+        "eligible.leader.replicas.version 0 and share.version 1 (Kafka: 1 and 2)",
         "the levels docs/compatibility.md describes: KIP-848 groups need no group.version, "
-        "the quorum is static, there are no streams groups; ELR and the share-group "
+        "there are no streams groups; kraft.version, ELR and the share-group "
         "dead-letter queue are upgrades away (ottla features upgrade)", False),
 }
 
@@ -867,10 +868,11 @@ def quorum(text: str) -> str:
 def kafka_features_as_ottla(text: str) -> str:
     """Kafka's features as Ottla's newest levels have them (DIFFERENCES["features"])."""
     kept = [line for line in text.splitlines(keepends=True)
-            if not re.match(r"Feature: (group|kraft|streams)\.version ", line)]
+            if not re.match(r"Feature: (group|streams)\.version ", line)]
     text = "".join(kept).replace("4.4-IV2  ", "4.0-IV3  ")
     text = re.sub(r"(eligible\.leader\.replicas\.version .*FinalizedVersionLevel: )1",
                   r"\g<1>0", text)
+    text = re.sub(r"(kraft\.version .*FinalizedVersionLevel: )1", r"\g<1>0", text)
     return re.sub(r"(share\.version .*FinalizedVersionLevel: )2", r"\g<1>1", text)
 
 

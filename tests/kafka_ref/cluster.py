@@ -434,18 +434,21 @@ class KafkaCluster:
     ``KafkaCluster(base)`` is 1 controller + 3 brokers. ``props`` go to every node,
     ``broker_props``/``controller_props`` to those roles, over ``broker_defaults``;
     ``format_flags`` to every node's ``kafka-storage format`` (``--release-version 4.0-IV3``,
-    ``--feature share.version=0``: the cluster's initial metadata.version and features)."""
+    ``--feature share.version=0``: the cluster's initial metadata.version and features).
+    With ``static_quorum`` the controllers are ``controller.quorum.voters`` (kraft.version
+    0) instead of a quorum formatted with its initial controllers (kraft.version 1)."""
 
     def __init__(self, base: str | os.PathLike[str], controllers: int = 1, brokers: int = 3,
                  combined: bool = False, props: Mapping[str, str] | None = None,
                  broker_props: Mapping[str, str] | None = None,
                  controller_props: Mapping[str, str] | None = None,
-                 format_flags: Sequence[str] = ()) -> None:
+                 format_flags: Sequence[str] = (), static_quorum: bool = False) -> None:
         if controllers < 1 or (brokers < 1 and not combined):
             raise ValueError("a cluster needs a controller and a broker")
         self.base = Path(base)
         self.cluster_id = random_uuid()
         self.format_flags = tuple(format_flags)
+        self.static_quorum = static_quorum
         roles = "broker,controller" if combined else "controller"
         self.nodes: dict[int, KafkaNode] = {}
         for i in range(1, controllers + 1):
@@ -464,7 +467,9 @@ class KafkaCluster:
                 "advertised.listeners": ",".join(listeners),
                 "controller.listener.names": "CONTROLLER",
                 "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                "controller.quorum.bootstrap.servers": quorum,
+                **({"controller.quorum.voters": ",".join(
+                    f"{i}@{self.nodes[i].controller}" for i in self.controller_ids)}
+                   if static_quorum else {"controller.quorum.bootstrap.servers": quorum}),
                 **({"inter.broker.listener.name": "PLAINTEXT", **defaults}
                    if node.is_broker else {}),
                 **(props or {}),
@@ -502,9 +507,10 @@ class KafkaCluster:
             if node.formatted:
                 continue
             node.write_config()
-            flags = (["--standalone"] if len(self.controller_ids) == 1
-                     else ["--initial-controllers", voters]) if node.is_controller else [
-                         "--no-initial-controllers"]
+            flags = [] if self.static_quorum else (
+                (["--standalone"] if len(self.controller_ids) == 1
+                 else ["--initial-controllers", voters]) if node.is_controller else [
+                    "--no-initial-controllers"])
             running.append((node, subprocess.Popen(
                 node.format_command(self.cluster_id, *flags, *self.format_flags),
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -110,6 +110,7 @@ class StandInRaft:
     listener = "CONTROLLER"
     epoch = 1
     leader_id = 1
+    kraft_version = 0  # a static quorum
     config = RaftConfig()
 
     def __init__(self) -> None:
@@ -1021,6 +1022,18 @@ async def test_api_versions_lists_kafka_44s_controller_apis_and_features(env: En
         "client_software_name": "apache-kafka-java", "client_software_version": "3.8.0"})
     assert {f.name: (f.min_version, f.max_version) for f in older.supported_features} == {
         name: bounds for name, bounds in supported.items() if bounds[0] > 0}
+
+
+async def test_api_versions_finalizes_the_quorums_kraft_version_from_1(env: Env) -> None:
+    """As Kafka's controller (and KRaftMetadataCache.features on a broker): kraft.version
+    is the KRaft client's, not the image's, and level 0 is not listed."""
+    request = {"client_software_name": "apache-kafka-java", "client_software_version": "4.4.0"}
+    static = await ask(env, ApiKey.API_VERSIONS, 4, request)
+    assert "kraft.version" not in {f.name for f in static.finalized_features}
+    env.raft.kraft_version = 1
+    upgraded = await ask(env, ApiKey.API_VERSIONS, 4, request)
+    assert ("kraft.version", 1, 1) in [(f.name, f.min_version_level, f.max_version_level)
+                                       for f in upgraded.finalized_features]
 
 
 async def test_api_versions_lists_the_table_it_belongs_to(env: Env) -> None:

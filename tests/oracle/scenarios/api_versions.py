@@ -54,8 +54,6 @@ FEATURES = [
     Expect("*supported_features/metadata.version/1",
            "Ottla implements the metadata records up to 4.0-IV3 (docs/compatibility.md, "
            "Features)", kafka=33, ottla=25),
-    Expect("*/supported_features/kraft.version", "KIP-853 dynamic quorums are not a "
-           "feature a cluster can finalize in Ottla", ottla=MISSING),
     Expect("*/supported_features/group.version", "the KIP-848 consumer protocol is "
            "served without a group.version to finalize", ottla=MISSING),
     Expect("*/supported_features/streams.version", "streams groups (KIP-1071) are "
@@ -68,8 +66,9 @@ FEATURES = [
            kafka=2, ottla=1),
     Expect("*/finalized_features/group.version", "not finalized: the KIP-848 protocol needs "
            "no group.version in Ottla", ottla=MISSING),
-    Expect("*/finalized_features/kraft.version", "static voters: kraft.version 0 is not "
-           "listed (Kafka's quickstart formats a dynamic quorum, level 1)", ottla=MISSING),
+    Expect("*/finalized_features/kraft.version", "the Ottla node's voters are static "
+           "(controller.quorum.voters): kraft.version 0, which is not listed; Kafka's "
+           "quickstart formats a dynamic quorum, level 1", ottla=MISSING),
     Expect("*/finalized_features/streams.version", "streams groups are not served",
            ottla=MISSING),
 ]
