@@ -520,6 +520,44 @@ def test_kafka_cluster_unregister_of_an_unknown_broker(nodes: Nodes) -> None:
                in line for line in exception_lines(refused, "ottla")), refused.describe()
 
 
+def test_kafka_cluster_unregister_controller_below_4_4_iv2(make_ottla, tmp_path) -> None:
+    """kafka-cluster unregister-controller (UnregisterController, KIP-1220) on each
+    listener, and the request itself: a Kafka 4.4 node at metadata.version 4.0-IV3
+    (Ottla's newest) refuses the active controller's own id, and any other before
+    looking at its registration; so does Ottla."""
+    from ottla.protocol.api import ApiKey
+    from tests.helpers import WireClient
+    from tests.kafka_ref.cluster import KafkaCluster, run_tool
+
+    def story(bootstrap: str, controller: str) -> list[Any]:
+        told = []
+        for flag, address in (("--bootstrap-controller", controller),
+                              ("--bootstrap-server", bootstrap)):
+            done = run_tool("kafka-cluster", "unregister-controller", flag, address,
+                            "--id", "2")
+            told.append((done.returncode, done.stdout.strip(), [
+                line for line in done.stderr.splitlines() if "Exception" in line and
+                not line.startswith("\t")]))
+        for address in (controller, bootstrap):
+            for controller_id in (1, 2):
+                with WireClient(address, timeout=10) as client:
+                    response = client.request(ApiKey.UNREGISTER_CONTROLLER, 0,
+                                              {"controller_id": controller_id})
+                told.append((int(response.error_code), response.error_message))
+        return told
+
+    kafka = KafkaCluster(tmp_path / "kafka", controllers=1, brokers=0, combined=True,
+                         format_flags=("--release-version", "4.0-IV3"))
+    with kafka:
+        expected = story(kafka.bootstrap, kafka.bootstrap_controller)
+    assert expected[2:4] == [
+        (42, "Controller cannot unregister itself while it is active."),
+        (35, "The current MetadataVersion is too old to support controller "
+             "unregistration.")], expected
+    ottla = make_ottla()
+    assert story(ottla.bootstrap, ottla.controller) == expected
+
+
 def exception_lines(run: Run, side: str) -> list[str]:
     """The lines of kafka-configs' stderr that name an exception (its message), without
     the stack trace."""

@@ -490,6 +490,7 @@ CONTROLLER_CASES = [
         "want_shut_down": False}),
     Case(ApiKey.ALLOCATE_PRODUCER_IDS, C, 0, {"broker_id": 1, "broker_epoch": 1}),
     Case(ApiKey.UNREGISTER_BROKER, C, 0, {"broker_id": 1}, setup=a_live_broker),
+    Case(ApiKey.UNREGISTER_CONTROLLER, C, 0, {"controller_id": 2}),
     Case(ApiKey.ASSIGN_REPLICAS_TO_DIRS, C, 0, {"broker_id": 1, "broker_epoch": 1,
                                                 "directories": []}),
     Case(ApiKey.CREATE_DELEGATION_TOKEN, C, 3, create_token_for("bob"),

@@ -500,6 +500,20 @@ async def test_unregister_broker_forgets_it_and_moves_its_partitions(env: Env) -
         ErrorCode.broker_id_not_registered, "Broker ID 2 is not currently registered")
 
 
+async def test_unregister_controller_is_refused_as_kafka_refuses_it_below_4_4_iv2(
+        env: Env) -> None:
+    """KIP-1220 as Kafka 4.4's QuorumController answers it: the active controller (node 1
+    here) cannot unregister itself; any other id is refused below metadata.version
+    4.4-IV2, which has the UnregisterControllerRecord (Ottla's newest is 4.0-IV3)."""
+    own = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": 1})
+    assert (own.error_code, own.error_message) == (
+        ErrorCode.invalid_request, "Controller cannot unregister itself while it is active.")
+    other = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": 2})
+    assert (other.error_code, other.error_message) == (
+        ErrorCode.unsupported_version,
+        "The current MetadataVersion is too old to support controller unregistration.")
+
+
 async def test_create_partitions_adds_partitions(env: Env) -> None:
     await live_broker(env, 1)
     await create(env, new_topic("a", 1), new_topic("b", 2))

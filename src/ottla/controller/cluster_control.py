@@ -217,6 +217,20 @@ class ClusterControlManager:
                                                 broker_epoch=registration.epoch))
         return ControllerResult(records, None)
 
+    def unregister_controller(self, controller_id: int, active_id: int) -> ControllerResult:
+        """Forget a controller's registration (kafka-cluster unregister-controller,
+        KIP-1220, Kafka's ``unregisterController``), asked of the active controller
+        ``active_id``, which cannot unregister itself. Kafka writes an
+        UnregisterControllerRecord only from metadata.version 4.4-IV2, newer than any
+        Ottla runs at (4.0-IV3 at most), and below it refuses, as here, before it looks
+        at the controller's registration."""
+        if controller_id == active_id:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  "Controller cannot unregister itself while it is active.")
+        raise ControllerError(ErrorCode.unsupported_version,
+                              "The current MetadataVersion is too old to support "
+                              "controller unregistration.")
+
     def _fence(self, brokers: dict[int, int]) -> list[Any]:
         """FenceBrokerRecords (broker id -> epoch), and the ISR and leader changes of the
         partitions they were in, decided for all of them at once: decided one broker at a

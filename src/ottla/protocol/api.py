@@ -7,10 +7,14 @@ from enum import IntEnum
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map
+from kio.static.constants import EntityType
+
+from ottla.protocol import newer_apis
 
 # One member per Kafka API, named as Kafka names it (PRODUCE, FETCH, ...), values the
 # api keys of the wire protocol.
-ApiKey = IntEnum("ApiKey", {name.upper(): key for key, name in api_key_map.items()})  # type: ignore[misc]
+ApiKey = IntEnum("ApiKey", {name.upper(): key for key, name in  # type: ignore[misc]
+                           {**api_key_map, **newer_apis.API_NAMES}.items()})
 
 
 def request_name(api_key: ApiKey) -> str:
@@ -27,11 +31,15 @@ REQUEST_NAMES: dict[int, str] = {int(key): request_name(key) for key in ApiKey}
 @functools.cache
 def request_schema(api_key: int, version: int) -> type:
     """The ``kio`` request class of an API version (raises ``KioIndexError`` if unknown)."""
+    if api_key in newer_apis.API_NAMES:
+        return newer_apis.schema(api_key, version, EntityType.request)
     return load_request_schema(api_key, version)
 
 
 @functools.cache
 def response_schema(api_key: int, version: int) -> type:
+    if api_key in newer_apis.API_NAMES:
+        return newer_apis.schema(api_key, version, EntityType.response)
     return load_response_schema(api_key, version)
 
 

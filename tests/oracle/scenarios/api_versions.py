@@ -10,7 +10,7 @@ from tests.kafka_versions import FINALIZED_DIFFERENCES, NARROWER_BROKER, NARROWE
 from tests.oracle.model import MISSING, Expect, Json, bug, scenario
 from tests.oracle.target import Target
 
-EXTRA_NAMES = {93: "STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE", 94: "UNREGISTER_CONTROLLER"}
+EXTRA_NAMES = {93: "STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE"}
 """APIs newer than the kio schemas Ottla uses."""
 
 
@@ -27,8 +27,6 @@ UNSERVED: dict[int, str] = {
 UNDOCUMENTED_GAPS: dict[int, str] = {
     34: "AlterReplicaLogDirs (kafka-reassign-partitions --reassignment-json-file with "
         "log_dirs) is not served though Ottla has JBOD log dirs, and docs/compatibility.md "
-        "does not list it",
-    94: "UnregisterController (kafka-cluster, 4.4) is not served, and docs/compatibility.md "
         "does not list it",
 }
 CONTROLLER_GAPS: dict[int, str] = {}

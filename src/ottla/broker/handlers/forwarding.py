@@ -114,7 +114,7 @@ FORWARDED = [(ApiKey.CREATE_TOPICS, 2, 7), (ApiKey.DELETE_TOPICS, 1, 6),
              (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0), (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
              (ApiKey.CREATE_ACLS, 1, 3), (ApiKey.DELETE_ACLS, 1, 3),
              (ApiKey.ADD_RAFT_VOTER, 0, 1), (ApiKey.REMOVE_RAFT_VOTER, 0, 0),
-             (ApiKey.UNREGISTER_BROKER, 0, 0)]
+             (ApiKey.UNREGISTER_BROKER, 0, 0), (ApiKey.UNREGISTER_CONTROLLER, 0, 0)]
 """(api key, min version, max version): the controller serves the same versions."""
 
 APIS: list[ApiSpec[Broker]] = [

@@ -47,8 +47,7 @@ FORWARDABLE = frozenset({
     ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_CLIENT_QUOTAS,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM, ApiKey.UPDATE_FEATURES,
     ApiKey.UNREGISTER_BROKER, ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.ADD_RAFT_VOTER,
-    ApiKey.REMOVE_RAFT_VOTER,
-    94,  # UnregisterController (KIP-1220), newer than kio's schemas
+    ApiKey.REMOVE_RAFT_VOTER, ApiKey.UNREGISTER_CONTROLLER,
 })
 """``ApiKeys.forwardable`` (Kafka 4.4): what an Envelope may carry for a client."""
 

@@ -177,6 +177,22 @@ async def handle_unregister_broker(controller: ControllerServices, ctx: RequestC
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
 
 
+async def handle_unregister_controller(controller: ControllerServices, ctx: RequestContext,
+                                       req: Any) -> dict[str, Any]:
+    """Kafka's ``ControllerApis.handleUnregisterController`` (KIP-1220, kafka-cluster
+    unregister-controller): ALTER on the cluster, then the active controller's answer."""
+    denied = deny_cluster(ctx, req, ALTER)
+    if denied is not None:
+        return denied
+    controller_id = req.controller_id
+    try:
+        await controller.channel.submit(
+            lambda c: c.cluster.unregister_controller(controller_id, c.node_id))
+    except ControllerError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
+
+
 APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 4, handle_broker_registration),
     ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, handle_broker_heartbeat),
@@ -185,4 +201,5 @@ APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, 0, handle_assign_replicas_to_dirs),
     ApiSpec(ApiKey.CONTROLLER_REGISTRATION, 0, 0, handle_controller_registration),
     ApiSpec(ApiKey.UNREGISTER_BROKER, 0, 0, handle_unregister_broker),
+    ApiSpec(ApiKey.UNREGISTER_CONTROLLER, 0, 0, handle_unregister_controller),
 ]
