@@ -2,7 +2,8 @@
 ``--standalone`` grows from one controller to three with ``ottla metadata-quorum
 add-controller`` while a producer writes, and a controller whose disk died is replaced
 by a new one (a new directory id) with ``remove-controller`` and ``add-controller``, as
-Kafka's operations guide does it. The quorum keeps a leader and no topic is lost."""
+Kafka's operations guide does it. The quorum keeps a leader and no topic is lost. A
+static quorum (``controller.quorum.voters``) becomes dynamic by upgrading kraft.version."""
 
 from __future__ import annotations
 
@@ -309,10 +310,32 @@ def upgrade_story(bootstrap: str, controller: str) -> list[str]:
             downgraded.stdout.strip()]
 
 
+def upgrade_records(directory: Path) -> list[str]:
+    """The KRaftVersion and KRaftVoters control records of the metadata log under
+    ``directory`` as kafka-dump-log prints them, the offsets and times blanked."""
+    from tests.kafka_ref.cluster import run_tool
+
+    files = sorted(str(p) for p in directory.glob("**/__cluster_metadata-0/*.log"))
+    dumped = run_tool("kafka-dump-log", "--cluster-metadata-decoder", "--files", *files)
+    assert dumped.returncode == 0, dumped.stdout + dumped.stderr
+    return [re.sub(r"(offset|CreateTime|baseOffset|lastOffset|position|crc|"
+                   r"partitionLeaderEpoch): -?\d+", r"\1: <n>", line)
+            for line in dumped.stdout.splitlines()
+            if "KRaftVersion" in line or "KRaftVoters" in line]
+
+
+def voters_of(record: str) -> list[dict[str, object]]:
+    """The voters of a dumped KRaftVoters record."""
+    import json
+
+    return json.loads(record.split("KRaftVoters ", 1)[1])["voters"]
+
+
 def test_a_static_quorum_upgrades_kraft_version_and_then_changes_its_voters(
         tmp_path) -> None:
     """KIP-853's upgrade of a ``controller.quorum.voters`` quorum with Kafka 4.4's own
-    kafka-features, which prints on Ottla what it prints on a static Kafka 4.4 quorum;
+    kafka-features, which prints on Ottla what it prints on a static Kafka 4.4 quorum,
+    and leaves in the metadata log the records Kafka's leader writes (kafka-dump-log);
     then Kafka's kafka-metadata-quorum adds a controller and removes one, and every
     controller restarted finds kraft.version 1 and the voters in its log."""
     from tests.helpers import KRaftCluster
@@ -322,6 +345,7 @@ def test_a_static_quorum_upgrades_kraft_version_and_then_changes_its_voters(
                          static_quorum=True)
     with kafka:
         expected = upgrade_story(kafka.bootstrap, kafka.bootstrap_controller)
+    kafka_records = upgrade_records(tmp_path / "kafka")
     assert re.search(r"FinalizedVersionLevel: 0\s", expected[0]), expected
     assert expected[1] == "kraft.version was upgraded to 1."
     assert expected[4:] == ["exit 1", (
@@ -371,6 +395,14 @@ def test_a_static_quorum_upgrades_kraft_version_and_then_changes_its_voters(
             wait_until(lambda probe=probe: quorum(probe)[0] in (1, 2, 4) and
                        quorum(probe)[1] == expected_voters, 30, 0.2,
                        "the voters after the restart")
+        # On disk as Kafka writes the upgrade: its KRaftVersion record, then the voters.
+        ottla_records = upgrade_records(tmp_path / "ottla" / "controller-1")
+        assert len(kafka_records) == 2 and ottla_records[0] == kafka_records[0]
+        kafka_voter = voters_of(kafka_records[1])[0]
+        assert voters_of(ottla_records[1]) == [
+            {**kafka_voter, "voterId": v, "voterDirectoryId": voters[v], "endpoints": [{
+                "name": "CONTROLLER", "host": "127.0.0.1",
+                "port": cluster.nodes[v].controller_port}]} for v in (1, 2, 3)]
         described = run_tool("kafka-features", "--bootstrap-controller", first, "describe")
         assert re.search(r"FinalizedVersionLevel: 1\s", kraft_version_line(described))
     finally:
