@@ -360,6 +360,11 @@ def test_a_static_quorum_upgrades_kraft_version_and_then_changes_its_voters(
     try:
         cluster.start()
         cluster.leader()
+        # The leader upgrades only once it has heard from every voter in its epoch (a
+        # voter's first fetch moves its log end offset off 0 in DescribeQuorum).
+        wait_until(lambda: all(v.log_end_offset > 0
+                               for v in cluster.describe_quorum().current_voters),
+                   30, 0.2, "every voter fetching from the leader")
         assert upgrade_story(cluster.bootstrap, ",".join(
             f"127.0.0.1:{n.controller_port}" for n in controllers)) == expected
         first = f"127.0.0.1:{cluster.nodes[1].controller_port}"
