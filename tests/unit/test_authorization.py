@@ -756,6 +756,8 @@ BROKER_CASES = [
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
          setup=orders, grants=(1,)),
     Case(ApiKey.DESCRIBE_LOG_DIRS, B, 4, {"topics": None}),
+    Case(ApiKey.ALTER_REPLICA_LOG_DIRS, B, 2, {"dirs": [{"path": "/not/a/log/dir", "topics": [
+        {"name": TOPIC_NAME, "partitions": [0, 1]}]}]}),
     Case(ApiKey.DESCRIBE_CLUSTER, B, 1, {"include_cluster_authorized_operations": True,
                                          "endpoint_type": 1}),
     Case(ApiKey.DESCRIBE_TOPIC_PARTITIONS, B, 0, {

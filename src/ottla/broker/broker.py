@@ -29,6 +29,7 @@ from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
 from ottla.broker.replication.assignments_manager import AssignmentsManager
 from ottla.broker.replication.partition import Partition
+from ottla.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.replication.replication_quota import ReplicationQuota
@@ -82,6 +83,8 @@ class Broker(BrokerContext):
         self.assignments = AssignmentsManager(node_id, lambda: self.broker_epoch,
                                               controller.call, lambda: self.image)
         """Where this broker put each replica, for the controller (KIP-858)."""
+        self.log_dir_moves = ReplicaAlterLogDirsManager(replica_manager, self.now_ms)
+        """Copies replicas moving between this broker's log dirs (AlterReplicaLogDirs)."""
         self.purgatory_timer = DeadlineTimer("purgatory", self.now_ms,
                                              replica_manager.expire_delayed)
         replica_manager.produce_purgatory.on_deadline_change = \
@@ -142,6 +145,7 @@ class Broker(BrokerContext):
         replicas.alter_isr = self._alter_isr
         replicas.isr_eligible = self._isr_eligible
         replicas.assign_dir = self.assignments.on_assignment
+        replicas.on_move_started = self.log_dir_moves.started
 
     def _isr_eligible(self, broker_id: int, broker_epoch: int) -> bool:
         registration = self.image.brokers.get(broker_id)
@@ -230,6 +234,7 @@ class Broker(BrokerContext):
         await self.share_persister.close()
         await self.dead_letters.close()
         await self.replica_fetchers.shutdown()
+        await self.log_dir_moves.shutdown()
         await self.alter_partitions.close()
         await self.assignments.close()
         self.shutdown()

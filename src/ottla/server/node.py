@@ -214,7 +214,9 @@ class Node:
                 self.log_manager.use_page_cache_window(cfg["log.page.cache.window.bytes"])
             self.log_manager.discover()
             logs = self.log_manager
-            self.cleaner = LogCleaner(lambda: logs.logs)
+            # A log moving between log dirs is not cleaned (Kafka pauses its cleaning).
+            self.cleaner = LogCleaner(lambda: logs.logs if not logs.futures else {
+                tp: lg for tp, lg in logs.logs.items() if tp not in logs.futures})
             replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults,
                                              cfg["max.decompressed.batch.bytes"])
             self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
@@ -538,7 +540,9 @@ class Node:
             self._cleaning = None
             try:
                 plan = future.result()
-                if self.log_manager is not None and chosen[0] in self.log_manager.logs:
+                # Not if the log went meanwhile (deleted, or moved to another log dir).
+                if self.log_manager is not None and \
+                        self.log_manager.logs.get(chosen[0]) is chosen[1]:
                     cleaner.commit(plan)
                     self._cleaner_due = 0.0
                 else:

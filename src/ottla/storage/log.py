@@ -62,10 +62,17 @@ log = logging.getLogger(__name__)
 
 PARTITION_METADATA_FILE = "partition.metadata"
 DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+"""A replica being moved to another log dir (AlterReplicaLogDirs) is filled in
+``<topic>-<partition>.<uuid>-future`` there, as Kafka's ``UnifiedLog.logFutureDirName``."""
 
 
 def log_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    return f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
 def parse_log_dir_name(name: str) -> tuple[str, int] | None:
@@ -641,6 +648,16 @@ class Log:
     def close(self) -> None:
         for segment in self.segments:
             segment.close()
+
+    def rename_dir(self, directory: str) -> None:
+        """Move the log's directory to ``directory`` (a future log taking the partition's
+        name): the open files move with it, only the paths kept here change."""
+        os.rename(self.dir, directory)
+        self.dir = directory
+        for segment in self.segments:
+            segment.relocate(directory)
+        self.leader_epoch_cache.path = os.path.join(
+            directory, os.path.basename(self.leader_epoch_cache.path))
 
     def rename_for_deletion(self) -> str:
         """Close the log and move its directory aside (``<name>.<uuid>-delete``, as

@@ -34,7 +34,14 @@ from ottla.storage.checkpoint import (
     read_offsets,
     write_offsets,
 )
-from ottla.storage.log import DELETE_DIR_SUFFIX, Log, log_dir_name, parse_log_dir_name
+from ottla.storage.log import (
+    DELETE_DIR_SUFFIX,
+    FUTURE_DIR_SUFFIX,
+    Log,
+    future_dir_name,
+    log_dir_name,
+    parse_log_dir_name,
+)
 from ottla.storage.log_config import LogConfig
 from ottla.storage.meta_properties import MetaProperties, MetaPropertiesError
 from ottla.storage.page_cache import PageCacheWindow
@@ -50,6 +57,12 @@ class LogManager:
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.logs: dict[TopicPartition, Log] = {}
         self.skip_dirs = skip_dirs
+        self.futures: dict[TopicPartition, Log] = {}
+        """Future logs: replicas being copied to another log dir (AlterReplicaLogDirs),
+        each to take its partition's place once caught up (``replace_current_with_future``)."""
+        self.preferred_dirs: dict[TopicPartition, str] = {}
+        """Where a partition not hosted yet is to be made (AlterReplicaLogDirs before the
+        metadata placed it here: Kafka's ``maybeUpdatePreferredLogDir``)."""
         """Partition directory names owned by someone else (the metadata log)."""
         self.on_roll: Callable[[Log, int], None] | None = None
         self.in_background: Callable[[Callable[[], None]], object] = lambda job: job()
@@ -124,6 +137,12 @@ class LogManager:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
                     continue
+                if name.endswith(FUTURE_DIR_SUFFIX):
+                    # A move a restart interrupted: its partition's log is where it was,
+                    # complete, so the partial copy goes (Kafka resumes it instead).
+                    log.info("Discarding the unfinished replica move %s", path)
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
                 tp = parse_log_dir_name(name)
                 if tp is not None:
                     found[tp] = d
@@ -165,7 +184,8 @@ class LogManager:
             return existing
         found = self._loaded.get(tp)
         while True:
-            parent = found or self._assigned_dir(directory) or self._least_loaded_dir()
+            parent = found or self._assigned_dir(directory) or self._preferred_dir(tp) \
+                or self._least_loaded_dir()
             if parent in self.offline_dirs:  # its own dir, or every dir, is offline
                 raise KafkaError(ErrorCode.kafka_storage_error,
                                  f"{log_dir_name(*tp)}: log directory {parent} is offline")
@@ -180,15 +200,66 @@ class LogManager:
                 continue
             break
         self.logs[tp] = log_
+        self.preferred_dirs.pop(tp, None)
         self._partitions_per_dir[parent] += 1
         return log_
 
+    def _preferred_dir(self, tp: TopicPartition) -> str | None:
+        preferred = self.preferred_dirs.get(tp)
+        return preferred if preferred not in self.offline_dirs else None
+
+    def check_log_dir(self, log_dir: str) -> None:
+        """Raise unless ``log_dir`` is one of this node's log dirs and online (Kafka's
+        ``isLogDirOnline``: LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR)."""
+        if log_dir not in self.log_dirs:
+            raise KafkaError(ErrorCode.log_dir_not_found,
+                             f"Log dir {log_dir} is not found in the config.")
+        if log_dir in self.offline_dirs:
+            raise KafkaError(ErrorCode.kafka_storage_error,
+                             f"Log directory {log_dir} is offline")
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str, now_ms: int) -> Log:
+        """An empty future log of ``tp`` in ``log_dir``, for its replica to be copied
+        into (the current log's config and topic id)."""
+        current = self.logs[tp]
+        future = self._open_log(log_dir, tp, current.config, current.topic_id, now_ms, False,
+                                name=future_dir_name(*tp))
+        future.log_start_offset = current.log_start_offset
+        future.truncate_fully_and_start_at(current.log_start_offset, now_ms)
+        self.futures[tp] = future
+        return future
+
+    def abort_future_log(self, tp: TopicPartition) -> None:
+        """Give up a move: the future log is closed and removed."""
+        future = self.futures.pop(tp, None)
+        if future is not None:
+            doomed = future.rename_for_deletion()
+            self.in_background(lambda: shutil.rmtree(doomed, ignore_errors=True))
+
+    def replace_current_with_future(self, tp: TopicPartition) -> Log:
+        """The caught-up future log of ``tp`` becomes its log, under the partition's name
+        in its own dir; the old one is renamed ``.<uuid>-delete`` and removed in the
+        background (Kafka's ``replaceCurrentWithFutureLog``). The caller carries over
+        what the log's owner keeps beside the files (high watermark and the like)."""
+        future, current = self.futures.pop(tp), self.logs[tp]
+        # The new name first: a crash between the renames leaves two whole copies of
+        # the same records, never none.
+        future.rename_dir(os.path.join(os.path.dirname(future.dir), log_dir_name(*tp)))
+        self.logs[tp] = future
+        self._partitions_per_dir[os.path.dirname(current.dir)] -= 1
+        self._partitions_per_dir[os.path.dirname(future.dir)] += 1
+        doomed = current.rename_for_deletion()
+        self.in_background(lambda: shutil.rmtree(doomed, ignore_errors=True))
+        self.checkpoint()
+        return future
+
     def _open_log(self, parent: str, tp: TopicPartition, config: LogConfig,
-                  topic_id: uuid.UUID | None, now_ms: int, found: bool) -> Log:
+                  topic_id: uuid.UUID | None, now_ms: int, found: bool,
+                  name: str | None = None) -> Log:
         # A new log starts at 0 whatever an old checkpoint says about a namesake.
         recovery_point, log_start_offset, high_watermark = \
             self._checkpointed(parent, tp) if found else (0, 0, 0)
-        log_ = Log(os.path.join(parent, log_dir_name(*tp)), tp[0], tp[1], config,
+        log_ = Log(os.path.join(parent, name or log_dir_name(*tp)), tp[0], tp[1], config,
                    topic_id=topic_id, now_ms=now_ms, recovery_point=recovery_point,
                    log_start_offset=log_start_offset,
                    clean_shutdown=self.clean_shutdown.get(parent, False))
@@ -255,7 +326,7 @@ class LogManager:
         self.offline_dirs.add(log_dir)
         log.error("Log directory %s is offline; its partitions answer KAFKA_STORAGE_ERROR",
                   log_dir)
-        for log_ in self.logs.values():
+        for log_ in [*self.logs.values(), *self.futures.values()]:
             if os.path.dirname(log_.dir) == log_dir:
                 log_.offline = True
         if self.on_dir_offline is not None:
@@ -290,6 +361,7 @@ class LogManager:
                 del self._loaded[tp]
 
     def delete_log(self, tp: TopicPartition) -> None:
+        self.abort_future_log(tp)
         log_ = self.logs.pop(tp, None)
         if log_ is not None:
             self._partitions_per_dir[os.path.dirname(log_.dir)] -= 1
@@ -429,12 +501,25 @@ class LogManager:
             # An offline dir gets no clean-shutdown marker: its logs are checked next time.
             self._online(d, lambda d=d: write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE),
                                                          marker))
+        for log_ in self.futures.values():
+            try:
+                log_.close()  # discarded by the next start
+            except OSError:
+                pass
+        self.futures.clear()
         self.logs.clear()
         self._partitions_per_dir = dict.fromkeys(self.log_dirs, 0)
 
     def describe(self) -> dict[str, dict[TopicPartition, Any]]:
         result: dict[str, dict[TopicPartition, Any]] = {d: {} for d in self.log_dirs}
         for tp, lg in self.logs.items():
+            result.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
+        return result
+
+    def describe_futures(self) -> dict[str, dict[TopicPartition, Log]]:
+        """The future logs per log dir (DescribeLogDirs' ``is_future_key`` entries)."""
+        result: dict[str, dict[TopicPartition, Log]] = {}
+        for tp, lg in self.futures.items():
             result.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
         return result
 

@@ -380,6 +380,14 @@ class LogSegment:
         self.index.close()
         self.time_index.close()
 
+    def relocate(self, directory: str) -> None:
+        """Its directory was renamed (``Log.rename_dir``): the paths follow."""
+        self.directory = directory
+        self.path = segment_file(directory, self.base_offset, LOG_SUFFIX)
+        self.index.path = segment_file(directory, self.base_offset, INDEX_SUFFIX)
+        self.time_index.path = segment_file(directory, self.base_offset, TIME_INDEX_SUFFIX)
+        self.txn_index.path = segment_file(directory, self.base_offset, TXN_INDEX_SUFFIX)
+
     def files(self) -> tuple[str, str, str]:
         return self.path, self.index.path, self.time_index.path
 

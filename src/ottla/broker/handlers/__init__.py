@@ -15,6 +15,7 @@ from ottla.broker.handlers import (
     forwarding,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer,
@@ -31,8 +32,8 @@ from ottla.protocol.requests import ApiSpec
 
 def broker_apis() -> list[ApiSpec[Broker]]:
     """Every API a broker listener serves, but ApiVersions (``server.apis``)."""
-    return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *metadata.APIS, *groups.APIS,
-            *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
+    return [*produce.APIS, *fetch.APIS, *list_offsets.APIS, *log_dirs.APIS, *metadata.APIS,
+            *groups.APIS, *producer.APIS, *transactions.APIS, *transaction_admin.APIS, *share.APIS,
             *share_offsets.APIS, *share_state.APIS, *configs.APIS, *scram.APIS, *acls.APIS,
             *client_quotas.APIS, *telemetry.APIS, *delegation_tokens.APIS,
             *forwarding.APIS]

@@ -1,15 +1,13 @@
-"""ListOffsets (earliest, latest, by timestamp, max timestamp), OffsetForLeaderEpoch,
-DeleteRecords and DescribeLogDirs: the APIs that ask a broker about its logs.
+"""ListOffsets (earliest, latest, by timestamp, max timestamp), OffsetForLeaderEpoch and
+DeleteRecords: the APIs that ask a broker about its partitions' logs.
 
 Authorization (Kafka's KafkaApis): ListOffsets needs DESCRIBE on each topic,
 OffsetForLeaderEpoch CLUSTER_ACTION on the cluster (followers) or DESCRIBE on each topic
 (consumers), DeleteRecords DELETE on each topic (a refused topic's partitions are
-TOPIC_AUTHORIZATION_FAILED); DescribeLogDirs DESCRIBE on the cluster
-(CLUSTER_AUTHORIZATION_FAILED, no log dir)."""
+TOPIC_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from typing import Any
 
@@ -200,46 +198,8 @@ def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict
     return {"throttle_time": 0, "topics": topics}
 
 
-def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    """Sizes of the partitions in each log dir (kafka-log-dirs.sh --describe)."""
-    if not authorize_cluster(ctx, DESCRIBE):
-        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                "results": []}
-    wanted = None
-    if req.topics is not None:
-        wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
-    results = []
-    log_manager = broker.replica_manager.log_manager
-    for log_dir, logs in log_manager.describe().items():
-        if log_dir in log_manager.offline_dirs:  # as Kafka: the error, nothing else
-            results.append({"error_code": ErrorCode.kafka_storage_error,
-                            "log_dir": os.path.abspath(log_dir), "topics": [],
-                            "total_bytes": -1, "usable_bytes": -1})
-            continue
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, index), lg in sorted(logs.items()):
-            if wanted is not None and (topic, index) not in wanted:
-                continue
-            topics.setdefault(topic, []).append({
-                "partition_index": index, "partition_size": lg.size, "offset_lag": 0,
-                "is_future_key": False})
-        try:
-            stat = os.statvfs(log_dir)
-            total, usable = stat.f_blocks * stat.f_frsize, stat.f_bavail * stat.f_frsize
-            error = ErrorCode.none
-        except OSError:
-            total = usable = -1
-            error = ErrorCode.kafka_storage_error
-        results.append({"error_code": error, "log_dir": os.path.abspath(log_dir),
-                        "topics": [{"name": name, "partitions": parts}
-                                   for name, parts in topics.items()],
-                        "total_bytes": total, "usable_bytes": usable})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
-
-
 APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
     ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle_offset_for_leader_epoch),
     ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
-    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs),
 ]

@@ -12,6 +12,7 @@ subscribes to ``high_watermark_listeners``.
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from ottla.broker.log_validator import (
 from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import LeaderAndIsr
+from ottla.broker.replication.replica_alter_log_dirs import copy_step
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.common.features import (
     ELIGIBLE_LEADER_REPLICAS_VERSION,
@@ -35,7 +37,7 @@ from ottla.metadata.delta import LocalReplica, MetadataDelta, local_changes
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.records import BatchHeader, build_marker, read_header
-from ottla.storage.log import AppendInfo
+from ottla.storage.log import AppendInfo, Log, future_dir_name
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 
@@ -81,6 +83,11 @@ class ReplicaManager:
         """Whether a broker (id, the epoch its fetch named) may join an ISR: registered,
         not fenced or shutting down, in that epoch (KIP-903). The controller refuses
         others (INELIGIBLE_REPLICA); asking first saves a refusal per fetch."""
+        self._assign_dirs = False
+        """The metadata version has directory assignment (KIP-858)."""
+        self.on_move_started: Callable[[], None] = lambda: None
+        """A replica began moving between log dirs (set by the broker: its
+        ReplicaAlterLogDirsManager runs the moves)."""
         self.isr_expands = 0
         self.isr_shrinks = 0
         """ISR changes of partitions led here that the controller accepted (Kafka's
@@ -145,7 +152,8 @@ class ReplicaManager:
               now_ms: int, budget_s: float | None, update_configs: bool) -> bool:
         """Open or update the partitions of ``replicas`` (as leader or follower)."""
         elr = image.features.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= 1
-        assign = self.assign_dir if directory_assignment_supported(image.features) else None
+        self._assign_dirs = directory_assignment_supported(image.features)
+        assign = self.assign_dir if self._assign_dirs else None
         deadline = None if budget_s is None else time.perf_counter() + budget_s
         pending = False
         configs: dict[str, LogConfig] = {}
@@ -378,6 +386,109 @@ class ReplicaManager:
         ones left out (Kafka's ``ReplicaManager.producerIdCount``)."""
         return sum(len(partition.log.producer_state.producers)
                    for partition in self.partitions.values() if not partition.log.offline)
+
+    # --- moving replicas between log dirs (AlterReplicaLogDirs) ---------------------------
+
+    def alter_replica_log_dirs(self, dirs: dict[TopicPartition, str], now_ms: int
+                               ) -> dict[TopicPartition, ErrorCode]:
+        """Start moving each replica to the log dir given, as Kafka's
+        ``ReplicaManager.alterReplicaLogDirs``: the future log's name must fit in a file
+        name (INVALID_TOPIC_EXCEPTION), the dir must be one of this broker's
+        (LOG_DIR_NOT_FOUND) and online (KAFKA_STORAGE_ERROR); a partition not hosted
+        here is recorded to be made there and answers REPLICA_NOT_AVAILABLE; a replica
+        already there, or already moving there, is left as it is (NONE); one moving
+        elsewhere starts again towards the new dir."""
+        results: dict[TopicPartition, ErrorCode] = {}
+        logs = self.log_manager
+        for tp, log_dir in dirs.items():
+            try:
+                if len(future_dir_name(*tp)) > 255:  # a file name's limit
+                    raise KafkaError(ErrorCode.invalid_topic_exception,
+                                     "The topic name is too long.")
+                logs.check_log_dir(log_dir)
+                if tp in self.offline:
+                    raise KafkaError(ErrorCode.kafka_storage_error,
+                                     f"Partition {tp[0]}-{tp[1]} is offline")
+                future = logs.futures.get(tp)
+                if future is not None and os.path.dirname(future.dir) != log_dir:
+                    logs.abort_future_log(tp)
+                    future = None
+                partition = self.partitions.get(tp)
+                if partition is None:
+                    logs.preferred_dirs[tp] = log_dir
+                    raise KafkaError(ErrorCode.replica_not_available,
+                                     f"Replica of {tp[0]}-{tp[1]} is not available")
+                if future is None and os.path.dirname(partition.log.dir) != log_dir:
+                    if logs.offline_dirs:
+                        # As Kafka: no future log while a dir is offline, lest the same
+                        # partition end up with futures in two dirs.
+                        raise KafkaError(ErrorCode.kafka_storage_error,
+                                         "Cannot move a replica while a log dir is offline")
+                    logs.create_future_log(tp, log_dir, now_ms)
+                    log.info("Moving %s-%d from %s to %s", *tp,
+                             os.path.dirname(partition.log.dir), log_dir)
+                    self.on_move_started()
+                results[tp] = ErrorCode.none
+            except KafkaError as e:
+                log.warning("Unable to alter log dirs for %s-%d: %s", *tp, e)
+                results[tp] = e.code
+            except OSError as e:
+                log.warning("Unable to alter log dirs for %s-%d: %s", *tp, e)
+                logs.mark_offline(log_dir)
+                results[tp] = ErrorCode.kafka_storage_error
+        return results
+
+    def moving(self) -> list[TopicPartition]:
+        """The partitions with a move in progress."""
+        return list(self.log_manager.futures)
+
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> None:
+        """Copy the next chunk of ``tp``'s move; once the copy has caught up, swap it in.
+        A move whose source or destination failed is given up."""
+        logs = self.log_manager
+        future = logs.futures.get(tp)
+        partition = self.partitions.get(tp)
+        if future is None:
+            return
+        if partition is None or partition.log.offline or future.offline:
+            logs.abort_future_log(tp)
+            return
+        try:
+            caught_up = copy_step(partition.log, future, max_bytes, now_ms)
+        except OSError as e:
+            log.error("Moving %s-%d failed: %s", *tp, e)
+            future.fail(e)
+            logs.abort_future_log(tp)
+            return
+        except KafkaError as e:
+            log.error("Moving %s-%d failed: %s", *tp, e)
+            logs.abort_future_log(tp)
+            return
+        if caught_up:
+            self._promote_future(tp, partition, future)
+
+    def abort_move(self, tp: TopicPartition) -> None:
+        """Give up moving ``tp``: its future log goes, its log stays where it is."""
+        self.log_manager.abort_future_log(tp)
+
+    def _promote_future(self, tp: TopicPartition, partition: Partition, future: Log) -> None:
+        """The future log takes the partition's place, with what the current one keeps
+        beside its records (Kafka's ``maybeReplaceCurrentWithFutureReplica``). Its own
+        recovery point stays: the copy's fsyncs are its own."""
+        current = partition.log
+        future.config = current.config
+        future.high_watermark = current.high_watermark
+        future.log_start_offset = current.log_start_offset
+        future.producer_state = current.producer_state
+        future.last_flush_ms = current.last_flush_ms
+        if future.leader_epoch_cache.entries != current.leader_epoch_cache.entries:
+            future.leader_epoch_cache.entries = list(current.leader_epoch_cache.entries)
+            future.leader_epoch_cache.save()
+        partition.log = self.log_manager.replace_current_with_future(tp)
+        log.info("Moved %s-%d to %s", *tp, os.path.dirname(future.dir))
+        directory = self.log_manager.directory_id_of(tp)
+        if self.assign_dir is not None and directory is not None and self._assign_dirs:
+            self.assign_dir(partition.topic_id, tp[1], directory)
 
     # --- purgatories ------------------------------------------------------------------
 

@@ -1,0 +1,195 @@
+"""Moving a replica between a broker's log dirs (AlterReplicaLogDirs), as Kafka's
+``ReplicaManager.alterReplicaLogDirs`` and ``ReplicaAlterLogDirsThread`` do: the request's
+errors, a future log ``<topic>-<partition>.<uuid>-future`` in the destination filled a
+bounded chunk at a time while appends go on, the swap once caught up (the old log renamed
+``-delete`` and removed), and a move a restart interrupted."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+
+import pytest
+
+from ottla.broker.replication.replica_alter_log_dirs import copy_step
+from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.common.features import IBP_3_7_IV2, METADATA_VERSION
+from ottla.metadata import records as r
+from ottla.metadata.image import MetadataImage
+from ottla.protocol.errors import ErrorCode
+from ottla.protocol.records import build_batch, scan_batches
+from ottla.storage.log import Log
+from ottla.storage.log_config import LogConfig
+from ottla.storage.log_manager import LogManager
+
+BROKER = 1
+TP = ("t", 0)
+
+
+def image_with_topic(partitions: int = 1) -> tuple[MetadataImage, uuid.UUID]:
+    image = MetadataImage()
+    topic_id = uuid.uuid4()
+    image.replay(r.TopicRecord(name="t", topic_id=topic_id))
+    for index in range(partitions):
+        image.replay(r.PartitionRecord(partition_id=index, topic_id=topic_id,
+                                       replicas=(BROKER,), isr=(BROKER,), leader=BROKER,
+                                       leader_epoch=3, partition_epoch=0))
+    return image, topic_id
+
+
+@pytest.fixture
+def dirs(tmp_path) -> tuple[str, str]:
+    return str(tmp_path / "a"), str(tmp_path / "b")
+
+
+def replica_manager(dirs: tuple[str, str], segment_bytes: int = 2048) -> ReplicaManager:
+    logs = LogManager(list(dirs), now_ms=0)
+    logs.discover()
+    logs.started()
+    return ReplicaManager(BROKER, logs, lambda image: {"segment.bytes": segment_bytes})
+
+
+def produce(replicas: ReplicaManager, count: int, start: int = 0, producer_id: int = -1
+            ) -> None:
+    partition = replicas.partitions[TP]
+    for i in range(start, start + count):
+        batch = build_batch([(None, f"record-{i}".encode() * 10)], timestamp=i,
+                            producer_id=producer_id,
+                            producer_epoch=0 if producer_id >= 0 else -1,
+                            base_sequence=i if producer_id >= 0 else -1)
+        replicas.append(partition, batch, 1, i)
+
+
+def batches(log_: Log) -> list[bytes]:
+    """Every batch of the log as stored (offsets, epochs and all)."""
+    out = []
+    offset = log_.log_start_offset
+    while offset < log_.log_end_offset:
+        info = log_.read(offset, 1 << 20)
+        assert info.records is not None
+        data = info.records.read()
+        for position, header in scan_batches(memoryview(data)):
+            out.append(data[position:position + header.size])
+            offset = header.last_offset + 1
+    return out
+
+
+def hosted(dirs: tuple[str, str]) -> tuple[ReplicaManager, str, str]:
+    """A replica manager hosting t-0, and (its log dir, the other one)."""
+    replicas = replica_manager(dirs)
+    image, _ = image_with_topic()
+    replicas.apply_metadata(image, 0)
+    source = os.path.dirname(replicas.partitions[TP].log.dir)
+    return replicas, source, next(d for d in dirs if d != source)
+
+
+def test_the_request_errors_are_kafkas(dirs) -> None:
+    replicas, source, destination = hosted(dirs)
+    answer = replicas.alter_replica_log_dirs({TP: "/not/a/log/dir", ("t", 7): source}, 0)
+    # Not one of the broker's log dirs: LOG_DIR_NOT_FOUND; a partition not hosted here:
+    # REPLICA_NOT_AVAILABLE (Kafka's "retained for compatibility" NotLeaderOrFollower).
+    assert answer == {TP: ErrorCode.log_dir_not_found,
+                      ("t", 7): ErrorCode.replica_not_available}
+    assert replicas.alter_replica_log_dirs({TP: source}, 0) == {TP: ErrorCode.none}
+    assert replicas.log_manager.futures == {}  # already there: nothing moves
+    replicas.log_manager.mark_offline(destination)
+    assert replicas.alter_replica_log_dirs({TP: destination}, 0) == \
+        {TP: ErrorCode.kafka_storage_error}
+    long_topic = ("x" * 240, 0)
+    assert replicas.alter_replica_log_dirs({long_topic: source}, 0) == \
+        {long_topic: ErrorCode.invalid_topic_exception}
+
+
+def test_a_partition_not_hosted_yet_is_made_in_the_dir_asked_for(dirs) -> None:
+    replicas = replica_manager(dirs)
+    # Without the request the new partition would go to the first (least loaded) dir.
+    assert replicas.alter_replica_log_dirs({TP: dirs[1]}, 0) == \
+        {TP: ErrorCode.replica_not_available}
+    image, _ = image_with_topic()
+    replicas.apply_metadata(image, 0)
+    assert replicas.partitions[TP].log.dir == os.path.join(dirs[1], "t-0")
+
+
+def test_a_move_copies_in_chunks_keeps_up_with_appends_and_swaps_in_one_step(dirs) -> None:
+    replicas = replica_manager(dirs)
+    ids = {d: uuid.uuid4() for d in dirs}
+    replicas.log_manager.directory_ids.update(ids)
+    image, _ = image_with_topic()
+    image.replay(r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=IBP_3_7_IV2))
+    replicas.apply_metadata(image, 0)
+    source = os.path.dirname(replicas.partitions[TP].log.dir)
+    destination = next(d for d in dirs if d != source)
+    assigned: list[tuple[uuid.UUID, int, uuid.UUID]] = []
+    replicas.assign_dir = lambda *a: assigned.append(a)
+    produce(replicas, 40, producer_id=7)
+    partition = replicas.partitions[TP]
+    partition.log.delete_records_before(3)
+    started: list[bool] = []
+    replicas.on_move_started = lambda: started.append(True)
+    assert replicas.alter_replica_log_dirs({TP: destination}, 0) == {TP: ErrorCode.none}
+    assert started == [True]
+    (future_name,) = [n for n in os.listdir(destination) if n.startswith("t-0")]
+    assert re.fullmatch(r"t-0\.[0-9a-f]{32}-future", future_name)
+    # Asked again for the same dir: the move goes on, none starts over.
+    assert replicas.alter_replica_log_dirs({TP: destination}, 0) == {TP: ErrorCode.none}
+    assert os.listdir(destination) == [future_name]
+    original = partition.log
+    steps = 0
+    while TP in replicas.log_manager.futures:
+        produce(replicas, 1, start=40 + steps, producer_id=7)
+        before = batches(partition.log)
+        replicas.move_step(TP, 600, 100)  # a few batches a step
+        steps += 1
+        assert steps < 200
+    assert steps > 5  # it took many bounded steps, appends landing in between
+    moved = partition.log
+    assert moved is not original and replicas.log_manager.logs[TP] is moved
+    assert moved.dir == os.path.join(destination, "t-0")
+    assert not any(n.startswith("t-0") for n in os.listdir(source))  # removed
+    assert batches(moved) == before  # the same batches, byte for byte
+    assert moved.log_end_offset == 40 + steps
+    assert moved.log_start_offset == 3
+    assert moved.high_watermark == partition.high_watermark == moved.log_end_offset
+    assert moved.leader_epoch_cache.entries == [(3, 3)]  # cut at the log start, as Kafka
+    assert moved.producer_state.producers[7].last_seq == 40 + steps - 1
+    # The controller hears where the replica is now.
+    assert assigned == [(partition.topic_id, 0, ids[destination])]
+    # Appends go to the moved log.
+    produce(replicas, 1, start=40 + steps, producer_id=7)
+    assert moved.log_end_offset == 41 + steps
+
+
+def test_the_copy_is_cut_back_where_the_source_was_truncated(tmp_path) -> None:
+    config = LogConfig.resolve({}, {})
+    current = Log(str(tmp_path / "a" / "t-0"), "t", 0, config, now_ms=0)
+    future = Log(str(tmp_path / "b" / "t-0.x-future"), "t", 0, config, now_ms=0)
+    for i in range(10):
+        epoch = 1 if i < 6 else 2
+        current.append_as_follower(build_batch([(None, b"v")], base_offset=i,
+                                               partition_leader_epoch=epoch), 0)
+    current.high_watermark = 10
+    assert copy_step(current, future, 1 << 20, 0)
+    assert future.log_end_offset == 10
+    # The source diverged at offset 6 (a follower that lost epoch 2): it is cut back
+    # and takes other records there; the copy follows.
+    current.truncate_to(6)
+    current.high_watermark = 6
+    for i in range(6, 8):
+        current.append_as_follower(build_batch([(None, b"w")], base_offset=i,
+                                               partition_leader_epoch=3), 0)
+    assert copy_step(current, future, 1 << 20, 0)
+    assert batches(future) == batches(current)
+    assert future.leader_epoch_cache.entries == [(1, 0), (3, 6)]
+
+
+def test_an_unfinished_move_is_never_loaded_as_the_partition(dirs) -> None:
+    replicas, source, destination = hosted(dirs)
+    produce(replicas, 10)
+    replicas.alter_replica_log_dirs({TP: destination}, 0)
+    replicas.move_step(TP, 200, 0)  # part of it copied
+    assert TP in replicas.log_manager.futures
+    replicas.log_manager.shutdown()
+    again = LogManager(list(dirs), now_ms=0)
+    assert again.discover() == {TP: source}
+    assert not [n for n in os.listdir(destination) if n.startswith("t-0")]  # gone
