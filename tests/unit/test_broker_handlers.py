@@ -41,6 +41,7 @@ from ottla.broker.handlers import (
     forwarding,
     groups,
     list_offsets,
+    log_dirs,
     metadata,
     produce,
     producer,
@@ -84,8 +85,8 @@ def clock() -> float:
 
 
 SPECS = {spec.api_key: spec
-         for module in (produce, fetch, list_offsets, metadata, configs, producer, groups,
-                        transactions, transaction_admin, share, forwarding)
+         for module in (produce, fetch, list_offsets, log_dirs, metadata, configs, producer,
+                        groups, transactions, transaction_admin, share, forwarding)
          for spec in module.APIS}
 
 
@@ -137,7 +138,8 @@ def broker(tmp_path, request) -> Iterator[Broker]:
                           "offsets.topic.num.partitions": "1",
                           "transaction.state.log.num.partitions": "1",
                           "share.coordinator.state.topic.num.partitions": "1",
-                          **getattr(request, "param", {})})
+                          **{key: value.format(tmp=tmp_path)
+                             for key, value in getattr(request, "param", {}).items()}})
     image = MetadataImage()
     register_broker(image, NODE, PORT)
     # As a cluster bootstraps: share groups on (share.version 1).
@@ -1083,6 +1085,35 @@ async def test_describe_log_dirs_lists_the_hosted_partitions_and_their_sizes(
         "topics": [{"topic": "orders", "partitions": [1]}]})
     assert [(t.name, [p.partition_index for p in t.partitions])
             for t in some.results[0].topics] == [("orders", [1])]
+
+
+@pytest.mark.parametrize("broker", [{"log.dirs": "{tmp}/logs,{tmp}/logs2"}], indirect=True)
+async def test_describe_log_dirs_lists_a_moving_replica_twice_until_it_has_moved(
+        broker) -> None:
+    create_topic(broker, "orders")
+    for _ in range(3):
+        await produce_ok(broker, "orders", 0, batch(b"a" * 50, b"b"))
+    source = os.path.dirname(broker.replica_manager.partitions[("orders", 0)].log.dir)
+    destination = next(d for d in broker.replica_manager.log_manager.log_dirs if d != source)
+
+    def where() -> dict[str, list[tuple[int, bool, int]]]:
+        answer = handle(broker, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None})
+        return {r["log_dir"]: [(p["partition_index"], p["is_future_key"], p["offset_lag"])
+                               for t in r["topics"] for p in t["partitions"]]
+                for r in answer["results"]}
+
+    moved = await ask(broker, ApiKey.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
+        {"path": destination, "topics": [{"name": "orders", "partitions": [0]}]}]})
+    assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+            for t in moved.results] == [("orders", [(0, ErrorCode.none)])]
+    # As Kafka: the replica where it is, and its future log, lagging by what is left.
+    assert where() == {source: [(0, False, 0)], destination: [(0, True, 6)]}
+    while broker.replica_manager.moving():
+        broker.replica_manager.move_step(("orders", 0), 100, NOW_MS)
+    assert where() == {source: [], destination: [(0, False, 0)]}
+    p = fetched(await ask(broker, ApiKey.FETCH, 12, fetch_body("orders", (0, 0, 1 << 20))))[0]
+    assert (p.error_code, p.high_watermark) == (ErrorCode.none, 6)
+    assert [v for _, v in values_of(p.records)] == [b"a" * 50, b"b"] * 3
 
 
 # --- Metadata and DescribeCluster ---------------------------------------------------------

@@ -75,38 +75,39 @@ def batches(log_: Log) -> list[bytes]:
     return out
 
 
-def hosted(dirs: tuple[str, str]) -> tuple[ReplicaManager, str, str]:
-    """A replica manager hosting t-0, and (its log dir, the other one)."""
+def hosted(dirs: tuple[str, str]) -> tuple[ReplicaManager, MetadataImage, str, str]:
+    """A replica manager hosting t-0, its image, and (its log dir, the other one)."""
     replicas = replica_manager(dirs)
     image, _ = image_with_topic()
     replicas.apply_metadata(image, 0)
     source = os.path.dirname(replicas.partitions[TP].log.dir)
-    return replicas, source, next(d for d in dirs if d != source)
+    return replicas, image, source, next(d for d in dirs if d != source)
 
 
 def test_the_request_errors_are_kafkas(dirs) -> None:
-    replicas, source, destination = hosted(dirs)
-    answer = replicas.alter_replica_log_dirs({TP: "/not/a/log/dir", ("t", 7): source}, 0)
-    # Not one of the broker's log dirs: LOG_DIR_NOT_FOUND; a partition not hosted here:
-    # REPLICA_NOT_AVAILABLE (Kafka's "retained for compatibility" NotLeaderOrFollower).
+    replicas, image, source, destination = hosted(dirs)
+    answer = replicas.alter_replica_log_dirs({TP: "/not/a/log/dir", ("t", 7): source}, image,
+                                             0)
+    # Not one of the broker's log dirs: LOG_DIR_NOT_FOUND; a partition the metadata does
+    # not know: UNKNOWN_TOPIC_OR_PARTITION (Kafka 4.4, the oracle's scenario).
     assert answer == {TP: ErrorCode.log_dir_not_found,
-                      ("t", 7): ErrorCode.replica_not_available}
-    assert replicas.alter_replica_log_dirs({TP: source}, 0) == {TP: ErrorCode.none}
+                      ("t", 7): ErrorCode.unknown_topic_or_partition}
+    assert replicas.alter_replica_log_dirs({TP: source}, image, 0) == {TP: ErrorCode.none}
     assert replicas.log_manager.futures == {}  # already there: nothing moves
     replicas.log_manager.mark_offline(destination)
-    assert replicas.alter_replica_log_dirs({TP: destination}, 0) == \
+    assert replicas.alter_replica_log_dirs({TP: destination}, image, 0) == \
         {TP: ErrorCode.kafka_storage_error}
     long_topic = ("x" * 240, 0)
-    assert replicas.alter_replica_log_dirs({long_topic: source}, 0) == \
+    assert replicas.alter_replica_log_dirs({long_topic: source}, image, 0) == \
         {long_topic: ErrorCode.invalid_topic_exception}
 
 
 def test_a_partition_not_hosted_yet_is_made_in_the_dir_asked_for(dirs) -> None:
     replicas = replica_manager(dirs)
+    image, _ = image_with_topic()  # in the metadata, not made here yet
     # Without the request the new partition would go to the first (least loaded) dir.
-    assert replicas.alter_replica_log_dirs({TP: dirs[1]}, 0) == \
+    assert replicas.alter_replica_log_dirs({TP: dirs[1]}, image, 0) == \
         {TP: ErrorCode.replica_not_available}
-    image, _ = image_with_topic()
     replicas.apply_metadata(image, 0)
     assert replicas.partitions[TP].log.dir == os.path.join(dirs[1], "t-0")
 
@@ -127,12 +128,12 @@ def test_a_move_copies_in_chunks_keeps_up_with_appends_and_swaps_in_one_step(dir
     partition.log.delete_records_before(3)
     started: list[bool] = []
     replicas.on_move_started = lambda: started.append(True)
-    assert replicas.alter_replica_log_dirs({TP: destination}, 0) == {TP: ErrorCode.none}
+    assert replicas.alter_replica_log_dirs({TP: destination}, image, 0) == {TP: ErrorCode.none}
     assert started == [True]
     (future_name,) = [n for n in os.listdir(destination) if n.startswith("t-0")]
     assert re.fullmatch(r"t-0\.[0-9a-f]{32}-future", future_name)
     # Asked again for the same dir: the move goes on, none starts over.
-    assert replicas.alter_replica_log_dirs({TP: destination}, 0) == {TP: ErrorCode.none}
+    assert replicas.alter_replica_log_dirs({TP: destination}, image, 0) == {TP: ErrorCode.none}
     assert os.listdir(destination) == [future_name]
     original = partition.log
     steps = 0
@@ -184,9 +185,9 @@ def test_the_copy_is_cut_back_where_the_source_was_truncated(tmp_path) -> None:
 
 
 def test_an_unfinished_move_is_never_loaded_as_the_partition(dirs) -> None:
-    replicas, source, destination = hosted(dirs)
+    replicas, image, source, destination = hosted(dirs)
     produce(replicas, 10)
-    replicas.alter_replica_log_dirs({TP: destination}, 0)
+    replicas.alter_replica_log_dirs({TP: destination}, image, 0)
     replicas.move_step(TP, 200, 0)  # part of it copied
     assert TP in replicas.log_manager.futures
     replicas.log_manager.shutdown()

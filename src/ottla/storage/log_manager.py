@@ -250,7 +250,8 @@ class LogManager:
         self._partitions_per_dir[os.path.dirname(future.dir)] += 1
         doomed = current.rename_for_deletion()
         self.in_background(lambda: shutil.rmtree(doomed, ignore_errors=True))
-        self.checkpoint()
+        self.checkpoint()  # the figures of both dirs, now that the log changed dirs
+        self.checkpoint_high_watermarks()
         return future
 
     def _open_log(self, parent: str, tp: TopicPartition, config: LogConfig,

@@ -8,6 +8,7 @@ from tests.oracle.scenarios import (
     configs,
     fetch,
     groups,
+    log_dirs,
     metadata,
     offsets,
     produce,
@@ -16,11 +17,11 @@ from tests.oracle.scenarios import (
     transactions,
 )
 
-__all__ = ["FAMILIES", "api_versions", "commits", "configs", "fetch", "groups", "metadata",
-           "offsets", "produce", "share", "topics", "transactions"]
+__all__ = ["FAMILIES", "api_versions", "commits", "configs", "fetch", "groups", "log_dirs",
+           "metadata", "offsets", "produce", "share", "topics", "transactions"]
 
 FAMILIES = ("ApiVersions", "Metadata", "DescribeConfigs", "CreateTopics", "CreatePartitions",
-            "DeleteTopics", "Produce", "ListOffsets", "Fetch", "Classic group",
+            "DeleteTopics", "Produce", "ListOffsets", "Log dirs", "Fetch", "Classic group",
             "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets")
 
 _ordered = sorted(SCENARIOS.values(), key=lambda s: FAMILIES.index(s.family))

@@ -24,11 +24,7 @@ UNSERVED: dict[int, str] = {
     88: "streams groups (KIP-1071) are not served (tests/kafka_versions.py)",
     89: "streams groups (KIP-1071) are not served", 93: "streams groups (KIP-1071) are not served",
 }
-UNDOCUMENTED_GAPS: dict[int, str] = {
-    34: "AlterReplicaLogDirs (kafka-reassign-partitions --reassignment-json-file with "
-        "log_dirs) is not served though Ottla has JBOD log dirs, and docs/compatibility.md "
-        "does not list it",
-}
+UNDOCUMENTED_GAPS: dict[int, str] = {}
 CONTROLLER_GAPS: dict[int, str] = {}
 
 

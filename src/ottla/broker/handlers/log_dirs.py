@@ -29,7 +29,8 @@ def handle_alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: Any
             for index in topic.partitions:
                 dirs[(topic.name, index)] = d.path
     if authorize_cluster(ctx, ALTER):
-        errors = broker.replica_manager.alter_replica_log_dirs(dirs, broker.now_ms())
+        errors = broker.replica_manager.alter_replica_log_dirs(dirs, broker.image,
+                                                                broker.now_ms())
     else:
         errors = dict.fromkeys(dirs, ErrorCode.cluster_authorization_failed)
     by_topic: dict[str, list[dict[str, Any]]] = {}

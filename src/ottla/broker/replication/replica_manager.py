@@ -389,13 +389,14 @@ class ReplicaManager:
 
     # --- moving replicas between log dirs (AlterReplicaLogDirs) ---------------------------
 
-    def alter_replica_log_dirs(self, dirs: dict[TopicPartition, str], now_ms: int
-                               ) -> dict[TopicPartition, ErrorCode]:
+    def alter_replica_log_dirs(self, dirs: dict[TopicPartition, str], image: MetadataImage,
+                               now_ms: int) -> dict[TopicPartition, ErrorCode]:
         """Start moving each replica to the log dir given, as Kafka's
         ``ReplicaManager.alterReplicaLogDirs``: the future log's name must fit in a file
         name (INVALID_TOPIC_EXCEPTION), the dir must be one of this broker's
         (LOG_DIR_NOT_FOUND) and online (KAFKA_STORAGE_ERROR); a partition not hosted
-        here is recorded to be made there and answers REPLICA_NOT_AVAILABLE; a replica
+        here is recorded to be made there and answers REPLICA_NOT_AVAILABLE, or
+        UNKNOWN_TOPIC_OR_PARTITION if the metadata does not know it either; a replica
         already there, or already moving there, is left as it is (NONE); one moving
         elsewhere starts again towards the new dir."""
         results: dict[TopicPartition, ErrorCode] = {}
@@ -413,11 +414,9 @@ class ReplicaManager:
                 if future is not None and os.path.dirname(future.dir) != log_dir:
                     logs.abort_future_log(tp)
                     future = None
-                partition = self.partitions.get(tp)
-                if partition is None:
+                if tp not in self.partitions:
                     logs.preferred_dirs[tp] = log_dir
-                    raise KafkaError(ErrorCode.replica_not_available,
-                                     f"Replica of {tp[0]}-{tp[1]} is not available")
+                partition = self.require(tp[0], tp[1], image)
                 if future is None and os.path.dirname(partition.log.dir) != log_dir:
                     if logs.offline_dirs:
                         # As Kafka: no future log while a dir is offline, lest the same
@@ -431,7 +430,9 @@ class ReplicaManager:
                 results[tp] = ErrorCode.none
             except KafkaError as e:
                 log.warning("Unable to alter log dirs for %s-%d: %s", *tp, e)
-                results[tp] = e.code
+                # Kafka keeps REPLICA_NOT_AVAILABLE here "for compatibility".
+                results[tp] = ErrorCode.replica_not_available \
+                    if e.code == ErrorCode.not_leader_or_follower else e.code
             except OSError as e:
                 log.warning("Unable to alter log dirs for %s-%d: %s", *tp, e)
                 logs.mark_offline(log_dir)
