@@ -6,15 +6,20 @@ bounded chunk at a time while appends go on, the swap once caught up (the old lo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import uuid
 
 import pytest
 
-from ottla.broker.replication.replica_alter_log_dirs import copy_step
+from ottla.broker.replication.replica_alter_log_dirs import (
+    ReplicaAlterLogDirsManager,
+    copy_step,
+)
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.features import IBP_3_7_IV2, METADATA_VERSION
+from ottla.common.topics import TopicPartition
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
 from ottla.protocol.errors import ErrorCode
@@ -43,11 +48,14 @@ def dirs(tmp_path) -> tuple[str, str]:
     return str(tmp_path / "a"), str(tmp_path / "b")
 
 
-def replica_manager(dirs: tuple[str, str], segment_bytes: int = 2048) -> ReplicaManager:
+def replica_manager(dirs: tuple[str, str], started: bool = True) -> ReplicaManager:
+    """Over a log manager that has found what is on disk (and, ``started``, is done
+    loading it, as a node once its metadata is applied)."""
     logs = LogManager(list(dirs), now_ms=0)
     logs.discover()
-    logs.started()
-    return ReplicaManager(BROKER, logs, lambda image: {"segment.bytes": segment_bytes})
+    if started:
+        logs.started()
+    return ReplicaManager(BROKER, logs, lambda image: {"segment.bytes": 2048})
 
 
 def produce(replicas: ReplicaManager, count: int, start: int = 0, producer_id: int = -1
@@ -184,13 +192,85 @@ def test_the_copy_is_cut_back_where_the_source_was_truncated(tmp_path) -> None:
     assert future.leader_epoch_cache.entries == [(1, 0), (3, 6)]
 
 
-def test_an_unfinished_move_is_never_loaded_as_the_partition(dirs) -> None:
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+def test_a_move_a_restart_interrupted_goes_on_and_is_never_the_partitions_log(
+        dirs, clean: bool) -> None:
     replicas, image, source, destination = hosted(dirs)
     produce(replicas, 10)
     replicas.alter_replica_log_dirs({TP: destination}, image, 0)
     replicas.move_step(TP, 200, 0)  # part of it copied
-    assert TP in replicas.log_manager.futures
+    copied = replicas.log_manager.futures[TP].log_end_offset
+    assert 0 < copied < 10
+    expected = batches(replicas.partitions[TP].log)
+    if clean:
+        replicas.log_manager.shutdown()
+    # else: as after kill -9, no clean-shutdown marker: both logs are recovered.
+
+    again = replica_manager(dirs, started=False)
+    assert again.log_manager.clean_shutdown == dict.fromkeys(again.log_manager.log_dirs, clean)
+    resumed: list[bool] = []
+    again.on_move_started = lambda: resumed.append(True)
+    again.apply_metadata(image, 0)
+    again.log_manager.started()
+    # The partition's log is where it was; the copy goes on from where it stopped (as
+    # Kafka's loadLogs keeps a future log and the broker restarts its mover).
+    assert again.partitions[TP].log.dir == os.path.join(source, "t-0")
+    assert resumed == [True]
+    future = again.log_manager.futures[TP]
+    assert os.path.dirname(future.dir) == destination
+    assert future.log_end_offset == copied
+    while again.moving():
+        again.move_step(TP, 200, 0)
+    assert again.partitions[TP].log.dir == os.path.join(destination, "t-0")
+    assert batches(again.partitions[TP].log) == expected
+
+
+def test_a_future_log_of_a_partition_no_longer_hosted_is_removed_at_start(dirs) -> None:
+    replicas, image, _, destination = hosted(dirs)
+    produce(replicas, 3)
+    replicas.alter_replica_log_dirs({TP: destination}, image, 0)
     replicas.log_manager.shutdown()
     again = LogManager(list(dirs), now_ms=0)
-    assert again.discover() == {TP: source}
-    assert not [n for n in os.listdir(destination) if n.startswith("t-0")]  # gone
+    again.discover()
+    again.delete_stray(set())
+    again.started()
+    assert not [n for d in dirs for n in os.listdir(d) if n.startswith("t-0")]
+
+
+class FakeMoves:
+    """Moves that need ``steps`` steps each; ``broken`` raises on its first step."""
+
+    def __init__(self, steps: dict[TopicPartition, int], broken: TopicPartition | None = None
+                 ) -> None:
+        self.left = dict(steps)
+        self.broken = broken
+        self.calls: list[TopicPartition] = []
+        self.aborted: list[TopicPartition] = []
+
+    def moving(self) -> list[TopicPartition]:
+        return list(self.left)
+
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> bool:
+        self.calls.append(tp)
+        if tp == self.broken:
+            raise RuntimeError("boom")
+        self.left[tp] -= 1
+        if not self.left[tp]:
+            del self.left[tp]
+        return True
+
+    def abort_move(self, tp: TopicPartition) -> None:
+        self.aborted.append(tp)
+        del self.left[tp]
+
+
+async def test_the_driver_takes_turns_between_moves_until_none_is_left() -> None:
+    moves = FakeMoves({("t", 0): 3, ("t", 1): 1, ("t", 2): 5}, broken=("t", 2))
+    driver = ReplicaAlterLogDirsManager(moves, lambda: 0)
+    driver.started()
+    driver.started()  # one task, however many moves start
+    await asyncio.wait_for(driver._task, 5)  # type: ignore[arg-type]
+    # One chunk of each per turn; a move that fails is given up, the others go on.
+    assert moves.calls == [("t", 0), ("t", 1), ("t", 2), ("t", 0), ("t", 0)]
+    assert moves.aborted == [("t", 2)] and moves.left == {}
+    await driver.shutdown()

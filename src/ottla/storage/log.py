@@ -75,6 +75,14 @@ def future_dir_name(topic: str, partition: int) -> str:
     return f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
 
 
+def parse_future_dir_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a future log's directory name, or None."""
+    if not name.endswith(FUTURE_DIR_SUFFIX):
+        return None
+    base, dot, tag = name[:-len(FUTURE_DIR_SUFFIX)].rpartition(".")
+    return parse_log_dir_name(base) if dot and tag else None
+
+
 def parse_log_dir_name(name: str) -> tuple[str, int] | None:
     """(topic, partition) of a partition directory name, or None for anything else."""
     topic, sep, partition = name.rpartition("-")

@@ -9,6 +9,9 @@ checkpoints and then the marker.
 Each log dir is known by the ``directory.id`` of its meta.properties (KIP-858): a new log
 goes to the dir the metadata assigns it where that dir is online, and a dir that fails is
 reported (``on_dir_offline``) so that the broker tells the controller.
+
+A replica moving to another log dir has a future log there (``futures``) until it is
+swapped in; one found at start is opened with its partition's log, for the move to go on.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ from ottla.storage.checkpoint import (
 )
 from ottla.storage.log import (
     DELETE_DIR_SUFFIX,
-    FUTURE_DIR_SUFFIX,
     Log,
     future_dir_name,
     log_dir_name,
+    parse_future_dir_name,
     parse_log_dir_name,
 )
 from ottla.storage.log_config import LogConfig
@@ -75,6 +78,8 @@ class LogManager:
         so the node hands them to a worker thread (Kafka: its scheduler threads);
         renames, which make a deletion visible, stay with the caller."""
         self._loaded: dict[TopicPartition, str] = {}
+        self._found_futures: dict[TopicPartition, str] = {}
+        """The future logs ``discover`` found (their paths), opened with their partition's."""
         self._checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int],
                                            dict[TopicPartition, int]]] = {}
         """Per dir, the recovery points and log start offsets checkpointed before this
@@ -129,6 +134,7 @@ class LogManager:
     def discover(self) -> dict[TopicPartition, str]:
         """The partition directories on disk, per log dir (removing leftovers of deletes)."""
         found: dict[TopicPartition, str] = {}
+        self._found_futures.clear()
         for d in self.log_dirs:
             for name in sorted(os.listdir(d)):
                 path = os.path.join(d, name)
@@ -137,11 +143,14 @@ class LogManager:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
                     continue
-                if name.endswith(FUTURE_DIR_SUFFIX):
-                    # A move a restart interrupted: its partition's log is where it was,
-                    # complete, so the partial copy goes (Kafka resumes it instead).
-                    log.info("Discarding the unfinished replica move %s", path)
-                    shutil.rmtree(path, ignore_errors=True)
+                future_of = parse_future_dir_name(name)
+                if future_of is not None:
+                    # A move a restart interrupted: resumed once its partition's log is
+                    # open (``load_log``), as Kafka's loadLogs keeps future logs.
+                    if future_of in self._found_futures:  # never made by Ottla: keep one
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        self._found_futures[future_of] = path
                     continue
                 tp = parse_log_dir_name(name)
                 if tp is not None:
@@ -202,7 +211,29 @@ class LogManager:
         self.logs[tp] = log_
         self.preferred_dirs.pop(tp, None)
         self._partitions_per_dir[parent] += 1
+        self._resume_future(tp, log_, now_ms)
         return log_
+
+    def _resume_future(self, tp: TopicPartition, current: Log, now_ms: int) -> None:
+        """Open the future log of ``tp`` a restart found, for its move to go on; one in
+        an offline dir, or in the log's own dir, is removed instead."""
+        path = self._found_futures.pop(tp, None)
+        if path is None:
+            return
+        parent = os.path.dirname(path)
+        if parent in self.offline_dirs or parent == os.path.dirname(current.dir):
+            shutil.rmtree(path, ignore_errors=True)
+            return
+        try:
+            future = self._open_log(parent, tp, current.config, current.topic_id, now_ms,
+                                    False, name=os.path.basename(path))
+        except OSError as e:
+            log.error("I/O error in log directory %s opening %s: %s", parent, path, e)
+            self.mark_offline(parent)
+            return
+        log.info("Resuming the move of %s to %s at offset %d", log_dir_name(*tp), parent,
+                 future.log_end_offset)
+        self.futures[tp] = future
 
     def _preferred_dir(self, tp: TopicPartition) -> str | None:
         preferred = self.preferred_dirs.get(tp)
@@ -343,7 +374,12 @@ class LogManager:
             self.mark_offline(log_dir)
 
     def started(self) -> None:
-        """Loading is done: remove the clean-shutdown markers so a crash is noticed."""
+        """Loading is done: remove the clean-shutdown markers so a crash is noticed, and
+        the future logs of partitions no longer here."""
+        for path in self._found_futures.values():
+            log.info("Deleting the future log %s of a partition not hosted here", path)
+            shutil.rmtree(path, ignore_errors=True)
+        self._found_futures.clear()
         for d in self.log_dirs:
             try:
                 os.unlink(os.path.join(d, CLEAN_SHUTDOWN_FILE))
@@ -496,18 +532,19 @@ class LogManager:
                 log_.close()
             except OSError:
                 pass
+        for log_ in self.futures.values():  # their moves go on at the next start
+            self._online(os.path.dirname(log_.dir), log_.flush)
+            try:
+                log_.close()
+            except OSError:
+                pass
+        self.futures.clear()
         marker = json.dumps({"version": 0, "brokerEpoch": broker_epoch},
                             separators=(",", ":")).encode()
         for d in self.log_dirs:
             # An offline dir gets no clean-shutdown marker: its logs are checked next time.
             self._online(d, lambda d=d: write_atomically(os.path.join(d, CLEAN_SHUTDOWN_FILE),
                                                          marker))
-        for log_ in self.futures.values():
-            try:
-                log_.close()  # discarded by the next start
-            except OSError:
-                pass
-        self.futures.clear()
         self.logs.clear()
         self._partitions_per_dir = dict.fromkeys(self.log_dirs, 0)
 

@@ -57,12 +57,16 @@ def copy_step(current: Log, future: Log, max_bytes: int, now_ms: int) -> bool:
     return future.log_end_offset == current.log_end_offset
 
 
+IDLE_BACKOFF_S = 0.01
+"""How long the driver waits after a turn in which no move progressed."""
+
+
 class LogDirMoves(Protocol):
     """What the driver asks of the replica manager."""
 
     def moving(self) -> list[TopicPartition]: ...
 
-    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> None: ...
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> bool: ...
 
     def abort_move(self, tp: TopicPartition) -> None: ...
 
@@ -89,13 +93,17 @@ class ReplicaAlterLogDirsManager:
             moving = self._moves.moving()
             if not moving:
                 return
+            progress = False
             for tp in moving:
                 try:
-                    self._moves.move_step(tp, self._chunk_bytes, self._now_ms())
+                    progress |= self._moves.move_step(tp, self._chunk_bytes, self._now_ms())
                 except Exception:
                     log.exception("Moving %s-%d between log dirs failed", *tp)
                     self._moves.abort_move(tp)
+                    progress = True
                 await asyncio.sleep(0)  # requests between chunks
+            if not progress:  # nothing to copy this turn: do not spin
+                await asyncio.sleep(IDLE_BACKOFF_S)
 
     async def shutdown(self) -> None:
         self._closed = True

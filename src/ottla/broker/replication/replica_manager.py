@@ -186,6 +186,8 @@ class ReplicaManager:
                     self.offline.add(tp)
                     continue
                 self.offline.discard(tp)
+                if tp in self.log_manager.futures:  # a move a restart interrupted
+                    self.on_move_started()
                 partition = self.partitions[tp] = Partition(
                     tp[0], tp[1], replica.topic_id, log_, self.broker_id, state, now_ms,
                     config["min.insync.replicas"] if elr else 0)
@@ -443,30 +445,34 @@ class ReplicaManager:
         """The partitions with a move in progress."""
         return list(self.log_manager.futures)
 
-    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> None:
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> bool:
         """Copy the next chunk of ``tp``'s move; once the copy has caught up, swap it in.
-        A move whose source or destination failed is given up."""
+        A move whose source or destination failed is given up. False if nothing
+        changed (nothing could be copied)."""
         logs = self.log_manager
         future = logs.futures.get(tp)
         partition = self.partitions.get(tp)
         if future is None:
-            return
+            return False
         if partition is None or partition.log.offline or future.offline:
             logs.abort_future_log(tp)
-            return
+            return True
+        end = future.log_end_offset
         try:
             caught_up = copy_step(partition.log, future, max_bytes, now_ms)
         except OSError as e:
             log.error("Moving %s-%d failed: %s", *tp, e)
             future.fail(e)
             logs.abort_future_log(tp)
-            return
+            return True
         except KafkaError as e:
             log.error("Moving %s-%d failed: %s", *tp, e)
             logs.abort_future_log(tp)
-            return
+            return True
         if caught_up:
             self._promote_future(tp, partition, future)
+            return True
+        return future.log_end_offset != end
 
     def abort_move(self, tp: TopicPartition) -> None:
         """Give up moving ``tp``: its future log goes, its log stays where it is."""
