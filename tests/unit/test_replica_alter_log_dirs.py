@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import uuid
 
 import pytest
@@ -235,6 +236,31 @@ def test_a_future_log_of_a_partition_no_longer_hosted_is_removed_at_start(dirs) 
     again.delete_stray(set())
     again.started()
     assert not [n for d in dirs for n in os.listdir(d) if n.startswith("t-0")]
+
+
+def test_a_crash_between_the_swaps_renames_keeps_the_copy_that_took_appends(dirs) -> None:
+    """The swap renames the copy first: a crash before the old log is renamed leaves
+    ``t-0`` in both dirs. The next start keeps the one that reaches further (the new one,
+    which alone took appends since), here with the stale copy's dir read last."""
+    replicas, image, source, destination = hosted(dirs)
+    produce(replicas, 10)
+    stale = os.path.join(str(source) + "-stale", "t-0")
+    shutil.copytree(replicas.partitions[TP].log.dir, stale)  # the old log as it was
+    replicas.alter_replica_log_dirs({TP: destination}, image, 0)
+    while replicas.moving():
+        replicas.move_step(TP, 1 << 20, 0)
+    produce(replicas, 5, start=10)  # taken by the new log only
+    expected = batches(replicas.partitions[TP].log)
+    replicas.log_manager.shutdown()
+    old = os.path.join(source, "t-0")
+    assert not os.path.exists(old)
+    os.rename(stale, old)  # as if its rename to -delete had not happened
+    again = replica_manager((destination, source), started=False)
+    again.apply_metadata(image, 0)
+    again.log_manager.started()
+    assert again.partitions[TP].log.dir == os.path.join(destination, "t-0")
+    assert batches(again.partitions[TP].log) == expected
+    assert not os.path.exists(old)
 
 
 class FakeMoves:

@@ -153,8 +153,23 @@ class LogManager:
                         self._found_futures[future_of] = path
                     continue
                 tp = parse_log_dir_name(name)
-                if tp is not None:
-                    found[tp] = d
+                if tp is None:
+                    continue
+                other = found.get(tp)
+                if other is not None:
+                    # A crash between the two renames of a move's swap: both dirs hold
+                    # the whole log, and only the new one may have taken appends since.
+                    # Kafka refuses to start here; the copy that reaches further is
+                    # kept, the other removed.
+                    other_path = os.path.join(other, name)
+                    keep, drop = (path, other_path) if _log_end_hint(path) > \
+                        _log_end_hint(other_path) else (other_path, path)
+                    log.warning("Duplicate log directories for %s in %s and %s: keeping "
+                                "%s, the one that reaches further", name, other, d, keep)
+                    shutil.rmtree(drop, ignore_errors=True)
+                    if keep == other_path:
+                        continue
+                found[tp] = d
         self._loaded = found
         self._checkpoints.clear()
         return found
@@ -274,7 +289,7 @@ class LogManager:
         what the log's owner keeps beside the files (high watermark and the like)."""
         future, current = self.futures.pop(tp), self.logs[tp]
         # The new name first: a crash between the renames leaves two whole copies of
-        # the same records, never none.
+        # the same records, never none (``discover`` keeps the one that reaches further).
         future.rename_dir(os.path.join(os.path.dirname(future.dir), log_dir_name(*tp)))
         self.logs[tp] = future
         self._partitions_per_dir[os.path.dirname(current.dir)] -= 1
@@ -560,6 +575,21 @@ class LogManager:
         for tp, lg in self.futures.items():
             result.setdefault(os.path.dirname(lg.dir), {})[tp] = lg
         return result
+
+
+def _log_end_hint(path: str) -> tuple[int, int]:
+    """How far a partition directory's log reaches, from its file names and sizes alone:
+    the base offset of its newest segment, then that segment's size."""
+    newest = (-1, 0)
+    for name in os.listdir(path):
+        if name.endswith(".log"):
+            try:
+                base = int(name[:-4])
+            except ValueError:
+                continue
+            if base >= newest[0]:
+                newest = (base, os.path.getsize(os.path.join(path, name)))
+    return newest
 
 
 def unlink_all(paths: list[str]) -> None:
