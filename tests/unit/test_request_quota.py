@@ -100,13 +100,16 @@ async def test_a_client_over_its_request_percentage_is_throttled_and_muted() -> 
 
 
 async def test_the_time_a_handler_waits_is_not_charged() -> None:
-    server, manager = await serving(10)
+    # Charged, the two 300 ms waits would make 64% of the window; the 2 x 20 ms of work
+    # make about 4%, more on a loaded machine (the work and the request's decoding take
+    # longer in wall time), so the bounds leave room for that and no more.
+    server, manager = await serving(30)
     try:
         answers = await ask(server.port, "limited", ApiKey.DESCRIBE_GROUPS, 5,
                             {"groups": [], "include_authorized_operations": False}, 2)
-        assert [throttle_ms(r) for r, _ in answers] == [0, 0]  # 2 x 20 ms: 4%, not 64%
+        assert [throttle_ms(r) for r, _ in answers] == [0, 0]
         (rate,) = [s.stat for s in manager.sensors.values()]
-        assert 3 < rate.measure(int(time.time() * 1000)) < 10
+        assert 1 < rate.measure(int(time.time() * 1000)) < 30
     finally:
         await server.stop()
 
