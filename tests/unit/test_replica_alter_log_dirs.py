@@ -15,10 +15,13 @@ import uuid
 import pytest
 
 from ottla.broker.replication.replica_alter_log_dirs import (
+    MoveStep,
     ReplicaAlterLogDirsManager,
     copy_step,
 )
 from ottla.broker.replication.replica_manager import ReplicaManager
+from ottla.broker.replication.replication_quota import ByteRateQuota
+from ottla.common.config import LONG_MAX
 from ottla.common.features import IBP_3_7_IV2, METADATA_VERSION
 from ottla.common.topics import TopicPartition
 from ottla.metadata import records as r
@@ -179,7 +182,8 @@ def test_the_copy_is_cut_back_where_the_source_was_truncated(tmp_path) -> None:
         current.append_as_follower(build_batch([(None, b"v")], base_offset=i,
                                                partition_leader_epoch=epoch), 0)
     current.high_watermark = 10
-    assert copy_step(current, future, 1 << 20, 0)
+    caught_up, copied = copy_step(current, future, 1 << 20, 0)
+    assert caught_up and copied == current.size
     assert future.log_end_offset == 10
     # The source diverged at offset 6 (a follower that lost epoch 2): it is cut back
     # and takes other records there; the copy follows.
@@ -188,7 +192,7 @@ def test_the_copy_is_cut_back_where_the_source_was_truncated(tmp_path) -> None:
     for i in range(6, 8):
         current.append_as_follower(build_batch([(None, b"w")], base_offset=i,
                                                partition_leader_epoch=3), 0)
-    assert copy_step(current, future, 1 << 20, 0)
+    assert copy_step(current, future, 1 << 20, 0)[0]
     assert batches(future) == batches(current)
     assert future.leader_epoch_cache.entries == [(1, 0), (3, 6)]
 
@@ -276,14 +280,14 @@ class FakeMoves:
     def moving(self) -> list[TopicPartition]:
         return list(self.left)
 
-    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> bool:
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> MoveStep:
         self.calls.append(tp)
         if tp == self.broken:
             raise RuntimeError("boom")
         self.left[tp] -= 1
         if not self.left[tp]:
             del self.left[tp]
-        return True
+        return MoveStep(True, max_bytes)
 
     def abort_move(self, tp: TopicPartition) -> None:
         self.aborted.append(tp)
@@ -299,4 +303,37 @@ async def test_the_driver_takes_turns_between_moves_until_none_is_left() -> None
     # One chunk of each per turn; a move that fails is given up, the others go on.
     assert moves.calls == [("t", 0), ("t", 1), ("t", 2), ("t", 0), ("t", 0)]
     assert moves.aborted == [("t", 2)] and moves.left == {}
+    await driver.shutdown()
+
+
+async def test_the_throttle_holds_the_copies_to_its_rate() -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second: over it, no move copies anything
+    until the measured rate is back under it (the first burst is spread over all but one
+    window, as Kafka's Rate spreads it)."""
+    loop = asyncio.get_running_loop()
+    clock = lambda: int(loop.time() * 1000)  # noqa: E731
+    bound = 2_000_000
+    quota = ByteRateQuota(lambda: bound, samples=2, window_ms=100)
+    chunk, steps = 100_000, 10
+    moves = FakeMoves({("t", 0): steps // 2, ("t", 1): steps // 2})
+    driver = ReplicaAlterLogDirsManager(moves, clock, chunk_bytes=chunk, quota=quota)
+    start = loop.time()
+    driver.started()
+    await asyncio.wait_for(driver._task, 30)  # type: ignore[arg-type]
+    elapsed = loop.time() - start
+    assert moves.left == {}
+    # Without the throttle this takes a few milliseconds. With it, the 1 MB copied may
+    # run ahead of the rate by one window's allowance and the chunk that crossed it.
+    allowance = bound * 0.1 + chunk
+    assert elapsed >= (chunk * steps - allowance) / bound
+    await driver.shutdown()
+
+
+async def test_without_a_bound_the_copies_are_not_held() -> None:
+    quota = ByteRateQuota(lambda: LONG_MAX, samples=2, window_ms=100)
+    moves = FakeMoves({("t", 0): 50})
+    driver = ReplicaAlterLogDirsManager(moves, lambda: 0, chunk_bytes=10**9, quota=quota)
+    driver.started()
+    await asyncio.wait_for(driver._task, 5)  # type: ignore[arg-type]
+    assert moves.left == {} and quota.rate.measure(0) == 50 * 10**9 / 0.1
     await driver.shutdown()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ottla.broker.replication.replication_quota import Rate, ReplicationQuota
+from ottla.broker.replication.replication_quota import ReplicationQuota
 from ottla.common.config import LONG_MAX, ConfigError
+from ottla.common.stats.rate import Rate
 from ottla.common.topic_configs import TOPIC_CONFIGS, throttled_partitions
 
 NOW = 1_700_000_000_000

@@ -32,7 +32,7 @@ from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
-from ottla.broker.replication.replication_quota import ReplicationQuota
+from ottla.broker.replication.replication_quota import ByteRateQuota, ReplicationQuota
 from ottla.broker.share.dead_letter_queue import DeadLetterQueue
 from ottla.broker.share.offsets_admin import ShareGroupOffsetsAdmin
 from ottla.broker.share.partition_manager import SharePartitionManager
@@ -83,7 +83,12 @@ class Broker(BrokerContext):
         self.assignments = AssignmentsManager(node_id, lambda: self.broker_epoch,
                                               controller.call, lambda: self.image)
         """Where this broker put each replica, for the controller (KIP-858)."""
-        self.log_dir_moves = ReplicaAlterLogDirsManager(replica_manager, self.now_ms)
+        self.log_dir_moves = ReplicaAlterLogDirsManager(
+            replica_manager, self.now_ms, chunk_bytes=config["replica.fetch.max.bytes"],
+            quota=ByteRateQuota(
+                lambda: self.dynamic_config("replica.alter.log.dirs.io.max.bytes.per.second"),
+                config["alter.log.dirs.replication.quota.window.num"],
+                config["alter.log.dirs.replication.quota.window.size.seconds"] * 1000))
         """Copies replicas moving between this broker's log dirs (AlterReplicaLogDirs)."""
         self.purgatory_timer = DeadlineTimer("purgatory", self.now_ms,
                                              replica_manager.expire_delayed)

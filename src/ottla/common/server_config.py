@@ -236,6 +236,15 @@ _KEYS: list[ConfigKey] = [
               "Bytes/s this broker fetches for the partitions its topics list in "
               "follower.replication.throttled.replicas, while it is out of sync.",
               at_least(0)),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", T.LONG, LONG_MAX,
+              "Bytes/s this broker copies for replicas moving between its log dirs "
+              "(AlterReplicaLogDirs).", at_least(0)),
+    ConfigKey("alter.log.dirs.replication.quota.window.num", T.INT, 11,
+              "Samples kept to measure the rate of copies between log dirs.",
+              at_least(1), read_only=True),
+    ConfigKey("alter.log.dirs.replication.quota.window.size.seconds", T.INT, 1,
+              "Length of each sample of the rate of copies between log dirs.",
+              at_least(1), read_only=True),
     ConfigKey("replication.quota.window.num", T.INT, 11,
               "Samples kept to measure a replication throttle's rate.", at_least(1)),
     ConfigKey("replication.quota.window.size.seconds", T.INT, 1,

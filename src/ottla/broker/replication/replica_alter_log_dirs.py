@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
+from ottla.broker.replication.replication_quota import ByteRateQuota
 from ottla.common.tasks import cancel_and_wait
 from ottla.common.topics import TopicPartition
 from ottla.storage.leader_epoch import UNDEFINED_OFFSET, epoch_end_offset
@@ -25,13 +26,16 @@ from ottla.storage.log import Log
 log = logging.getLogger(__name__)
 
 COPY_CHUNK_BYTES = 1024 * 1024
-"""Read per partition per turn (Kafka's thread fetches ``replica.fetch.max.bytes``,
-1 MiB by default)."""
+"""Read per partition per turn: the broker passes ``replica.fetch.max.bytes`` (1 MiB by
+default), what Kafka's alter-log-dirs thread fetches; it is also how far one turn may run
+past the throttle."""
 
 
-def copy_step(current: Log, future: Log, max_bytes: int, now_ms: int) -> bool:
-    """Copy up to ``max_bytes`` more of ``current`` into ``future``; True when ``future``
-    holds everything ``current`` does (the same log end offset)."""
+def copy_step(current: Log, future: Log, max_bytes: int, now_ms: int) -> tuple[bool, int]:
+    """Copy up to ``max_bytes`` more of ``current`` into ``future``: whether ``future``
+    now holds everything ``current`` does (the same log end offset), and the bytes
+    copied."""
+    copied = 0
     if future.log_end_offset > future.log_start_offset:
         # The source truncated below what was copied (a follower that diverged from its
         # leader): cut the copy back to where its last epoch ends in the source.
@@ -52,13 +56,27 @@ def copy_step(current: Log, future: Log, max_bytes: int, now_ms: int) -> bool:
     if future.log_end_offset < current.log_end_offset:
         info = current.read(future.log_end_offset, max_bytes)
         if info.records is not None:
-            future.append_as_follower(info.records.read(), now_ms)
+            data = info.records.read()
+            future.append_as_follower(data, now_ms)
+            copied = len(data)
         future.high_watermark = min(current.high_watermark, future.log_end_offset)
-    return future.log_end_offset == current.log_end_offset
+    return future.log_end_offset == current.log_end_offset, copied
 
 
 IDLE_BACKOFF_S = 0.01
 """How long the driver waits after a turn in which no move progressed."""
+
+THROTTLED_BACKOFF_S = 0.1
+"""How long the driver waits before looking at its throttle again once it is exceeded."""
+
+
+class MoveStep(NamedTuple):
+    """What one step of a move did."""
+
+    progressed: bool
+    """Something changed: bytes copied, the copy swapped in, or the move given up."""
+    copied: int
+    """Bytes copied, what the throttle counts."""
 
 
 class LogDirMoves(Protocol):
@@ -66,19 +84,23 @@ class LogDirMoves(Protocol):
 
     def moving(self) -> list[TopicPartition]: ...
 
-    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> bool: ...
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> MoveStep: ...
 
     def abort_move(self, tp: TopicPartition) -> None: ...
 
 
 class ReplicaAlterLogDirsManager:
-    """Runs the moves: one task while any is in progress, one chunk of each per turn."""
+    """Runs the moves: one task while any is in progress, one chunk of each per turn,
+    none while the throttle (``replica.alter.log.dirs.io.max.bytes.per.second``) is
+    exceeded."""
 
     def __init__(self, moves: LogDirMoves, now_ms: Callable[[], int],
-                 chunk_bytes: int = COPY_CHUNK_BYTES) -> None:
+                 chunk_bytes: int = COPY_CHUNK_BYTES,
+                 quota: ByteRateQuota | None = None) -> None:
         self._moves = moves
         self._now_ms = now_ms
         self._chunk_bytes = chunk_bytes
+        self._quota = quota
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -93,10 +115,16 @@ class ReplicaAlterLogDirsManager:
             moving = self._moves.moving()
             if not moving:
                 return
+            if self._quota is not None and self._quota.is_exceeded(self._now_ms()):
+                await asyncio.sleep(THROTTLED_BACKOFF_S)
+                continue
             progress = False
             for tp in moving:
                 try:
-                    progress |= self._moves.move_step(tp, self._chunk_bytes, self._now_ms())
+                    step = self._moves.move_step(tp, self._chunk_bytes, self._now_ms())
+                    progress |= step.progressed
+                    if self._quota is not None:
+                        self._quota.record(step.copied, self._now_ms())
                 except Exception:
                     log.exception("Moving %s-%d between log dirs failed", *tp)
                     self._moves.abort_move(tp)

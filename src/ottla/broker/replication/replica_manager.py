@@ -26,7 +26,7 @@ from ottla.broker.log_validator import (
 from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.partition_state import LeaderAndIsr
-from ottla.broker.replication.replica_alter_log_dirs import copy_step
+from ottla.broker.replication.replica_alter_log_dirs import MoveStep, copy_step
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.common.features import (
     ELIGIBLE_LEADER_REPLICAS_VERSION,
@@ -445,7 +445,7 @@ class ReplicaManager:
         """The partitions with a move in progress."""
         return list(self.log_manager.futures)
 
-    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> bool:
+    def move_step(self, tp: TopicPartition, max_bytes: int, now_ms: int) -> MoveStep:
         """Copy the next chunk of ``tp``'s move; once the copy has caught up, swap it in.
         A move whose source or destination failed is given up. False if nothing
         changed (nothing could be copied)."""
@@ -453,26 +453,26 @@ class ReplicaManager:
         future = logs.futures.get(tp)
         partition = self.partitions.get(tp)
         if future is None:
-            return False
+            return MoveStep(False, 0)
         if partition is None or partition.log.offline or future.offline:
             logs.abort_future_log(tp)
-            return True
+            return MoveStep(True, 0)
         end = future.log_end_offset
         try:
-            caught_up = copy_step(partition.log, future, max_bytes, now_ms)
+            caught_up, copied = copy_step(partition.log, future, max_bytes, now_ms)
         except OSError as e:
             log.error("Moving %s-%d failed: %s", *tp, e)
             future.fail(e)
             logs.abort_future_log(tp)
-            return True
+            return MoveStep(True, 0)
         except KafkaError as e:
             log.error("Moving %s-%d failed: %s", *tp, e)
             logs.abort_future_log(tp)
-            return True
+            return MoveStep(True, 0)
         if caught_up:
             self._promote_future(tp, partition, future)
-            return True
-        return future.log_end_offset != end
+            return MoveStep(True, copied)
+        return MoveStep(future.log_end_offset != end, copied)
 
     def abort_move(self, tp: TopicPartition) -> None:
         """Give up moving ``tp``: its future log goes, its log stays where it is."""

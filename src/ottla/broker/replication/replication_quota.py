@@ -9,7 +9,10 @@ partitions in ``follower.replication.throttled.replicas``
 (``follower.replication.throttled.rate``). A replica that is in sync is never throttled:
 the throttle slows catching up, never the ``acks=all`` path. Over the bound, a leader
 answers a throttled partition with no records (the follower asks again) and a follower
-leaves it out of its fetch, until the measured rate is back under the bound.
+leaves it out of its fetch, until the measured rate is back under the bound. A third,
+``replica.alter.log.dirs.io.max.bytes.per.second``, bounds the copies of replicas moving
+between this broker's log dirs (all of them: Kafka's alter-log-dirs thread fetches
+nothing while it is exceeded).
 
 The rate is Kafka's sampled ``Rate``: bytes over ``replication.quota.window.num`` windows of
 ``replication.quota.window.size.seconds``, divided by at least all but one of those
@@ -19,57 +22,42 @@ windows, so a first burst does not count as an infinite rate. Sans-I/O: callers 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Mapping
 
 from ottla.common.config import LONG_MAX
+from ottla.common.stats.rate import Rate
 from ottla.common.topic_configs import throttled_partitions
 
 
-class Rate:
-    """Bytes per second over a fixed number of sampling windows (Kafka's ``Rate`` over a
-    ``SampledStat``)."""
+class ByteRateQuota:
+    """A bound in bytes per second (read when it matters: a dynamic broker config) on
+    what is recorded against it, measured by a sampled ``Rate``."""
 
-    def __init__(self, samples: int, window_ms: int) -> None:
-        self.samples = samples
-        self.window_ms = window_ms
-        self._windows: deque[list[int]] = deque()
-        """[window start ms, bytes], oldest first."""
+    def __init__(self, bound: Callable[[], int], samples: int = 11, window_ms: int = 1000
+                 ) -> None:
+        self.bound = bound
+        self.rate = Rate(samples, window_ms)
 
-    def record(self, value: int, now_ms: int) -> None:
-        self._purge(now_ms)
-        if not self._windows or now_ms - self._windows[-1][0] >= self.window_ms:
-            self._windows.append([now_ms, 0])
-        self._windows[-1][1] += value
+    def is_exceeded(self, now_ms: int) -> bool:
+        bound = self.bound()
+        return bound < LONG_MAX and self.rate.measure(now_ms) > bound
 
-    def _purge(self, now_ms: int) -> None:
-        horizon = self.samples * self.window_ms
-        while self._windows and now_ms - self._windows[0][0] >= horizon:
-            self._windows.popleft()
-
-    def measure(self, now_ms: int) -> float:
-        self._purge(now_ms)
-        total = sum(w[1] for w in self._windows)
-        elapsed = now_ms - self._windows[0][0] if self._windows else 0
-        full = elapsed // self.window_ms
-        if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
-        return total * 1000 / max(elapsed, 1)
+    def record(self, size: int, now_ms: int) -> None:
+        if size > 0:
+            self.rate.record(size, now_ms)
 
 
-class ReplicationQuota:
+class ReplicationQuota(ByteRateQuota):
     """One side's throttle: which partitions it applies to (from their topic config) and
     whether the bytes recorded for them exceed the rate."""
 
     def __init__(self, broker_id: int, replicas_config: str,
                  bound: Callable[[], int], topic_configs: Callable[[str], Mapping[str, str]],
                  samples: int = 11, window_ms: int = 1000) -> None:
+        super().__init__(bound, samples, window_ms)
         self.broker_id = broker_id
         self.replicas_config = replicas_config
-        self.bound = bound
-        """The rate in bytes/s (a dynamic broker config, read when it matters)."""
         self.topic_configs = topic_configs
-        self.rate = Rate(samples, window_ms)
         self._parsed: dict[str, tuple[object, frozenset[int] | None]] = {}
 
     def is_throttled(self, topic: str, partition: int) -> bool:
@@ -81,14 +69,6 @@ class ReplicationQuota:
             cached = self._parsed[topic] = (raw, throttled_partitions(raw, self.broker_id))
         partitions = cached[1]
         return partitions is None or partition in partitions
-
-    def is_exceeded(self, now_ms: int) -> bool:
-        bound = self.bound()
-        return bound < LONG_MAX and self.rate.measure(now_ms) > bound
-
-    def record(self, size: int, now_ms: int) -> None:
-        if size > 0:
-            self.rate.record(size, now_ms)
 
     def should_throttle(self, topic: str, partition: int, in_sync: bool, now_ms: int) -> bool:
         """Kafka's shouldLeaderThrottle / shouldFollowerThrottle."""
