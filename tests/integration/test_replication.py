@@ -35,6 +35,7 @@ from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
 from tests.helpers import KRaftCluster, WireClient, free_port, wait_until
 from tests.integration.test_quorum import create
+from tests.kafka_ref.verifiable import VerifiableClient
 
 pytestmark = pytest.mark.slow
 
@@ -814,40 +815,11 @@ def test_a_follower_answers_describe_producers_as_its_leader_does(
 
 # --- Kafka's own tools against the cluster ------------------------------------------------
 
-def kafka_tool_events(tool: str, *args: str) -> subprocess.Popen[str]:
-    """One of Kafka's verifiable clients (``kafka-verifiable-producer`` or ``-consumer``)
-    running against the cluster: one JSON event per line on its stdout."""
-    from tests.kafka_ref.cluster import TOOL_JVM_OPTS, TOOLS, TOOLS_LOG4J2, java_command
+def verifiable(tool: str, *args: str) -> VerifiableClient:
+    """One of Kafka's verifiable clients running against the cluster."""
     from tests.kafka_tools import require_kafka
 
-    command = java_command(TOOLS[tool], *args, jvm_opts=TOOL_JVM_OPTS,
-                           log4j2_config=TOOLS_LOG4J2, libs=require_kafka())
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            stdin=subprocess.DEVNULL, text=True)
-
-
-class EventReader:
-    """The JSON events a verifiable client prints, read on a thread of their own."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc = proc
-        self.events: list[dict[str, Any]] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                self.events.append(json.loads(line))
-
-    def named(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in list(self.events) if e.get("name") == name]
-
-    def finish(self, timeout: float) -> int:
-        code = self.proc.wait(timeout)
-        self._thread.join(10)
-        return code
+    return VerifiableClient(require_kafka(), tool, *args)
 
 
 def test_kafkas_verifiable_producer_and_consumer_lose_nothing_when_a_leader_is_killed(
@@ -859,9 +831,9 @@ def test_kafkas_verifiable_producer_and_consumer_lose_nothing_when_a_leader_is_k
     topic, total = "verifiable", 3000
     create(cluster, [NewTopic(topic, 2, 3, config={"min.insync.replicas": "2"})])
     wait_until(lambda: full_isr(cluster, topic), 30, 0.2, "three in-sync replicas")
-    producer = EventReader(kafka_tool_events(
+    producer = verifiable(
         "kafka-verifiable-producer", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
-        "--max-messages", str(total), "--throughput", "500", "--acks", "-1"))
+        "--max-messages", str(total), "--throughput", "500", "--acks", "-1")
     victim = partitions(cluster, topic)[0][0]
     try:
         wait_until(lambda: len(producer.named("producer_send_success")) > total // 4, 60,
@@ -879,9 +851,9 @@ def test_kafkas_verifiable_producer_and_consumer_lose_nothing_when_a_leader_is_k
     assert acked, producer.named("producer_send_error")[:3]
     # As Kafka's ReplicationTest: records the producer gave up on (a NetworkException
     # as the leader died) may be lost; every acknowledged one must be read, once.
-    consumer = EventReader(kafka_tool_events(
+    consumer = verifiable(
         "kafka-verifiable-consumer", "--bootstrap-server", cluster.bootstrap, "--topic", topic,
-        "--group-id", "verifiers", "--verbose", "--reset-policy", "earliest"))
+        "--group-id", "verifiers", "--verbose", "--reset-policy", "earliest")
 
     def values() -> list[str]:
         return [str(e["value"]) for e in consumer.named("record_data")]

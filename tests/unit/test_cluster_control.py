@@ -78,3 +78,22 @@ def test_brokers_fenced_together_all_leave_every_isr_they_were_in() -> None:
     partitions = c.image.topics_by_name["t"].partitions
     assert (partitions[0].leader, partitions[0].isr) == (1, [1])
     assert (partitions[1].leader, partitions[1].isr) == (1, [1])
+
+
+def test_the_next_fencing_is_due_when_the_first_session_runs_out() -> None:
+    """As Kafka's BrokerHeartbeatManager: the controller looks again when the oldest
+    unfenced broker's session ends, not a polling period later."""
+    c = QuorumController(1, rng=random.Random(1))
+    assert c.cluster.next_session_expiry_ms(9000) is None  # no broker
+    for broker, at in ((1, 0), (2, 500)):
+        apply(c, c.cluster.register_broker(
+            broker, uuid.uuid4(), [("PLAINTEXT", "h", 9000 + broker, 0)], None, 1,
+            now_ms=at).records)
+    assert c.cluster.next_session_expiry_ms(9000) == 9000
+    c.cluster.broker_heartbeat(1, c.image.brokers[1].epoch, 0, False, False, now_ms=2000)
+    assert c.cluster.next_session_expiry_ms(9000) == 9500  # broker 2's session is older
+    assert c.cluster.fence_stale_brokers(now_ms=9500, session_timeout_ms=9000).records == []
+    fenced = c.cluster.fence_stale_brokers(now_ms=9501, session_timeout_ms=9000)
+    assert fenced.response == [2]
+    apply(c, fenced.records)
+    assert c.cluster.next_session_expiry_ms(9000) == 11000  # a fenced broker has none

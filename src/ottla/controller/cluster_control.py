@@ -203,6 +203,14 @@ class ClusterControlManager:
             return ControllerResult([], [])
         return ControllerResult(self._fence(stale), list(stale))
 
+    def next_session_expiry_ms(self, session_timeout_ms: int) -> int | None:
+        """When the first unfenced broker's session runs out, if none heartbeats before:
+        Kafka's BrokerHeartbeatManager schedules its fencing check for then, so a dead
+        broker is fenced at the end of its session, not up to a polling period later."""
+        last = [self.last_heartbeat_ms[b.broker_id] for b in self.image.live_brokers()
+                if b.broker_id in self.last_heartbeat_ms]
+        return min(last) + session_timeout_ms if last else None
+
     def unregister_broker(self, broker_id: int) -> ControllerResult:
         """Forget a broker (kafka-cluster unregister, Kafka's ``unregisterBroker``): it
         leaves every ISR and ELR it is in and every leadership it holds, then its

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 MAX_RECORDS_PER_BATCH = 10000
 """Kafka's cap on the records of one metadata batch; more go in a transaction."""
 
+MIN_CHECK_S = 0.01
+"""The shortest wait between two periodic turns, so a fencing that fails cannot spin."""
+
 
 class ControllerDriver:
     def __init__(self, controller: QuorumController, raft: RaftDriver, *,
@@ -188,9 +191,18 @@ class ControllerDriver:
             return
         await self._periodic()
 
+    def _until_next_check(self, step: float) -> float:
+        """Seconds to the next periodic turn: ``step``, or sooner when a broker's session
+        runs out before (just past it: a session expires once exceeded)."""
+        expiry = self.controller.cluster.next_session_expiry_ms(self.session_timeout_ms)
+        if expiry is None:
+            return step
+        return min(step, max((expiry + 1 - self.now_ms()) / 1000, MIN_CHECK_S))
+
     async def _periodic(self) -> None:
-        """Fence silent brokers (8 checks per session timeout), balance leaders, remove
-        expired delegation tokens, and keep an idle log moving with NoOpRecords."""
+        """Fence silent brokers (when the first session runs out, and at least 8 checks
+        per session timeout), balance leaders, remove expired delegation tokens, and keep
+        an idle log moving with NoOpRecords."""
         fence_every = self.session_timeout_ms / 8000
         last_balance = last_sweep = time.monotonic()
         idle_s = self.max_idle_interval_ms / 1000 if self.max_idle_interval_ms > 0 else None
@@ -198,7 +210,7 @@ class ControllerDriver:
             if self.token_sweep_interval_ms is not None else None
         step = min(fence_every, idle_s or fence_every, sweep_s or fence_every)
         while True:
-            await asyncio.sleep(step)
+            await asyncio.sleep(self._until_next_check(step))
             try:
                 fenced = await self.submit(lambda c: c.cluster.fence_stale_brokers(
                     self.now_ms(), self.session_timeout_ms))
