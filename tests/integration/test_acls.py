@@ -10,6 +10,7 @@ error, which records a consumer reads, which topics a listing shows.
 from __future__ import annotations
 
 import threading
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,18 +26,24 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import OttlaProcess, free_port, wait_until
-from tests.kafka_ref.cluster import KafkaCluster, single_node
+from tests.kafka_ref.cluster import KafkaCluster, run_tool, single_node
 from tests.kafka_tools import Side, require_kafka, rows, run_all
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 T = TypeVar("T")
+METRICS_WINDOW_MS = 10**12
+PLUGIN = "type=plugins,config=authorizer.class.name,class=StandardAuthorizer"
+Counts = dict[tuple[str, str], int]
+"""(role, attribute) -> the decisions an authorizer rate counted since the node started."""
 
 
 def secured(plaintext: int, controller: int, sasl: int) -> dict[str, str]:
@@ -57,6 +64,9 @@ def secured(plaintext: int, controller: int, sasl: int) -> dict[str, str]:
         "authorizer.class.name": AUTHORIZER,
         "super.users": "User:ANONYMOUS",
         "num.partitions": "1",
+        # The authorizer's rates then divide by this window (plus the little time since
+        # their first sample): count = rate per minute * window / 60000, to 1e-6.
+        "metrics.sample.window.ms": str(METRICS_WINDOW_MS),
     }
 
 
@@ -70,6 +80,8 @@ class System:
     controller: str
     log_path: str
     """The node's log, where its ``kafka.authorizer.logger`` lines go at INFO."""
+    authorizer_counts: Callable[[], Counts]
+    """The authorizer metrics: Kafka's over JMX, Ottla's from /metrics."""
 
     def admin(self) -> AdminClient:
         """The administrator: the PLAINTEXT listener's ANONYMOUS, a super user."""
@@ -100,11 +112,13 @@ def pair(tmp_path_factory) -> Iterator[Pair]:
     root: Path = tmp_path_factory.mktemp("acls")
     kafka = single_node(root / "kafka")
     node = kafka.nodes[1]
-    kafka_sasl = free_port()
+    kafka_sasl, jmx = free_port(), free_port()
     node.props.update(secured(node.port, node.controller_port, kafka_sasl))
+    node.jvm_opts = (*node.jvm_opts, *jmx_options(jmx))
     ottla = OttlaProcess(str(root / "ottla" / "data"))
-    ottla_sasl = free_port()
-    ottla.overrides = secured(ottla.port, ottla.controller_port, ottla_sasl)
+    ottla_sasl, prometheus = free_port(), free_port()
+    ottla.overrides = {**secured(ottla.port, ottla.controller_port, ottla_sasl),
+                       "prometheus.listener": f"127.0.0.1:{prometheus}"}
     failure: list[BaseException] = []
 
     def start_kafka(cluster: KafkaCluster) -> None:
@@ -127,14 +141,63 @@ def pair(tmp_path_factory) -> Iterator[Pair]:
         raise failure[0]
     try:
         yield Pair(System("kafka", node.bootstrap, f"127.0.0.1:{kafka_sasl}", node.controller,
-                          str(node.log_path)),
+                          str(node.log_path), lambda: kafka_authorizer_counts(jmx)),
                    System("ottla", ottla.bootstrap, f"127.0.0.1:{ottla_sasl}",
-                          ottla.controller, ottla.log_path))
+                          ottla.controller, ottla.log_path,
+                          lambda: ottla_authorizer_counts(prometheus)))
     finally:
         try:
             ottla.stop()
         finally:
             kafka.stop()
+
+
+def jmx_options(port: int) -> tuple[str, ...]:
+    """A JVM's remote JMX on 127.0.0.1:``port``, without authentication or TLS."""
+    return ("-Dcom.sun.management.jmxremote", f"-Dcom.sun.management.jmxremote.port={port}",
+            f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+            "-Dcom.sun.management.jmxremote.authenticate=false",
+            "-Dcom.sun.management.jmxremote.ssl=false", "-Djava.rmi.server.hostname=127.0.0.1")
+
+
+def as_count(rate_per_minute: float) -> int:
+    return round(rate_per_minute * METRICS_WINDOW_MS / 60_000)
+
+
+def kafka_authorizer_counts(jmx: int) -> Counts:
+    """Kafka's authorizer beans, read with Kafka's JmxTool: each
+    ``kafka.server:type=plugins,...,role=R`` attribute ``A`` as ``(R, A)``."""
+    done = run_tool("org.apache.kafka.tools.JmxTool", "--jmx-url",
+                    f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{jmx}/jmxrmi", "--object-name",
+                    f"kafka.server:{PLUGIN},*", "--one-time", "--report-format",
+                    "properties", check=True)
+    counts: Counts = {}
+    for line in done.stdout.splitlines():
+        bean, _, value = line.rpartition("=")
+        if not bean.startswith(f"kafka.server:{PLUGIN},role="):
+            continue
+        role, _, attribute = bean.removeprefix(f"kafka.server:{PLUGIN},role=").partition(":")
+        counts[role, attribute] = (int(float(value)) if attribute == "acls-total-count"
+                                   else as_count(float(value)))
+    return counts
+
+
+def ottla_authorizer_counts(port: int) -> Counts:
+    """The same from Ottla's /metrics: ``kafka_server_plugins_<attribute>{role}``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counts: Counts = {}
+    for family in text_string_to_metric_families(text):
+        if not family.name.startswith("kafka_server_plugins_"):
+            continue
+        attribute = family.name.removeprefix("kafka_server_plugins_").replace("_", "-")
+        for sample in family.samples:
+            assert sample.labels["config"] == "authorizer.class.name"
+            assert sample.labels["class"] == "StandardAuthorizer"
+            counts[sample.labels["role"], attribute] = (
+                int(sample.value) if attribute == "acls-total-count"
+                else as_count(sample.value))
+    return counts
 
 
 def unique(prefix: str) -> str:
@@ -406,3 +469,50 @@ def test_kafka_acls_adds_lists_and_removes_the_same_way(pair) -> None:
                               "--topic", topic]])
     assert after.ottla == after.kafka, after.describe()
     assert "operation=" not in after.kafka
+
+
+def test_the_authorizer_metrics_count_each_decision_as_kafkas_do(pair) -> None:
+    """Kafka's StandardAuthorizer counts every action it decides in
+    ``authorization-{request,allowed,denied}-rate-per-minute`` (read back as counts:
+    the window is fixed) and its ACLs in ``acls-total-count``; a combined node's broker
+    and controller authorizers share the sensors (same names in one Metrics), so both
+    roles' beans count every decision. Bob's DescribeConfigs of a topic he may not
+    describe is one denied decision, of a topic he may, one allowed."""
+    closed, opened = unique("counted-"), unique("counted-open-")
+
+    def step(system: System) -> tuple[Counts, Counts]:
+        create_topics(system, closed, opened)
+        grant(system, binding(ResourceType.TOPIC, opened, "User:bob",
+                              AclOperation.DESCRIBE_CONFIGS))
+        bob = AdminClient(system.user("bob"))
+        assert bob.list_topics(timeout=20).brokers  # connected and authenticated
+        before = system.authorizer_counts()
+        denied = bob.describe_configs([ConfigResource("topic", closed)])
+        with pytest.raises(KafkaException, match="TOPIC_AUTHORIZATION_FAILED"):
+            next(iter(denied.values())).result(30)
+        allowed = bob.describe_configs([ConfigResource("topic", opened)])
+        assert next(iter(allowed.values())).result(30)
+        after = system.authorizer_counts()
+        return before, after
+    (kafka_before, kafka_after), (ottla_before, ottla_after) = pair.both(step)
+    rates = ("authorization-allowed-rate-per-minute", "authorization-denied-rate-per-minute",
+             "authorization-request-rate-per-minute")
+
+    def moved(before: Counts, after: Counts) -> dict[str, tuple[int, ...]]:
+        """Each rate's count moved, per role (broker, controller)."""
+        return {rate: tuple(after[role, rate] - before[role, rate]
+                            for role in ("broker", "controller")) for rate in rates}
+    for counts in (kafka_before, kafka_after, ottla_before, ottla_after):
+        for role in ("broker", "controller"):  # each decision is allowed or denied
+            assert counts[role, rates[2]] == counts[role, rates[0]] + counts[role, rates[1]]
+    kafka, ottla = moved(kafka_before, kafka_after), moved(ottla_before, ottla_after)
+    # The allowed counts also take in the node's own broker heartbeats (CLUSTER_ACTION
+    # on the controller listener, every 2 s) that fall between the two readings.
+    allowed, denied, _ = rates
+    assert kafka[denied] == (1, 1)
+    assert kafka[allowed][0] == kafka[allowed][1] >= 1
+    assert ottla[denied] == kafka[denied]
+    assert ottla[allowed][0] == ottla[allowed][1] >= 1
+    for role in ("broker", "controller"):
+        assert (ottla_after[role, "acls-total-count"] == kafka_after[role, "acls-total-count"]
+                == kafka_before[role, "acls-total-count"])

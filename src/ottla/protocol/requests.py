@@ -43,6 +43,18 @@ class Authorizer(Protocol):
     def authorize_by_resource_type(self, principal: Principal, host: str, operation: Any,
                                    resource_type: Any) -> bool: ...
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the initial ACL load is done (before it Kafka decides nothing but
+        for super users)."""
+        ...
+
+
+class AuthorizationRecorder(Protocol):
+    """Where a role's authorization decisions are counted (``security.authorizer_metrics``)."""
+
+    def record(self, allowed: bool, now_ms: int) -> None: ...
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -59,6 +71,9 @@ class RequestContext:
     authorizer: Authorizer | None = field(default=None, repr=False)
     """The node's authorizer; None without ``authorizer.class.name``: every check
     passes (``security.auth_helper``)."""
+    authorizer_metrics: AuthorizationRecorder | None = field(default=None, repr=False)
+    """The authorizer metrics of the role serving the request (Kafka's per-role
+    StandardAuthorizer), which every decision is counted in."""
     request_size: int = 0
     """The request's size in bytes (its frame, without the size prefix): what a producer's
     client quota counts."""

@@ -17,10 +17,11 @@ field reports every operation the resource type supports, as Kafka's does.
 
 Hosts are compared as Java writes the client's address (``java_host_address``).
 
-Every decision goes to Kafka's audit log, the ``kafka.authorizer.logger`` logger, in
-Kafka's words: a denial at INFO when the request asked for that resource
-(``log_if_denied``), an allowed access at DEBUG when it is granted
-(``log_if_allowed``), anything else at TRACE (level 5). Checks that only filter what a
+Every decision is counted in the serving role's authorizer metrics (Kafka's
+``authorization-{request,allowed,denied}-rate-per-minute``) and goes to Kafka's audit
+log, the ``kafka.authorizer.logger`` logger, in Kafka's words: a denial at INFO when the
+request asked for that resource (``log_if_denied``), an allowed access at DEBUG when it
+is granted (``log_if_allowed``), anything else at TRACE (level 5). Checks that only filter what a
 client is shown (``authorized_operations``, the hard-coded name of
 ``authorize_by_resource_type``, the places Kafka passes ``logIfDenied = false``) log
 their denials at TRACE, as Kafka's do.
@@ -113,6 +114,9 @@ def authorize(ctx: RequestContext, operation: AclOperation, resource_type: Resou
     host = _host(ctx.client_host)
     name = "" if name is None else name
     allowed, rule = authorizer.decide(ctx.principal, host, operation, resource_type, name)
+    metrics = ctx.authorizer_metrics
+    if metrics is not None and (allowed or authorizer.loaded):
+        metrics.record(allowed, ctx.now_ms())  # Kafka's throws, uncounted, until loaded
     if allowed:
         level = logging.DEBUG if log_if_allowed else TRACE
     else:

@@ -36,6 +36,7 @@ from ottla.raft.description import QuorumDescription, ReplicaDescription
 from ottla.raft.quorum import RaftConfig
 from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from ottla.security.authorizer import StandardAuthorizer, authorizer_configured
+from ottla.security.authorizer_metrics import AuthorizerMetrics
 from ottla.server.apis import broker_dispatcher, controller_dispatcher
 from ottla.server.broker_lifecycle import BrokerLifecycle
 from ottla.server.controller_apis import ControllerServices
@@ -97,6 +98,12 @@ class Node:
             self.authorizer.loaded = False  # until the metadata publisher has caught up
         """Kafka's StandardAuthorizer over the image's ACLs, which every listener of the
         node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
+        self.authorizer_metrics: AuthorizerMetrics | None = None
+        """Every decision of the authorizer, whichever role's listener asked (as Kafka's
+        two authorizers of a combined node share their sensors)."""
+        if self.authorizer is not None:
+            self.authorizer_metrics = AuthorizerMetrics(config["metrics.num.samples"],
+                                                        config["metrics.sample.window.ms"])
         self.request_metrics: RequestChannelMetrics | None = None
         self.log_flush_stats: LogFlushStats | None = None
         self.metrics_endpoint: MetricsEndpoint | None = None
@@ -300,6 +307,7 @@ class Node:
                 self.clock)
         for dispatcher in dispatchers.values():
             dispatcher.authorizer = self.authorizer
+            dispatcher.authorizer_metrics = self.authorizer_metrics
         controller_names = set(cfg.controller_listener_names)
         socket_options = {k: cfg[k] for k in ("socket.send.buffer.bytes",
                                               "socket.receive.buffer.bytes")
@@ -356,7 +364,9 @@ class Node:
                                  controller=self.controller_driver, raft=self.raft,
                                  loop_idle=self.loop_idle, log_flush=self.log_flush_stats,
                                  client_quotas=(self.client_quotas, self.now_ms),
-                                 publisher=self.publisher)
+                                 publisher=self.publisher,
+                                 authorizer=(self.authorizer, self.authorizer_metrics,
+                                             self.now_ms) if self.authorizer_metrics else None)
         self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",

@@ -35,6 +35,7 @@ from ottla.protocol.requests import (
     ANONYMOUS,
     ApiSpec,
     ApiTable,
+    AuthorizationRecorder,
     Authorizer,
     Principal,
     RequestContext,
@@ -81,6 +82,8 @@ class RequestDispatcher(Generic[S]):
         self.authorizer: Authorizer | None = None
         """The node's authorizer, given to every request's context (None: no
         ``authorizer.class.name``, nothing is checked)."""
+        self.authorizer_metrics: AuthorizationRecorder | None = None
+        """Where this role's authorization decisions are counted (with the authorizer)."""
 
     def disconnected(self, listener_name: str, host: str, port: int) -> None:
         for listener in self.disconnect_listeners:
@@ -115,7 +118,8 @@ class RequestDispatcher(Generic[S]):
                 ) -> RequestContext:
         return RequestContext(header, listener_name, self.table.kind, host, port,
                               principal=principal, clock=self.clock,
-                              authorizer=self.authorizer, request_size=size,
+                              authorizer=self.authorizer,
+                              authorizer_metrics=self.authorizer_metrics, request_size=size,
                               client_software=client_software,
                               security_protocol=security_protocol, forwarded=forwarded)
 

@@ -87,6 +87,7 @@ async def handle_envelope(controller: ControllerServices, ctx: RequestContext, r
                                    principal, security_protocol=ctx.security_protocol,
                                    forwarded=req.request_principal is not None)
     inner_ctx.authorizer = ctx.authorizer
+    inner_ctx.authorizer_metrics = ctx.authorizer_metrics
     try:
         response = dispatcher.call(spec, inner_ctx, inner)
         if inspect.isawaitable(response):

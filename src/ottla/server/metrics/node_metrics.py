@@ -12,8 +12,11 @@ from ottla.broker.broker import Broker
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.metadata.image import MetadataImage
+from ottla.security.authorizer import StandardAuthorizer
+from ottla.security.authorizer_metrics import AuthorizerMetrics
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.metadata_publisher import MetadataPublisher
+from ottla.server.metrics.authorizer_collector import AuthorizerCollector
 from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
@@ -59,13 +62,17 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   loop_idle: EventLoopIdle | None = None,
                   log_flush: LogFlushStats | None = None,
                   client_quotas: tuple[ClientQuotaManagers, Callable[[], int]] | None = None,
-                  publisher: MetadataPublisher | None = None) -> NodeRegistry:
+                  publisher: MetadataPublisher | None = None,
+                  authorizer: tuple[StandardAuthorizer | None, AuthorizerMetrics,
+                                    Callable[[], int]] | None = None) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
     the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
     ``loop_idle`` its event loop's sampler and ``log_flush`` its segment flush timer
     (None: not served), ``client_quotas`` its quota managers and the clock their
     sensors are read at (None: not served), ``publisher`` what applies its metadata
-    (a broker's ``broker-metadata-metrics``; None: not served)."""
+    (a broker's ``broker-metadata-metrics``; None: not served), ``authorizer`` its
+    authorizer, that authorizer's metrics per role and their clock (not served without
+    an authorizer)."""
     registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
@@ -97,6 +104,11 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
             registry.register(ClientTelemetryCollector(receiver, broker.now_ms))
     if controller is not None:
         registry.register(KafkaControllerCollector(controller, image))
+    if authorizer is not None and authorizer[0] is not None:
+        roles = [role for role, present in (("broker", broker is not None),
+                                            ("controller", controller is not None)) if present]
+        registry.register(AuthorizerCollector(authorizer[0], authorizer[1], roles,
+                                              authorizer[2]))
     return registry
 
 
