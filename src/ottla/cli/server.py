@@ -98,7 +98,11 @@ def run(args: argparse.Namespace) -> int:
 async def serve(config: KafkaConfig) -> int:
     from ottla.server.node import Node
 
-    node = Node(config)
+    try:
+        node = Node(config)
+    except ConfigError as e:  # a plugin it could not load (client.quota.callback.class)
+        print(f"error: invalid configuration: {e}", file=sys.stderr)
+        return 1
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, node.request_stop)

@@ -57,7 +57,7 @@ class MetadataPublisher:
                  clock: Callable[[], float] = time.time,
                  authorizer: StandardAuthorizer | None = None,
                  client_quotas: ClientQuotaManagers | None = None,
-                 fatal_load_errors: bool = True) -> None:
+                 cluster_id: str = "", fatal_load_errors: bool = True) -> None:
         self.image = image
         self.raft = raft
         self.on_change = on_change
@@ -65,6 +65,8 @@ class MetadataPublisher:
         """Kept current with the image's ACLs (None: the node authorizes nothing)."""
         self.client_quotas = client_quotas
         """Kept current with the image's client quotas (None: a node without a broker)."""
+        self.cluster_id = cluster_id
+        """What a client quota callback's ``Cluster`` says."""
         self.snapshot_bytes = snapshot_bytes
         self.snapshot_interval_ms = snapshot_interval_ms
         self.clock = clock
@@ -141,6 +143,12 @@ class MetadataPublisher:
             elif delta.client_quotas:
                 self._publish("the client quotas", lambda: client_quotas.apply(
                     delta.client_quotas, self.image.client_quotas))
+            if client_quotas.callback is not None and (
+                    delta.full or delta.partitions or delta.removed_topics or delta.brokers):
+                # Kafka's DynamicTopicClusterQuotaPublisher: topics or brokers changed.
+                self._publish("the client quota callback's cluster",
+                              lambda: client_quotas.update_cluster_metadata(
+                                  self.image, self.cluster_id))
         if changed or delta.full:
             self._publish("the metadata", lambda: self.on_change(delta))
         still = []

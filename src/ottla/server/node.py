@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ottla.broker.broker import Broker
+from ottla.broker.quota.client_quota_callback import load_callback
 from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.replication.replica_manager import ReplicaManager
@@ -98,6 +99,9 @@ class Node:
             self.authorizer.loaded = False  # until the metadata publisher has caught up
         """Kafka's StandardAuthorizer over the image's ACLs, which every listener of the
         node authorizes with (None without ``authorizer.class.name``: nothing is checked)."""
+        self.quota_callback = load_callback(config.originals)
+        """``client.quota.callback.class``, made at once so that a bad name stops the node
+        before it starts (``ConfigError``)."""
         self.authorizer_metrics: AuthorizerMetrics | None = None
         """Every decision of the authorizer, whichever role's listener asked (as Kafka's
         two authorizers of a combined node share their sensors)."""
@@ -166,12 +170,14 @@ class Node:
                                  {listener.name: cfg.listener_value(
                                      listener.name, "max.connection.creation.rate")
                                   for listener in cfg.listeners}))
+        if self.quota_callback is not None:
+            client_quotas.use_callback(self.quota_callback)
         self.publisher = MetadataPublisher(
             self.image, self.raft, on_change=self._on_metadata, clock=self.clock,
             snapshot_bytes=cfg["metadata.log.max.record.bytes.between.snapshots"],
             snapshot_interval_ms=cfg["metadata.log.max.snapshot.interval.ms"],
             authorizer=self.authorizer, client_quotas=client_quotas,
-            fatal_load_errors=self.is_controller)
+            cluster_id=self.cluster_id, fatal_load_errors=self.is_controller)
         if cfg.prometheus_listener is not None and self.is_broker:
             self.publisher.batch_stats = MetadataBatchStats()
         self.raft.listeners.append(self.publisher)
@@ -609,4 +615,9 @@ class Node:
             await self.channel.close()
         if self.raft is not None:
             await self.raft.stop()
+        if self.quota_callback is not None:
+            try:
+                self.quota_callback.close()
+            except Exception:
+                log.exception("Closing the client.quota.callback.class failed")
         log.info("Shut down cleanly")

@@ -19,6 +19,9 @@ The rate is Kafka's ``Rate`` (``quota.window.num`` samples of ``quota.window.siz
 A client over its quota Q with a measured rate O over a window W is throttled for
 ``(O - Q) / Q * W`` ms (Kafka's ``QuotaUtils.throttleTime``): what it takes for the rate
 over the longer window to fall back to Q if nothing more is recorded.
+
+With a ``client.quota.callback.class`` (``client_quota_callback``) the callback decides
+the tags and the quotas instead of the lookup above, and every request is measured.
 """
 
 from __future__ import annotations
@@ -31,7 +34,18 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final, Generic, TypeVar
 
+from ottla.broker.quota.client_quota_callback import (
+    CLIENT_ID_TAG,
+    DEFAULT_NAME,
+    USER_TAG,
+    ClientQuotaCallback,
+    ClientQuotaEntity,
+    ClientQuotaType,
+    ConfigEntity,
+    ConfigEntityType,
+)
 from ottla.broker.quota.token_bucket import TokenBucket
+from ottla.common.principal import Principal
 from ottla.common.stats.avg import Avg
 from ottla.common.stats.rate import Rate
 from ottla.metadata.client_quotas import (
@@ -108,6 +122,25 @@ class QuotaSensors(ABC, Generic[StatT]):
         self._user_level = self._client_level = self._pair_level = False
         self.sensors: dict[Tags, Sensor[StatT]] = {}
         self._next_expiry_ms = 0
+        self.callback: ClientQuotaCallback | None = None
+        """Kafka's ``client.quota.callback.class``: it decides tags and quotas instead
+        (``use_callback``)."""
+        self._callback_type = ClientQuotaType(quota_type.name)
+
+    def use_callback(self, callback: ClientQuotaCallback) -> None:
+        """Let ``callback`` decide the tags and quotas; every request is measured from now
+        on (Kafka's ``CUSTOM_QUOTAS``). The quotas set so far are given to it."""
+        self.callback = callback
+        self.enabled = True
+        for key, value in self.overrides.items():
+            callback.update_quota(self._callback_type, quota_entity(key), value)
+        self.refresh_bounds()
+
+    def refresh_bounds(self) -> None:
+        """Ask again for the quota of every client measured (Kafka's
+        ``updateQuotaMetricConfigs``)."""
+        for tags, sensor in self.sensors.items():
+            sensor.bound = self.quota_limit(tags)
 
     @abstractmethod
     def _new_stat(self) -> StatT:
@@ -126,15 +159,27 @@ class QuotaSensors(ABC, Generic[StatT]):
 
     def update_quota(self, key: QuotaKey, value: float | None) -> None:
         """Set (or, with None, remove) the quota of one entity, and re-bound the rates
-        measured so far (Kafka's ``updateQuota``)."""
+        measured so far (Kafka's ``updateQuota``, which tells the callback)."""
+        callback = self.callback
         if value is None:
-            self.overrides.pop(key, None)
+            removed = self.overrides.pop(key, None)
+            if callback is not None and removed is not None:
+                callback.remove_quota(self._callback_type, quota_entity(key))
         else:
             self.overrides[key] = value
+            if callback is not None:
+                callback.update_quota(self._callback_type, quota_entity(key), value)
         self._levels_changed()
 
     def set_quotas(self, quotas: Mapping[QuotaKey, float]) -> None:
         """Replace every quota of this type."""
+        callback = self.callback
+        if callback is not None:
+            for key in self.overrides.keys() - quotas.keys():
+                callback.remove_quota(self._callback_type, quota_entity(key))
+            for key, value in quotas.items():
+                if self.overrides.get(key) != value:
+                    callback.update_quota(self._callback_type, quota_entity(key), value)
         self.overrides = dict(quotas)
         self._levels_changed()
 
@@ -143,13 +188,15 @@ class QuotaSensors(ABC, Generic[StatT]):
         self._pair_level = any(u != ABSENT and c != ABSENT for u, c in zip(user, client))
         self._user_level = any(u != ABSENT and c == ABSENT for u, c in zip(user, client))
         self._client_level = any(u == ABSENT and c != ABSENT for u, c in zip(user, client))
-        self.enabled = bool(self.overrides)
-        for tags, sensor in self.sensors.items():
-            sensor.bound = self.quota_limit(tags)
+        self.enabled = bool(self.overrides) or self.callback is not None
+        self.refresh_bounds()
 
     def quota_tags(self, user: str, client_id: str) -> Tags:
         """Under which (user, client id) a request's rate is measured: the levels of the
-        quota that applies to it (Kafka's ``DefaultQuotaCallback.quotaMetricTags``)."""
+        quota that applies to it (Kafka's ``DefaultQuotaCallback.quotaMetricTags``), or
+        the callback's ``user`` and ``client-id`` tags."""
+        if self.callback is not None:
+            return self._callback_tags(user, client_id)
         levels = (self._user_level, self._client_level, self._pair_level)
         if levels == (False, True, False) or not any(levels):
             return ABSENT, client_id
@@ -170,8 +217,14 @@ class QuotaSensors(ABC, Generic[StatT]):
 
     def quota_limit(self, tags: Tags) -> float | None:
         """The quota of the rate measured under ``tags``: the most specific one set at
-        its levels (Kafka's ``DefaultQuotaCallback.quotaLimit``)."""
+        its levels (Kafka's ``DefaultQuotaCallback.quotaLimit``), or the callback's."""
         user, client_id = tags
+        if self.callback is not None:
+            metric_tags = {USER_TAG: user} if user else {}
+            if client_id:
+                metric_tags[CLIENT_ID_TAG] = client_id
+            limit = self.callback.quota_limit(self._callback_type, metric_tags)
+            return None if limit is None else float(limit)
         o = self.overrides
         if user and client_id:
             chain: tuple[QuotaKey, ...] = ((user, client_id), (user, DEFAULT),
@@ -188,6 +241,17 @@ class QuotaSensors(ABC, Generic[StatT]):
                 return value
         return None
 
+    def _callback_tags(self, user: str, client_id: str) -> Tags:
+        assert self.callback is not None
+        tags = self.callback.quota_metric_tags(self._callback_type, Principal("User", user),
+                                               client_id)
+        unknown = set(tags) - {USER_TAG, CLIENT_ID_TAG}
+        if unknown:
+            raise ValueError(f"client.quota.callback.class gave the metric tags "
+                             f"{sorted(unknown)}: Ottla's quota sensors know only "
+                             f"{USER_TAG} and {CLIENT_ID_TAG}")
+        return tags.get(USER_TAG) or ABSENT, tags.get(CLIENT_ID_TAG) or ABSENT
+
     def quota(self, user: str, client_id: str) -> float | None:
         """The quota that applies to ``user`` with ``client_id``, if any."""
         return self.quota_limit(self.quota_tags(user, client_id))
@@ -196,6 +260,9 @@ class QuotaSensors(ABC, Generic[StatT]):
 
     def _sensor(self, user: str, client_id: str | None, now_ms: int) -> Sensor[StatT]:
         tags = self.quota_tags(user, client_id or ABSENT)
+        callback = self.callback
+        if callback is not None and callback.quota_reset_required(self._callback_type):
+            self.refresh_bounds()
         sensor = self.sensors.get(tags)
         if sensor is None:
             if len(self.sensors) >= MAX_SENSORS:
@@ -285,6 +352,21 @@ class ClientQuotaManager(QuotaSensors[Rate]):
         if bound is None:
             return None
         return bound * (self.samples - 1) * self.window_seconds
+
+
+def quota_entity(key: QuotaKey) -> ClientQuotaEntity:
+    """A quota's key as Kafka's ``ClientQuotaEntity`` gives it to a callback."""
+    user, client_id = key
+    parts = []
+    if user is DEFAULT:
+        parts.append(ConfigEntity(DEFAULT_NAME, ConfigEntityType.DEFAULT_USER))
+    elif user != ABSENT:
+        parts.append(ConfigEntity(user, ConfigEntityType.USER))
+    if client_id is DEFAULT:
+        parts.append(ConfigEntity(DEFAULT_NAME, ConfigEntityType.DEFAULT_CLIENT_ID))
+    elif client_id != ABSENT:
+        parts.append(ConfigEntity(client_id, ConfigEntityType.CLIENT_ID))
+    return ClientQuotaEntity(tuple(parts))
 
 
 def throttle_time_ms(observed: float, bound: float, window_ms: int) -> int:

@@ -1,11 +1,18 @@
 """The quota managers of a node (Kafka's ``QuotaManagers``), fed from the metadata image's
-client quotas."""
+client quotas, and the node's ``client.quota.callback.class`` if it has one (Kafka's
+QuotaFactory gives the one callback to every manager, and its
+DynamicTopicClusterQuotaPublisher the cluster's metadata)."""
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
 
+from ottla.broker.quota.client_quota_callback import (
+    ClientQuotaCallback,
+    Cluster,
+    PartitionInfo,
+)
 from ottla.broker.quota.client_quota_manager import (
     ABSENT,
     DEFAULT,
@@ -25,6 +32,7 @@ from ottla.metadata.client_quotas import (
     USER,
     QuotaEntity,
 )
+from ottla.metadata.image import MetadataImage
 
 
 def quota_key(entity: QuotaEntity) -> QuotaKey:
@@ -55,6 +63,23 @@ class ClientQuotaManagers:
         self.controller_mutation = ControllerMutationQuotaManager(
             controller_samples, controller_window_seconds)
 
+        self.callback: ClientQuotaCallback | None = None
+
+    def use_callback(self, callback: ClientQuotaCallback) -> None:
+        """Every manager asks ``callback`` instead of its own lookup from now on."""
+        self.callback = callback
+        for manager in self.managers:
+            manager.use_callback(callback)
+
+    def update_cluster_metadata(self, image: MetadataImage, cluster_id: str) -> None:
+        """Give the callback the cluster as ``image`` has it; if it says its quotas
+        changed, every manager asks for them again."""
+        callback = self.callback
+        update = getattr(callback, "update_cluster_metadata", None)
+        if update is not None and update(cluster_of(image, cluster_id)):
+            for manager in self.managers:
+                manager.refresh_bounds()
+
     @property
     def managers(self) -> tuple[QuotaSensors[Rate] | QuotaSensors[TokenBucket], ...]:
         return self.produce, self.fetch, self.request, self.controller_mutation
@@ -83,6 +108,16 @@ class ClientQuotaManagers:
             values = quotas.get(entity, {})
             for manager in self.managers:
                 manager.update_quota(quota_key(entity), values.get(manager.quota_type.value))
+
+
+def cluster_of(image: MetadataImage, cluster_id: str) -> Cluster:
+    """What a callback sees of the cluster (Kafka's ``MetadataCache.toCluster``): the
+    unfenced brokers and every topic's partitions."""
+    return Cluster(
+        cluster_id, frozenset(b.broker_id for b in image.brokers.values() if not b.fenced),
+        {name: tuple(PartitionInfo(name, index, p.leader, tuple(p.replicas), tuple(p.isr))
+                     for index, p in sorted(topic.partitions.items()))
+         for name, topic in image.topics_by_name.items()})
 
 
 def _users_and_clients(entity: QuotaEntity) -> bool:
