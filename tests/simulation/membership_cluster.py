@@ -106,6 +106,7 @@ class MembershipQuorum(SimulatedQuorum):
 
     def record(self, result: VoterChangeResult) -> None:
         kind = self.requests.pop(result.request_id, "update")
+        self.note("{} {}: {}", kind, result.request_id, result.error.name)
         self.results[(kind, result.error.name)] += 1
 
     def last_voters_of_log(self, n: int) -> VoterSet:
@@ -139,6 +140,7 @@ class MembershipQuorum(SimulatedQuorum):
 
     def membership_step(self, chaos: bool) -> None:
         if chaos and self.workload == "replace" and self.wiping_allowed and \
+                "wipe" not in self.faults_off and \
                 self.ops_rng.random() < WIPE_CHANCE and self.safe_to_wipe():
             self.wipe(self.ops_rng.choice(sorted(self.committed_voters_at(1 << 62).ids)))
             return
@@ -172,12 +174,14 @@ class MembershipQuorum(SimulatedQuorum):
     def add(self, n: int, replica: RaftReplica, m: int) -> None:
         request_id = next(self.request_ids)
         self.requests[request_id] = "add"
+        self.note("leader {} asked to add {} (add {})", n, m, request_id)
         result = replica.add_voter(request_id, VoterNode(ReplicaKey(m, self.dirs[m])), self.now)
         self.after_change(n, replica, result)
 
     def remove(self, n: int, replica: RaftReplica, key: ReplicaKey) -> None:
         request_id = next(self.request_ids)
         self.requests[request_id] = "remove"
+        self.note("leader {} asked to remove {} (remove {})", n, key.id, request_id)
         self.after_change(n, replica, replica.remove_voter(request_id, key, self.now))
 
     def after_change(self, n: int, replica: RaftReplica, result: VoterChangeResult | None
@@ -198,6 +202,8 @@ class MembershipQuorum(SimulatedQuorum):
         if self.nodes[n] is not None:
             self.crash(n)
         self.wipes += 1
+        self.injected["wipe"] += 1
+        self.note("node {}'s disk wiped", n)
         self.logs[n] = SimulatedDisk()
         self.durable[n] = (0, None)
         self.dirs[n] = f"dir-{n}-{self.wipes}"

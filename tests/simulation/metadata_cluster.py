@@ -117,11 +117,13 @@ class MetadataQuorum(SimulatedQuorum):
         if control.claimed and not (replica.is_leader and replica.epoch == control.claim_epoch):
             if control.replayed_end > control.committed_end:
                 self.renounced_with_pending += 1
+            self.note("controller {} renounces epoch {}", n, control.claim_epoch)
             control.renounce()
             self._check_controller(n, "did not revert to its committed state")
         if control.can_claim(replica.is_leader, replica.epoch, replica.epoch_start_offset):
             control.claim(replica.epoch)
             self.claims += 1
+            self.note("controller {} claims epoch {}", n, replica.epoch)
             self._check_controller(n, "claimed with a state other than the committed one")
 
     def _check_controller(self, n: int, problem: str) -> None:

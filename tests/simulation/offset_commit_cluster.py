@@ -352,8 +352,14 @@ class Member:
 
 
 class OffsetCommitCluster:
+    FAULT_KINDS = ("loss", "delay", "replication", "failover", "crash-after-append")
+    faults_off: frozenset[str] = frozenset()
+    """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
+    knob; the run stays a function of the seed and this set)."""
+
     def __init__(self, seed: int) -> None:
         self.seed = seed
+        self.injected: collections.Counter[str] = collections.Counter()
         self.rng = random.Random(seed)
         self.now = 0
         self.chaos = False
@@ -490,18 +496,29 @@ class OffsetCommitCluster:
             return
         rng = self.rng
         choice = rng.random()
-        if choice < 0.2:
+        kind = "loss" if choice < 0.2 else "delay" if choice < 0.35 else \
+            "replication" if choice < 0.5 else "failover" if choice < 0.65 else \
+            "crash-after-append" if choice < 0.85 else None
+        if kind in self.faults_off:
+            self.after(rng.randint(200, 1000), self.inject_fault)
+            return
+        if kind == "loss":
             self.faults.loss = rng.choice([0.0, 0.02, 0.1, 0.3])
-        elif choice < 0.35:
+        elif kind == "delay":
             self.faults.max_delay_ms = rng.choice([5, 20, 100, 200])
-        elif choice < 0.5:
+        elif kind == "replication":
             self.faults.replication_ms = rng.choice([5, 30, 150, 400])
-        elif choice < 0.65:
+        elif kind == "failover":
             self.fail_over(rng.random() < 0.5)
-        elif choice < 0.85:
+        elif kind == "crash-after-append":
             self.crash_after_append = True
         else:
             self.faults = Faults()
+        if kind is not None:
+            self.injected[kind] += 1
+        if kind != "failover":
+            self.note("faults {}{}", self.faults,
+                      ", crash after the next append" if self.crash_after_append else "")
         self.after(rng.randint(200, 1000), self.inject_fault)
 
     def heal(self) -> None:

@@ -410,8 +410,14 @@ class Stats:
 
 
 class PartitionCluster:
+    FAULT_KINDS = ("loss", "delay", "cut", "crash")
+    faults_off: frozenset[str] = frozenset()
+    """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
+    knob; the run stays a function of the seed and this set)."""
+
     def __init__(self, seed: int) -> None:
         self.seed = seed
+        self.injected: collections.Counter[str] = collections.Counter()
         self.rng = random.Random(seed)
         self.now = 0
         self.chaos = False
@@ -539,19 +545,27 @@ class PartitionCluster:
 
     def inject_fault(self) -> None:
         choice = self.rng.random()
+        kind = "loss" if choice < 0.15 else "delay" if choice < 0.3 else \
+            "cut" if choice < 0.45 else None if choice < 0.6 else "crash"
+        if kind in self.faults_off:
+            return
         faults = self.faults
-        if choice < 0.15:
+        if kind == "loss":
             faults.loss = self.rng.choice([0.0, 0.05, 0.2, 0.5])
-        elif choice < 0.3:
+            self.note("loss {}", faults.loss)
+        elif kind == "delay":
             faults.max_delay_ms = self.rng.choice([5, 20, 100, 400])
-        elif choice < 0.45:
+            self.note("delays up to {} ms", faults.max_delay_ms)
+        elif kind == "cut":
             # Cut one broker off from some of the others and perhaps the controller.
             victim = self.rng.choice(BROKERS)
             others = [n for n in (CONTROLLER, *BROKERS) if n != victim]
             cut = self.rng.sample(others, self.rng.randint(1, len(others)))
             faults.cut = {frozenset((victim, n)) for n in cut}
-        elif choice < 0.6:
+            self.note("links of {} to {} cut", victim, sorted(cut))
+        elif kind is None:
             faults.cut = set()
+            self.note("cut links healed")
         else:
             alive = [b for b in BROKERS if self.brokers[b].alive]
             if not alive:
@@ -562,6 +576,8 @@ class PartitionCluster:
                 self.rng.choice(alive)
             self.crash(self.brokers[victim])
             self.schedule(self.now + self.rng.randint(100, 3000), "restart", victim)
+        if kind is not None:
+            self.injected[kind] += 1
 
     def crash(self, broker: SimBroker) -> None:
         """The process dies: its log and HW checkpoint stay, the rest is gone."""

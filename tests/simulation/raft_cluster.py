@@ -11,10 +11,15 @@ beside the voters. Invariants are checked as the run goes: one leader per epoch,
 committed entries equal one global committed log (nothing committed is lost or
 reordered), and no replica ever truncates below its high watermark (``RaftError``, raised
 by ``RaftReplica`` itself). A broken one raises a ``Violation`` naming its ``Invariant``.
+
+The notable steps (faults, crashes, boots, each epoch's first leader; subclasses add
+theirs) go to ``trace``, the last ``TRACE_LENGTH`` of them unless a caller keeps all
+(``python -m tests.simulation --trace``); ``faults_off`` switches fault kinds off.
 """
 
 from __future__ import annotations
 
+import collections
 import enum
 import hashlib
 import heapq
@@ -30,6 +35,9 @@ from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 TICK_MS = 10
 SNAPSHOT_EVERY = 40  # offsets applied beyond the last snapshot before taking another
 MAX_FSYNC_MS = 60
+TRACE_LENGTH = 200
+FAULT_KINDS = ("loss", "delay", "partition", "crash")
+"""The faults ``inject_fault`` draws from, each of which a run may switch off (``faults_off``)."""
 
 
 class Invariant(enum.Enum):
@@ -94,7 +102,17 @@ class Faults:
 
 
 class SimulatedQuorum:
+    FAULT_KINDS = FAULT_KINDS
+    faults_off: frozenset[str] = frozenset()
+    """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
+    knob; the run stays a function of the seed and this set)."""
+
     def __init__(self, seed: int, voters: int, observers: int = 0) -> None:
+        self.injected: collections.Counter[str] = collections.Counter()
+        self.trace: collections.deque[tuple[int, str, tuple[Any, ...]]] = \
+            collections.deque(maxlen=TRACE_LENGTH)
+        """The last notable steps (faults, crashes, restarts, new leaders), formatted only
+        when shown."""
         self.rng = random.Random(seed)
         self.voter_ids = list(range(1, voters + 1))
         self.ids = list(range(1, voters + observers + 1))
@@ -110,6 +128,7 @@ class SimulatedQuorum:
         self.committed: list[Entry] = []  # the one committed log every node must agree on
         self.committed_bases: list[int] = []
         self.leaders: dict[int, int] = {}  # epoch -> leader
+        self.noted_leaders: set[int] = set()
         self.events: list[tuple[int, int, str, Any]] = []
         self.seq = itertools.count()
         self.proposed = 0
@@ -119,8 +138,17 @@ class SimulatedQuorum:
 
     # --- node lifecycle ------------------------------------------------------------------
 
+    def note(self, text: str, *args: Any) -> None:
+        self.trace.append((self.now, text, args))
+
+    def history(self) -> str:
+        """The last notable steps, one a line."""
+        return "\n".join(f"{at:>7} ms  {text.format(*args)}" for at, text, args in self.trace)
+
     def boot(self, n: int) -> None:
         epoch, voted = self.durable[n]
+        self.note("node {} starts (epoch {}, voted for {}, log end {})", n, epoch, voted,
+                  self.logs[n].end_offset)
         replica = self.make_replica(n, epoch, voted)
         self.nodes[n] = replica
         self.applied[n] = []  # the state machine is rebuilt from the log after a restart
@@ -140,6 +168,7 @@ class SimulatedQuorum:
             self.logs[n].end_snapshot(write)  # it was on disk: the start adopts it
         self.logs[n].lose_unflushed()
         self.flushing.discard(n)
+        self.note("node {} crashes (flushed log end {})", n, self.logs[n].end_offset)
 
     # --- events ---------------------------------------------------------------------------
 
@@ -153,7 +182,10 @@ class SimulatedQuorum:
         self.durable[n] = (replica.epoch, replica.voted_for)
         if replica.role is Role.LEADER:
             first = self.leaders.setdefault(replica.epoch, n)
-            if first != n:
+            if first == n and replica.epoch not in self.noted_leaders:
+                self.noted_leaders.add(replica.epoch)
+                self.note("node {} leads epoch {}", n, replica.epoch)
+            elif first != n:
                 raise Violation(Invariant.ONE_LEADER_PER_EPOCH,
                                 f"epoch {replica.epoch} has two leaders: {first} and {n}")
         committed = replica.take_committed()
@@ -299,17 +331,27 @@ class SimulatedQuorum:
 
     def inject_fault(self) -> None:
         choice = self.rng.random()
-        if choice < 0.25:
+        kind = "loss" if choice < 0.25 else "delay" if choice < 0.45 else \
+            "partition" if choice < 0.7 else None if choice < 0.85 else "crash"
+        if kind in self.faults_off:
+            return
+        if kind is not None:
+            self.injected[kind] += 1
+        if kind == "loss":
             self.faults.loss = self.rng.choice([0.0, 0.05, 0.2, 0.5])
-        elif choice < 0.45:
+            self.note("loss {}", self.faults.loss)
+        elif kind == "delay":
             self.faults.max_delay_ms = self.rng.choice([5, 20, 100, 400])
-        elif choice < 0.7:
+            self.note("delays up to {} ms", self.faults.max_delay_ms)
+        elif kind == "partition":
             # cut the quorum in two random groups (possibly a lone node)
             group = set(self.rng.sample(self.ids, self.rng.randint(1, len(self.ids) // 2)))
             self.faults.partitioned = {frozenset((a, b)) for a in group
                                        for b in self.ids if b not in group}
-        elif choice < 0.85:
+            self.note("partition: {} cut off", sorted(group))
+        elif kind is None:
             self.faults.partitioned = set()
+            self.note("partition healed")
         else:
             alive = [n for n in self.ids if self.nodes[n] is not None]
             if alive:
@@ -318,6 +360,7 @@ class SimulatedQuorum:
                 self.schedule(self.now + self.rng.randint(100, 3000), "restart", victim)
 
     def heal(self) -> None:
+        self.note("healed")
         self.faults = Faults()
         for n in self.ids:
             if self.nodes[n] is None:

@@ -465,8 +465,14 @@ class Consumer:
 
 
 class ShareCluster:
+    FAULT_KINDS = ("write-failures", "leave", "die", "leader-change")
+    faults_off: frozenset[str] = frozenset()
+    """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
+    knob; the run stays a function of the seed and this set)."""
+
     def __init__(self, seed: int) -> None:
         self.seed = seed
+        self.injected: collections.Counter[str] = collections.Counter()
         self.rng = rng = random.Random(seed)
         self.settings = Settings(delivery_limit=rng.choice((1, 2, 3, 5)),
                                  lock_ms=rng.choice((100, 300, 1000)),
@@ -588,16 +594,25 @@ class ShareCluster:
             return
         rng = self.rng
         choice = rng.random()
-        if choice < 0.2:
-            self.write_failures = rng.choice((0.0, 0.1, 0.3))
-        elif choice < 0.4:
-            self.stats.members_left += 1
-            rng.choice(self.consumers).leave()
-        elif choice < 0.55:
-            self.stats.members_died += 1
-            rng.choice(self.consumers).die()
-        elif choice < 0.7:
-            self.change_leader()
+        kind = "write-failures" if choice < 0.2 else "leave" if choice < 0.4 else \
+            "die" if choice < 0.55 else "leader-change" if choice < 0.7 else None
+        if kind is not None and kind not in self.faults_off:
+            self.injected[kind] += 1
+            if kind == "write-failures":
+                self.write_failures = rng.choice((0.0, 0.1, 0.3))
+                self.note("state writes fail with probability {}", self.write_failures)
+            elif kind == "leave":
+                self.stats.members_left += 1
+                consumer = rng.choice(self.consumers)
+                self.note("consumer {} leaves", consumer.index)
+                consumer.leave()
+            elif kind == "die":
+                self.stats.members_died += 1
+                consumer = rng.choice(self.consumers)
+                self.note("consumer {} dies", consumer.index)
+                consumer.die()
+            else:
+                self.change_leader()
         self.after(rng.randint(100, 600), self.inject_fault)
 
     def heal(self) -> None:
