@@ -21,13 +21,12 @@ from ottla.raft.voter_set import VoterSet
 from tests.simulation.fresh import fresh_start
 from tests.simulation.membership_cluster import WORKLOADS, MembershipQuorum
 from tests.simulation.raft_cluster import Invariant, Violation
+from tests.simulation.workloads import simulate_membership
 
 SEEDS_PER_WORKLOAD = int(os.environ.get("OTTLA_MEMBERSHIP_SEEDS", "170"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
 FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "12"))
 FRESH_START = fresh_start(ONLY)
-CHAOS_MS = 6_000
-RECOVERY_BOUND_MS = 10_000
 NAMES = sorted(WORKLOADS)
 
 
@@ -54,59 +53,13 @@ def failed(seed: int, workload: str, e: Exception) -> AssertionError:
         ".venv/bin/pytest tests/simulation/test_membership_simulation.py -k fresh")
 
 
-def run_membership(seed: int, workload: str, chaos_ms: int = CHAOS_MS) -> MembershipQuorum:
-    """Chaos with the workload, then healing: a leader is elected and commits; once the
-    workload stops, within a bound, every live node has the leader's voter set, a
-    majority of the voters and every other node caught up, and all applied a prefix of
-    one committed log."""
-    sim = MembershipQuorum(seed, workload)
-    try:
-        sim.run_until(chaos_ms, chaos=True)
-        committed_before = sim.committed_end
-        sim.heal()
-        deadline = sim.now + RECOVERY_BOUND_MS
-        while sim.now < deadline and (sim.leader() is None
-                                      or sim.committed_end <= committed_before):
-            sim.run_until(sim.now + 100, chaos=False)
-        if sim.leader() is None:
-            raise Violation(Invariant.RECOVERS, "no leader elected after the partition healed")
-        if sim.committed_end <= committed_before:
-            raise Violation(Invariant.RECOVERS, "nothing committed after healing")
-        sim.run_until(sim.now + 2_000, chaos=False)  # a replacement under way completes
-        sim.workload_on = False
-        deadline = sim.now + RECOVERY_BOUND_MS
-        while sim.now < deadline and settled(sim, committed_before) is not None:
-            sim.run_until(sim.now + 100, chaos=False)
-        unsettled = settled(sim, committed_before)
-        if unsettled is not None:
-            raise Violation(Invariant.RECOVERS, unsettled)
-        for n, applied in sim.applied.items():
-            if sim.digest(applied) != sim.digest(sim.committed[:len(applied)]):
-                raise Violation(Invariant.ONE_COMMITTED_LOG,
-                                f"node {n} applied other entries than the committed log's")
-    except Exception as e:
-        raise failed(seed, workload, e) from e
+def run_membership(seed: int, workload: str) -> MembershipQuorum:
+    """``workloads.simulate_membership``; a failure raised with its seed and replay
+    command."""
+    sim, error = simulate_membership(seed, workload)
+    if error is not None:
+        raise failed(seed, workload, error) from error
     return sim
-
-
-def settled(sim: MembershipQuorum, committed_before: int) -> str | None:
-    """What is still missing once the changes stopped, or None."""
-    leader = sim.leader()
-    if leader is None:
-        return "no leader once the changes stopped"
-    replica = sim.nodes[leader]
-    assert replica is not None
-    voters = replica.voter_set
-    for n, other in sim.nodes.items():
-        if other is not None and other.voter_set != voters:
-            return f"node {n} has voters {other.voter_set}, the leader {voters}"
-    caught_up = [v for v in voters.ids if sim.applied_end[v] >= sim.committed_end - 64]
-    if len(caught_up) < voters.majority:
-        return f"only voters {caught_up} of {voters} caught up with {sim.committed_end}"
-    for n in sim.ids:
-        if n not in voters.ids and sim.applied_end[n] < committed_before:
-            return f"observer {n} did not catch up"
-    return None
 
 
 @pytest.mark.parametrize(("workload", "seed"), CASES, ids=IDS)

@@ -37,6 +37,7 @@ from tests.simulation.offset_commit_cluster import (
     Stats,
     Violation,
 )
+from tests.simulation.workloads import OFFSET_COMMIT_CHAOS_MS, Knobs, simulate_offset_commits
 
 DEFAULT_SEEDS = 100
 DEFAULT_FRESH = 20
@@ -46,8 +47,7 @@ FRESH = int(os.environ.get("OTTLA_OFFSET_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
 FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_OFFSET_SIM_SEED``, or drawn anew each run."""
-CHAOS_MS = int(os.environ.get("OTTLA_OFFSET_SIM_CHAOS_MS", "10000"))
-HEAL_BOUND_MS = 5_000
+CHAOS_MS = int(os.environ.get("OTTLA_OFFSET_SIM_CHAOS_MS", str(OFFSET_COMMIT_CHAOS_MS)))
 COVERAGE_SEEDS = 20
 
 CASES = [int(ONLY)] if ONLY is not None else list(range(1, SEEDS + 1))
@@ -67,23 +67,13 @@ class Failure(NamedTuple):
 
 
 def simulate(seed: int) -> tuple[OffsetCommitCluster, Failure | None]:
-    """Faults for ``CHAOS_MS``, then heal and wait, up to ``HEAL_BOUND_MS``, for every
-    member's last commit to be acknowledged; then the final check."""
-    sim = OffsetCommitCluster(seed)
-    try:
-        sim.run_until(CHAOS_MS, chaos=True)
-        sim.heal()
-        deadline = sim.now + HEAL_BOUND_MS
-        while sim.now < deadline and sim.convergence_problem() is not None:
-            sim.run_until(sim.now + 100)
-        problem = sim.convergence_problem()
-        if problem is not None:
-            raise Violation(Invariant.QUIET, f"{HEAL_BOUND_MS} ms after healing: {problem}")
-        sim.check_final()
-    except Exception as e:
-        return sim, Failure(e, f"seed {seed} at {sim.now} ms: {type(e).__name__}: {e}; "
-                               f"{replay(seed)}\nThe last steps:\n{sim.history()}")
-    return sim, None
+    """``workloads.simulate_offset_commits`` for ``CHAOS_MS``: the cluster and what broke
+    (None if nothing)."""
+    sim, error = simulate_offset_commits(seed, Knobs(chaos_ms=CHAOS_MS))
+    if error is None:
+        return sim, None
+    return sim, Failure(error, f"seed {seed} at {sim.now} ms: {type(error).__name__}: "
+                               f"{error}; {replay(seed)}\nThe last steps:\n{sim.history()}")
 
 
 @pytest.mark.parametrize("seed", CASES + FRESH_CASES, ids=[f"seed {s}" for s in CASES]
@@ -123,28 +113,30 @@ def assert_caught(seeds: int, invariant: Invariant) -> int:
     raise AssertionError(f"none of the first {seeds} seeds caught it")
 
 
+def answered_at_append(self: CoordinatorRuntime[Any], tp: tuple[str, int], operation: Any,
+                       reply: Any, now_ms: int) -> None:
+    """``CoordinatorRuntime.write`` broken (fault (c)): the reply goes once the records are
+    appended, not once the high watermark passes them (the runner's tests use it too)."""
+    context = self.active(tp)
+    self.now_ms = max(self.now_ms, now_ms)
+
+    def at_once(shard: Any, now: int) -> Any:
+        try:
+            result = operation(shard, now)
+        except KafkaError as e:
+            reply(e)
+            raise
+        reply(result.response)
+        return result
+
+    self._run(context, at_once, None)
+
+
 def test_a_commit_acknowledged_before_it_is_durable_is_caught(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 34's fault (c): the coordinator answers a write (OffsetCommit) once its
     records are appended to the leader, not once the high watermark passes them. A leader
     change that cuts the uncommitted tail then loses an acknowledged commit."""
-
-    def answered_at_append(self: CoordinatorRuntime[Any], tp: tuple[str, int],
-                           operation: Any, reply: Any, now_ms: int) -> None:
-        context = self.active(tp)
-        self.now_ms = max(self.now_ms, now_ms)
-
-        def at_once(shard: Any, now: int) -> Any:
-            try:
-                result = operation(shard, now)
-            except KafkaError as e:
-                reply(e)
-                raise
-            reply(result.response)
-            return result
-
-        self._run(context, at_once, None)
-
     monkeypatch.setattr(CoordinatorRuntime, "write", answered_at_append)
     assert_caught(10, Invariant.ACKED_VISIBLE)
 

@@ -36,16 +36,15 @@ from tests.simulation.partition_cluster import (
     Stats,
     Violation,
 )
+from tests.simulation.workloads import PARTITION_CHAOS_MS, Knobs, simulate_partition
 
 SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "250"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
 FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "100"))
 FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_SIM_SEED``, or drawn anew each run, far above the fixed."""
-CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", "20000"))
-"""Simulated time under faults (``OTTLA_SIM_CHAOS_MS``); the healed cluster then has
-``HEAL_BOUND_MS``."""
-HEAL_BOUND_MS = 8_000
+CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", str(PARTITION_CHAOS_MS)))
+"""Simulated time under faults (``OTTLA_SIM_CHAOS_MS``)."""
 COVERAGE_SEEDS = 20
 """How many seeds the coverage test runs to show the faults reach what they should."""
 
@@ -60,28 +59,14 @@ def replay(seed: int) -> str:
 
 
 def run(seed: int) -> PartitionCluster:
-    """Faults for ``CHAOS_MS``, then heal (no faults, every broker started) and wait, up
-    to ``HEAL_BOUND_MS``, for one leader with a full ISR, every replica's log equal to
-    the leader's below its high watermark, and new writes acknowledged."""
-    sim = PartitionCluster(seed)
-    try:
-        sim.run_until(CHAOS_MS, chaos=True)
-        sim.heal()
-        acked_before = sim.stats.acked
-        deadline = sim.now + HEAL_BOUND_MS
-        while sim.now < deadline and (sim.convergence_problem() is not None
-                                      or sim.stats.acked <= acked_before):
-            sim.run_until(sim.now + 100)
-        problem = sim.convergence_problem()
-        if problem is not None:
-            raise Violation(Invariant.CONVERGES,
-                            f"not converged {HEAL_BOUND_MS} ms after healing: {problem}")
-        if sim.stats.acked <= acked_before:
-            raise Violation(Invariant.CONVERGES, "no write acknowledged after healing")
-        sim.check_final()
-    except AssertionError as e:
-        raise AssertionError(f"seed {seed} at {sim.now} ms: {e}; {replay(seed)}\n"
-                             f"The last steps:\n{sim.history()}") from e
+    """``workloads.simulate_partition``: a broken rule raised with the seed, the replay
+    command and the last steps; a failure of the model propagates as it is."""
+    sim, error = simulate_partition(seed, Knobs(chaos_ms=CHAOS_MS))
+    if isinstance(error, AssertionError):
+        raise AssertionError(f"seed {seed} at {sim.now} ms: {error}; {replay(seed)}\n"
+                             f"The last steps:\n{sim.history()}") from error
+    if error is not None:
+        raise error
     return sim
 
 

@@ -29,6 +29,7 @@ from ottla.raft.quorum import RaftReplica, Role
 from tests.simulation.fresh import fresh_start
 from tests.simulation.metadata_cluster import MetadataInvariant, MetadataQuorum
 from tests.simulation.raft_cluster import Invariant, SimulatedQuorum, Violation
+from tests.simulation.workloads import simulate_metadata, simulate_raft
 
 DEFAULT_FRESH = 40
 SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "100"))
@@ -37,8 +38,6 @@ FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
 FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_SIM_SEED``, or drawn anew each run, far above the fixed."""
-CHAOS_MS = 15_000
-RECOVERY_BOUND_MS = 10_000
 COVERAGE_SEEDS = 12
 """How many seeds the coverage tests run to show the faults reach what they should."""
 
@@ -75,59 +74,18 @@ def failed(seed: int, voters: int, e: Exception) -> AssertionError:
 
 
 def run_raft(seed: int, voters: int) -> SimulatedQuorum:
-    """Nodes snapshot every 40 applied offsets and drop the log before it, so replicas
-    that fall behind (partitioned, crashed) catch up through FetchSnapshot. Two
-    observers (brokers) follow the log and must catch up too."""
-    sim = SimulatedQuorum(seed, voters, observers=2)
-    try:
-        sim.run_until(CHAOS_MS, chaos=True)
-        committed_before = sim.committed_end
-        sim.heal()
-        deadline = sim.now + RECOVERY_BOUND_MS
-        while sim.now < deadline and (sim.leader() is None
-                                      or sim.committed_end <= committed_before):
-            sim.run_until(sim.now + 100, chaos=False)
-        if sim.leader() is None:
-            raise Violation(Invariant.RECOVERS, "no leader elected after the partition healed")
-        if sim.committed_end <= committed_before:
-            raise Violation(Invariant.RECOVERS, "nothing committed after healing")
-        sim.run_until(sim.now + 3_000, chaos=False)
-        # Every live node applied a prefix of the one committed log, and they agree.
-        for n, applied in sim.applied.items():
-            if sim.digest(applied) != sim.digest(sim.committed[:len(applied)]):
-                raise Violation(Invariant.ONE_COMMITTED_LOG,
-                                f"node {n} applied other entries than the committed log's")
-        caught_up = [n for n in sim.voter_ids if sim.applied_end[n] >= sim.committed_end - 64]
-        if len(caught_up) < voters // 2 + 1:
-            raise Violation(Invariant.RECOVERS, f"only voters {caught_up} caught up with the "
-                                                f"committed end {sim.committed_end}")
-        for observer in sim.ids[voters:]:
-            if sim.applied_end[observer] < committed_before:
-                raise Violation(Invariant.RECOVERS, f"observer {observer} did not catch up")
-    except Exception as e:
-        raise failed(seed, voters, e) from e
+    """``workloads.simulate_raft``; a failure raised with its seed and replay command."""
+    sim, error = simulate_raft(seed, voters)
+    if error is not None:
+        raise failed(seed, voters, error) from error
     return sim
 
 
 def run_metadata(seed: int, voters: int) -> MetadataQuorum:
-    """Real QuorumControllers on the voters and an observer: every node's image has the
-    same digest at every sampled offset, claims start from the committed state and
-    renouncing reverts to it; metadata transactions end, abort or are left open and
-    aborted by the next leader."""
-    sim = MetadataQuorum(seed, voters, observers=1)
-    try:
-        sim.run_until(CHAOS_MS, chaos=True)
-        sim.heal()
-        sim.run_until(sim.now + 5_000, chaos=False)
-        if sim.leader() is None:
-            raise Violation(Invariant.RECOVERS, "no leader 5 s after healing")
-        observer = sim.ids[-1]
-        if sim.applied_end[observer] < sim.committed_end - 64:
-            raise Violation(Invariant.RECOVERS,
-                            f"observer {observer} applied up to {sim.applied_end[observer]} of "
-                            f"{sim.committed_end}")
-    except Exception as e:
-        raise failed(seed, voters, e) from e
+    """``workloads.simulate_metadata``; a failure raised with its seed and replay command."""
+    sim, error = simulate_metadata(seed, voters)
+    if error is not None:
+        raise failed(seed, voters, error) from error
     return sim
 
 

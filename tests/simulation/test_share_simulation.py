@@ -35,6 +35,7 @@ from tests.simulation.share_partition_cluster import (
     Stats,
     Violation,
 )
+from tests.simulation.workloads import SHARE_CHAOS_MS, Knobs, simulate_share
 
 DEFAULT_SEEDS = 100
 DEFAULT_FRESH = 20
@@ -44,9 +45,7 @@ FRESH = int(os.environ.get("OTTLA_SHARE_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
 FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_SHARE_SIM_SEED``, or drawn anew each run."""
-CHAOS_MS = int(os.environ.get("OTTLA_SHARE_SIM_CHAOS_MS", "8000"))
-HEAL_BOUND_MS = 20_000
-"""Enough for the backlog of the slowest settings to be accepted."""
+CHAOS_MS = int(os.environ.get("OTTLA_SHARE_SIM_CHAOS_MS", str(SHARE_CHAOS_MS)))
 COVERAGE_SEEDS = 20
 
 CASES = [int(ONLY)] if ONLY is not None else list(range(1, SEEDS + 1))
@@ -66,22 +65,13 @@ class Failure(NamedTuple):
 
 
 def simulate(seed: int) -> tuple[ShareCluster, Failure | None]:
-    """Faults for ``CHAOS_MS``, then heal and wait, up to ``HEAL_BOUND_MS``, for the start
-    offset to reach the log end."""
-    sim = ShareCluster(seed)
-    try:
-        sim.run_until(CHAOS_MS, chaos=True)
-        sim.heal()
-        deadline = sim.now + HEAL_BOUND_MS
-        while sim.now < deadline and sim.convergence_problem() is not None:
-            sim.run_until(sim.now + 100)
-        problem = sim.convergence_problem()
-        if problem is not None:
-            raise Violation(Invariant.QUIET, f"{HEAL_BOUND_MS} ms after healing: {problem}")
-    except Exception as e:
-        return sim, Failure(e, f"seed {seed} at {sim.now} ms: {type(e).__name__}: {e}; "
-                               f"{replay(seed)}\nThe last steps:\n{sim.history()}")
-    return sim, None
+    """``workloads.simulate_share`` for ``CHAOS_MS``: the cluster and what broke (None if
+    nothing)."""
+    sim, error = simulate_share(seed, Knobs(chaos_ms=CHAOS_MS))
+    if error is None:
+        return sim, None
+    return sim, Failure(error, f"seed {seed} at {sim.now} ms: {type(error).__name__}: "
+                               f"{error}; {replay(seed)}\nThe last steps:\n{sim.history()}")
 
 
 @pytest.mark.parametrize("seed", CASES + FRESH_CASES, ids=[f"seed {s}" for s in CASES]

@@ -40,6 +40,7 @@ from tests.simulation.transaction_cluster import (
     TransactionCluster,
     Violation,
 )
+from tests.simulation.workloads import TRANSACTION_CHAOS_MS, Knobs, simulate_transactions
 
 DEFAULT_SEEDS = 150
 DEFAULT_FRESH = 30
@@ -49,9 +50,9 @@ FRESH = int(os.environ.get("OTTLA_TXN_SIM_FRESH_SEEDS",
                            "1" if ONLY is not None else str(DEFAULT_FRESH)))
 FRESH_START = fresh_start(ONLY)
 """The first fresh seed: ``OTTLA_TXN_SIM_SEED``, or drawn anew each run, far above the fixed."""
-CHAOS_MS = int(os.environ.get("OTTLA_TXN_SIM_CHAOS_MS", "15000"))
-"""Simulated time under faults; the healed cluster then has ``HEAL_BOUND_MS`` to be quiet."""
-HEAL_BOUND_MS = 15_000
+CHAOS_MS = int(os.environ.get("OTTLA_TXN_SIM_CHAOS_MS", str(TRANSACTION_CHAOS_MS)))
+"""Simulated time under faults; the healed cluster then has
+``workloads.TRANSACTION_HEAL_BOUND_MS`` to be quiet."""
 COVERAGE_SEEDS = 20
 """How many seeds the coverage test runs to show the faults reach what they should."""
 
@@ -75,25 +76,13 @@ class Failure(NamedTuple):
 
 
 def simulate(seed: int) -> tuple[TransactionCluster, Failure | None]:
-    """Faults for ``CHAOS_MS``, then heal and wait, up to ``HEAL_BOUND_MS``, for every
-    transaction to be complete everywhere; then the final checks. Returns the cluster and
-    what broke (None if nothing)."""
-    sim = TransactionCluster(seed)
-    try:
-        sim.run_until(CHAOS_MS, chaos=True)
-        sim.heal()
-        deadline = sim.now + HEAL_BOUND_MS
-        while sim.now < deadline and sim.convergence_problem() is not None:
-            sim.run_until(sim.now + 100)
-        problem = sim.convergence_problem()
-        if problem is not None:
-            raise Violation(Invariant.QUIET,
-                            f"not quiet {HEAL_BOUND_MS} ms after healing: {problem}")
-        sim.check_final()
-    except Exception as e:
-        return sim, Failure(e, f"seed {seed} at {sim.now} ms: {type(e).__name__}: {e}; "
-                               f"{replay(seed)}\nThe last steps:\n{sim.history()}")
-    return sim, None
+    """``workloads.simulate_transactions`` for ``CHAOS_MS``: the cluster and what broke
+    (None if nothing)."""
+    sim, error = simulate_transactions(seed, Knobs(chaos_ms=CHAOS_MS))
+    if error is None:
+        return sim, None
+    return sim, Failure(error, f"seed {seed} at {sim.now} ms: {type(error).__name__}: "
+                               f"{error}; {replay(seed)}\nThe last steps:\n{sim.history()}")
 
 
 @pytest.mark.parametrize("seed", CASES + FRESH_CASES, ids=[f"seed {s}" for s in CASES]
