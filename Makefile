@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TEST_WORKERS ?= 2
 
-.PHONY: run test lint bench install install-test install-bench clean
+.PHONY: run test lint bench install install-test install-bench clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,15 @@ test: install-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -rs --durations=25 -n $(TEST_WORKERS)
+
+# The deterministic simulations over seeds 1..SEEDS of each workload (WORKLOAD: all, a
+# workload or a family), on JOBS processes (default: the cores); exit 1 on a violation,
+# each failing seed printed with its replay command (docs/testing.md).
+SEEDS ?= 1000
+WORKLOAD ?= all
+JOBS ?=
+simulate: install-test
+	$(BIN)/python -m tests.simulation --workload $(WORKLOAD) --seeds 1-$(SEEDS) $(if $(JOBS),--jobs $(JOBS))
 
 clean:
 	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache

@@ -1,0 +1,120 @@
+"""``python -m tests.simulation``: seeds parsed, clean runs pass, a broken core fails with
+its seed, invariant and replay command, and a failure shrinks to a schedule no bigger
+than its own that replays exactly."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from ottla.coordinator.runtime import CoordinatorRuntime
+from tests.simulation.runner import main, parse_seeds, replay_command, shrink
+from tests.simulation.test_offset_commit_simulation import answered_at_append
+from tests.simulation.workloads import WORKLOADS, Knobs, select
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(list(argv), out), out.getvalue()
+
+
+def test_seeds_are_ranges_and_lists_each_once_in_order() -> None:
+    assert parse_seeds("1-3,10,20-22") == [1, 2, 3, 10, 20, 21, 22]
+    assert parse_seeds("7") == [7]
+    assert parse_seeds("1-3,2-5") == [1, 2, 3, 4, 5]
+    assert parse_seeds("100000-100002") == [100000, 100001, 100002]
+
+
+@pytest.mark.parametrize("text", ["3-1", "a", "1-", "-4", "1,,2"])
+def test_a_malformed_seed_range_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_seeds(text)
+    code, out = run("--workload", "share", "--seeds", text)
+    assert code == 2, out
+
+
+def test_a_name_selects_a_workload_its_family_or_all() -> None:
+    assert [w.name for w in select(["raft"])] == ["raft-3", "raft-5"]
+    assert [w.name for w in select(["membership"])] == \
+        ["membership-churn", "membership-grow", "membership-replace"]
+    assert [w.name for w in select(["share", "share"])] == ["share"]
+    assert len(select(["all"])) == len(WORKLOADS) == 11
+    code, out = run("--workload", "nope", "--seeds", "1")
+    assert code == 2 and "no workload" in out
+
+
+def test_clean_workloads_over_a_few_seeds_exit_zero() -> None:
+    code, out = run("--workload", "share,offset-commit", "--seeds", "1-3", "--jobs", "1")
+    assert code == 0, out
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines()
+            if line.startswith(("share ", "offset-commit "))}
+    assert rows == {"share": ["3", "0"], "offset-commit": ["3", "0"]}, out
+    assert "6 runs" in out
+
+
+def test_seeds_run_in_worker_processes_give_the_same_table() -> None:
+    code, out = run("--workload", "partition", "--seeds", "1-4", "--jobs", "2")
+    assert code == 0, out
+    assert "on 2 process(es)" in out
+    assert any(line.split()[:3] == ["partition", "4", "0"] for line in out.splitlines()), out
+
+
+def test_a_seed_replays_exactly() -> None:
+    w = WORKLOADS["transaction"]
+    first, again = w.run(7, Knobs(full_trace=True)), w.run(7, Knobs(full_trace=True))
+    assert first.ok and first.trace and first.trace == again.trace
+    assert first.injected == again.injected and first.at_ms == again.at_ms
+
+
+def test_a_fault_kind_switched_off_is_never_injected() -> None:
+    w = WORKLOADS["partition"]
+    normal = w.run(3)
+    assert normal.injected.get("crash", 0) > 0, normal.injected
+    without = w.run(3, Knobs(faults_off=frozenset({"crash"})))
+    assert "crash" not in without.injected and without.injected, without.injected
+    quiet = w.run(3, Knobs(faults_off=frozenset(w.fault_kinds)))
+    assert quiet.ok and quiet.injected == {}
+
+
+def test_trace_prints_the_notable_steps_of_a_quorum() -> None:
+    code, out = run("--workload", "raft-3", "--seed", "5", "--trace")
+    assert code == 0, out
+    assert "leads epoch" in out and "healed" in out and "ok at" in out
+
+
+def test_a_mutated_core_fails_with_its_seed_invariant_and_replay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault (c) of docs/testing.md's table (an OffsetCommit answered once appended), run
+    in this process (``--jobs 1``): the runner exits 1 and names seed 1 and ACKED_VISIBLE,
+    the invariant test_offset_commit_simulation.py expects for it."""
+    monkeypatch.setattr(CoordinatorRuntime, "write", answered_at_append)
+    code, out = run("--workload", "offset-commit", "--seeds", "1-2", "--jobs", "1")
+    assert code == 1, out
+    assert "offset-commit seed 1: ACKED_VISIBLE at" in out, out
+    assert "replay: python -m tests.simulation --workload offset-commit --seed 1 --trace" \
+        in out, out
+
+
+def test_a_failure_shrinks_to_a_smaller_schedule_that_replays(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(CoordinatorRuntime, "write", answered_at_append)
+    w = WORKLOADS["offset-commit"]
+    original = w.run(1)
+    assert original.invariant == "ACKED_VISIBLE", original
+
+    shrunk = shrink(w, original)
+    small = shrunk.smallest
+    assert small.invariant == "ACKED_VISIBLE"
+    assert small.chaos_ms <= original.chaos_ms
+    assert small.faults_off >= original.faults_off
+    assert small.faults_injected <= original.faults_injected
+    assert (small.chaos_ms, len(small.faults_off)) != (original.chaos_ms, 0), \
+        "nothing was shrunk"
+    replayed = w.run(1, Knobs(small.chaos_ms, small.faults_off))
+    assert (replayed.invariant, replayed.at_ms, replayed.message) == \
+        (small.invariant, small.at_ms, small.message)
+
+    code, out = run("--workload", "offset-commit", "--seed", "1")
+    assert code == 1
+    assert f"replay it: {replay_command(small, w.chaos_ms)}" in out, out
