@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.helpers import KRaftCluster, wait_until
-from tests.kafka_ref.cluster import KafkaCluster, kafka_libs
+from tests.kafka_ref.cluster import KafkaCluster, broker_defaults, kafka_libs
 from tests.kafka_ref.install import install
 from tests.kafka_ref.verifiable import VerifiableClient
 
@@ -67,7 +67,9 @@ def cluster(name: str, base: Path) -> Iterator[System]:
     """1 controller + 3 brokers of ``name``, stopped on the way out."""
     (base / name).mkdir()
     if name == "ottla":
-        ottla = KRaftCluster(str(base / "ottla"), controllers=1, brokers=3).start()
+        # The brokers' settings of Kafka's cluster (tests/kafka_ref), on Ottla's too.
+        ottla = KRaftCluster(str(base / "ottla"), controllers=1, brokers=3,
+                             broker_props=broker_defaults(3)).start()
         try:
             yield System(name, ottla.bootstrap, lambda i: ottla.nodes[i],
                          lambda i: ottla.nodes[i].start())
