@@ -321,6 +321,23 @@ def test_the_raft_metrics_time_commits_and_count_appended_records(metered: Meter
     assert total(samples, raft("number_unknown_voter_connections")) == 0
 
 
+def test_the_raft_poll_idle_ratio_shows_a_quiet_voter_mostly_idle(metered: Metered) -> None:
+    """raft-metrics' poll-idle-ratio-avg, as Kafka's: the share of the time since the
+    previous read that the replica waited between pieces of work (1.0, the default, over
+    an interval with fewer than two). A lone voter that only ticks and writes the
+    controller's no-op records waits nearly all the time."""
+    _, port = metered
+    name = "kafka_server_raft_metrics_poll_idle_ratio_avg"
+    seen: list[float] = []
+
+    def measured() -> bool:
+        seen.append(total(scrape(port), name))
+        return seen[-1] < 1.0
+    wait_until(measured, 10, 0.5, lambda: f"{name} below 1.0 (seen {seen})")
+    assert 0.5 < seen[-1] < 1.0
+    assert all(0.5 < v <= 1.0 for v in seen), seen
+
+
 def series(samples: Samples, name: str, **labels: str) -> float | None:
     """The value of the one series with exactly ``labels``, None if it is not served."""
     return samples.get((name, tuple(sorted(labels.items()))))

@@ -12,6 +12,7 @@ import pytest
 
 from ottla.common.stats.rate import Rate
 from ottla.raft.quorum import RaftConfig, Role
+from ottla.raft.raft_metrics import RaftMetrics
 from tests.unit.test_raft_scenarios import Cluster
 
 MINUTE_AND_MORE_MS = 61_000
@@ -132,3 +133,26 @@ def test_a_prospective_that_learns_of_a_leader_measures_from_its_pre_vote() -> N
     assert c.nodes[2].is_leader and c.nodes[3].leader_id == 2
     assert c.nodes[3].metrics.election_latency_max.measure(c.now) == \
         c.now - prospective_ms[3] > 0
+
+
+def test_poll_idle_ratio_is_the_idle_share_since_the_last_read() -> None:
+    # Kafka's KafkaRaftMetricsTest.shouldRecordPollIdleRatio, step by step.
+    metrics = RaftMetrics()
+    assert metrics.poll_idle_ratio.measure() == 1.0  # nothing recorded yet
+    metrics.poll_started(0)  # the first wait only starts the interval
+    metrics.poll_ended(0)
+    metrics.poll_started(0)
+    metrics.poll_ended(100)  # idle 100 ms
+    metrics.poll_started(200)  # busy 100 ms
+    metrics.poll_ended(400)  # idle 200 ms
+    assert metrics.poll_idle_ratio.measure() == 0.75
+    metrics.poll_started(500)  # busy 100 ms, then idle 75 + 25 + 0 ms
+    metrics.poll_ended(575)
+    metrics.poll_started(575)
+    metrics.poll_ended(600)
+    metrics.poll_started(600)
+    metrics.poll_ended(600)
+    assert metrics.poll_idle_ratio.measure() == 0.5
+    metrics.poll_ended(700)  # an end without a start (nested work) records nothing
+    assert metrics.poll_idle_ratio.measure() == 1.0
+

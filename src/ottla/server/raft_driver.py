@@ -317,15 +317,22 @@ class RaftDriver:
 
     def _advance(self, decide: Callable[[], list[Outgoing]]) -> None:
         """Let the replica decide (handle a message, tick), then do the I/O it asks for.
-        Anything the replica raises (a broken invariant) stops the node."""
+        Anything the replica raises (a broken invariant) stops the node. The time between
+        two of these is the replica's idle time (``poll-idle-ratio-avg``), as Kafka's Raft
+        thread's wait on its queue, in the clock's fractions of milliseconds."""
         if self._stopped:
             return
+        metrics = self.replica.metrics
+        metrics.poll_ended(self.clock() * 1000)
         try:
-            outgoing = decide()
-        except Exception as e:
-            self._fail(e)
-            return
-        self._step(outgoing)
+            try:
+                outgoing = decide()
+            except Exception as e:
+                self._fail(e)
+                return
+            self._step(outgoing)
+        finally:
+            metrics.poll_started(self.clock() * 1000)
 
     def _step(self, outgoing: list[Outgoing]) -> None:
         if self._stopped:

@@ -48,7 +48,7 @@ class RaftMetricsCollector:
     (current-state as ``..._current_state_info{state}``, as the exporter's rule for its
     string makes it), and its sampled latencies and rates, measured at scrape time by the
     driver's clock (NaN, as Kafka's, while a latency has nothing in its windows).
-    ``poll-idle-ratio-avg`` is not served: the replica shares the node's event loop."""
+    ``poll-idle-ratio-avg`` is, as Kafka's, over the time since the previous scrape."""
 
     def __init__(self, raft: RaftDriver) -> None:
         self.raft = raft
@@ -109,6 +109,9 @@ class RaftMetricsCollector:
                "The average time in milliseconds spent on electing a new leader")
         yield ("election-latency-max", metrics.election_latency_max.measure(now_ms),
                "The maximum time in milliseconds spent on electing a new leader")
+        yield ("poll-idle-ratio-avg", metrics.poll_idle_ratio.measure(),
+               "The ratio of time the Raft IO thread is idle as opposed to doing work (e.g. "
+               "handling requests or replicating from the leader)")
         yield ("append-records-rate", metrics.append_records.measure(now_ms),
                "The average number of records appended per sec as the leader of the raft "
                "quorum")
