@@ -357,20 +357,27 @@ def test_committed_offsets_count_one_per_partition(metered: Metered) -> None:
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "committers",
                          "enable.auto.commit": False})
     # The commits are records the coordinator appends to __consumer_offsets: Kafka's
-    # appendToLocalLog counts them as MessagesIn of that topic, one per partition.
+    # appendToLocalLog counts them as MessagesIn of that topic, one per partition, and
+    # each commit's batch as one TotalProduceRequests (a Kafka 4.4 node with the same
+    # two commits shows Count 3 then 5, and 1 then 2, on JMX).
     messages = "kafka_server_brokertopicmetrics_messagesin_total"
-    offsets_in = total_or_zero(scrape(port), messages, topic="__consumer_offsets")
+    produces = "kafka_server_brokertopicmetrics_totalproducerequests_total"
+    first = scrape(port)
+    offsets_in = total_or_zero(first, messages, topic="__consumer_offsets")
+    produced = total_or_zero(first, produces, topic="__consumer_offsets")
     try:
         consumer.commit(offsets=[TopicPartition(topic, p, 5) for p in range(3)],
                         asynchronous=False)
         samples = scrape(port)
         assert total(samples, count) - before == 3
         assert total(samples, messages, topic="__consumer_offsets") - offsets_in == 3
+        assert total(samples, produces, topic="__consumer_offsets") - produced == 1
         consumer.commit(offsets=[TopicPartition(topic, p, 9) for p in range(2)],
                         asynchronous=False)
         samples = scrape(port)
         assert total(samples, count) - before == 5
         assert total(samples, messages, topic="__consumer_offsets") - offsets_in == 5
+        assert total(samples, produces, topic="__consumer_offsets") - produced == 2
         assert total(samples, "kafka_server_brokertopicmetrics_bytesin_total",
                      topic="__consumer_offsets") > 0
     finally:

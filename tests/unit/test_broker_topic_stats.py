@@ -129,11 +129,14 @@ def test_a_removed_topic_stays_in_the_all_topics_figures() -> None:
                                             total_produce_requests=2)
 
 
-async def test_a_coordinators_appends_are_messages_and_bytes_in(
+async def test_a_coordinators_appends_are_counted_as_produced(
         broker, coordinator) -> None:  # noqa: F811
-    """Kafka's appendToLocalLog counts every append of the leader, a group coordinator's
-    to ``__consumer_offsets`` too: an offset commit's records are MessagesIn and BytesIn of
-    that topic and of all topics (no Produce request)."""
+    """Kafka's appendToLocalLog, through which every append of the leader goes whatever
+    its origin (``ReplicaManager.appendRecords`` with AppendOrigin.COORDINATOR for the
+    group coordinator's batches), marks TotalProduceRequests once per partition of the
+    append, then MessagesIn and BytesIn: an offset commit's batch to
+    ``__consumer_offsets`` counts one, its records and its bytes, of that topic and of
+    all topics."""
     stats = broker.topic_stats = BrokerTopicStats()
     create_topic(broker, "orders", partitions=2)
     committed = await ask(broker, ApiKey.OFFSET_COMMIT, 9, {
@@ -145,6 +148,7 @@ async def test_a_coordinators_appends_are_messages_and_bytes_in(
     offsets_log = broker.replica_manager.partitions[(OFFSETS_TOPIC, 0)].log
     # One record per committed partition, in the batches the log now holds.
     assert counts(stats.topics[OFFSETS_TOPIC]) == zero(messages_in=2,
-                                                       bytes_in=offsets_log.size)
+                                                       bytes_in=offsets_log.size,
+                                                       total_produce_requests=1)
     assert counts(stats.all_topics) == counts(stats.topics[OFFSETS_TOPIC])
     assert "orders" not in stats.topics

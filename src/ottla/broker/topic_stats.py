@@ -6,7 +6,9 @@ metrics endpoint turns them into Prometheus series when scraped
 ``ReplicaManager`` and ``KafkaApis``, where the same meters are marked:
 
 - ``total_produce_requests``: partitions of Produce requests that reached the append (a
-  known, authorized topic; internal topics and partitions led elsewhere included),
+  known, authorized topic; internal topics and partitions led elsewhere included), and
+  the broker's own appends (coordinators' batches, transaction markers), one per
+  partition of each, as Kafka's appendToLocalLog marks them whatever their origin,
   ``failed_produce_requests`` those of them refused for an unexpected reason (not for
   NOT_LEADER_OR_FOLLOWER, an unknown partition, a batch too large or corrupt, a failed
   log dir or an internal topic, which Kafka does not count as failures);
@@ -98,11 +100,11 @@ class BrokerTopicStats:
 
     def appended(self, topic: str, records: int, size: int) -> None:
         """The broker appended a batch of its own as leader (a coordinator's records to
-        its internal topic): MessagesIn and BytesIn, as Kafka counts every local append,
-        but no Produce request."""
-        metrics = self.topic(topic)
-        metrics.messages_in += records
-        metrics.bytes_in += size
+        its internal topic, a transaction marker): counted as a Produce request's
+        partition is, since Kafka's appendToLocalLog, through which every local append
+        goes whatever its origin, marks TotalProduceRequests, MessagesIn and BytesIn.
+        A failed one is ``produced`` with its error."""
+        self.produced(topic, ErrorCode.none, records, size)
 
     def fetched(self, topic: str, error: int) -> None:
         """One partition of a Fetch request was read (or failed with ``error``); not

@@ -87,8 +87,10 @@ class LogPartitionWriter:
         self.encode = encode
         self.decode = decode
         self.topic_stats: BrokerTopicStats | None = None
-        """Counts the appends as MessagesIn and BytesIn, as Kafka's appendToLocalLog
-        counts a coordinator's as any other (set with the broker's)."""
+        """Counts the appends as TotalProduceRequests, MessagesIn and BytesIn (a failed
+        one as TotalProduceRequests and, for an unexpected error, FailedProduceRequests),
+        as Kafka's appendToLocalLog counts a coordinator's as any other (set with the
+        broker's)."""
 
     def _partition(self, tp: TopicPartition) -> Partition:
         return self.replica_manager.require(tp[0], tp[1], self.image())
@@ -96,7 +98,12 @@ class LogPartitionWriter:
     def append(self, tp: TopicPartition, records: list[Any], now_ms: int) -> int:
         """One batch; transactional (with that producer id and epoch) when the records
         are a producer's ``TransactionalRecord``s."""
-        partition = self._partition(tp)
+        try:
+            partition = self._partition(tp)
+        except KafkaError as e:  # Kafka's append counts it (NOT_LEADER_OR_FOLLOWER...)
+            if self.topic_stats is not None:
+                self.topic_stats.produced(tp[0], e.code, 0, 0)
+            raise
         producer: dict[str, Any] = {}
         if records and isinstance(records[0], TransactionalRecord):
             first = records[0]
@@ -105,7 +112,12 @@ class LogPartitionWriter:
             records = [r.record for r in records]
         batch = bytearray(build_batch([self.encode(r) for r in records], timestamp=now_ms,
                                       **producer))
-        self.replica_manager.append_internal(partition, batch, read_header(batch), now_ms)
+        try:
+            self.replica_manager.append_internal(partition, batch, read_header(batch), now_ms)
+        except KafkaError as e:
+            if self.topic_stats is not None:
+                self.topic_stats.produced(tp[0], e.code, 0, 0)
+            raise
         if self.topic_stats is not None:
             self.topic_stats.appended(tp[0], len(records), len(batch))
         return partition.log.log_end_offset

@@ -270,6 +270,8 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                             info.first_offset)
                 except KafkaError as e:
                     errors[tp] = e.code
+                    if broker.topic_stats is not None:  # Kafka's append counts it too
+                        broker.topic_stats.produced(topic.name, e.code, 0, 0)
         results.append((marker.producer_id, errors))
     if waiting:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
