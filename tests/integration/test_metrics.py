@@ -8,6 +8,7 @@ leader and its followers, whose lag is 0 once they caught up."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import time
@@ -155,6 +156,28 @@ def test_produce_and_consume_show_as_kafka_would_count_them(metered: Metered) ->
     assert total(final, "process_open_fds") > 0
     assert total(final, "kafka_server_socket_server_metrics_connection_count",
                  listener="PLAINTEXT") >= 1  # the admin client's
+
+
+def test_the_broker_state_log_dirs_and_the_controllers_applied_time(metered: Metered
+                                                                     ) -> None:
+    """Kafka's KafkaServer BrokerState (3, RUNNING, once the broker is unfenced and
+    serves), LogManager's offline log dirs (none, and the node's one dir listed as not
+    offline) and the active controller's LastAppliedRecordTimestamp, which it sets when
+    it appends: it writes a no-op record every metadata.max.idle.interval.ms (500 ms),
+    so the lag (now less that timestamp) stays below a few seconds."""
+    node, port = metered
+    before_ms = time.time() * 1000
+    samples = scrape(port)
+    after_ms = time.time() * 1000
+    assert total(samples, "kafka_server_kafkaserver_brokerstate") == 3
+    assert total(samples, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert series(samples, "kafka_log_logmanager_logdirectoryoffline",
+                  logDirectory=os.path.abspath(node.data_dir)) == 0
+    applied = total(samples, "kafka_controller_kafkacontroller_lastappliedrecordtimestamp")
+    lag = total(samples, "kafka_controller_kafkacontroller_lastappliedrecordlagms")
+    assert before_ms - 10_000 < applied <= after_ms
+    assert 0 <= lag < 10_000
+    assert abs((applied + lag) - (before_ms + after_ms) / 2) <= (after_ms - before_ms) / 2 + 1
 
 
 def test_a_partitions_log_shows_its_offsets_segments_and_size(metered: Metered) -> None:

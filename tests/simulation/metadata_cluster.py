@@ -152,7 +152,7 @@ class MetadataQuorum(SimulatedQuorum):
             return False
         control.before_append(base)
         assert replica.propose(tuple(records), self.now, len(records)) == base
-        control.replay_appended(records, base)
+        control.replay_appended(records, base, self.now)
         return True
 
     def _transaction_records(self, n: int, control: OffsetControl, epoch: int

@@ -389,6 +389,8 @@ def test_raft_metrics_of_a_leader() -> None:
         "current_leader": 1, "current_epoch": 1, "current_vote": 1, "high_watermark": 1,
         "log_end_offset": 1, "log_end_epoch": 1, "number_unknown_voter_connections": 0,
         "number_of_voters": 1, "number_of_observers": 0, "uncommitted_voter_change": 0,
+        # Nothing drove the replica (the node's driver reports its waits): the default.
+        "poll_idle_ratio_avg": 1.0,
         # The leader-change record, committed as it was appended; over Kafka's floor of
         # one whole 30 s window.
         "commit_latency_avg": 0, "commit_latency_max": 0,
@@ -525,6 +527,7 @@ def test_group_coordinator_gauges_count_the_groups_of_the_active_shards() -> Non
 class Offsets:
     replayed_end = 42
     committed_end = 40
+    last_applied_timestamp = 9_000
 
 
 class Driver:
@@ -533,6 +536,9 @@ class Driver:
     def __init__(self, active: bool) -> None:
         self.is_active = active
         self.offsets = Offsets()
+
+    def now_ms(self) -> int:
+        return 10_000
 
 
 def test_controller_gauges_from_the_image() -> None:
@@ -559,6 +565,8 @@ def test_controller_gauges_from_the_image() -> None:
     assert value(active, name("activebrokercount")) == 2
     assert value(active, name("lastappliedrecordoffset")) == 41
     assert value(active, name("lastcommittedrecordoffset")) == 39
+    assert value(active, name("lastappliedrecordtimestamp")) == 9_000
+    assert value(active, name("lastappliedrecordlagms")) == 1_000  # now less it, as Kafka's
     standby = scrape(KafkaControllerCollector(Driver(False), image))  # type: ignore[arg-type]
     assert value(standby, name("activecontrollercount")) == 0
 

@@ -24,6 +24,7 @@ from typing import Any
 from ottla.controller.quorum_controller import QuorumController
 from ottla.metadata import records as r
 from ottla.metadata.bootstrap import decode_snapshot
+from ottla.protocol.records import read_header
 from ottla.raft.messages import Committed
 from ottla.timeline import TimelineInteger
 
@@ -44,6 +45,11 @@ class OffsetControl:
         """On the timeline: reverting into a transaction reopens it."""
         self._skipping_aborted = False
         """Records of a transaction this controller aborted are ignored until its abort."""
+        self.last_applied_timestamp = -1
+        """Kafka's LastAppliedRecordTimestamp: on a standby, the append time of the last
+        committed batch it replayed (or of a snapshot loaded); on the active controller,
+        when it appended its last batch (Kafka's handleScheduleAppend takes the clock
+        too: the Raft client does not say when the batch goes out). -1 before any."""
 
     @property
     def transaction_start(self) -> int:
@@ -97,8 +103,10 @@ class OffsetControl:
             image = self.controller.image
             image.clear()
             end = committed.snapshot.end_offset
-            for record in decode_snapshot(committed.snapshot.data).records:
+            snapshot = decode_snapshot(committed.snapshot.data)
+            for record in snapshot.records:
                 image.replay(record, end - 1)
+            self.last_applied_timestamp = snapshot.last_contained_log_timestamp
             self.committed_end = self.replayed_end = end
             self.transaction_start = -1  # snapshots are taken outside transactions
             self._skipping_aborted = False
@@ -108,6 +116,8 @@ class OffsetControl:
             if isinstance(entry.payload, (tuple, list)) and end > self.replayed_end:
                 for i, record in enumerate(entry.payload):
                     self.replay(record, offset + i)
+            if not self.claimed and entry.raw is not None:
+                self.last_applied_timestamp = read_header(entry.raw, 0).max_timestamp
             offset = end
         self.committed_end = offset
         self.replayed_end = max(self.replayed_end, offset)
@@ -152,11 +162,12 @@ class OffsetControl:
         """A snapshot of the state before the batch at ``base_offset``."""
         self.registry.get_or_create_snapshot(base_offset)
 
-    def replay_appended(self, records: list[Any], base_offset: int) -> None:
+    def replay_appended(self, records: list[Any], base_offset: int, now_ms: int) -> None:
         """The active controller applies its own batch as soon as it is appended."""
         for i, record in enumerate(records):
             self.replay(record, base_offset + i)
         self.replayed_end = base_offset + len(records)
+        self.last_applied_timestamp = now_ms
 
     def cancel_append(self, base_offset: int) -> None:
         """The batch could not be appended after all: forget its snapshot."""

@@ -13,6 +13,7 @@ registration) makes it register again. On shutdown it asks to be shut down
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import uuid
 from collections.abc import Callable
@@ -29,6 +30,20 @@ log = logging.getLogger(__name__)
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 FENCED_HEARTBEAT_S = 0.1
+
+
+class BrokerState(enum.IntEnum):
+    """Kafka's BrokerState, the value of ``kafka.server:type=KafkaServer,name=BrokerState``
+    (numbered as Kafka numbers them)."""
+
+    NOT_RUNNING = 0
+    STARTING = 1
+    """Registering, or registered and applying the metadata log."""
+    RECOVERY = 2
+    """Caught up with the metadata log, not yet unfenced."""
+    RUNNING = 3
+    PENDING_CONTROLLED_SHUTDOWN = 6
+    SHUTTING_DOWN = 7
 
 
 class BrokerLifecycle:
@@ -58,10 +73,16 @@ class BrokerLifecycle:
         self.epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
+        self.state = BrokerState.NOT_RUNNING
+        """As Kafka's BrokerLifecycleManager moves it: STARTING, RECOVERY once a heartbeat
+        says it caught up, RUNNING once one unfences it (and RUNNING it stays, fenced
+        later or not), PENDING_CONTROLLED_SHUTDOWN while it asks to be shut down,
+        SHUTTING_DOWN after."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        self.state = BrokerState.STARTING
         self._task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
@@ -136,6 +157,12 @@ class BrokerLifecycle:
             log.info("Broker %d is %s", self.broker.node_id,
                      "fenced" if response.is_fenced else "unfenced")
         self.fenced = response.is_fenced
+        # Kafka moves one step per response; here both at once when the controller
+        # unfences the broker as it catches up, so RUNNING comes with serving clients.
+        if self.state == BrokerState.STARTING and (response.is_caught_up or not self.fenced):
+            self.state = BrokerState.RECOVERY
+        if self.state == BrokerState.RECOVERY and not self.fenced:
+            self.state = BrokerState.RUNNING
         if not self.fenced:
             self.unfenced.set()
         return response
@@ -144,8 +171,11 @@ class BrokerLifecycle:
         """Stop heartbeating after a controlled shutdown (bounded: the controller may be
         gone too)."""
         await cancel_and_wait(self._task)
+        if self.epoch >= 0 and self.state == BrokerState.RUNNING:
+            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
         if self.epoch >= 0:
             try:
                 await self._heartbeat(want_shut_down=True, timeout=2.0)
             except Exception as e:
                 log.info("Broker %d: no controlled shutdown (%s)", self.broker.node_id, e)
+        self.state = BrokerState.SHUTTING_DOWN

@@ -114,7 +114,7 @@ class ControllerDriver:
             self.offsets.cancel_append(base)
             raise NotControllerError("The metadata quorum has no leader here")
         try:
-            self.offsets.replay_appended(records, base)
+            self.offsets.replay_appended(records, base, self.now_ms())
         except Exception as e:  # a record we cannot apply is a bug: stop, do not spread it
             self._fault(e)
             raise

@@ -39,7 +39,7 @@ from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from ottla.security.authorizer import StandardAuthorizer, authorizer_configured
 from ottla.security.authorizer_metrics import AuthorizerMetrics
 from ottla.server.apis import broker_dispatcher, controller_dispatcher
-from ottla.server.broker_lifecycle import BrokerLifecycle
+from ottla.server.broker_lifecycle import BrokerLifecycle, BrokerState
 from ottla.server.controller_apis import ControllerServices
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
@@ -114,6 +114,10 @@ class Node:
         self.loop_idle: EventLoopIdle | None = None
         """GET /metrics on ``prometheus.listener``, and what the connections count for it
         (both None when it is not set: nothing is counted)."""
+
+    def _broker_state(self) -> BrokerState:
+        """The broker's lifecycle state, NOT_RUNNING until its lifecycle exists."""
+        return BrokerState.NOT_RUNNING if self.lifecycle is None else self.lifecycle.state
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -372,7 +376,8 @@ class Node:
                                  client_quotas=(self.client_quotas, self.now_ms),
                                  publisher=self.publisher,
                                  authorizer=(self.authorizer, self.authorizer_metrics,
-                                             self.now_ms) if self.authorizer_metrics else None)
+                                             self.now_ms) if self.authorizer_metrics else None,
+                                 broker_state=self._broker_state)
         self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",

@@ -1,8 +1,8 @@
 """The broker role's metrics, read when scraped: Kafka's BrokerTopicMetrics (what Produce
 and Fetch counted, per topic and for all topics) and its ReplicaManager gauges and ISR
 meters, its ReplicaFetcherManager's MaxLag, the ``kafka.log:type=Log`` gauges of each
-partition log (from the partitions this broker hosts) and the time of their segments'
-flushes (LogFlushStats)."""
+partition log (from the partitions this broker hosts), the LogManager's offline log dirs
+and the time of their segments' flushes (LogFlushStats)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.metadata.image import MetadataImage
 from ottla.server.metrics.jmx_names import QUANTILES, gauge, histogram, meter, yammer_quantile
 from ottla.server.metrics.log_flush_stats import RESERVOIR, LogFlushStats
+from ottla.storage.log_manager import LogManager
 
 BROKER_TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
     ("messages_in", "MessagesInPerSec", "Records appended by Produce"),
@@ -196,6 +197,30 @@ class LogCollector:
             end.add_metric(labels, log.log_end_offset)
             segments.add_metric(labels, len(log.segments))
         yield from families
+
+
+class LogManagerCollector:
+    """``kafka_log_logmanager_offlinelogdirectorycount`` and
+    ``kafka_log_logmanager_logdirectoryoffline{logDirectory}``: Kafka's LogManager
+    gauges, the log dirs that had an I/O error (their partitions offline until a restart
+    with the dir repaired) and, per log dir as configured (absolute), 1 if it is one."""
+
+    def __init__(self, log_manager: LogManager) -> None:
+        self.log_manager = log_manager
+
+    def collect(self) -> Iterator[Metric]:
+        offline = self.log_manager.offline_dirs
+        yield GaugeMetricFamily(
+            gauge("kafka.log", "LogManager", "OfflineLogDirectoryCount"),
+            "Log directories offline (kafka.log:type=LogManager,"
+            "name=OfflineLogDirectoryCount)", value=len(offline))
+        family = GaugeMetricFamily(
+            gauge("kafka.log", "LogManager", "LogDirectoryOffline"),
+            "1 if the log directory is offline (kafka.log:type=LogManager,"
+            "name=LogDirectoryOffline,logDirectory=...)", labels=("logDirectory",))
+        for directory in self.log_manager.log_dirs:
+            family.add_metric((directory,), int(directory in offline))
+        yield family
 
 
 class LogFlushStatsCollector:

@@ -51,7 +51,13 @@ class KafkaControllerCollector:
                  "The offset of the last metadata record this controller applied"),
                 ("LastCommittedRecordOffset", offsets.committed_end - 1,
                  "The offset of the last committed metadata record this controller "
-                 "applied")):
+                 "applied"),
+                ("LastAppliedRecordTimestamp", offsets.last_applied_timestamp,
+                 "The timestamp of the last metadata record this controller applied"),
+                # As Kafka's, now less that timestamp (-1 before any: now + 1).
+                ("LastAppliedRecordLagMs", self.driver.now_ms() - offsets.last_applied_timestamp,
+                 "The milliseconds since the last metadata record this controller applied "
+                 "was appended")):
             yield GaugeMetricFamily(gauge("kafka.controller", "KafkaController", name),
                                     f"{doc} (kafka.controller:type=KafkaController,"
                                     f"name={name})", value=value)

@@ -14,6 +14,7 @@ from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExpo
 from ottla.metadata.image import MetadataImage
 from ottla.security.authorizer import StandardAuthorizer
 from ottla.security.authorizer_metrics import AuthorizerMetrics
+from ottla.server.broker_lifecycle import BrokerState
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.metadata_publisher import MetadataPublisher
 from ottla.server.metrics.authorizer_collector import AuthorizerCollector
@@ -21,6 +22,7 @@ from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
     LogFlushStatsCollector,
+    LogManagerCollector,
     ReplicaFetcherManagerCollector,
     ReplicaManagerCollector,
 )
@@ -31,6 +33,7 @@ from ottla.server.metrics.controller_collector import KafkaControllerCollector
 from ottla.server.metrics.endpoint import MetricsEndpoint
 from ottla.server.metrics.event_loop_idle import EventLoopIdle
 from ottla.server.metrics.group_coordinator_collector import GroupCoordinatorCollector
+from ottla.server.metrics.kafka_server_collector import KafkaServerCollector
 from ottla.server.metrics.log_flush_stats import LogFlushStats
 from ottla.server.metrics.quota_collector import ClientQuotaCollector
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
@@ -64,7 +67,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   client_quotas: tuple[ClientQuotaManagers, Callable[[], int]] | None = None,
                   publisher: MetadataPublisher | None = None,
                   authorizer: tuple[StandardAuthorizer | None, AuthorizerMetrics,
-                                    Callable[[], int]] | None = None) -> NodeRegistry:
+                                    Callable[[], int]] | None = None,
+                  broker_state: Callable[[], BrokerState] | None = None) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
     the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
     ``loop_idle`` its event loop's sampler and ``log_flush`` its segment flush timer
@@ -72,7 +76,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
     sensors are read at (None: not served), ``publisher`` what applies its metadata
     (a broker's ``broker-metadata-metrics``; None: not served), ``authorizer`` its
     authorizer, that authorizer's metrics per role and their clock (not served without
-    an authorizer)."""
+    an authorizer), ``broker_state`` the broker's lifecycle state (None: not
+    served)."""
     registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
@@ -91,6 +96,9 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         registry.register(ReplicaManagerCollector(broker.replica_manager, image))
         registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
         registry.register(LogCollector(broker.replica_manager))
+        registry.register(LogManagerCollector(broker.replica_manager.log_manager))
+        if broker_state is not None:
+            registry.register(KafkaServerCollector(broker_state))
         if publisher is not None:
             registry.register(BrokerMetadataMetricsCollector(publisher, broker.now_ms))
         registry.register(GroupCoordinatorCollector(broker.group_coordinator))
