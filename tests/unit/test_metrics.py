@@ -633,6 +633,32 @@ async def waiting(services: Any, ctx: Any, req: Any) -> Any:
     raise KafkaError(ErrorCode.group_authorization_failed, "no")
 
 
+async def test_connections_taken_and_closed_are_counted_per_listener() -> None:
+    """Kafka's connection-creation-total and connection-close-total of
+    socket-server-metrics: two connections taken, one closed, one still open."""
+    server = KafkaServer(RequestDispatcher(ApiTable("broker", None, [])), "PLAINTEXT",
+                         "127.0.0.1", 0, 1 << 20)
+    await server.start()
+    writers = []
+    try:
+        for _ in range(2):
+            writers.append((await asyncio.open_connection("127.0.0.1", server.port))[1])
+        writers[0].close()
+
+        async def settled() -> None:
+            while not (server.connections_created == 2 and server.connections_closed == 1):
+                await asyncio.sleep(0.001)
+        await asyncio.wait_for(settled(), 5)
+        samples = scrape(SocketServerCollector(lambda: [server]))
+    finally:
+        writers[-1].close()
+        await server.stop()
+    prefix = "kafka_server_socket_server_metrics_"
+    assert value(samples, prefix + "connection_creation_total", listener="PLAINTEXT") == 2
+    assert value(samples, prefix + "connection_close_total", listener="PLAINTEXT") == 1
+    assert value(samples, prefix + "connection_count", listener="PLAINTEXT") == 1
+
+
 async def test_each_answered_request_is_recorded_with_its_times() -> None:
     metrics = RequestChannelMetrics()
     table = ApiTable("broker", None, [ApiSpec(ApiKey.METADATA, 0, 12, failing),

@@ -282,12 +282,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.get_extra_info("sslcontext") is None and \
             type(asyncio.get_running_loop()).__module__.startswith("uvloop")
         self.server.connections.add(self)
+        self.server.connections_created += 1
         if self._end > self._start:
             self.buffer_updated(0)  # what arrived while it waited to be taken
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close()
-        self.server.connections.discard(self)
+        if self in self.server.connections:
+            self.server.connections.remove(self)
+            self.server.connections_closed += 1
         if self._admitted:
             self._admitted = False
             self.server.quotas.leave(self.peer[0])
@@ -789,6 +792,10 @@ class KafkaServer:
         self.socket_options = socket_options or {}
         self.quotas = quotas if quotas is not None else ConnectionQuotas()
         self.connections: set[KafkaConnection] = set()
+        self.connections_created = 0
+        """Connections the listener took (Kafka's ``connection-creation-total``)."""
+        self.connections_closed = 0
+        """Of those, the ones closed since (``connection-close-total``)."""
         self._server: asyncio.base_events.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._held: collections.deque[tuple[KafkaConnection, bool]] = collections.deque()

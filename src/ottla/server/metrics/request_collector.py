@@ -103,7 +103,9 @@ class SocketServerCollector:
     """``kafka_server_socket_server_metrics_connection_count{listener}``: the open
     connections of each listener (Kafka's ``connection-count`` of
     ``kafka.server:type=socket-server-metrics``, whose per-listener beans the example
-    rules fold into the name; the listener is a label here instead)."""
+    rules fold into the name; the listener is a label here instead), and the
+    connections each took and closed since the node started (``connection-creation-total``
+    and ``connection-close-total``; ``rate()`` of them is Kafka's ``-rate``)."""
 
     def __init__(self, servers: Callable[[], Iterable[KafkaServer]]) -> None:
         self.servers = servers
@@ -113,9 +115,21 @@ class SocketServerCollector:
             "kafka_server_socket_server_metrics_connection_count",
             "Open connections per listener (kafka.server:type=socket-server-metrics,"
             "listener=... connection-count)", labels=["listener"])
+        created = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_creation",
+            "Connections taken per listener (kafka.server:type=socket-server-metrics,"
+            "listener=... connection-creation-total)", labels=["listener"])
+        closed = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_connection_close",
+            "Connections closed per listener (kafka.server:type=socket-server-metrics,"
+            "listener=... connection-close-total)", labels=["listener"])
         for server in self.servers():
             family.add_metric([server.listener_name], len(server.connections))
+            created.add_metric([server.listener_name], server.connections_created)
+            closed.add_metric([server.listener_name], server.connections_closed)
         yield family
+        yield created
+        yield closed
 
 
 class EventLoopIdleCollector:
