@@ -43,6 +43,7 @@ from ottla.server.metrics.broker_collectors import (
     BrokerTopicMetricsCollector,
     LogCollector,
     LogFlushStatsCollector,
+    PartitionCollector,
     ReplicaManagerCollector,
 )
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
@@ -236,6 +237,27 @@ def test_replica_manager_gauges_count_as_kafkas_partitions_do(tmp_path) -> None:
     assert value(samples, name("atminisrpartitioncount")) == 2
     assert value(samples, name("offlinereplicacount")) == 0
     assert value(samples, name("isrshrinks_total")) == 0
+
+
+def test_the_partition_gauges_are_the_leaders_and_zero_on_a_follower(tmp_path) -> None:
+    """Kafka's kafka.cluster:type=Partition gauges per hosted partition: a leader's
+    ISR, replicas and min-ISR state; a follower's are 0 (Kafka computes them only as
+    leader); no open transaction: no LastStableOffsetLag."""
+    manager, image = hosted(
+        tmp_path,
+        ("at-min", 1, [1, 2, 3], [1, 2], 2),
+        ("below-min", 1, [1, 2, 3], [1], 2),
+        ("followed", 2, [1, 2, 3], [2], 2))
+    replicas = ReplicaManagerCollector(manager, image)
+    samples = scrape(PartitionCollector(manager, replicas))
+
+    def gauges(topic: str) -> list[float]:
+        return [value(samples, f"kafka_cluster_partition_{name}", topic=topic, partition="0")
+                for name in ("underreplicated", "insyncreplicascount", "replicascount",
+                             "underminisr", "atminisr", "laststableoffsetlag")]
+    assert gauges("at-min") == [1, 2, 3, 0, 1, 0]
+    assert gauges("below-min") == [1, 1, 3, 1, 0, 0]
+    assert gauges("followed") == [0, 0, 0, 0, 0, 0]
 
 
 def test_isr_changes_the_controller_accepted_are_counted(tmp_path) -> None:

@@ -86,7 +86,7 @@ class ReplicaManagerCollector:
         self.replica_manager = replica_manager
         self.image = image
 
-    def _replication_factor(self, partition: Partition) -> int:
+    def replication_factor(self, partition: Partition) -> int:
         """The replicas less those being added by a reassignment (Kafka's
         ``replicationFactor`` of an ongoing reassignment)."""
         topic = self.image.topics_by_name.get(partition.topic)
@@ -106,7 +106,7 @@ class ReplicaManagerCollector:
         under_replicated = under_min_isr = at_min_isr = reassigning = 0
         for partition in leaders:
             isr = len(partition.state.isr)
-            replication_factor = self._replication_factor(partition)
+            replication_factor = self.replication_factor(partition)
             min_isr = min(partition.log.config["min.insync.replicas"], replication_factor)
             under_replicated += isr < replication_factor
             under_min_isr += isr < min_isr
@@ -141,6 +141,42 @@ class ReplicaManagerCollector:
             yield CounterMetricFamily(meter("kafka.server", "ReplicaManager", mbean),
                                       f"{doc} (kafka.server:type=ReplicaManager,"
                                       f"name={mbean} Count)", value=value)
+
+
+class PartitionCollector:
+    """``kafka_cluster_partition_*{topic, partition}``: the gauges Kafka's ``Partition``
+    registers for each partition hosted here (``kafka.cluster:type=Partition,name=N,
+    topic=T,partition=P``). As in Kafka, the replication ones are the leader's: a
+    follower shows 0 for all but LastStableOffsetLag (its high watermark less its last
+    stable offset: how far open transactions hold consumers back)."""
+
+    def __init__(self, replica_manager: ReplicaManager, replicas: ReplicaManagerCollector
+                 ) -> None:
+        self.replica_manager = replica_manager
+        self.replicas = replicas
+
+    def collect(self) -> Iterator[Metric]:
+        names = ("UnderReplicated", "InSyncReplicasCount", "ReplicasCount", "UnderMinIsr",
+                 "AtMinIsr", "LastStableOffsetLag")
+        families = [GaugeMetricFamily(gauge("kafka.cluster", "Partition", name),
+                                      f"(kafka.cluster:type=Partition,name={name},"
+                                      "topic=...,partition=...)",
+                                      labels=("topic", "partition")) for name in names]
+        for (topic, index), partition in sorted(self.replica_manager.partitions.items()):
+            values = [0, 0, 0, 0, 0]
+            if partition.is_leader:
+                isr = len(partition.state.isr)
+                replication_factor = self.replicas.replication_factor(partition)
+                min_isr = min(partition.log.config["min.insync.replicas"],
+                              replication_factor)
+                values = [int(isr < replication_factor), isr, replication_factor,
+                          int(isr < min_isr), int(isr == min_isr)]
+            lag = 0 if partition.log.offline else \
+                partition.high_watermark - partition.last_stable_offset
+            labels = (topic, str(index))
+            for family, value in zip(families, (*values, lag), strict=True):
+                family.add_metric(labels, value)
+        yield from families
 
 
 class ReplicaFetcherManagerCollector:

@@ -23,6 +23,7 @@ from ottla.server.metrics.broker_collectors import (
     LogCollector,
     LogFlushStatsCollector,
     LogManagerCollector,
+    PartitionCollector,
     ReplicaFetcherManagerCollector,
     ReplicaManagerCollector,
 )
@@ -93,7 +94,9 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
     if broker is not None:
         assert broker.topic_stats is not None, "the broker must be counting"
         registry.register(BrokerTopicMetricsCollector(broker.topic_stats, image))
-        registry.register(ReplicaManagerCollector(broker.replica_manager, image))
+        replicas = ReplicaManagerCollector(broker.replica_manager, image)
+        registry.register(replicas)
+        registry.register(PartitionCollector(broker.replica_manager, replicas))
         registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
         registry.register(LogCollector(broker.replica_manager))
         registry.register(LogManagerCollector(broker.replica_manager.log_manager))
