@@ -17,6 +17,7 @@ from kio.index import load_request_schema
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from ottla.broker.purgatory.delayed_operation import DelayedOperation, DelayedOperationPurgatory
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.coordinator.group.classic import ClassicGroup, ClassicState
@@ -44,6 +45,7 @@ from ottla.server.metrics.broker_collectors import (
     LogCollector,
     LogFlushStatsCollector,
     PartitionCollector,
+    PurgatoryCollector,
     ReplicaManagerCollector,
 )
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
@@ -258,6 +260,41 @@ def test_the_partition_gauges_are_the_leaders_and_zero_on_a_follower(tmp_path) -
     assert gauges("at-min") == [1, 2, 3, 0, 1, 0]
     assert gauges("below-min") == [1, 1, 3, 1, 0, 0]
     assert gauges("followed") == [0, 0, 0, 0, 0, 0]
+
+
+class Parked(DelayedOperation):
+    """An operation that completes only when told to."""
+
+    def __init__(self) -> None:
+        super().__init__(deadline_ms=60_000)
+        self.ready = False
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.ready and self.force_complete()
+
+    def on_complete(self) -> None:
+        pass
+
+
+def test_the_purgatory_gauges_count_parked_operations_and_their_keys() -> None:
+    """Kafka's DelayedOperationPurgatory gauges: NumDelayedOperations the operations
+    parked, PurgatorySize each once per key it waits on; a completed one leaves both."""
+    produce: DelayedOperationPurgatory[tuple[str, int]] = DelayedOperationPurgatory("Produce")
+    fetch: DelayedOperationPurgatory[tuple[str, int]] = DelayedOperationPurgatory("Fetch")
+    three, one = Parked(), Parked()
+    produce.try_complete_else_watch(three, [("t", 0), ("t", 1), ("t", 2)], 0)
+    produce.try_complete_else_watch(one, [("t", 0)], 0)
+    collector = PurgatoryCollector(lambda: (produce, fetch))
+    name = "kafka_server_delayedoperationpurgatory_{}".format
+    samples = scrape(collector)
+    assert value(samples, name("purgatorysize"), delayedOperation="Produce") == 4
+    assert value(samples, name("numdelayedoperations"), delayedOperation="Produce") == 2
+    assert value(samples, name("numdelayedoperations"), delayedOperation="Fetch") == 0
+    three.ready = True
+    assert produce.check_and_complete(("t", 1), 0) == 1
+    samples = scrape(collector)
+    assert value(samples, name("purgatorysize"), delayedOperation="Produce") == 1
+    assert value(samples, name("numdelayedoperations"), delayedOperation="Produce") == 1
 
 
 def test_isr_changes_the_controller_accepted_are_counted(tmp_path) -> None:

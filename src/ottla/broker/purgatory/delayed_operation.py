@@ -118,6 +118,11 @@ class DelayedOperationPurgatory(Generic[K]):
             return sum(not op.completed for op in self._watchers.get(key, ()))
         return sum(not op.completed for _, _, op in self._deadlines)
 
+    def size(self) -> int:
+        """Kafka's PurgatorySize: the parked operations counted once per key each is
+        watched under (an ``acks=all`` produce to three partitions counts three)."""
+        return sum(not op.completed for ops in self._watchers.values() for op in ops)
+
     def _unwatch(self, operation: DelayedOperation) -> None:
         for key in self._keys.pop(operation, ()):
             operations = self._watchers.get(key)

@@ -6,7 +6,8 @@ and the time of their segments' flushes (LogFlushStats)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -15,6 +16,7 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 
+from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_fetcher import ReplicaFetcherManager
 from ottla.broker.replication.replica_manager import ReplicaManager
@@ -177,6 +179,31 @@ class PartitionCollector:
             for family, value in zip(families, (*values, lag), strict=True):
                 family.add_metric(labels, value)
         yield from families
+
+
+class PurgatoryCollector:
+    """``kafka_server_delayedoperationpurgatory_{purgatorysize,numdelayedoperations}
+    {delayedOperation}``: Kafka's DelayedOperationPurgatory gauges of the purgatories
+    this broker has (``Produce``: ``acks=all`` produces waiting on followers, ``Fetch``:
+    fetches waiting for ``fetch.min.bytes``, ``ShareFetch``). NumDelayedOperations is
+    the operations parked, PurgatorySize counts each once per key it waits on."""
+
+    def __init__(self, purgatories: Callable[[], Iterable[DelayedOperationPurgatory[Any]]]
+                 ) -> None:
+        self.purgatories = purgatories
+
+    def collect(self) -> Iterator[Metric]:
+        size, delayed = (GaugeMetricFamily(
+            gauge("kafka.server", "DelayedOperationPurgatory", name),
+            f"{doc} (kafka.server:type=DelayedOperationPurgatory,name={name},"
+            "delayedOperation=...)", labels=("delayedOperation",)) for name, doc in (
+                ("PurgatorySize", "Parked operations, once per key each waits on"),
+                ("NumDelayedOperations", "Parked operations")))
+        for purgatory in self.purgatories():
+            size.add_metric((purgatory.name,), purgatory.size())
+            delayed.add_metric((purgatory.name,), purgatory.watched())
+        yield size
+        yield delayed
 
 
 class ReplicaFetcherManagerCollector:

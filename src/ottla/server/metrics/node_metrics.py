@@ -24,6 +24,7 @@ from ottla.server.metrics.broker_collectors import (
     LogFlushStatsCollector,
     LogManagerCollector,
     PartitionCollector,
+    PurgatoryCollector,
     ReplicaFetcherManagerCollector,
     ReplicaManagerCollector,
 )
@@ -97,6 +98,9 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         replicas = ReplicaManagerCollector(broker.replica_manager, image)
         registry.register(replicas)
         registry.register(PartitionCollector(broker.replica_manager, replicas))
+        registry.register(PurgatoryCollector(lambda: (
+            broker.replica_manager.produce_purgatory, broker.replica_manager.fetch_purgatory,
+            broker.share_partitions.fetch_purgatory)))
         registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
         registry.register(LogCollector(broker.replica_manager))
         registry.register(LogManagerCollector(broker.replica_manager.log_manager))
