@@ -27,11 +27,13 @@ from ottla.server.metrics.log_flush_stats import RESERVOIR, LogFlushStats
 from ottla.storage.log_manager import LogManager
 
 BROKER_TOPIC_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("messages_in", "MessagesInPerSec", "Records appended by Produce"),
-    ("bytes_in", "BytesInPerSec", "Bytes of records appended by Produce, as produced"),
+    ("messages_in", "MessagesInPerSec",
+     "Records appended as leader, by Produce and by the broker's coordinators"),
+    ("bytes_in", "BytesInPerSec", "Bytes of records appended as leader, as produced"),
     ("bytes_out", "BytesOutPerSec", "Bytes of records sent to consumers by Fetch"),
     ("total_produce_requests", "TotalProduceRequestsPerSec",
-     "Partitions of Produce requests that reached the append"),
+     "Partitions of Produce requests and of the broker's own appends that reached the "
+     "append"),
     ("failed_produce_requests", "FailedProduceRequestsPerSec",
      "Partitions of Produce requests that failed for an unexpected reason"),
     ("total_fetch_requests", "TotalFetchRequestsPerSec", "Partitions read by Fetch requests"),
