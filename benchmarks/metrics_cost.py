@@ -7,8 +7,9 @@ Each round starts a fresh combined ``ottla server`` with metrics off and one wit
 the last freed, docs/performance.md), and measures on each, with confluent-kafka: produce
 for ``--seconds`` with acks=1 and acks=all (``benchmarks.throughput``'s producer), then
 consume what the acks=1 phase wrote. On the metered node a thread GETs ``/metrics`` every
-second throughout; its scrape times are reported too. The table shows each figure's median
-and the on/off ratio of every round.
+second throughout; its scrape times are reported too, and each node's CPU seconds per GB
+moved (less sensitive than throughput to other work on a shared machine). The table shows
+each figure's median and the on/off ratio of every round.
 
 Run: ``python -m benchmarks.metrics_cost [--size 1024] [--seconds 5] [--repeat 3]``.
 """
@@ -26,9 +27,10 @@ from typing import Any
 
 from tests.helpers import OttlaProcess, WireClient, free_port
 
-from benchmarks.throughput import consume, produce
+from benchmarks.throughput import consume, proc_cpu_seconds, produce
 
 SCRAPE_INTERVAL_S = 1.0
+PHASES = ("produce_acks1", "produce_acks_all", "consume")
 
 
 class Scraper(threading.Thread):
@@ -63,11 +65,15 @@ def measure(base: Path, metered: bool, size: int, seconds: float) -> dict[str, A
             client.create_topic("bench-all", 1)
         if scraper is not None:
             scraper.start()
+        assert node.proc is not None
+        cpu0 = proc_cpu_seconds(node.proc.pid)
         result: dict[str, Any] = {
             "produce_acks1": produce(node.bootstrap, "bench", size, seconds, "1"),
             "produce_acks_all": produce(node.bootstrap, "bench-all", size, seconds, "all")}
         result["consume"] = consume(node.bootstrap, "bench", size,
                                     result["produce_acks1"]["records"])
+        moved_gb = sum(result[phase]["records"] for phase in PHASES) * size / (1 << 30)
+        result["broker_cpu_s_per_gb"] = (proc_cpu_seconds(node.proc.pid) - cpu0) / moved_gb
     finally:
         if scraper is not None:
             scraper.stopped.set()
@@ -79,9 +85,6 @@ def measure(base: Path, metered: bool, size: int, seconds: float) -> dict[str, A
         result["scrape_ms_max"] = max(scraper.took_ms or [0.0])
         result["scrape_bytes"] = max(scraper.sizes or [0])
     return result
-
-
-PHASES = ("produce_acks1", "produce_acks_all", "consume")
 
 
 def main() -> None:
@@ -110,6 +113,11 @@ def main() -> None:
         ratios = " ".join(f"{b / a:.2f}" for a, b in zip(off, on, strict=True))
         print(f"| {phase} | {statistics.median(off):.1f} | {statistics.median(on):.1f} | "
               f"{ratios} |")
+    off = [r["off"]["broker_cpu_s_per_gb"] for r in rounds]
+    on = [r["on"]["broker_cpu_s_per_gb"] for r in rounds]
+    ratios = " ".join(f"{b / a:.2f}" for a, b in zip(off, on, strict=True))
+    print(f"| broker CPU s/GB | {statistics.median(off):.2f} | {statistics.median(on):.2f} | "
+          f"{ratios} |")
     scrapes = [r["on"] for r in rounds]
     print(f"scrapes per node: {[s['scrapes'] for s in scrapes]}, median time "
           f"{statistics.median(s['scrape_ms_median'] for s in scrapes):.1f} ms, max "
