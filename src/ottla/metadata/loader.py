@@ -19,6 +19,8 @@ STATE_RECORDS = (r.TopicRecord, r.PartitionRecord, r.PartitionChangeRecord,
                  r.BrokerRegistrationChangeRecord, r.RegisterControllerRecord)
 """Records after which a broker updates its partitions and coordinators, and a
 controller sees whether its registration is in the log."""
+LEADER_RECOVERING = 1
+"""KIP-704's leader recovery state of a leader elected uncleanly."""
 
 
 class MetadataLoader:
@@ -27,6 +29,13 @@ class MetadataLoader:
         self._transaction: list[tuple[Any, int]] | None = None
         self.delta = MetadataDelta()
         """What the records applied since the last ``take_delta`` changed."""
+        self.unclean_elections = 0
+        """Committed changes that elected a leader uncleanly (it must recover its log):
+        Kafka's UncleanLeaderElectionsPerSec, which its controllers count from the
+        records they apply (TopicDelta's election stats), as here."""
+        self.elr_elections = 0
+        """Committed changes whose leader came from the partition's eligible leader
+        replicas (KIP-966): ElectionFromEligibleLeaderReplicasPerSec."""
 
     def take_delta(self) -> MetadataDelta:
         delta, self.delta = self.delta, MetadataDelta()
@@ -36,6 +45,19 @@ class MetadataLoader:
     def in_transaction(self) -> bool:
         """A snapshot now would lose what is held back: take none."""
         return self._transaction is not None
+
+    def _count_election(self, record: r.PartitionChangeRecord | r.PartitionRecord) -> None:
+        """As Kafka's TopicDelta: a change of a known partition whose leader must
+        recover is an unclean election; one whose leader was in its ELR, an election
+        from the ELR."""
+        topic = self.image.topics_by_id.get(record.topic_id)
+        previous = topic.partitions.get(record.partition_id) if topic is not None else None
+        if previous is None:
+            return
+        if record.leader_recovery_state == LEADER_RECOVERING:
+            self.unclean_elections += 1
+        if record.leader in previous.elr:
+            self.elr_elections += 1
 
     def load_snapshot(self, records: list[Any], end_offset: int) -> None:
         """Replace the image with a snapshot's (snapshots are outside transactions)."""
@@ -59,5 +81,7 @@ class MetadataLoader:
             self._transaction.append((record, offset))
             return False
         self.delta.note(record, self.image)
+        if isinstance(record, (r.PartitionChangeRecord, r.PartitionRecord)):
+            self._count_election(record)
         self.image.replay(record, offset)
         return isinstance(record, STATE_RECORDS)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ottla.metadata.image import MetadataImage
+from ottla.metadata.loader import MetadataLoader
 from ottla.server.controller_driver import ControllerDriver
-from ottla.server.metrics.jmx_names import gauge
+from ottla.server.metrics.jmx_names import gauge, meter
 
 
 class KafkaControllerCollector:
@@ -20,9 +21,13 @@ class KafkaControllerCollector:
     ``image`` is the node's published image (committed records, as Kafka's metrics
     publisher sees them); the offsets are the controller's own."""
 
-    def __init__(self, driver: ControllerDriver, image: MetadataImage) -> None:
+    def __init__(self, driver: ControllerDriver, image: MetadataImage,
+                 loader: MetadataLoader | None = None) -> None:
         self.driver = driver
         self.image = image
+        self.loader = loader
+        """What applies the committed records to ``image``: it counts the elections of
+        ``kafka.controller:type=ControllerStats`` (None: not served)."""
 
     def collect(self) -> Iterator[Metric]:
         image = self.image
@@ -61,3 +66,12 @@ class KafkaControllerCollector:
             yield GaugeMetricFamily(gauge("kafka.controller", "KafkaController", name),
                                     f"{doc} (kafka.controller:type=KafkaController,"
                                     f"name={name})", value=value)
+        if self.loader is not None:
+            for mbean, count, doc in (
+                    ("UncleanLeaderElectionsPerSec", self.loader.unclean_elections,
+                     "Leaders elected uncleanly"),
+                    ("ElectionFromEligibleLeaderReplicasPerSec", self.loader.elr_elections,
+                     "Leaders elected from the eligible leader replicas")):
+                yield CounterMetricFamily(meter("kafka.controller", "ControllerStats", mbean),
+                                          f"{doc} (kafka.controller:type=ControllerStats,"
+                                          f"name={mbean} Count)", value=count)

@@ -118,7 +118,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         if isinstance(receiver, ClientTelemetryExporter):
             registry.register(ClientTelemetryCollector(receiver, broker.now_ms))
     if controller is not None:
-        registry.register(KafkaControllerCollector(controller, image))
+        registry.register(KafkaControllerCollector(
+            controller, image, publisher.loader if publisher is not None else None))
     if authorizer is not None and authorizer[0] is not None:
         roles = [role for role, present in (("broker", broker is not None),
                                             ("controller", controller is not None)) if present]
