@@ -31,6 +31,11 @@ IMPORTANT: dict[str, tuple[str, str]] = {
     "kafka_log_logflushstats_": ("kafka.log", "LogFlushStats"),
     "kafka_server_socket_server_metrics_": ("kafka.server", "socket-server-metrics"),
     "kafka_server_quota_": ("kafka.server", "Produce"),
+    "kafka_controller_controllerstats_": ("kafka.controller", "ControllerStats"),
+    "kafka_cluster_partition_": ("kafka.cluster", "Partition"),
+    "kafka_server_delayedoperationpurgatory_": ("kafka.server", "DelayedOperationPurgatory"),
+    "kafka_log_logmanager_": ("kafka.log", "LogManager"),
+    "kafka_server_kafkaserver_": ("kafka.server", "KafkaServer"),
 }
 
 
