@@ -20,8 +20,16 @@ def test_every_kind_comes_once_before_any_comes_twice_and_all_end_in_the_window(
         assert all(f.at_s >= 3 and f.at_s + f.duration_s <= 300 for f in faults)
         assert all(a.at_s + a.duration_s < b.at_s for a, b in pairwise(faults))
         for f in faults:
-            assert len(f.nodes) == {"kill": 1, "pause": 1, "leader-kill": 0}.get(f.kind, 2)
+            assert len(f.nodes) == {"kill": 1, "pause": 1, "leader-kill": 0, "disk-full": 1,
+                                    "clock-skew": 1}.get(f.kind, 2)
             assert len(set(f.nodes)) == len(f.nodes) and set(f.nodes) <= {1, 2, 3}
+
+
+def test_a_clock_skew_is_minutes_either_way() -> None:
+    skews = {float(f.target) for seed in range(20)
+             for f in schedule(seed, 3, 300, [1, 2, 3]) if f.kind == "clock-skew"}
+    assert any(s < 0 for s in skews) and any(s > 0 for s in skews)
+    assert all(30 <= abs(s) <= 600 for s in skews)
 
 
 def test_only_the_kinds_asked_for() -> None:

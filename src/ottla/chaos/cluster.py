@@ -14,8 +14,20 @@ from __future__ import annotations
 import os
 import random
 import signal
+import time
 from collections.abc import Iterator
 
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ottla.chaos.clocks import Clocks
+from ottla.chaos.disks import Disks
 from ottla.chaos.processes import (
     OttlaProcess,
     WireClient,
@@ -47,13 +59,20 @@ NODE_PROPS = {
     "group.consumer.min.heartbeat.interval.ms": "500",
     "group.initial.rebalance.delay.ms": "0",
 }
+CLOCK_TOPIC = "chaos-clock"
+"""clock-skew: one partition per node, led by it alone (partition n-1 on node n), whose
+records the leader stamps with its wall clock (LogAppendTime): what a probe reads the
+node's clock from."""
 
 
 class ChaosCluster:
     """Nodes 1..n, each ``broker,controller``, their links through ``network``."""
 
     def __init__(self, base: str, network: ProxyNetwork, nodes: int = 3,
-                 props: dict[str, str] | None = None) -> None:
+                 props: dict[str, str] | None = None, disks: bool = False,
+                 clocks: bool = False) -> None:
+        """With ``disks`` each node's data dir is a disk of its own that can be filled;
+        with ``clocks`` each node runs under a wall clock that can be skewed."""
         self.base = base
         self.network = network
         self.cluster_id = random_uuid()
@@ -74,6 +93,12 @@ class ChaosCluster:
                                         stable_port(rng, taken))
                     for a in ids for b in ids if a != b}
         os.makedirs(base, exist_ok=True)
+        self.clocks = Clocks(base, ids) if clocks else None
+        for i, node in self.nodes.items():
+            node.env = self.clocks.env(i) if self.clocks is not None else {}
+        self.disks = Disks({i: node.data_dir for i, node in self.nodes.items()})
+        if disks:
+            self.disks.mount()
         for b, node in self.nodes.items():
             names = [f"REPL{a}" for a in ids]
             voters = ",".join(
@@ -97,7 +122,11 @@ class ChaosCluster:
                 "log.dirs": node.data_dir,
                 **NODE_PROPS, **(props or {}),
             })
-        format_storage(self.nodes.values(), self.cluster_id)
+        try:
+            format_storage(self.nodes.values(), self.cluster_id)
+        except BaseException:
+            self.disks.release()
+            raise
 
     @property
     def ids(self) -> list[int]:
@@ -114,6 +143,8 @@ class ChaosCluster:
                 node.start(wait=False)
             for node in self.nodes.values():
                 node.wait_ready(timeout)
+            if self.clocks is not None:
+                self._create_clock_topic()
         except BaseException:
             self.stop()
             raise
@@ -122,7 +153,8 @@ class ChaosCluster:
     def running(self) -> Iterator[OttlaProcess]:
         """The nodes up and not paused (a paused one would hold a request to its end)."""
         return (node for i, node in self.nodes.items()
-                if node.proc is not None and i not in self.paused)
+                if node.proc is not None and node.proc.poll() is None
+                and i not in self.paused)
 
     def kill9(self, node_id: int) -> None:
         if self.nodes[node_id].proc is not None:
@@ -130,8 +162,11 @@ class ChaosCluster:
         self.paused.discard(node_id)
 
     def restart(self, node_id: int, wait: bool = True, timeout: float = 60) -> None:
-        """Start a killed node again on its data (and wait until it serves)."""
+        """Start a killed node, or one that stopped on its own, again on its data (and
+        wait until it serves)."""
         node = self.nodes[node_id]
+        if node.proc is not None and node.proc.poll() is not None:
+            node.proc = None  # stopped on its own (a failed disk): its code is in its log
         if node.proc is None:
             node.start(wait=False)
             if wait:
@@ -177,3 +212,53 @@ class ChaosCluster:
             if t.error_code == 0 and t.partitions:
                 return {p.partition_index: p.leader_id for p in t.partitions}
         return {}
+
+    def fill_disk(self, node_id: int) -> int:
+        """disk-full: the node's disk filled; the bytes it took."""
+        return self.disks.fill(node_id)
+
+    def free_disk(self, node_id: int) -> None:
+        self.disks.free(node_id)
+
+    def release_disks(self) -> None:
+        """The nodes' disks unmounted, their files kept in the data dirs (when stopped)."""
+        self.disks.release()
+
+    def skew_clock(self, node_id: int, offset_s: float) -> None:
+        """clock-skew: the node's wall clock ``offset_s`` off from now on (0: back)."""
+        assert self.clocks is not None, "the cluster was made without clocks"
+        self.clocks.set(node_id, offset_s)
+
+    def _create_clock_topic(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        topic = NewTopic(CLOCK_TOPIC, len(self.ids), replica_assignment=[[i] for i in self.ids],
+                         config={"message.timestamp.type": "LogAppendTime",
+                                 "min.insync.replicas": "1"})
+        admin.create_topics([topic], operation_timeout=30)[CLOCK_TOPIC].result(60)
+
+    def clock_offset(self, node_id: int, timeout: float = 10.0) -> float:
+        """How far ahead of the harness's wall clock the node's is, in seconds, from the
+        LogAppendTime it stamps on a record it leads (raises when it does not answer)."""
+        producer = Producer({"bootstrap.servers": self.nodes[node_id].bootstrap,
+                             "acks": "1", "message.timeout.ms": int(timeout * 1000),
+                             "enable.idempotence": False})
+        stamped: list[tuple[int, int]] = []
+        failed: list[object] = []
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is not None:
+                failed.append(error)
+            else:
+                stamped.append(message.timestamp())
+
+        before = time.time()
+        producer.produce(CLOCK_TOPIC, b"probe", partition=self.ids.index(node_id),
+                         on_delivery=delivered)
+        producer.flush(timeout + 5)
+        after = time.time()
+        if failed or not stamped:
+            raise KafkaException(failed[0] if failed else "no delivery report")
+        kind, at_ms = stamped[0]
+        if kind != TIMESTAMP_LOG_APPEND_TIME:
+            raise RuntimeError(f"{CLOCK_TOPIC} gave timestamp type {kind}, not LogAppendTime")
+        return round(at_ms / 1000 - (before + after) / 2, 2)

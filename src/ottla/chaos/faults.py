@@ -11,11 +11,17 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass
 
-KINDS = ("kill", "leader-kill", "pause", "cut", "partition", "delay", "slow")
+KINDS = ("kill", "leader-kill", "pause", "cut", "partition", "delay", "slow", "disk-full",
+         "clock-skew")
 """kill -9 a node (restarted when healed); kill -9 the leader of the metadata quorum or
 of a partition; SIGSTOP a node (SIGCONT when healed); cut every link between two nodes;
 one-way partition (the first node cannot reach the second); delay or slow the links
-between two nodes."""
+between two nodes; fill a node's disk (freed, and the node restarted if it stopped, when
+healed); jump a node's wall clock by minutes (back when healed)."""
+
+SKEWS_S = (-600, -120, -30, 30, 120, 600)
+"""clock-skew: how far a node's wall clock jumps, in seconds. Clocks of machines drift
+apart by that much, and an NTP step jumps one by that much at once."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,8 @@ class Fault:
     nodes: tuple[int, ...]
     """The nodes it strikes (none for leader-kill: the leader of then is the target)."""
     target: str = ""
-    """leader-kill: ``quorum`` or ``partition``; delay: seconds; slow: bytes/s."""
+    """leader-kill: ``quorum`` or ``partition``; delay: seconds; slow: bytes/s;
+    clock-skew: seconds the node's wall clock is off (ahead when positive)."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -53,8 +60,10 @@ def schedule(seed: int, start_s: float, end_s: float, nodes: list[int],
         kind = order.pop(0)
         pair = tuple(rng.sample(nodes, 2))
         target = ""
-        if kind in ("kill", "pause"):
+        if kind in ("kill", "pause", "disk-full"):
             pair = pair[:1]
+        elif kind == "clock-skew":
+            pair, target = pair[:1], str(rng.choice(SKEWS_S))
         elif kind == "leader-kill":
             pair, target = (), rng.choice(("quorum", "partition"))
         elif kind == "delay":

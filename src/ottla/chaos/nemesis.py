@@ -29,6 +29,14 @@ class Nemesis:
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self._killed: set[int] = set()
         self._paused: set[int] = set()
+        self._full: set[int] = set()
+        self._filled: set[int] = set()
+        """Nodes whose disk was filled: one that stops because of it, even after the
+        fault was healed (it was shutting down), is started again at the next heal."""
+        self._skewed: set[int] = set()
+        self._notes: dict[str, object] = {}
+        """What the fault under way did, for its entry in the log (a disk-full node
+        that stopped, a clock-skew's offset as the node stamps records)."""
 
     def start(self) -> Nemesis:
         self._thread.start()
@@ -43,6 +51,7 @@ class Nemesis:
             if not self._wait_until(fault.at_s):
                 break
             start = time.monotonic_ns()
+            self._notes = {}
             try:
                 struck = self._inject(fault)
             except Exception as e:  # the run goes on; the report says it
@@ -58,7 +67,7 @@ class Nemesis:
             except Exception as e:
                 self.errors.append(f"healing {fault.kind}: {e!r}")
             self.log.append({**fault.to_dict(), "nodes": list(struck),
-                             "start_ns": start, "end_ns": healed})
+                             "start_ns": start, "end_ns": healed, **self._notes})
 
     def _inject(self, fault: Fault) -> tuple[int, ...]:
         network = self.cluster.network
@@ -86,11 +95,24 @@ class Nemesis:
             network.delay(*fault.nodes, float(fault.target))
         elif fault.kind == "slow":
             network.slow(*fault.nodes, float(fault.target))
+        elif fault.kind == "disk-full":
+            self._full.add(fault.nodes[0])
+            self._filled.add(fault.nodes[0])
+            self._notes["filled_bytes"] = self.cluster.fill_disk(fault.nodes[0])
+        elif fault.kind == "clock-skew":
+            self._skewed.add(fault.nodes[0])
+            self.cluster.skew_clock(fault.nodes[0], float(fault.target))
+            try:  # the clock the node stamps records with, as a client sees it
+                self._notes["observed_skew_s"] = self.cluster.clock_offset(fault.nodes[0])
+            except Exception as e:  # a finding, not the nemesis's failure
+                self._notes["probe_error"] = repr(e)
         return fault.nodes
 
     def heal(self, wait: bool = False) -> None:
-        """Links healed, paused nodes resumed, killed nodes restarted; with ``wait``
-        until they are ready (between faults the schedule goes on while they start)."""
+        """Links healed, paused nodes resumed, killed nodes restarted, full disks freed
+        (and their nodes restarted if they stopped), skewed clocks set right; with
+        ``wait`` until they are ready (between faults the schedule goes on while they
+        start)."""
         self.cluster.network.heal()
         for node in sorted(self._paused):
             self.cluster.resume(node)
@@ -98,9 +120,37 @@ class Nemesis:
         for node in sorted(self._killed):
             self.cluster.restart(node, wait=False)
         self._killed.clear()
+        for node in sorted(self._full):
+            code = self._exit_code(node)
+            self._notes.update(stopped=code is not None, exit_code=code)
+            self.cluster.free_disk(node)
+        self._full.clear()
+        self._restart_stopped()
+        for node in sorted(self._skewed):
+            self.cluster.skew_clock(node, 0)
+        self._skewed.clear()
         if wait:
-            for node in self.cluster.nodes.values():
-                node.wait_ready(120)
+            for i, node in self.cluster.nodes.items():
+                try:
+                    node.wait_ready(120)
+                except RuntimeError:  # it stopped: a disk filled before may be why
+                    if i not in self._filled or self._exit_code(i) is None:
+                        raise
+                    self._restart_stopped()
+                    node.wait_ready(120)
+
+    def _exit_code(self, node: int) -> int | None:
+        """The node's exit code if it stopped on its own (not if kill -9ed: no process)."""
+        proc = self.cluster.nodes[node].proc
+        return proc.poll() if proc is not None else None
+
+    def _restart_stopped(self) -> None:
+        for node in sorted(self._filled):
+            code = self._exit_code(node)
+            if code is not None:
+                log.info("node %d stopped (%s) after its disk filled: starting it again",
+                         node, code)
+                self.cluster.restart(node, wait=False)
 
     def stop(self) -> None:
         """No more faults; the one under way is healed and every node is ready."""

@@ -111,6 +111,9 @@ class OttlaProcess:
     config_file: str | None = None
     roles: str = "broker,controller"
     node_id: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    """Set in the process's environment on top of this one's (the chaos harness's
+    libfaketime, for one)."""
 
     @property
     def bootstrap(self) -> str:
@@ -144,7 +147,8 @@ class OttlaProcess:
         self.log_path = os.path.join(os.path.dirname(self.data_dir.rstrip("/")),
                                      f"ottla-{self.node_id}-{self.port}.log")
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **self.env} if self.env else None)
         log.close()
         if wait:
             self.wait_ready()

@@ -122,7 +122,9 @@ def run(config: RunConfig) -> dict[str, object]:
                            f"member-{i}", config.group_protocol, logger, config.client_debug)
 
     network = ProxyNetwork()
-    cluster = ChaosCluster(os.path.join(directory, "cluster"), network, config.nodes)
+    cluster = ChaosCluster(os.path.join(directory, "cluster"), network, config.nodes,
+                           disks="disk-full" in config.kinds,
+                           clocks="clock-skew" in config.kinds)
     topics = [topic_of(w) for w in config.workloads]
     timings: dict[str, float] = {}
     producers: list[ProduceWorkload] = []
@@ -191,6 +193,7 @@ def run(config: RunConfig) -> dict[str, object]:
         if nemesis is not None:
             nemesis.stop()
         exit_codes = cluster.stop()
+        cluster.release_disks()  # the data kept in the data dirs, for what follows
         network.close()
         # The nodes are down and their logs final: each record read gets the producer
         # id and epoch of its batch, which tell a broker's duplicate from a client's.

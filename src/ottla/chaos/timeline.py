@@ -13,7 +13,7 @@ from ottla.chaos.history import Op
 WIDTH, LEFT, RIGHT = 960, 90, 20
 COLOURS = {"kill": "#d62728", "leader-kill": "#8c1c13", "pause": "#9467bd",
            "cut": "#ff7f0e", "partition": "#e377c2", "delay": "#17becf",
-           "slow": "#bcbd22"}
+           "slow": "#bcbd22", "disk-full": "#7f7f7f", "clock-skew": "#1f77b4"}
 
 
 def per_second(ops: Iterable[Op], start_ns: int) -> tuple[dict[int, int], dict[int, int],
