@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from typing import Any
 
 import pytest
@@ -135,3 +136,35 @@ async def test_the_active_controller_sweeps_expired_delegation_tokens() -> None:
     assert sorted(controller.image.delegation_tokens) == ["long"]
     raft.is_leader = False
     driver.on_raft_state()  # renounce: stops the periodic tasks
+
+
+async def test_a_step_of_the_wall_clock_fences_no_broker_a_silent_session_does() -> None:
+    """Broker sessions are measured on the monotonic clock, as Kafka's
+    BrokerHeartbeatManager measures them: the active controller's wall clock jumping ten
+    minutes ahead (an NTP step) fences no broker; a broker silent for longer than
+    ``broker.session.timeout.ms`` of monotonic time is fenced."""
+    raft = StandInRaft()
+    wall, mono = [1_700_000_000.0], [1000.0]
+    controller = QuorumController(1, rng=random.Random(1), registry=SnapshotRegistry())
+    driver = ControllerDriver(controller, raft, bootstrap_records=lambda: [],  # type: ignore[arg-type]
+                              max_idle_interval_ms=0, session_timeout_ms=80,
+                              clock=lambda: wall[0], monotonic=lambda: mono[0])
+    controller.replay(r.FeatureLevelRecord(name="metadata.version", feature_level=25))
+    controller.replay(r.RegisterBrokerRecord(broker_id=2, incarnation_id=uuid.UUID(int=2),
+                                             broker_epoch=5, fenced=False))
+    raft.commit_all(driver)
+    assert driver.is_active
+
+    def fenced() -> list[int]:
+        return [rec.id for e in raft.entries[1:] for rec in e.payload or ()
+                if isinstance(rec, r.FenceBrokerRecord)]
+    await asyncio.sleep(0.05)  # the first checks start broker 2's session
+    wall[0] += 600
+    await asyncio.sleep(0.2)  # 20 checks (one every 10 ms)
+    assert fenced() == []
+    mono[0] += 0.081
+    for _ in range(200):  # at most 2 s for the next check
+        if fenced():
+            break
+        await asyncio.sleep(0.01)
+    assert fenced() == [2]

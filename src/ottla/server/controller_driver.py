@@ -54,7 +54,8 @@ class ControllerDriver:
                  max_idle_interval_ms: int = 500,
                  token_sweep_interval_ms: int | None = None,
                  on_fault: Callable[[BaseException], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.controller = controller
         self.offsets = OffsetControl(controller)
         self.raft = raft
@@ -66,12 +67,20 @@ class ControllerDriver:
         """``delegation.token.expiry.check.interval.ms``; None: tokens are disabled."""
         self.on_fault = on_fault
         self.clock = clock
+        self.monotonic = monotonic
         self._purgatory: list[tuple[int, asyncio.Future[Any], Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._last_write = time.monotonic()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def session_ms(self) -> int:
+        """The clock of broker sessions: monotonic, as Kafka's BrokerHeartbeatManager
+        keeps them, so that a step of this node's wall clock fences no broker (forward)
+        nor keeps a silent one (back). Heartbeats are stamped with the same clock
+        (``ControllerServices.session_ms``)."""
+        return int(self.monotonic() * 1000)
 
     @property
     def is_active(self) -> bool:
@@ -213,7 +222,7 @@ class ControllerDriver:
             await asyncio.sleep(self._until_next_check(step))
             try:
                 fenced = await self.submit(lambda c: c.cluster.fence_stale_brokers(
-                    self.now_ms(), self.session_timeout_ms))
+                    self.session_ms(), self.session_timeout_ms))
                 for broker_id in fenced or ():
                     log.info("Fenced broker %d: no heartbeat for %d ms", broker_id,
                              self.session_timeout_ms)

@@ -43,7 +43,7 @@ async def handle_broker_registration(controller: ControllerServices, ctx: Reques
     try:
         epoch = await channel.submit(lambda c: c.cluster.register_broker(
             req.broker_id, req.incarnation_id, endpoints, req.rack, channel.next_offset(),
-            now_ms=ctx.now_ms(), unfence=False,
+            now_ms=controller.session_ms(), unfence=False,
             previous_broker_epoch=getattr(req, "previous_broker_epoch", -1),
             log_dirs=[d for d in getattr(req, "log_dirs", ()) if d is not None],
             features=[(f.name, f.min_supported_version, f.max_supported_version)
@@ -80,7 +80,7 @@ async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestCo
     try:
         reply = await controller.channel.submit(lambda c: c.cluster.broker_heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
-            req.want_shut_down, ctx.now_ms(),
+            req.want_shut_down, controller.session_ms(),
             [d for d in getattr(req, "offline_log_dirs", ()) if d is not None]))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "is_caught_up": False,

@@ -44,6 +44,12 @@ class ControllerServices:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    @staticmethod
+    def session_ms() -> int:
+        """When a broker registered or heartbeated, on the monotonic clock the active
+        controller measures broker sessions with (``ControllerDriver.session_ms``)."""
+        return int(time.monotonic() * 1000)
+
     def kraft_version(self) -> int:
         """The metadata quorum's ``kraft.version``, a finalized feature of ApiVersions."""
         return self.raft.kraft_version
