@@ -102,6 +102,59 @@ def test_a_group_commits_forward_through_leader_kills_cuts_and_slow_links(
     assert "ownership" in {v.check for v in check(kept, ALLOWANCE_NS).violations}
 
 
+def node_logs(report_dir: Path) -> dict[int, str]:
+    """Each node's log (one file a node: its restarts append to it)."""
+    return {int(path.name.split("-")[1]): path.read_text(errors="replace")
+            for path in (report_dir / "cluster").glob("ottla-*.log")}
+
+
+def test_a_node_whose_disk_fills_stops_and_comes_back_without_losing_a_write(
+        tmp_path: Path) -> None:
+    """A full disk fails the node's next write with ENOSPC: its only log dir goes
+    offline and the node stops, as a Kafka broker halts when all its log dirs have
+    failed; freed and started again, it recovers its log and rejoins, and no
+    acknowledged write is lost."""
+    code, report = chaos_run(tmp_path / "disk", "--workload", "produce", "--duration", "22",
+                             "--seed", "5", "--faults", "disk-full")
+    assert report["violations"] == [] and code == 0
+    assert report["nemesis_errors"] == [] and report["faults"]["disk-full"] >= 2
+    acked = report["operations_by_kind"]["produce"]["ok"]
+    assert acked > 1000 and report["operations_by_kind"]["read"]["ok"] >= acked
+    logs = node_logs(tmp_path / "disk")
+    filled = {f["nodes"][0] for f in report["fault_log"]}
+    assert all(f["filled_bytes"] > 200 * 2**20 for f in report["fault_log"])
+    failed = [n for n in filled if "No space left on device" in logs[n]]
+    assert failed, report["fault_log"]
+    for node in failed:
+        assert "all log dirs in" in logs[node] and "have failed" in logs[node]
+        assert logs[node].count(f"Ottla node {node} started") >= 2  # it came back
+    assert report["exit_codes"] == {"1": 0, "2": 0, "3": 0}
+    data = tmp_path / "disk" / "cluster"
+    assert not any(os.path.ismount(data / f"node-{n}") for n in (1, 2, 3))
+    assert all((data / f"node-{n}" / "meta.properties").exists() for n in (1, 2, 3))
+
+
+def test_wall_clocks_jumping_minutes_either_way_lose_no_write_and_no_commit(
+        tmp_path: Path) -> None:
+    """One node's wall clock at a time jumps (30 s to 10 min, ahead or back) and back:
+    the node stamps records with the skewed clock (LogAppendTime, read back by the
+    harness), and neither the writes nor the group's commits break Kafka's
+    guarantees."""
+    code, report = chaos_run(tmp_path / "clock", "--workload", "all", "--duration", "22",
+                             "--seed", "6", "--faults", "clock-skew")
+    assert report["violations"] == [] and code == 0
+    assert report["nemesis_errors"] == [] and report["faults"]["clock-skew"] >= 2
+    targets = {float(f["target"]) for f in report["fault_log"]}
+    assert min(targets) < 0 < max(targets)
+    observed = [(float(f["target"]), f["observed_skew_s"]) for f in report["fault_log"]
+                if "observed_skew_s" in f]
+    assert observed, report["fault_log"]
+    assert all(abs(seen - target) < 5 for target, seen in observed), observed
+    ops = report["operations_by_kind"]
+    assert ops["produce"]["ok"] > 1000 and ops["commit"]["ok"] > 5
+    assert report["exit_codes"] == {"1": 0, "2": 0, "3": 0}
+
+
 @pytest.mark.parametrize(("mutation", "check_name", "excerpt_kinds"), [
     ("lose-write", "lost-write", ["produce", "read-end"]),
     ("duplicate", "duplicate", ["produce", "read", "read"]),
