@@ -136,3 +136,40 @@ def test_a_committed_read_is_answered_once_what_it_saw_is_replicated() -> None:
     rt.unload(TP)
     assert [type(a) for a in answers[2:]] == [KafkaError]
     assert answers[2].code == ErrorCode.not_coordinator
+
+
+class Sessions(Counter):
+    """A shard that expires a member's session 10 s after it joined (a timer, as the
+    group managers keep sessions)."""
+
+    def __init__(self, ctx: ShardContext) -> None:
+        super().__init__(ctx)
+        self.ctx = ctx
+        self.expired_at: list[int] = []
+
+    def join(self) -> None:
+        self.ctx.schedule("session", 10_000, lambda shard, now: shard.expired_at.append(now))
+
+
+@pytest.mark.parametrize("step_ms", [600_000, -600_000])
+def test_a_session_expires_on_the_timers_clock_whatever_the_wall_clock_does(
+        step_ms: int) -> None:
+    """Timers run on the clock the driver gives (monotonic, as Kafka's coordinator runtime
+    times sessions): the wall clock stepping ten minutes ahead expires no session early,
+    and stepping ten minutes back holds none; the timer's write runs at the wall clock's
+    now."""
+    wall, mono = 1_700_000_000_000, 5_000
+    clock = [mono]
+    rt: CoordinatorRuntime[Sessions] = CoordinatorRuntime(Log([]), Sessions,
+                                                          timer_ms=lambda: clock[0])
+    rt.load(TP, wall)
+    rt.write(TP, lambda shard, now: shard.join(), lambda response: None, wall)
+    shard = rt.contexts[TP].shard
+    rt.poll(wall + step_ms)
+    assert shard.expired_at == [] and rt.next_deadline() == mono + 10_000
+    clock[0] = mono + 9_999
+    rt.poll(wall + step_ms + 9_999)
+    assert shard.expired_at == []
+    clock[0] = mono + 10_000
+    rt.poll(wall + step_ms + 10_000)
+    assert shard.expired_at == [max(wall, wall + step_ms + 10_000)]

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
+
+
+def monotonic_ms() -> int:
+    """The clock a core's timeouts are best kept on: a step of the wall clock (an NTP
+    step, a skewed machine) neither fires them all at once nor holds them."""
+    return int(time.monotonic() * 1000)
 
 
 class DeadlineTimer:

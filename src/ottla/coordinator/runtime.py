@@ -181,10 +181,15 @@ class Loading:
 
 
 class CoordinatorRuntime(Generic[S]):
-    def __init__(self, writer: PartitionWriter, shard_factory: Callable[[ShardContext], S]
-                 ) -> None:
+    def __init__(self, writer: PartitionWriter, shard_factory: Callable[[ShardContext], S],
+                 timer_ms: Callable[[], int] | None = None) -> None:
         self.writer = writer
         self.shard_factory = shard_factory
+        self.timer_ms = timer_ms
+        """The clock timers run on, in ms: the driver gives a monotonic one, so that a
+        step of the wall clock (``now_ms``) neither expires every session at once nor
+        holds them all, as Kafka's coordinator runtime times them on a monotonic timer.
+        None: ``now_ms``."""
         self.contexts: dict[TopicPartition, _Context[S]] = {}
         self._timers: dict[tuple[TopicPartition, str], tuple[int, int]] = {}
         self._heap: list[tuple[int, int, TopicPartition, str, Callable[[Any, int], Any]]] = []
@@ -333,7 +338,7 @@ class CoordinatorRuntime(Generic[S]):
 
     def _schedule(self, tp: TopicPartition, key: str, delay_ms: int,
                   operation: Callable[[Any, int], Any]) -> None:
-        deadline = self.now_ms + max(0, delay_ms)
+        deadline = self._timer_now() + max(0, delay_ms)
         seq = next(self._seq)
         self._timers[(tp, key)] = (deadline, seq)
         heapq.heappush(self._heap, (deadline, seq, tp, key, operation))
@@ -342,7 +347,11 @@ class CoordinatorRuntime(Generic[S]):
     def _cancel(self, tp: TopicPartition, key: str) -> None:
         self._timers.pop((tp, key), None)
 
+    def _timer_now(self) -> int:
+        return self.timer_ms() if self.timer_ms is not None else self.now_ms
+
     def next_deadline(self) -> int | None:
+        """The earliest timer's deadline, on the timers' clock (``timer_ms``)."""
         while self._heap:
             deadline, seq, tp, key, _ = self._heap[0]
             if self._timers.get((tp, key)) == (deadline, seq):
@@ -351,9 +360,11 @@ class CoordinatorRuntime(Generic[S]):
         return None
 
     def poll(self, now_ms: int) -> None:
-        """Fire every timer due at ``now_ms``, each as a write on its shard."""
+        """Fire every timer due on the timers' clock, each as a write on its shard at
+        ``now_ms``."""
         self.now_ms = max(self.now_ms, now_ms)
-        while self._heap and self._heap[0][0] <= self.now_ms:
+        due = self._timer_now()
+        while self._heap and self._heap[0][0] <= due:
             deadline, seq, tp, key, operation = heapq.heappop(self._heap)
             if self._timers.get((tp, key)) != (deadline, seq):
                 continue

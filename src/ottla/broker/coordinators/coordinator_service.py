@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from ottla.broker.context import BrokerContext
 from ottla.broker.controller_client import create_topics
-from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.deadline_timer import DeadlineTimer, monotonic_ms
 from ottla.broker.replication.partition import Partition
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.topic_stats import BrokerTopicStats
@@ -178,8 +178,9 @@ class CoordinatorService(Generic[S]):
         self.topic_configs = topic_configs
         self.writer = LogPartitionWriter(broker.replica_manager, lambda: broker.image,
                                          encode, decode)
-        self.runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(self.writer, shard_factory)
-        self._timer = DeadlineTimer(self.kind, broker.now_ms, self._poll)
+        self.runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(
+            self.writer, shard_factory, timer_ms=monotonic_ms)
+        self._timer = DeadlineTimer(self.kind, monotonic_ms, self._poll)
         self.runtime.on_timer_change = self._timer.deadline_changed
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
         self._creating: asyncio.Future[Any] | None = None
@@ -358,6 +359,7 @@ class CoordinatorService(Generic[S]):
 
     # --- timers ---------------------------------------------------------------------------
 
-    def _poll(self, now_ms: int) -> int | None:
-        self.runtime.poll(now_ms)
+    def _poll(self, timer_ms: int) -> int | None:
+        """A timer is due on the monotonic clock: it runs at the wall clock's now."""
+        self.runtime.poll(self.broker.now_ms())
         return self.runtime.next_deadline()
