@@ -35,6 +35,7 @@ import pytest
 from ottla.broker.broker import Broker
 from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
 from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
+from ottla.broker.deadline_timer import monotonic_ms
 from ottla.broker.handlers import (
     configs,
     fetch,
@@ -416,11 +417,17 @@ async def test_acks_all_waits_until_every_in_sync_replica_has_the_records(broker
 
 async def test_acks_all_not_replicated_in_time_answers_request_timed_out(broker) -> None:
     create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    # The purgatory times out on the monotonic clock: a stand-in for it, from now.
+    start = monotonic_ms()
+    clock = [start]
+    broker.replica_manager.produce_purgatory.timer_ms = lambda: clock[0]
     pending = asyncio.ensure_future(raw_call(broker, ApiKey.PRODUCE, 9, produce_body(
         "orders", (0, batch(b"a")), timeout_ms=1500)))
     await asyncio.sleep(0)
-    assert broker.replica_manager.expire_delayed(NOW_MS + 1499) == NOW_MS + 1500
+    clock[0] = start + 1499
+    assert broker.replica_manager.expire_delayed(NOW_MS + 1499) == start + 1500
     assert not pending.done()
+    clock[0] = start + 1500
     assert broker.replica_manager.expire_delayed(NOW_MS + 1500) is None
     answer = partition_answer(decoded(ApiKey.PRODUCE, 9, await asyncio.wait_for(pending, 5)))
     assert answer.error_code == ErrorCode.request_timed_out

@@ -23,7 +23,7 @@ from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
 from ottla.broker.coordinators.producer_id_manager import ProducerIdManager
 from ottla.broker.coordinators.share_coordinator import ShareCoordinatorService
 from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
-from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.deadline_timer import DeadlineTimer, monotonic_ms
 from ottla.broker.fetch_session import FetchSessionCache
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.replication.alter_partition_manager import AlterPartitionManager
@@ -90,12 +90,13 @@ class Broker(BrokerContext):
                 config["alter.log.dirs.replication.quota.window.num"],
                 config["alter.log.dirs.replication.quota.window.size.seconds"] * 1000))
         """Copies replicas moving between this broker's log dirs (AlterReplicaLogDirs)."""
-        self.purgatory_timer = DeadlineTimer("purgatory", self.now_ms,
-                                             replica_manager.expire_delayed)
-        replica_manager.produce_purgatory.on_deadline_change = \
-            self.purgatory_timer.deadline_changed
-        replica_manager.fetch_purgatory.on_deadline_change = \
-            self.purgatory_timer.deadline_changed
+        # Parked requests time out on the monotonic clock, answered at the wall clock's now.
+        self.purgatory_timer = DeadlineTimer(
+            "purgatory", monotonic_ms,
+            lambda _timer_ms: replica_manager.expire_delayed(self.now_ms()))
+        for purgatory in (replica_manager.produce_purgatory, replica_manager.fetch_purgatory):
+            purgatory.timer_ms = monotonic_ms
+            purgatory.on_deadline_change = self.purgatory_timer.deadline_changed
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.client_quotas = client_quotas if client_quotas is not None else \
             ClientQuotaManagers(config["quota.window.num"], config["quota.window.size.seconds"])

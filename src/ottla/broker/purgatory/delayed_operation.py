@@ -51,8 +51,13 @@ class DelayedOperation(ABC):
 
 
 class DelayedOperationPurgatory(Generic[K]):
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, timer_ms: Callable[[], int] | None = None) -> None:
         self.name = name
+        self.timer_ms = timer_ms
+        """The clock deadlines are kept on, in ms: the driver gives a monotonic one, so
+        that a step of the wall clock back does not hold a parked request for as long
+        (Kafka's purgatory times on a monotonic timer). None: the ``now_ms`` given.
+        An operation's own ``deadline_ms`` stays on the wall clock it was made with."""
         self._watchers: dict[K, list[DelayedOperation]] = {}
         self._keys: dict[DelayedOperation, tuple[K, ...]] = {}
         self._deadlines: list[tuple[int, int, DelayedOperation]] = []
@@ -69,10 +74,14 @@ class DelayedOperationPurgatory(Generic[K]):
         watched = self._keys[operation] = tuple(dict.fromkeys(keys))
         for key in watched:
             self._watchers.setdefault(key, []).append(operation)
-        heapq.heappush(self._deadlines, (operation.deadline_ms, next(self._seq), operation))
+        due = self._timer_now(now_ms) + max(0, operation.deadline_ms - now_ms)
+        heapq.heappush(self._deadlines, (due, next(self._seq), operation))
         if self._deadlines[0][2] is operation:
-            self.on_deadline_change(operation.deadline_ms)
+            self.on_deadline_change(due)
         return False
+
+    def _timer_now(self, now_ms: int) -> int:
+        return self.timer_ms() if self.timer_ms is not None else now_ms
 
     def check_and_complete(self, key: K, now_ms: int) -> int:
         """``key`` moved: try every operation watching it; how many completed."""
@@ -87,9 +96,11 @@ class DelayedOperationPurgatory(Generic[K]):
         return completed
 
     def expire(self, now_ms: int) -> int:
-        """Complete every operation whose deadline is at or before ``now_ms``."""
+        """Complete every operation whose deadline has passed (on ``timer_ms`` if given,
+        else at ``now_ms``)."""
         expired = 0
-        while self._deadlines and self._deadlines[0][0] <= now_ms:
+        due = self._timer_now(now_ms)
+        while self._deadlines and self._deadlines[0][0] <= due:
             _, _, operation = heapq.heappop(self._deadlines)
             if operation.completed:
                 continue
@@ -100,6 +111,7 @@ class DelayedOperationPurgatory(Generic[K]):
         return expired
 
     def next_deadline(self) -> int | None:
+        """The earliest deadline, on ``timer_ms`` if given."""
         while self._deadlines and self._deadlines[0][2].completed:
             heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
