@@ -168,3 +168,23 @@ async def test_a_step_of_the_wall_clock_fences_no_broker_a_silent_session_does()
             break
         await asyncio.sleep(0.01)
     assert fenced() == [2]
+
+
+async def test_the_next_check_comes_when_the_first_session_runs_out() -> None:
+    """As Kafka's BrokerHeartbeatManager schedules it: with a 9 s session (a periodic step
+    of 1.125 s), a broker last heard 8.5 s ago is looked at again in 0.5 s, not a whole
+    step later; with no broker, the step."""
+    raft = StandInRaft()
+    mono = [1000.0]
+    controller = QuorumController(1, rng=random.Random(1), registry=SnapshotRegistry())
+    driver = ControllerDriver(controller, raft, bootstrap_records=lambda: [],  # type: ignore[arg-type]
+                              max_idle_interval_ms=0, session_timeout_ms=9000,
+                              monotonic=lambda: mono[0])
+    assert driver._until_next_check(1.125) == 1.125
+    controller.replay(r.RegisterBrokerRecord(broker_id=2, incarnation_id=uuid.UUID(int=2),
+                                             broker_epoch=5, fenced=False))
+    controller.cluster.last_heartbeat_ms[2] = driver.session_ms()
+    mono[0] += 8.5
+    assert driver._until_next_check(1.125) == pytest.approx(0.501)
+    mono[0] += 1.0  # overdue: the next turn comes at once (bounded below)
+    assert driver._until_next_check(1.125) == pytest.approx(0.01)

@@ -206,7 +206,7 @@ class ControllerDriver:
         expiry = self.controller.cluster.next_session_expiry_ms(self.session_timeout_ms)
         if expiry is None:
             return step
-        return min(step, max((expiry + 1 - self.now_ms()) / 1000, MIN_CHECK_S))
+        return min(step, max((expiry + 1 - self.session_ms()) / 1000, MIN_CHECK_S))
 
     async def _periodic(self) -> None:
         """Fence silent brokers (when the first session runs out, and at least 8 checks
