@@ -3,7 +3,8 @@
 add-controller`` while a producer writes, and a controller whose disk died is replaced
 by a new one (a new directory id) with ``remove-controller`` and ``add-controller``, as
 Kafka's operations guide does it. The quorum keeps a leader and no topic is lost. A
-static quorum (``controller.quorum.voters``) becomes dynamic by upgrading kraft.version."""
+static quorum (``controller.quorum.voters``) becomes dynamic by upgrading kraft.version,
+and a voter restarted on another port tells the leader with UpdateRaftVoter."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -285,6 +287,85 @@ def kraft_version_line(describe: subprocess.CompletedProcess[str]) -> str:
     return re.sub(r"Epoch: \d+", "Epoch: <n>", line)
 
 
+def describe_quorum(address: str) -> tuple[Any, dict[int, set[tuple[str, str, int]]]]:
+    """DescribeQuorum v2 on ``address``: the metadata partition and each voter's
+    endpoints (its ``nodes``)."""
+    with WireClient(address, timeout=5) as client:
+        response = client.request(ApiKey.DESCRIBE_QUORUM, 2, {"topics": [{
+            "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+    return (response.topics[0].partitions[0],
+            {n.node_id: {(ln.name, ln.host, ln.port) for ln in n.listeners}
+             for n in response.nodes})
+
+
+def test_a_voter_restarted_on_another_port_tells_the_leader_and_is_reached_there(
+        tmp_path) -> None:
+    """KIP-853's UpdateRaftVoter as Kafka 4.4 sends it: a voter restarted with another
+    controller listener port tells the leader, whose new VotersRecord DescribeQuorum
+    shows (and Kafka's kafka-metadata-quorum prints); the other voters reach it there:
+    with the leader stopped, the two left can only elect a leader and commit if the
+    third one's Vote or Fetch reaches the moved voter at its new port."""
+    from tests.kafka_ref.cluster import run_tool
+
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    nodes = {i: Node(tmp_path, i, "controller") for i in (1, 2, 3)}
+    directories = {i: run_cli("storage", "random-uuid").stdout.strip() for i in nodes}
+    initial = ",".join(f"{i}@{n.address}:{directories[i]}" for i, n in nodes.items())
+    for node in nodes.values():
+        node.format(cluster_id, "--initial-controllers", initial)
+    try:
+        for node in nodes.values():
+            node.process.start(wait=False)
+        for node in nodes.values():
+            node.process.wait_ready(60)
+        wait_until(lambda: describe_quorum(nodes[1].address)[0].leader_id in nodes, 30, 0.2,
+                   "a leader")
+        leader = nodes[describe_quorum(nodes[1].address)[0].leader_id]
+        moved, third = (n for i, n in nodes.items() if n is not leader)
+        old_endpoint = ("CONTROLLER", "127.0.0.1", moved.controller_port)
+        assert describe_quorum(leader.address)[1][moved.node_id] == {old_endpoint}
+
+        moved.process.stop()
+        new_port = free_port()
+        moved.config.write_text(moved.config.read_text().replace(
+            f"127.0.0.1:{moved.controller_port}", f"127.0.0.1:{new_port}"))
+        moved.controller_port = moved.process.controller_port = new_port
+        moved.process.start()
+        new_endpoint = ("CONTROLLER", "127.0.0.1", new_port)
+        seen: list[Any] = []
+
+        def updated_everywhere() -> bool:
+            seen[:] = [describe_quorum(n.address)[1].get(moved.node_id)
+                       for n in (leader, third)]
+            return seen == [{new_endpoint}] * 2
+        # A fetch timeout (2 s) after it follows the leader, then one append.
+        wait_until(updated_everywhere, 30, 0.2, lambda: f"the new endpoint: {seen}")
+        status = run_tool("kafka-metadata-quorum", "--bootstrap-controller", leader.address,
+                          "describe", "--status")
+        assert status.returncode == 0, status.stdout + status.stderr
+        voters_line = next(line for line in status.stdout.splitlines()
+                           if line.startswith("CurrentVoters:"))
+        assert (f'{{"id": {moved.node_id}, "directoryId": "{directories[moved.node_id]}", '
+                f'"endpoints": ["CONTROLLER://127.0.0.1:{new_port}"]}}') in voters_line
+
+        old_epoch = describe_quorum(leader.address)[0].leader_epoch
+        leader.process.stop()
+
+        def elected_and_committed() -> bool:
+            p, _ = describe_quorum(moved.address)
+            if p.leader_id not in (moved.node_id, third.node_id) or \
+                    p.leader_epoch <= old_epoch:
+                return False
+            q, _ = describe_quorum(nodes[p.leader_id].address)
+            ends = {v.replica_id: v.log_end_offset for v in q.current_voters}
+            return q.high_watermark > 0 and \
+                ends[moved.node_id] >= q.high_watermark and ends[third.node_id] >= \
+                q.high_watermark
+        wait_until(elected_and_committed, 30, 0.2, "a leader of the two left, committing")
+    finally:
+        stop_all([n.process for n in nodes.values()], check=False)
+
+
 def upgrade_story(bootstrap: str, controller: str) -> list[str]:
     """What kafka-features prints through a static quorum's upgrade of kraft.version:
     describe, upgrade, describe on both listeners, and a downgrade."""
@@ -360,11 +441,18 @@ def test_a_static_quorum_upgrades_kraft_version_and_then_changes_its_voters(
     try:
         cluster.start()
         cluster.leader()
-        # The leader upgrades only once it has heard from every voter in its epoch (a
-        # voter's first fetch moves its log end offset off 0 in DescribeQuorum).
-        wait_until(lambda: all(v.log_end_offset > 0
-                               for v in cluster.describe_quorum().current_voters),
-                   30, 0.2, "every voter fetching from the leader")
+        # The leader upgrades only once every voter told it about itself in its epoch
+        # (UpdateRaftVoter, a fetch timeout after following it): as on Kafka, until then
+        # a dry run is refused.
+        def dry_run_accepted() -> bool:
+            with WireClient(cluster.bootstrap, timeout=5) as client:
+                response = client.request(ApiKey.UPDATE_FEATURES, 1, {
+                    "timeout_ms": 5000, "validate_only": True, "feature_updates": [{
+                        "feature": "kraft.version", "max_version_level": 1,
+                        "upgrade_type": 1}]})
+            return response.error_code == 0 and \
+                all(r.error_code == 0 for r in response.results)
+        wait_until(dry_run_accepted, 30, 0.2, "every voter heard from by the leader")
         assert upgrade_story(cluster.bootstrap, ",".join(
             f"127.0.0.1:{n.controller_port}" for n in controllers)) == expected
         first = f"127.0.0.1:{cluster.nodes[1].controller_port}"

@@ -4,7 +4,9 @@ Expectations are Kafka 4.4's (LeaderState.maybeAppendUpgradedKRaftVersion,
 KRaftControlRecordStateMachine): the leader appends a KRaftVersionRecord with a
 VotersRecord of the static voters, their directory ids now known; kraft.version and the
 voters are log state from then on (a restart reads them back, a snapshot carries them,
-a truncation undoes them); a voter the leader has not heard from is taken to support
+a truncation undoes them); the leader learns each voter's directory id, endpoints and
+supported versions from its UpdateRaftVoter (a voter sends it a fetch timeout after it
+starts following a leader), a voter it has not heard from is taken to support
 kraft.version 0 only, and a downgrade is refused.
 """
 
@@ -14,7 +16,7 @@ import random
 
 from ottla.protocol.errors import ErrorCode
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import Entry, KRaftVersionUpgrade
+from ottla.raft.messages import Entry, KRaftVersionUpgrade, UpdateVoterResponse
 from ottla.raft.quorum import RaftConfig, RaftReplica
 from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from ottla.raft.voters_record import control_voters, upgrade_batch
@@ -24,10 +26,13 @@ NOT_ALL = (ErrorCode.invalid_update_version,
            "Invalid upgrade of kraft.version to 1 because not all of the voters support it")
 
 
+def endpoint(v: int) -> Endpoint:
+    return Endpoint("CONTROLLER", "h", 9090 + v)
+
+
 def static_voters(ids: list[int]) -> VoterSet:
     """controller.quorum.voters as the driver hands it over: no directory ids."""
-    return VoterSet(tuple(VoterNode(ReplicaKey(v), (Endpoint("CONTROLLER", "h", 9090 + v),))
-                          for v in ids))
+    return VoterSet(tuple(VoterNode(ReplicaKey(v), (endpoint(v),)) for v in ids))
 
 
 class StaticQuorum(Quorum):
@@ -47,13 +52,20 @@ class StaticQuorum(Quorum):
 
     def replica(self, n: int) -> RaftReplica:
         return RaftReplica(n, self.bootstrap, self.logs[n], random.Random(n), RaftConfig(),
-                           directory_id=f"dir-{n}", kraft_version=0)
+                           directory_id=f"dir-{n}", kraft_version=0,
+                           local_listeners=(endpoint(n),))
+
+
+def updated(q: Quorum, leader: RaftReplica) -> set[int]:
+    """The voters whose UpdateRaftVoter this leader took in its epoch."""
+    return {out.destination for source, out in q.sent
+            if source == leader.node_id and isinstance(out.message, UpdateVoterResponse)
+            and out.message.error is ErrorCode.none and out.message.epoch == leader.epoch}
 
 
 def heard_from_all(q: Quorum, leader: RaftReplica) -> None:
-    q.run_until(lambda: all(r.log.end_offset == leader.log.end_offset
-                            for r in q.nodes.values()))
-    q.step()
+    """Every other voter told the leader about itself (UpdateRaftVoter)."""
+    q.run_until(lambda: updated(q, leader) >= set(leader.voters) - {leader.node_id})
 
 
 def test_the_leader_upgrades_with_the_static_voters_and_their_directory_ids() -> None:
@@ -66,9 +78,8 @@ def test_the_leader_upgrades_with_the_static_voters_and_their_directory_ids() ->
     # One batch of two records: the KRaftVersionRecord and the VotersRecord.
     entry = leader.log.entries_between(end, leader.log.end_offset)[0]
     assert leader.log.end_offset == end + 2 and isinstance(entry.payload, KRaftVersionUpgrade)
-    upgraded = VoterSet(tuple(
-        VoterNode(ReplicaKey(v, f"dir-{v}"), (Endpoint("CONTROLLER", "h", 9090 + v),))
-        for v in (1, 2, 3)))
+    upgraded = VoterSet(tuple(VoterNode(ReplicaKey(v, f"dir-{v}"), (endpoint(v),))
+                              for v in (1, 2, 3)))
     assert entry.payload == KRaftVersionUpgrade(1, upgraded)
     assert leader.kraft_version == 1 and leader.voter_set == upgraded  # at once
     q.run_until(lambda: all(r.kraft_version == 1 and r.voter_set == upgraded and

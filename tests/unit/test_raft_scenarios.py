@@ -198,6 +198,7 @@ def test_snapshots_are_adopted_once_written_and_an_install_holds_the_follower() 
         FetchSnapshotResponse,
         Snapshot,
         SnapshotWrite,
+        UpdateVoterRequest,
     )
     from ottla.raft.quorum import Role
 
@@ -226,7 +227,9 @@ def test_snapshots_are_adopted_once_written_and_an_install_holds_the_follower() 
     install = follower.take_snapshot_write()
     assert install == SnapshotWrite(leader_snapshot, install=True)
 
-    assert follower.tick(5000) == []  # long past the fetch timeout
+    # Long past the fetch timeout: no Fetch, no election, only (as Kafka's
+    # pollFollowerAsVoter) the UpdateRaftVoter it owes this leader at kraft.version 0.
+    assert [type(o.message) for o in follower.tick(5000)] == [UpdateVoterRequest]
     assert follower.role is Role.FOLLOWER
     late = FetchResponse(1, 1, 5, (Entry(1, "late"),), base_offset=5)
     assert follower.handle(1, late, 5001) == []

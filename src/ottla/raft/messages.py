@@ -1,7 +1,8 @@
 """The KRaft RPCs as the consensus core sees them, free of wire encoding.
 
-Field meanings follow Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch schemas
-(KIP-595, pre-vote from KIP-996); the driver maps them to the kio wire types.
+Field meanings follow Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
+UpdateRaftVoter schemas (KIP-595, pre-vote from KIP-996, KIP-853); the driver maps them
+to the kio wire types.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ottla.raft.voter_set import VoterSet
+from ottla.protocol.errors import ErrorCode
+from ottla.raft.voter_set import VoterNode, VoterSet
 
 
 class RecordSerde(Protocol):
@@ -117,6 +119,23 @@ class FetchResponse:
     snapshot_end_offset: int = -1  # the fetch offset is gone: fetch this snapshot
     snapshot_epoch: int = -1
     error: str | None = None  # "fenced_leader_epoch", "not_leader", "timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterRequest:
+    """A voter tells the leader of ``epoch`` where it listens and which kraft.version
+    range it supports (UpdateRaftVoter, KIP-853): its node in the voter set, as it
+    would have it."""
+
+    voter: VoterNode
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterResponse:
+    error: ErrorCode
+    leader_id: int | None
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,8 +45,14 @@ resigns.
 runs at 0 until its leader is asked to upgrade (``upgrade_kraft_version``, Kafka's
 ``LeaderState.maybeAppendUpgradedKRaftVersion``) and appends one batch with the
 KRaftVersionRecord and the static voters' VotersRecord; from then on the voters are the
-log's. Their directory ids are learned from their fetches in the leader's epoch (Kafka
-learns them from the voters' UpdateRaftVoter), their endpoints are the static ones.
+log's. What that record says of each voter (directory id, endpoints, supported kraft
+versions) the leader learns from the voters themselves: as in Kafka 4.4, a voter
+following a leader tells it with UpdateRaftVoter (``UpdateVoterRequest``) once per
+leader at ``kraft.version`` 0, which the leader keeps in memory (Kafka's volatile
+voters), and at 1 whenever the log's voter set says otherwise than its
+``local_listeners`` and supported versions, which the leader answers with a new
+VotersRecord. It asks a fetch timeout after it starts following, and again every fetch
+timeout while the leader has not taken it.
 
 The replica records Kafka's ``raft-metrics`` sampled stats (``metrics``: commit and
 election latencies, appended and fetched records) with the ``now_ms`` it is given.
@@ -74,11 +80,20 @@ from ottla.raft.messages import (
     Outgoing,
     Snapshot,
     SnapshotWrite,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
     VoteRequest,
     VoteResponse,
 )
 from ottla.raft.raft_metrics import RaftMetrics
-from ottla.raft.voter_set import LogHistory, ReplicaKey, VoterNode, VoterSet, VoterSetHistory
+from ottla.raft.voter_set import (
+    Endpoint,
+    LogHistory,
+    ReplicaKey,
+    VoterNode,
+    VoterSet,
+    VoterSetHistory,
+)
 
 CAUGHT_UP_WINDOW_MS = 3_600_000
 """Kafka's LeaderState.isReplicaCaughtUp: a new voter must have caught up with the
@@ -153,12 +168,17 @@ class RaftReplica:
                  log: MemoryLog, rng: random.Random, config: RaftConfig | None = None, *,
                  epoch: int = 0, voted_for: int | None = None,
                  directory_id: str | None = None, kraft_version: int = 0,
-                 bootstrap_servers: tuple[int, ...] = ()) -> None:
+                 bootstrap_servers: tuple[int, ...] = (),
+                 local_listeners: tuple[Endpoint, ...] = (),
+                 supported_kraft_versions: tuple[int, int] = (0, 1)) -> None:
         """``voters``: the static set (``kraft.version`` 0), or the bootstrap's, which
         the log's snapshot and VotersRecords supersede (``kraft.version`` 1; empty for
         a node formatted without initial controllers, which learns them from the log).
         ``bootstrap_servers``: whom an observer asks for the leader besides the voters
-        (``controller.quorum.bootstrap.servers``; the driver names them)."""
+        (``controller.quorum.bootstrap.servers``; the driver names them).
+        ``local_listeners`` and ``supported_kraft_versions``: this node as a voter would
+        have the voter set say (UpdateRaftVoter); the driver may set the listeners once
+        bound, before ``start``."""
         self.bootstrap_voters = VoterSet.of(voters)
         if not self.bootstrap_voters.nodes and (kraft_version < 1 or not bootstrap_servers):
             raise ValueError("a quorum needs at least one voter")
@@ -166,6 +186,8 @@ class RaftReplica:
         self.node_id = node_id
         self.directory_id = directory_id
         self.key = ReplicaKey(node_id, directory_id)
+        self.local_listeners = local_listeners
+        self.supported_kraft_versions = supported_kraft_versions
         self.log = log
         self.rng = rng
         self.config = config or RaftConfig()
@@ -186,8 +208,9 @@ class RaftReplica:
         for entry in log.entries_between(log.start_offset, log.end_offset):
             self._track_control(offset, entry)
             offset += entry.count
-        self._voter_directories: dict[int, str] = {}
-        """A static quorum's leader: the directory id each voter fetched with."""
+        self._volatile_voters: VoterSet | None = None
+        """A static quorum's leader: the voters as their UpdateRaftVoter told it (Kafka's
+        in-memory voters of KRaftVersionUpgrade), which an upgrade writes to the log."""
         self._pending_change: _PendingChange | None = None
         self._change_results: list[VoterChangeResult] = []
         self._votes: set[int] = set()
@@ -203,6 +226,9 @@ class RaftReplica:
         """Decided, for ``take_snapshot_write`` to hand over."""
         self._snapshot_writing: SnapshotWrite | None = None
         """Handed over, not yet ``snapshot_written``."""
+        self._update_voter_due_ms = 0  # Kafka's FollowerState updateVoterSetPeriodTimer
+        self._update_voter_sent_ms: int | None = None
+        self._has_updated_leader = False  # this leader took our UpdateRaftVoter
         # leader
         self._replica_end: dict[int, int] = {}
         self._last_fetch: dict[int, int] = {}
@@ -215,6 +241,11 @@ class RaftReplica:
     def quorum_state(self) -> dict[str, Any]:
         return {"leaderEpoch": self.epoch, "votedId": self.voted_for,
                 "leaderId": self.leader_id}
+
+    @property
+    def local_node(self) -> VoterNode:
+        """This replica as a voter: its key, listeners and supported kraft versions."""
+        return VoterNode(self.key, self.local_listeners, self.supported_kraft_versions)
 
     @property
     def voter_set(self) -> VoterSet:
@@ -390,7 +421,7 @@ class RaftReplica:
                 self.leader_id = None
                 self._fetch_sent_ms = None
         if self.role is Role.FOLLOWER:
-            return self._maybe_fetch(now_ms)
+            return self._maybe_update_voter(now_ms) + self._maybe_fetch(now_ms)
         if not self.is_voter:
             return self._discover(now_ms)
         return []
@@ -429,6 +460,10 @@ class RaftReplica:
                 return self._on_fetch_snapshot(message, now_ms)
             case FetchSnapshotResponse():
                 return self._on_fetch_snapshot_response(message, now_ms)
+            case UpdateVoterRequest():
+                return self._on_update_voter_request(source, message, now_ms)
+            case UpdateVoterResponse():
+                return self._on_update_voter_response(source, message, now_ms)
         raise TypeError(f"not a Raft message: {message!r}")
 
     # --- what DescribeQuorum reports ---------------------------------------------------
@@ -515,21 +550,43 @@ class RaftReplica:
 
     def update_voter(self, request_id: int, voter: VoterNode, now_ms: int
                      ) -> VoterChangeResult:
-        """UpdateRaftVoter: a voter's new endpoints or supported kraft versions, answered
-        once appended (as Kafka's UpdateVoterHandler does)."""
-        error = self._change_refused(request_id, voter.key, now_ms, "updating")
-        if error is not None:
-            return error
+        """UpdateRaftVoter: a voter's endpoints and supported kraft versions, with the
+        checks and errors of Kafka 4.4's UpdateVoterHandler, answered at once: at
+        ``kraft.version`` 1 a VotersRecord with the voter's node is appended (to commit
+        before the next change), at 0 the leader's in-memory voters take it (the
+        directory id too). The response carries no message."""
+        def refuse(error: ErrorCode) -> VoterChangeResult:
+            return VoterChangeResult(request_id, error)
+        if not self.is_leader:
+            return refuse(ErrorCode.not_leader_or_follower)
+        if voter.key.directory_id is None:
+            return refuse(ErrorCode.invalid_request)
+        self._expire_pending_change(now_ms)
+        if self._pending_change is not None or \
+                self.high_watermark <= self.epoch_start_offset:
+            return refuse(ErrorCode.request_timed_out)
+        reconfigurable = self.kraft_version >= 1
+        if reconfigurable:
+            if self._history.last_offset() >= self.high_watermark:
+                return refuse(ErrorCode.request_timed_out)  # the last set not committed
+            voters: VoterSet | None = self.voter_set
+        else:
+            voters = self._volatile_voters
+        if voters is None:
+            return refuse(ErrorCode.request_timed_out)
         low, high = voter.kraft_versions
         if not low <= self.kraft_version <= high:
-            return VoterChangeResult(request_id, ErrorCode.invalid_request,
-                                     f"voter supports kraft.version {low}-{high}")
-        new = self.voter_set.update_voter(voter)
+            return refuse(ErrorCode.invalid_request)
+        new = voters.update_voter(voter) if reconfigurable else \
+            voters.update_voter_ignoring_directory_id(voter)
         if new is None:
-            return VoterChangeResult(request_id, ErrorCode.voter_not_found,
-                                     f"{voter.key} is not a voter of {self.voter_set}")
-        if new != self.voter_set:
+            return refuse(ErrorCode.voter_not_found)
+        if reconfigurable:
             self._append_voters(new, now_ms)
+        else:
+            self._volatile_voters = new
+        if voter.key.id in self._last_fetch:
+            self._last_fetch[voter.key.id] = now_ms  # contact, for check quorum
         return VoterChangeResult(request_id, ErrorCode.none)
 
     def upgrade_kraft_version(self, version: int, now_ms: int, validate_only: bool = False
@@ -537,9 +594,9 @@ class RaftReplica:
         """UpdateFeatures of ``kraft.version`` (Kafka's ``maybeAppendUpgradedKRaftVersion``):
         append the KRaftVersionRecord and the voters' VotersRecord, or say why not, with
         Kafka's error and message. No change when already at ``version``. The voters are
-        the current set with the directory id each sent its fetches with; one not heard
-        from in this epoch counts, as in Kafka's volatile voter set, as supporting only
-        kraft.version 0."""
+        the leader's in-memory ones: the static set, each voter as its UpdateRaftVoter
+        in this epoch said; one not heard from counts, as in Kafka, as supporting only
+        kraft.version 0 (and has no directory id)."""
         name = "kraft.version"
         if not self.is_leader:
             return ErrorCode.unknown_server_error, None  # Kafka's NotLeaderException
@@ -550,24 +607,20 @@ class RaftReplica:
             return (ErrorCode.invalid_update_version,
                     f"Invalid upgrade of {name} from version {current} to {version} because "
                     "the new version is a downgrade")
-        nodes = []
-        for node in self.voter_set.nodes:
-            directory = self.directory_id if node.key.id == self.node_id \
-                else self._voter_directories.get(node.key.id, node.key.directory_id)
-            low, high = node.kraft_versions
-            heard = node.key.id == self.node_id or node.key.id in self._voter_directories
-            if not heard or not low <= version <= high:
-                return (ErrorCode.invalid_update_version,
-                        f"Invalid upgrade of {name} to {version} because not all of the "
-                        "voters support it")
-            nodes.append(VoterNode(ReplicaKey(node.key.id, directory), node.endpoints,
-                                   node.kraft_versions))
-        if any(n.key.directory_id is None for n in nodes):
+        voters = self._volatile_voters
+        if voters is None or voters.ids != self.voter_set.ids:
+            # Kafka's IllegalStateException ("missing voters"): UNKNOWN_SERVER_ERROR.
+            return ErrorCode.unknown_server_error, None
+        if not voters.supports(version):
+            return (ErrorCode.invalid_update_version,
+                    f"Invalid upgrade of {name} to {version} because not all of the "
+                    "voters support it")
+        if any(n.key.directory_id is None for n in voters.nodes):
             # Kafka's IllegalStateException "Directory id must be known for all of the
             # voters", which reaches the client as an UNKNOWN_SERVER_ERROR without text.
             return ErrorCode.unknown_server_error, None
         if not validate_only:
-            upgrade = KRaftVersionUpgrade(version, VoterSet(tuple(nodes)))
+            upgrade = KRaftVersionUpgrade(version, voters)
             self._append([Entry(self.epoch, upgrade, 2)], now_ms)
             self._maybe_advance_high_watermark(now_ms)
         return ErrorCode.none, None
@@ -714,6 +767,9 @@ class RaftReplica:
         self.role = Role.FOLLOWER
         self.leader_id = leader_id
         self.metrics.leader_known(now_ms)
+        self._update_voter_due_ms = now_ms + self.config.fetch_timeout_ms
+        self._update_voter_sent_ms = None
+        self._has_updated_leader = False
         self._fetch_sent_ms = None
         self._next_fetch_ms = now_ms
         self._deadline = now_ms + self.config.fetch_timeout_ms
@@ -762,17 +818,29 @@ class RaftReplica:
         self._last_fetch = {v: now_ms for v in self.voters}
         self._last_caught_up = {}
         self._observers = {}
-        self._voter_directories = {}
+        self._volatile_voters = None
+        if self.kraft_version < 1:
+            # Kafka's LeaderState: the static voters (supporting kraft.version 0 only, as
+            # configured voters do) with this leader as it knows itself.
+            static = VoterSet(tuple(VoterNode(n.key, n.endpoints, (0, 0))
+                                    for n in self.voter_set.nodes))
+            self._volatile_voters = static.update_voter_ignoring_directory_id(
+                self.local_node)
         self._pending_change = None
         self.epoch_start_offset = self.log.end_offset
         self.metrics.leadership_lost()  # what a past leadership left uncommitted
         self.metrics.leader_known(now_ms)
         self._append([Entry(self.epoch, None)], now_ms)  # leader change: commits the epoch
-        if self.kraft_version >= 1 and self._history.last_offset() < 0 and \
-                (self.log.snapshot is None or self.log.snapshot.voters is None):
-            # As Kafka: a set known only from the bootstrap checkpoint goes into the log,
-            # where replicas formatted without initial controllers learn it.
-            self._append([Entry(self.epoch, self.voter_set)], now_ms)
+        bootstrap_only = self._history.last_offset() < 0 and \
+            (self.log.snapshot is None or self.log.snapshot.voters is None)
+        if self.kraft_version >= 1 and \
+                (bootstrap_only or self.voter_set.needs_update(self.local_node)):
+            # As Kafka's appendStartOfEpochControlRecords: a set known only from the
+            # bootstrap checkpoint goes into the log, where replicas formatted without
+            # initial controllers learn it, and so does a set that says otherwise of
+            # this leader's listeners or versions, with this leader as it is now.
+            voters = self.voter_set.update_voter(self.local_node) or self.voter_set
+            self._append([Entry(self.epoch, voters)], now_ms)
         self._maybe_advance_high_watermark(now_ms)
         return [Outgoing(v.key.id, BeginQuorumEpoch(self.node_id, self.epoch,
                                                     v.key.directory_id))
@@ -876,6 +944,60 @@ class RaftReplica:
             self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
             self.config.fetch_max_wait_ms, self.high_watermark, self.directory_id))]
 
+    def _maybe_update_voter(self, now_ms: int) -> list[Outgoing]:
+        """Kafka 4.4's pollFollowerAsVoter: each fetch timeout a voter checks whether
+        the leader must hear from it (``_should_update_voter``) and sends UpdateRaftVoter
+        if so and none is in flight; the period starts again when it is sent (or not
+        needed)."""
+        if self.role is not Role.FOLLOWER or self.leader_id is None or not self.is_voter \
+                or now_ms < self._update_voter_due_ms:
+            return []
+        if not self._should_update_voter():
+            self._update_voter_due_ms = now_ms + self.config.fetch_timeout_ms
+            return []
+        if self._update_voter_sent_ms is not None and \
+                now_ms - self._update_voter_sent_ms < self.config.request_timeout_ms:
+            return []
+        self._update_voter_sent_ms = now_ms
+        self._update_voter_due_ms = now_ms + self.config.fetch_timeout_ms
+        return [Outgoing(self.leader_id, UpdateVoterRequest(self.local_node, self.epoch))]
+
+    def _should_update_voter(self) -> bool:
+        """Kafka's shouldSendUpdateVoteRequest: at kraft.version 1 when the log's voter
+        set says otherwise of this voter; at 0 once per leader."""
+        if self.kraft_version >= 1:
+            return self.voter_set.needs_update(self.local_node)
+        return not self._has_updated_leader
+
+    def _on_update_voter_request(self, source: int, req: UpdateVoterRequest, now_ms: int
+                                 ) -> list[Outgoing]:
+        """UpdateRaftVoter delivered to the core (the driver's controller API layer
+        checks the cluster id and listener first): Kafka's epoch checks, then
+        ``update_voter``."""
+        if req.epoch < self.epoch:
+            error = ErrorCode.fenced_leader_epoch
+        elif req.epoch > self.epoch:
+            error = ErrorCode.unknown_leader_epoch
+        else:
+            error = self.update_voter(0, req.voter, now_ms).error
+        return [Outgoing(source, UpdateVoterResponse(error, self.leader_id, self.epoch))]
+
+    def _on_update_voter_response(self, source: int, resp: UpdateVoterResponse,
+                                  now_ms: int) -> list[Outgoing]:
+        if resp.epoch > self.epoch:
+            self._observe_epoch(resp.epoch, resp.leader_id, now_ms)
+            return self._maybe_fetch(now_ms)
+        if self.role is not Role.FOLLOWER or resp.epoch != self.epoch or \
+                source != self.leader_id:
+            return []
+        self._update_voter_sent_ms = None
+        if resp.error in (ErrorCode.none, ErrorCode.unsupported_version):
+            # As Kafka: taken (or a leader that has no UpdateRaftVoter): do not ask again
+            # at kraft.version 0; the answer is contact with the leader.
+            self._has_updated_leader = True
+            self._last_leader_contact = now_ms
+        return []
+
     def _discover(self, now_ms: int) -> list[Outgoing]:
         """An observer without a leader asks the voters in turn; whoever answers names
         the leader (or is it)."""
@@ -906,8 +1028,6 @@ class RaftReplica:
         voter = req.replica_id in self._replica_end and self.voter_set.is_voter(key)
         if voter:
             self._last_fetch[req.replica_id] = now_ms  # any fetch is contact (check quorum)
-            if req.replica_directory_id is not None:
-                self._voter_directories[req.replica_id] = req.replica_directory_id
         snapshot = self.log.snapshot
         epoch, end = self.log.end_offset_for_epoch(req.last_fetched_epoch)
         if snapshot is not None and (req.fetch_offset < self.log.start_offset or

@@ -122,6 +122,26 @@ class VoterSet:
             return None
         return VoterSet(tuple(voter if n.key.id == voter.key.id else n for n in self.nodes))
 
+    def update_voter_ignoring_directory_id(self, voter: VoterNode) -> VoterSet | None:
+        """Kafka's updateVoterIgnoringDirectoryId: a static quorum's voter (no directory
+        id in the set) replaced by ``voter``, directory id included; None if not a voter."""
+        if voter.key.id not in self.ids:
+            return None
+        return VoterSet(tuple(voter if n.key.id == voter.key.id else n for n in self.nodes))
+
+    def needs_update(self, local: VoterNode) -> bool:
+        """Kafka's voterNodeNeedsUpdate: ``local`` is a voter here, but the set says
+        other endpoints (in any order), kraft versions or directory id."""
+        node = self.node(local.key.id)
+        return node is not None and node.is_voter(local.key) and (
+            node.key, frozenset(node.endpoints), node.kraft_versions) != (
+            local.key, frozenset(local.endpoints), local.kraft_versions)
+
+    def supports(self, kraft_version: int) -> bool:
+        """Every voter supports ``kraft_version`` (Kafka's supportsVersion)."""
+        return all(low <= kraft_version <= high for low, high in
+                   (n.kraft_versions for n in self.nodes))
+
     def __str__(self) -> str:
         return "{" + ", ".join(str(k) for k in self.keys) + "}"
 

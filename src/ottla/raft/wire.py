@@ -1,6 +1,6 @@
 """Raft messages as Kafka's KRaft RPCs: Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch
 and FetchSnapshot on ``__cluster_metadata-0`` (KIP-595, KIP-630, KIP-996 pre-vote,
-KIP-1166 high watermark in Fetch).
+KIP-1166 high watermark in Fetch), and a voter's UpdateRaftVoter (KIP-853).
 
 Pure functions between :mod:`ottla.raft.messages` and the field dicts and ``kio``
 entities of the wire, so the replica stays free of encoding. Entries travel as the
@@ -25,6 +25,8 @@ from ottla.raft.messages import (
     FetchSnapshotResponse,
     RecordSerde,
     Snapshot,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -34,6 +36,7 @@ BEGIN_QUORUM_EPOCH_VERSION = 1
 END_QUORUM_EPOCH_VERSION = 1
 FETCH_VERSION = 18
 FETCH_SNAPSHOT_VERSION = 1
+UPDATE_RAFT_VOTER_VERSION = 0
 FETCH_MAX_BYTES = 8 << 20
 SNAPSHOT_CHUNK_BYTES = 4 << 20
 
@@ -113,6 +116,16 @@ def encode_request(message: Any, destination: int, cluster_id: str
                     "replica_directory_id": _uuid(message.replica_directory_id),
                     "high_watermark": message.known_high_watermark}]}],
                 "forgotten_topics_data": [], "rack_id": ""}
+        case UpdateVoterRequest():
+            voter = message.voter
+            low, high = voter.kraft_versions
+            return ApiKey.UPDATE_RAFT_VOTER, UPDATE_RAFT_VOTER_VERSION, {
+                "cluster_id": cluster_id, "current_leader_epoch": message.epoch,
+                "voter_id": voter.key.id, "voter_directory_id": _uuid(voter.key.directory_id),
+                "listeners": [{"name": e.listener, "host": e.host, "port": e.port}
+                              for e in voter.endpoints],
+                "k_raft_version_feature": {"min_supported_version": low,
+                                           "max_supported_version": high}}
     raise TypeError(f"not a Raft request: {message!r}")
 
 
@@ -131,6 +144,10 @@ def fetch_snapshot_request(message: FetchSnapshotRequest, cluster_id: str, posit
 def decode_response(request: Any, source: int, response: Any, serde: RecordSerde
                     ) -> Any:
     """The Raft message a response to ``request`` from ``source`` carries, or None."""
+    if isinstance(request, UpdateVoterRequest):
+        leader = response.current_leader
+        return UpdateVoterResponse(ErrorCode(response.error_code), _leader(leader.leader_id),
+                                   leader.leader_epoch)
     if response.error_code != ErrorCode.none:
         return None
     match request:

@@ -257,6 +257,9 @@ class Node:
                     cfg["telemetry.max.bytes"])
         await self._bind()
         await self._serve_metrics()
+        if self.is_controller:  # what a voter tells the leader with UpdateRaftVoter
+            self.raft.set_local_listeners([(name, host, port) for name, host, port, _
+                                           in self._controller_endpoints()])
         self.raft.start()
         if self.is_controller:
             self.controller_registration = ControllerRegistrationManager(

@@ -264,6 +264,11 @@ class RaftDriver:
         finally:
             self._voter_changes.pop(request_id, None)
 
+    def set_local_listeners(self, endpoints: list[tuple[str, str, int]]) -> None:
+        """Where this node listens for the quorum, as (listener, host, port), which a
+        voter tells the leader with UpdateRaftVoter; before ``start``."""
+        self.replica.local_listeners = tuple(Endpoint(*e) for e in endpoints)
+
     def start(self) -> None:
         self._advance(lambda: self.replica.start(self.now_ms()))
         self._schedule_tick()
