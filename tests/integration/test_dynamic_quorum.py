@@ -261,6 +261,50 @@ def test_kafkas_metadata_quorum_tool_adds_and_removes_an_ottla_controller(tmp_pa
         stop_all([first.process, second.process], check=False)
 
 
+def add_voter_answers(controller: str, reachable_port: int) -> list[tuple[int, str]]:
+    """AddRaftVoter of two voters that are not observers: one whose endpoint nobody
+    listens on (its ApiVersions fails), one at ``reachable_port`` (it answers, but has
+    not caught up): (error code, message) of each."""
+    directory = uuid.UUID(int=7)
+    answers = []
+    for voter_id, port in ((8, free_port()), (9, reachable_port)):
+        with WireClient(controller, timeout=30) as client:
+            response = client.request(ApiKey.ADD_RAFT_VOTER, 1, {
+                "cluster_id": None, "timeout": 10000, "voter_id": voter_id,
+                "voter_directory_id": directory, "ack_when_committed": True,
+                "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": port}]})
+        answers.append((response.error_code, response.error_message))
+    return answers
+
+
+def test_add_raft_voter_asks_the_new_voter_its_api_versions_first(tmp_path) -> None:
+    """Kafka 4.4's AddVoterHandler sends the new voter ApiVersions before it checks that
+    it caught up: an unreachable one is refused with the network error, a reachable one
+    that is not an observer for lagging behind; Ottla answers both as Kafka does."""
+    from tests.kafka_ref.cluster import KafkaCluster
+
+    kafka = KafkaCluster(tmp_path / "kafka", controllers=1, brokers=0, combined=True)
+    with kafka:
+        controller = kafka.bootstrap_controller
+        expected = add_voter_answers(controller, int(controller.rpartition(":")[2]))
+    assert expected == [
+        (7, "Aborted add voter operation for since API_VERSIONS returned an error "
+            "BROKER_NOT_AVAILABLE"),
+        (7, "Aborted add voter operation for ReplicaKey(id=9, "
+            "directoryId=AAAAAAAAAAAAAAAAAAAABw) since it is lagging behind")]
+
+    cluster_id = run_cli("storage", "random-uuid").stdout.strip()
+    first = Node(tmp_path, 1, "controller")
+    first.format(cluster_id, "--standalone")
+    try:
+        first.process.start()
+        wait_until(lambda: quorum(first)[0] == 1, 30, 0.2, "controller 1 leading")
+        assert add_voter_answers(first.address, first.controller_port) == expected
+        assert quorum(first)[1] == {1: first.directory_id()}
+    finally:
+        stop_all([first.process], check=False)
+
+
 def test_a_static_quorum_refuses_voter_changes_with_kafkas_words(make_ottla) -> None:
     """controller.quorum.voters (kraft.version 0): AddRaftVoter and RemoveRaftVoter are
     refused with UNSUPPORTED_VERSION and Kafka's Add/RemoveVoterHandler message."""

@@ -2,8 +2,9 @@
 
 The expected answers are Kafka's (AddVoterHandler, RemoveVoterHandler,
 UpdateVoterHandler, KafkaRaftClientReconfigTest): one change at a time, only from a
-leader that committed an entry of its epoch, only with kraft.version 1; the new voter a
-caught-up observer; the set effective when appended, answered when committed.
+leader that committed an entry of its epoch, only with kraft.version 1; the new voter,
+asked its kraft versions with ApiVersions first, a caught-up observer supporting the
+finalized kraft.version; the set effective when appended, answered when committed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ottla.raft.messages import (
     FetchRequest,
     FetchResponse,
     Outgoing,
+    VoterApiVersionsRequest,
+    VoterApiVersionsResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -92,6 +95,11 @@ def test_a_voter_is_added_when_caught_up_effective_at_once_answered_at_commit() 
     leader = q.leader()
     q.run_until(lambda: q.nodes[4].log.end_offset == leader.log.end_offset)
     assert leader.add_voter(7, VoterNode(key(4)), q.now) is None
+    # As Kafka's AddVoterHandler, the leader first asks the new voter its versions.
+    assert leader.take_outgoing() == [Outgoing(4, VoterApiVersionsRequest(VoterNode(key(4))))]
+    assert leader.voters == {1, 2, 3}
+    q._after(leader.node_id, leader.handle(4, VoterApiVersionsResponse(ErrorCode.none, (0, 1)),
+                                           q.now))
     # Effective when appended, before it commits: the leader counts four voters.
     assert leader.voters == {1, 2, 3, 4} and leader.majority == 3
     assert not any(r.request_id == 7 for r in q.results)
@@ -104,9 +112,47 @@ def test_a_new_voter_must_have_caught_up_as_an_observer() -> None:
     q = Quorum([1, 2, 3], [1, 2, 3, 4])
     q.down.add(4)
     leader = q.leader()
-    result = leader.add_voter(1, VoterNode(key(4)), q.now)
-    assert result is not None and result.error is ErrorCode.request_timed_out
+    assert leader.add_voter(1, VoterNode(key(4)), q.now) is None
+    leader.take_outgoing()
+    leader.handle(4, VoterApiVersionsResponse(ErrorCode.none, (0, 1)), q.now)
+    [result] = leader.take_voter_change_results()
+    assert result == VoterChangeResult(
+        1, ErrorCode.request_timed_out,
+        "Aborted add voter operation for ReplicaKey(id=4, directoryId=dir-4-0) "
+        "since it is lagging behind")
     assert leader.voters == {1, 2, 3}
+    assert not leader.uncommitted_voter_change
+
+
+def test_the_new_voter_must_support_the_finalized_kraft_version() -> None:
+    """Kafka's handleApiVersionsResponse: an error from the new voter, or a kraft.version
+    range without the finalized one (none named counts as 0-0), refuses the add with
+    Kafka's words (its missing word and unclosed parenthesis included)."""
+    q = Quorum([1, 2, 3], [1, 2, 3, 4])
+    leader = q.leader()
+    q.run_until(lambda: q.nodes[4].log.end_offset == leader.log.end_offset)
+    who = "ReplicaKey(id=4, directoryId=dir-4-0)"
+    for request_id, answer, expected in (
+            (1, VoterApiVersionsResponse(ErrorCode.none, (0, 0)), (
+                ErrorCode.invalid_request,
+                f"Aborted add voter operation for {who} since the kraft.version range "
+                "(min: 0, max: 0 doesn't support the finalized version 1")),
+            (2, VoterApiVersionsResponse(ErrorCode.none, None), (
+                ErrorCode.invalid_request,
+                f"Aborted add voter operation for {who} since the kraft.version range "
+                "(min: 0, max: 0) doesn't support the finalized version 1")),
+            (3, VoterApiVersionsResponse(ErrorCode.broker_not_available, None), (
+                ErrorCode.request_timed_out,
+                "Aborted add voter operation for since API_VERSIONS returned an error "
+                "BROKER_NOT_AVAILABLE"))):
+        assert leader.add_voter(request_id, VoterNode(key(4)), q.now) is None
+        assert [type(o.message) for o in leader.take_outgoing()] == [VoterApiVersionsRequest]
+        leader.handle(4, answer, q.now)
+        assert leader.take_voter_change_results() == [VoterChangeResult(request_id, *expected)]
+        assert leader.voters == {1, 2, 3}
+    # An answer nobody waits for changes nothing.
+    leader.handle(4, VoterApiVersionsResponse(ErrorCode.none, (0, 1)), q.now)
+    assert leader.voters == {1, 2, 3} and leader.take_voter_change_results() == []
 
 
 def test_only_the_leader_changes_voters() -> None:

@@ -139,6 +139,24 @@ class UpdateVoterResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class VoterApiVersionsRequest:
+    """The leader asks a voter it is adding (an ApiVersions to the endpoint the
+    AddRaftVoter named, as Kafka's AddVoterHandler) which kraft.version range it
+    supports."""
+
+    voter: VoterNode
+
+
+@dataclass(frozen=True, slots=True)
+class VoterApiVersionsResponse:
+    """The node's ApiVersions answer (a replica answers for its node in tests)."""
+
+    error: ErrorCode
+    kraft_versions: tuple[int, int] | None
+    """Its ``kraft.version`` SupportedFeatureKey (min, max); None when it names none."""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """The state machine at ``end_offset`` (exclusive), whose last entry had ``epoch``.
     Written as a ``<end_offset>-<epoch>.checkpoint`` file by the driver."""

@@ -82,6 +82,8 @@ from ottla.raft.messages import (
     SnapshotWrite,
     UpdateVoterRequest,
     UpdateVoterResponse,
+    VoterApiVersionsRequest,
+    VoterApiVersionsResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -135,13 +137,21 @@ class VoterChangeResult:
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _PendingChange:
-    """An Add or Remove whose VotersRecord is appended, answered once it commits."""
+    """An Add or Remove whose VotersRecord is appended, answered once it commits; an
+    Add first waits for the new voter's ApiVersions (``adding``, no offset yet)."""
 
     request_id: int
     offset: int
     deadline_ms: int
+    adding: VoterNode | None = None
+
+
+def kafka_replica_key(key: ReplicaKey) -> str:
+    """A ReplicaKey as Kafka's messages print it."""
+    directory = "<undefined>" if key.directory_id is None else key.directory_id
+    return f"ReplicaKey(id={key.id}, directoryId={directory})"
 
 
 @dataclass(slots=True)
@@ -213,6 +223,9 @@ class RaftReplica:
         in-memory voters of KRaftVersionUpgrade), which an upgrade writes to the log."""
         self._pending_change: _PendingChange | None = None
         self._change_results: list[VoterChangeResult] = []
+        self._outbox: list[Outgoing] = []
+        """Requests decided outside ``tick``/``handle`` (an AddRaftVoter's ApiVersions),
+        sent with their next answer."""
         self._votes: set[int] = set()
         self._deadline = 0  # election timer (or, for a leader, the check-quorum time)
         # follower
@@ -392,7 +405,8 @@ class RaftReplica:
     def tick(self, now_ms: int) -> list[Outgoing]:
         """Timers, and whatever a flush or a proposal since the last call made possible
         (a higher high watermark, parked fetches to answer, the next Fetch to send)."""
-        return self._tick(now_ms) + self._settle_changes(now_ms) + self._drain_parked(now_ms)
+        return self._tick(now_ms) + self._settle_changes(now_ms) + \
+            self._drain_parked(now_ms) + self.take_outgoing()
 
     def _tick(self, now_ms: int) -> list[Outgoing]:
         if self.role is Role.LEADER:
@@ -440,7 +454,12 @@ class RaftReplica:
 
     def handle(self, source: int, message: Any, now_ms: int) -> list[Outgoing]:
         return self._handle(source, message, now_ms) + self._settle_changes(now_ms) + \
-            self._drain_parked(now_ms)
+            self._drain_parked(now_ms) + self.take_outgoing()
+
+    def take_outgoing(self) -> list[Outgoing]:
+        """What a voter change decided to send (``tick`` and ``handle`` return it too)."""
+        out, self._outbox = self._outbox, []
+        return out
 
     def _handle(self, source: int, message: Any, now_ms: int) -> list[Outgoing]:
         match message:
@@ -464,6 +483,14 @@ class RaftReplica:
                 return self._on_update_voter_request(source, message, now_ms)
             case UpdateVoterResponse():
                 return self._on_update_voter_response(source, message, now_ms)
+            case VoterApiVersionsRequest():
+                # What this replica's node answers to ApiVersions (the driver leaves
+                # that to the node's ApiVersions handler).
+                return [Outgoing(source, VoterApiVersionsResponse(
+                    ErrorCode.none, self.supported_kraft_versions))]
+            case VoterApiVersionsResponse():
+                self._on_voter_api_versions(source, message, now_ms)
+                return []
         raise TypeError(f"not a Raft message: {message!r}")
 
     # --- what DescribeQuorum reports ---------------------------------------------------
@@ -506,8 +533,10 @@ class RaftReplica:
 
     def add_voter(self, request_id: int, voter: VoterNode, now_ms: int
                   ) -> VoterChangeResult | None:
-        """AddRaftVoter: append the set with ``voter`` if the rules allow it; None while
-        its VotersRecord is not committed (the answer comes through
+        """AddRaftVoter: if the rules allow it, ask the new voter its kraft versions
+        (a ``VoterApiVersionsRequest`` out of the next ``tick``/``handle`` or
+        ``take_outgoing``) and, on its answer, append the set with it; None until then
+        and while its VotersRecord is not committed (the answer comes through
         ``take_voter_change_results``)."""
         error = self._change_refused(request_id, voter.key, now_ms, "adding")
         if error is not None:
@@ -515,22 +544,53 @@ class RaftReplica:
         if voter.key.id in self.voters:
             return VoterChangeResult(request_id, ErrorCode.duplicate_voter,
                                      f"voter id {voter.key.id} is already in {self.voter_set}")
+        # As Kafka's AddVoterHandler: ask the new voter its kraft versions first; the
+        # rest is decided on its answer (``_on_voter_api_versions``).
+        self._pending_change = _PendingChange(
+            request_id, -1, now_ms + self.config.request_timeout_ms, voter)
+        self._outbox.append(Outgoing(voter.key.id, VoterApiVersionsRequest(voter)))
+        return None
+
+    def _on_voter_api_versions(self, source: int, resp: VoterApiVersionsResponse,
+                               now_ms: int) -> None:
+        """The new voter's ApiVersions: refuse as Kafka's handleApiVersionsResponse does
+        (its error, a kraft.version range without the finalized one, a voter not caught
+        up), else append the set with it and its range."""
+        pending = self._pending_change
+        if pending is None or pending.adding is None or pending.offset >= 0 or \
+                pending.adding.key.id != source or not self.is_leader:
+            return  # not the answer awaited (Kafka: "not expected")
+        voter = pending.adding
+
+        def refuse(error: ErrorCode, message: str) -> None:
+            self._pending_change = None
+            self._change_results.append(VoterChangeResult(pending.request_id, error, message))
+        if resp.error is not ErrorCode.none:
+            return refuse(ErrorCode.request_timed_out,
+                          "Aborted add voter operation for since API_VERSIONS returned an "
+                          f"error {resp.error.name.upper()}")
+        finalized = self.kraft_version
+        if resp.kraft_versions is None or \
+                not resp.kraft_versions[0] <= finalized <= resp.kraft_versions[1]:
+            # Kafka's words, its unclosed parenthesis included.
+            supported = "(min: 0, max: 0)" if resp.kraft_versions is None else \
+                f"(min: {resp.kraft_versions[0]}, max: {resp.kraft_versions[1]}"
+            return refuse(ErrorCode.invalid_request,
+                          f"Aborted add voter operation for {kafka_replica_key(voter.key)} "
+                          f"since the kraft.version range {supported} doesn't support the "
+                          f"finalized version {finalized}")
         progress = self._observers.get(voter.key)
         if progress is None or progress.last_caught_up_ms < 0 or \
                 progress.last_fetch_ms <= now_ms - CAUGHT_UP_WINDOW_MS:
-            return VoterChangeResult(request_id, ErrorCode.request_timed_out,
-                                     f"new voter {voter.key} is not a caught-up observer")
-        low, high = voter.kraft_versions
-        if not low <= self.kraft_version <= high:
-            return VoterChangeResult(request_id, ErrorCode.invalid_request,
-                                     f"new voter supports kraft.version {low}-{high}, not "
-                                     f"{self.kraft_version}")
-        new = self.voter_set.add_voter(voter)
-        assert new is not None
-        self._pending_change = _PendingChange(
-            request_id, self._append_voters(new, now_ms),
-            now_ms + self.config.request_timeout_ms)
-        return None
+            return refuse(ErrorCode.request_timed_out,
+                          f"Aborted add voter operation for {kafka_replica_key(voter.key)} "
+                          "since it is lagging behind")
+        new = self.voter_set.add_voter(
+            VoterNode(voter.key, voter.endpoints, resp.kraft_versions))
+        if new is None:
+            return refuse(ErrorCode.duplicate_voter,
+                          f"voter id {voter.key.id} is already in {self.voter_set}")
+        pending.offset = self._append_voters(new, now_ms)
 
     def remove_voter(self, request_id: int, key: ReplicaKey, now_ms: int
                      ) -> VoterChangeResult | None:
@@ -689,7 +749,7 @@ class RaftReplica:
                 self._change_results.append(VoterChangeResult(
                     pending.request_id, ErrorCode.not_leader_or_follower,
                     "leadership was lost before the voter change committed"))
-            elif self.high_watermark > pending.offset:
+            elif 0 <= pending.offset < self.high_watermark:
                 self._pending_change = None
                 self._change_results.append(VoterChangeResult(pending.request_id,
                                                               ErrorCode.none))

@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ottla import __version__
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.client.security import ClientSecurity
 from ottla.common.files import write_atomically
@@ -55,6 +56,8 @@ from ottla.raft.messages import (
     FetchSnapshotResponse,
     Outgoing,
     Snapshot,
+    VoterApiVersionsRequest,
+    VoterApiVersionsResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -251,7 +254,7 @@ class RaftDriver:
 
         def step() -> list[Outgoing]:
             immediate.append(decide(request_id))
-            return []
+            return self.replica.take_outgoing()  # an AddRaftVoter's ApiVersions
         self._advance(step)
         if immediate and immediate[0] is not None:
             self._voter_changes.pop(request_id, None)
@@ -497,6 +500,8 @@ class RaftDriver:
             return
         if isinstance(message, FetchSnapshotRequest):
             self._spawn(self._fetch_snapshot(out.destination, message))
+        elif isinstance(message, VoterApiVersionsRequest):
+            self._spawn(self._voter_api_versions(message))
         else:
             self._spawn(self._send(out.destination, message))
 
@@ -521,6 +526,38 @@ class RaftDriver:
         reply = wire.decode_response(message, destination, response, self.log.serde)
         if reply is not None:
             self._advance(lambda: self.replica.handle(destination, reply, self.now_ms()))
+
+    async def _voter_api_versions(self, request: VoterApiVersionsRequest) -> None:
+        """ApiVersions to a voter being added, at its endpoint of the controller
+        listener (as Kafka's AddVoterHandler); the replica decides on the kraft.version
+        range it names. A connection that fails is BROKER_NOT_AVAILABLE, as Kafka's
+        network channel says of a disconnect."""
+        voter = request.voter
+        endpoint = next((e for e in voter.endpoints if e.listener == self.listener), None)
+        error, versions = ErrorCode.broker_not_available, None
+        if endpoint is not None:
+            client = AsyncClient(endpoint.host, endpoint.port,
+                                 client_id=f"raft-{self.node_id}-add-voter",
+                                 connect_timeout=self.config.request_timeout_ms / 1000,
+                                 security=self.security)
+            try:
+                # v4, as Kafka's client: below it a range starting at 0 is left out.
+                response = await client.request(
+                    ApiKey.API_VERSIONS, 4, {"client_software_name": "ottla",
+                                             "client_software_version": __version__},
+                    self.config.request_timeout_ms / 1000)
+                error = ErrorCode(response.error_code)
+                versions = next(((f.min_version, f.max_version)
+                                 for f in response.supported_features or ()
+                                 if f.name == "kraft.version"), None)
+            except TimeoutError:
+                error = ErrorCode.request_timed_out
+            except (NodeUnavailable, OSError):
+                pass
+            finally:
+                await client.close()
+        answer = VoterApiVersionsResponse(error, versions)
+        self._advance(lambda: self.replica.handle(voter.key.id, answer, self.now_ms()))
 
     async def _fetch_snapshot(self, destination: int, request: FetchSnapshotRequest) -> None:
         """Download the snapshot chunk by chunk, then hand it to the replica whole."""
