@@ -159,7 +159,8 @@ def test_a_leader_changes_its_isr_with_alter_partition(make_ottla) -> None:
         assert grown.error_code == 0 and list(grown.isr) == [2, 1]
 
 
-def test_update_features_raises_metadata_version_and_refuses_downgrades(tmp_path) -> None:
+def test_update_features_raises_metadata_version_and_downgrades_it_only_safely(
+        tmp_path) -> None:
     import sys
 
     from tests.helpers import OttlaProcess
@@ -208,10 +209,19 @@ def test_update_features_raises_metadata_version_and_refuses_downgrades(tmp_path
             "Invalid update version 21 for feature metadata.version. Can't downgrade the "
             "version of this feature without setting the upgrade type to either safe or "
             "unsafe downgrade.")
-        assert refusal(21, 2) == (  # and metadata.version never goes down
+        assert refusal(21, 2) == (  # across 4.0-IV1, which changed the metadata
             "Unsupported metadata.version downgrade from 25 to 21. Refusing to perform the "
             "requested downgrade because it might delete metadata information.")
         assert finalized() == 25
+        # Down to 4.0-IV1 changes no metadata: Kafka's own kafka-features, no --unsafe.
+        from tests.kafka_ref.cluster import run_tool
+        downgraded = run_tool("kafka-features", "--bootstrap-server", node.bootstrap,
+                              "downgrade", "--metadata", "4.0-IV1")
+        assert downgraded.returncode == 0, downgraded.stdout + downgraded.stderr
+        assert downgraded.stdout.splitlines() == [
+            " `metadata` flag is deprecated and may be removed in a future release.",
+            "metadata.version was downgraded to 23."]
+        wait_until(lambda: finalized() == 23, 10, 0.1, "metadata.version 23 finalized")
     finally:
         assert node.stop() == 0
 

@@ -222,3 +222,82 @@ def test_kraft_version_is_upgraded_by_the_quorum_never_by_a_feature_record() -> 
     assert c.features.update_features([("kraft.version", 1, SAFE_DOWNGRADE)]) \
         .response == (ErrorCode.none, None)
     assert "kraft.version" not in c.image.features
+
+
+def test_metadata_version_downgrades_only_across_versions_that_changed_no_metadata() -> None:
+    """Kafka 4.4's updateMetadataVersion: allowed, safe or unsafe, when no version above
+    the target up to the current one changed the metadata (didMetadataChange: 4.0-IV3
+    and 4.0-IV2 did not, 4.0-IV1 did), refused otherwise."""
+    c = controller()
+    apply(c, c.features.bootstrap_records())
+    for target, kind in ((24, SAFE_DOWNGRADE), (23, UNSAFE_DOWNGRADE)):
+        result = c.features.update_features([(METADATA_VERSION, target, kind)])
+        assert result.response == (ErrorCode.none, None)
+        assert result.records == [r.FeatureLevelRecord(name=METADATA_VERSION,
+                                                       feature_level=target)]
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=23)])
+    for kind, why in ((SAFE_DOWNGRADE, "Refusing to perform the requested downgrade because "
+                       "it might delete metadata information."),
+                      (UNSAFE_DOWNGRADE, "Unsafe metadata downgrade is not supported in this "
+                       "version.")):
+        assert c.features.update_features([(METADATA_VERSION, 22, kind)]).response == (
+            ErrorCode.invalid_update_version,
+            f"Unsupported metadata.version downgrade from 23 to 22. {why}")
+    # 3.9-IV0 (21) to 3.7-IV2 (17): 3.7-IV3 to 3.9-IV0 changed nothing, 3.7-IV2 itself
+    # did, which the target keeps; one further crosses it.
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=21)])
+    assert c.features.update_features([(METADATA_VERSION, 17, SAFE_DOWNGRADE)]).response == \
+        (ErrorCode.none, None)
+    assert c.features.update_features([(METADATA_VERSION, 16, SAFE_DOWNGRADE)]).response[0] \
+        is ErrorCode.invalid_update_version
+
+
+def test_a_feature_level_needs_its_dependencies_in_the_proposed_levels() -> None:
+    """Kafka 4.4's Feature.validateVersion against the levels the request would leave:
+    eligible.leader.replicas.version 1 needs metadata.version 4.0-IV1 (23)."""
+    c = controller()
+    apply(c, c.features.bootstrap_records())
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=22)])
+    elr = "eligible.leader.replicas.version"
+    assert c.features.update_features([(elr, 1, UPGRADE)]).response == (
+        ErrorCode.invalid_update_version,
+        "Invalid update version 1 for feature eligible.leader.replicas.version. "
+        "eligible.leader.replicas.version could not be set to 1 because it depends on "
+        "metadata.version level 23")
+    both = c.features.update_features([(elr, 1, UPGRADE), (METADATA_VERSION, 23, UPGRADE)])
+    assert both.response == (ErrorCode.none, None)
+    assert {(rec.name, rec.feature_level) for rec in both.records} == {
+        (METADATA_VERSION, 23), (elr, 1)}
+    assert c.features.update_features([(elr, 0, SAFE_DOWNGRADE)]).response == \
+        (ErrorCode.none, None)
+
+
+def test_updates_are_met_in_the_order_of_kafkas_hash_map() -> None:
+    """Kafka's controller walks the updates in a java.util.HashMap and answers with the
+    first refusal: metadata.version's before eligible.leader.replicas.version's, whatever
+    the request's order (as a Kafka 4.4 node answers in tests/oracle)."""
+    from ottla.controller.feature_control import java_hash_map_order
+
+    names = ["eligible.leader.replicas.version", "metadata.version"]
+    assert java_hash_map_order(names) == ["metadata.version",
+                                          "eligible.leader.replicas.version"]
+    assert java_hash_map_order(names[::-1]) == java_hash_map_order(names)
+    c = controller()
+    apply(c, c.features.bootstrap_records())
+    refused = c.features.update_features([("eligible.leader.replicas.version", 1, UPGRADE),
+                                          (METADATA_VERSION, 22, SAFE_DOWNGRADE)])
+    assert refused.response[1] == (
+        "Unsupported metadata.version downgrade from 25 to 22. Refusing to perform the "
+        "requested downgrade because it might delete metadata information.")
+
+
+def test_format_refuses_a_feature_without_its_dependencies() -> None:
+    """kafka-storage format --feature eligible.leader.replicas.version=1 below
+    --release-version 4.0-IV1 fails with Feature.validateVersion's words."""
+    with pytest.raises(ValueError) as refused:
+        feature_levels(["eligible.leader.replicas.version=1"], 22)
+    assert str(refused.value) == (
+        "eligible.leader.replicas.version could not be set to 1 because it depends on "
+        "metadata.version level 23")
+    assert feature_levels(["eligible.leader.replicas.version=1"], 23)[
+        "eligible.leader.replicas.version"] == 1

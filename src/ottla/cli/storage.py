@@ -18,6 +18,7 @@ from ottla.common.features import (
     METADATA_VERSION,
     SUPPORTED_FEATURES,
     default_feature_levels,
+    dependency_refusal,
     scram_supported,
 )
 from ottla.common.uuids import random_uuid
@@ -111,7 +112,8 @@ def run_format(args: argparse.Namespace) -> int:
 
 def feature_levels(given: list[str], metadata_level: int) -> dict[str, int]:
     """The release's default feature levels with ``--feature NAME=LEVEL`` applied, each
-    checked against what this software supports (as kafka-storage.sh refuses)."""
+    checked against what this software supports and what it needs of the others (as
+    kafka-storage.sh refuses)."""
     levels = default_feature_levels(metadata_level)
     for text in given:
         name, sep, value = text.partition("=")
@@ -132,6 +134,11 @@ def feature_levels(given: list[str], metadata_level: int) -> dict[str, int]:
             raise ValueError(f"{name} level {level} is outside the supported range "
                              f"{supported[0]}-{supported[1]}")
         levels[name] = level
+    # Kafka's Formatter: each feature's dependencies, metadata.version the release's.
+    for name, level in levels.items():
+        reason = dependency_refusal(name, level, {**levels, METADATA_VERSION: metadata_level})
+        if reason is not None:
+            raise ValueError(reason)
     return levels
 
 

@@ -46,6 +46,35 @@ SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL),
 """Feature levels this software can run at (3.3-IV3 to 4.0-IV3 for metadata.version)."""
 
 
+IBP_4_0_IV1 = 23
+METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23})
+"""The metadata.version levels (of those supported) that changed the metadata records
+(Kafka's ``MetadataVersion.didMetadataChange``): a downgrade across one may lose
+metadata."""
+DEPENDENCIES: dict[tuple[str, int], dict[str, int]] = {
+    (ELIGIBLE_LEADER_REPLICAS_VERSION, 1): {METADATA_VERSION: IBP_4_0_IV1},
+}
+"""What a feature level needs of the others (Kafka 4.4's ``FeatureVersion.dependencies``;
+the other features' levels need none)."""
+
+
+def metadata_changed(source: int, target: int) -> bool:
+    """Kafka's ``MetadataVersion.checkIfMetadataChanged``: a level above the lower of the
+    two, up to the higher, changed the metadata."""
+    low, high = sorted((source, target))
+    return any(level in METADATA_CHANGED for level in range(low + 1, high + 1))
+
+
+def dependency_refusal(name: str, level: int, levels: Mapping[str, int]) -> str | None:
+    """Why ``name`` cannot be at ``level`` beside ``levels`` (Kafka's
+    ``Feature.validateVersion``, its words), None when it can."""
+    for feature, needed in DEPENDENCIES.get((name, level), {}).items():
+        if levels.get(feature, 0) < needed:
+            return (f"{name} could not be set to {level} because it depends on {feature} "
+                    f"level {needed}")
+    return None
+
+
 def default_feature_levels(metadata_level: int) -> dict[str, int]:
     """The features besides metadata.version that a cluster formatted at
     ``metadata_level`` starts with (Kafka's defaults for that release; a feature at

@@ -18,6 +18,8 @@ from ottla.common.features import (
     SUPPORTED_FEATURES,
     controller_registration_supported,
     default_feature_levels,
+    dependency_refusal,
+    metadata_changed,
 )
 from ottla.controller.results import ControllerResult
 from ottla.metadata import records as r
@@ -44,6 +46,23 @@ def reason_not_supported(level: int, who: str, supported: tuple[int, int]) -> st
     if high == 0:
         return f"{who} does not support this feature."
     return f"{who} only supports versions {_range_text(low, high)}"
+
+
+def java_hash_map_order(keys: Sequence[str]) -> list[str]:
+    """``keys`` (distinct) in the order a ``java.util.HashMap`` filled with them in turn
+    iterates: by bucket (the spread String hash masked by the table size), then by
+    insertion. Kafka's controller walks UpdateFeatures' updates so, and answers with the
+    first refusal it meets."""
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        h = 0
+        for c in key:  # String.hashCode, in 32 bits (chars as UTF-16 units)
+            h = (31 * h + ord(c)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(keys, key=bucket)  # stable: insertion order within a bucket
 
 
 DISABLED = (0, 0)
@@ -101,10 +120,15 @@ class FeatureControlManager:
         downgrade). All or nothing, as Kafka: the response is one (error, message), the
         first refused update's INVALID_UPDATE_VERSION in Kafka's words."""
         records: list[Any] = []
-        for name, level, upgrade_type in updates:
+        # Kafka's proposedUpdatedVersions: what the levels would be, every update made.
+        proposed = dict(self.image.features)
+        proposed.update((name, level) for name, level, _ in updates)
+        by_name = {name: (name, level, kind) for name, level, kind in updates}
+        for name, level, upgrade_type in (by_name[n] for n in java_hash_map_order(
+                list(by_name))):
             current = self.kraft.kraft_version if name == KRAFT_VERSION \
                 else self.image.features.get(name, 0)
-            problem = self._refusal(name, level, upgrade_type, current)
+            problem = self._refusal(name, level, upgrade_type, current, proposed)
             if problem is not None:
                 return ControllerResult([], (ErrorCode.invalid_update_version, problem))
             if name == KRAFT_VERSION:
@@ -118,9 +142,11 @@ class FeatureControlManager:
                 records.append(r.FeatureLevelRecord(name=name, feature_level=level))
         return ControllerResult([] if validate_only else records, (ErrorCode.none, None))
 
-    def _refusal(self, name: str, level: int, upgrade_type: int, current: int) -> str | None:
-        """Why ``name`` cannot go from ``current`` to ``level``, in Kafka's order and words
-        (``FeatureControlManager.updateFeature``); None when it can."""
+    def _refusal(self, name: str, level: int, upgrade_type: int, current: int,
+                 proposed: dict[str, int]) -> str | None:
+        """Why ``name`` cannot go from ``current`` to ``level`` (the others going to
+        ``proposed``), in Kafka's order and words (``FeatureControlManager.updateFeature``
+        and ``updateMetadataVersion``); None when it can."""
         def invalid(reason: str) -> str:
             return f"Invalid update version {level} for feature {name}. {reason}"
         if upgrade_type not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
@@ -137,15 +163,21 @@ class FeatureControlManager:
             return invalid("Can't downgrade to a newer version.")
         if name == KRAFT_VERSION and upgrade_type != UPGRADE and level != current:
             return invalid("Can't downgrade the version of this feature.")
-        if name == METADATA_VERSION and level < current:
-            # Kafka allows a safe downgrade between versions that changed no metadata;
-            # Ottla keeps no such table and refuses every one.
-            why = ("Unsafe metadata downgrade is not supported in this version."
-                   if upgrade_type == UNSAFE_DOWNGRADE else
-                   "Refusing to perform the requested downgrade because it might delete "
-                   "metadata information.")
-            return f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
-        return None
+        if name == METADATA_VERSION:
+            # A downgrade is allowed (safe or unsafe alike) only across versions that
+            # changed no metadata; metadata.version's own dependencies are not checked.
+            if level < current and metadata_changed(current, level):
+                why = ("Unsafe metadata downgrade is not supported in this version."
+                       if upgrade_type == UNSAFE_DOWNGRADE else
+                       "Refusing to perform the requested downgrade because it might "
+                       "delete metadata information.")
+                return (f"Unsupported metadata.version downgrade from {current} to "
+                        f"{level}. {why}")
+            return None
+        if name == KRAFT_VERSION:
+            return None
+        reason = dependency_refusal(name, level, proposed)
+        return None if reason is None else invalid(reason)
 
     def reason_not_supported(self, name: str, level: int) -> str | None:
         """Whether every node can run ``name`` at ``level`` (Kafka's

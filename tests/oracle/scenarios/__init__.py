@@ -6,6 +6,7 @@ from tests.oracle.scenarios import (
     api_versions,
     commits,
     configs,
+    features,
     fetch,
     groups,
     log_dirs,
@@ -17,12 +18,12 @@ from tests.oracle.scenarios import (
     transactions,
 )
 
-__all__ = ["FAMILIES", "api_versions", "commits", "configs", "fetch", "groups", "log_dirs",
-           "metadata", "offsets", "produce", "share", "topics", "transactions"]
+__all__ = ["FAMILIES", "api_versions", "commits", "configs", "features", "fetch", "groups",
+           "log_dirs", "metadata", "offsets", "produce", "share", "topics", "transactions"]
 
 FAMILIES = ("ApiVersions", "Metadata", "DescribeConfigs", "CreateTopics", "CreatePartitions",
             "DeleteTopics", "Produce", "ListOffsets", "Log dirs", "Fetch", "Classic group",
-            "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets")
+            "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets", "Features")
 
 _ordered = sorted(SCENARIOS.values(), key=lambda s: FAMILIES.index(s.family))
 SCENARIOS.clear()
