@@ -19,11 +19,31 @@ Each check returns the violations it found, each with the few operations that sh
   operations that did not overlap in time, without a recorded ``reset`` in between.
 - ``ownership``: two members of a group owned one partition at once for longer than the
   rebalance allowance (ownership from the end of ``assign`` to the start of ``revoke``).
+
+Transactions (the copy loop; ``txn-*`` operations):
+
+- ``aborted-read``: a read_committed consumer read a record of an aborted transaction.
+- ``partial-txn``: the final read_committed read saw some of a transaction's records and
+  not the others (a transaction is seen whole or not at all, across partitions).
+- ``lost-commit``: a committed transaction's records are absent from the final read.
+- ``exactly-once``: a source record below the copy group's committed offset is not in
+  the sink exactly once, or one at or above it is there already.
+- ``txn-cycle``: the graph of committed transactions (write-read, read-write and
+  write-write dependencies over the copy group's offsets, real-time order) has a cycle;
+  the smallest one is the excerpt.
+
+Share groups (``acquire`` / ``ack``):
+
+- ``share-accepted-twice``: a record accepted twice, or delivered again once accepted or
+  rejected.
+- ``share-lost``: a record of the log never accepted, rejected or archived by the
+  delivery count limit.
+- ``share-delivery-count``: a record delivered more times than the limit.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -284,16 +304,345 @@ CHECKS: dict[str, Callable[[Sequence[Op]], list[Violation]]] = {
     "duplicate": check_duplicates,
     "offsets": check_offsets,
     "committed-offsets": check_committed_offsets,
+    "aborted-read": lambda ops: Transactions(ops).aborted_reads(),
+    "partial-txn": lambda ops: Transactions(ops).partial(),
+    "lost-commit": lambda ops: Transactions(ops).lost_commits(),
+    "exactly-once": lambda ops: Transactions(ops).exactly_once(),
+    "txn-cycle": lambda ops: Transactions(ops).cycles(),
+    "share-accepted-twice": lambda ops: ShareHistory(ops).accepted_twice(),
 }
 
+SHARE_DELIVERY_COUNT_LIMIT = 5
+"""Kafka's default group.share.delivery.count.limit."""
 
-def check(ops: Sequence[Op], ownership_allowance_ns: int = 0) -> Result:
+
+def check(ops: Sequence[Op], ownership_allowance_ns: int = 0,
+          share_delivery_limit: int = SHARE_DELIVERY_COUNT_LIMIT) -> Result:
     """Every check over ``ops``; ``checks`` counts the violations of each."""
     result = Result(operations=len(ops))
     found = {name: run(ops) for name, run in CHECKS.items()}
     found["ownership"] = check_ownership(ops, ownership_allowance_ns)
+    share = ShareHistory(ops)
+    found["share-lost"] = share.lost(share_delivery_limit)
+    found["share-delivery-count"] = share.delivery_counts(share_delivery_limit)
     result.renumbered = renumbered(ops)
     for name, violations in found.items():
         result.checks[name] = len(violations)
         result.violations += violations
     return result
+
+
+FINAL_COMMITTED = "final-read-committed"
+"""The process of the final read_committed read of the sink (workloads.py)."""
+
+
+def source_of(sink_value: str) -> str:
+    """The source value of a copied record (``txn/source value``)."""
+    return sink_value.partition("/")[2]
+
+
+def txn_of(sink_value: str) -> str:
+    return sink_value.partition("/")[0]
+
+
+@dataclass
+class Txn:
+    """One transaction of the copy loop as the history tells it."""
+
+    id: str
+    begin: Op | None = None
+    polls: list[Op] = field(default_factory=list)
+    produces: list[Op] = field(default_factory=list)
+    commit: Op | None = None
+    abort: Op | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """Certainly aborted: abort_transaction succeeded and no commit may have."""
+        return self.abort is not None and self.abort.outcome == "ok" and \
+            (self.commit is None or self.commit.outcome == "fail")
+
+    def reads(self) -> dict[int, Op]:
+        """The first source record it read of each partition."""
+        first: dict[int, Op] = {}
+        for op in self.polls:
+            if op.partition is not None and op.offset is not None and (
+                    op.partition not in first or op.offset < (first[op.partition].offset or 0)):
+                first[op.partition] = op
+        return first
+
+    def shown_by(self) -> Op:
+        for op in (self.commit, self.abort, self.begin):
+            if op is not None:
+                return op
+        return self.produces[0]
+
+
+class Transactions:
+    """The copy loop's transactions, the sink's read_committed reads and the final one."""
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self.txns: dict[str, Txn] = {}
+        self.reads: list[Op] = []
+        self.final: dict[str, list[Op]] = defaultdict(list)
+        self.ends: dict[tuple[str | None, int | None], Op] = {}
+        self.sink: str | None = None
+        self.source: str | None = None
+        self.group: str | None = None
+        self._ops = ops
+        for op in ops:
+            if op.kind == "txn-read" and op.value is not None:
+                self.reads.append(op)
+                if op.process == FINAL_COMMITTED:
+                    self.final[op.value].append(op)
+            elif op.kind == "read-end" and op.process == FINAL_COMMITTED:
+                self.ends[op.topic, op.partition] = op
+            if op.txn is None:
+                continue
+            txn = self.txns.setdefault(op.txn, Txn(op.txn))
+            if op.kind == "txn-begin":
+                txn.begin = op
+            elif op.kind == "poll":
+                txn.polls.append(op)
+                self.source, self.group = op.topic, op.group
+            elif op.kind == "txn-produce":
+                txn.produces.append(op)
+                self.sink = op.topic
+            elif op.kind == "txn-commit":
+                txn.commit = op
+            elif op.kind == "txn-abort":
+                txn.abort = op
+
+    def _read_whole(self, partition: int | None) -> bool:
+        end = self.ends.get((self.sink, partition))
+        return end is not None and end.outcome == "ok"
+
+    def aborted_reads(self) -> list[Violation]:
+        violations = []
+        for op in self.reads:
+            txn = self.txns.get(txn_of(op.value or ""))
+            if txn is not None and txn.aborted:
+                assert txn.abort is not None
+                violations.append(Violation(
+                    "aborted-read", f"{op.process} read {op.value!r} at {op.topic}-"
+                    f"{op.partition}@{op.offset}, written by aborted transaction {txn.id}",
+                    tuple(o for o in (txn.begin, txn.commit, txn.abort, op) if o is not None)))
+        return violations
+
+    def _seen_and_missing(self, txn: Txn) -> tuple[list[Op], list[Op]]:
+        """Its delivered records the final read saw, and those it did not (of partitions
+        it read whole)."""
+        seen, missing = [], []
+        for op in txn.produces:
+            if op.outcome != "ok" or op.value is None:
+                continue
+            if op.value in self.final:
+                seen.append(op)
+            elif self._read_whole(op.partition):
+                missing.append(op)
+        return seen, missing
+
+    def partial(self) -> list[Violation]:
+        violations = []
+        for txn in self.txns.values():
+            seen, missing = self._seen_and_missing(txn)
+            if seen and missing:
+                violations.append(Violation(
+                    "partial-txn", f"transaction {txn.id}: {len(seen)} of its records are "
+                    f"in the sink, {len(missing)} not (e.g. {missing[0].value!r} at "
+                    f"{missing[0].topic}-{missing[0].partition}@{missing[0].offset})",
+                    (txn.shown_by(), self.final[seen[0].value or ""][0], missing[0])))
+        return violations
+
+    def lost_commits(self) -> list[Violation]:
+        violations = []
+        for txn in self.txns.values():
+            if txn.commit is None or txn.commit.outcome != "ok":
+                continue
+            seen, missing = self._seen_and_missing(txn)
+            if missing and not seen:
+                end = self.ends[self.sink, missing[0].partition]
+                violations.append(Violation(
+                    "lost-commit", f"transaction {txn.id} committed but none of its "
+                    f"records is in the sink (e.g. {missing[0].value!r} at "
+                    f"{missing[0].topic}-{missing[0].partition}@{missing[0].offset})",
+                    (txn.commit, missing[0], end)))
+        return violations
+
+    def _committed_offsets(self, ops: Sequence[Op]) -> Op | None:
+        return next((op for op in by_kind(ops, "committed") if op.outcome == "ok"
+                     and op.group == self.group and op.topic == self.source), None)
+
+    def exactly_once(self, ops: Sequence[Op] | None = None) -> list[Violation]:
+        """Each source record the group's committed offsets cover is in the sink once,
+        and none above them is; judged when both final reads reached every end."""
+        everything = ops if ops is not None else self._ops
+        committed = self._committed_offsets(everything)
+        if committed is None or committed.offsets is None or self.sink is None or \
+                not self.ends or not all(e.outcome == "ok" for e in self.ends.values()):
+            return []
+        copies: dict[str, list[Op]] = defaultdict(list)
+        for value, reads in self.final.items():
+            copies[source_of(value)] += reads
+        violations = []
+        for op in by_kind(everything, "read"):
+            if op.topic != self.source or op.value is None or op.partition is None \
+                    or op.offset is None:
+                continue
+            found = copies.get(op.value, [])
+            below = op.offset < committed.offsets.get(op.partition, 0)
+            if (below and len(found) == 1) or (not below and not found):
+                continue
+            what = (f"copied {len(found)} times" if below else
+                    f"in the sink though the committed offset "
+                    f"{committed.offsets.get(op.partition, 0)} is at or below it")
+            violations.append(Violation(
+                "exactly-once", f"source record {op.value!r} at {op.topic}-{op.partition}@"
+                f"{op.offset}: {what}", (committed, op, *found[:2])))
+        return violations
+
+    def cycles(self) -> list[Violation]:
+        """The smallest cycle of the committed transactions' dependency graph."""
+        committed = [t for t in self.txns.values() if not t.aborted and (
+            (t.commit is not None and t.commit.outcome == "ok")
+            or any(op.value in self.final for op in t.produces))]
+        edges: dict[str, dict[str, str]] = defaultdict(dict)
+
+        def edge(a: Txn, b: Txn, why: str) -> None:
+            if a.id != b.id:
+                edges[a.id].setdefault(b.id, why)
+        # versions of each source partition's committed offset, in offset order
+        writers: dict[int, list[tuple[int, Txn]]] = defaultdict(list)
+        for t in committed:
+            for p, offset in ((t.commit.offsets or {}) if t.commit else {}).items():
+                writers[p].append((offset, t))
+        for versions in writers.values():
+            versions.sort(key=lambda v: v[0])
+            for (_, a), (_, b) in pairwise(versions):
+                edge(a, b, "ww")
+        for t in committed:
+            for p, op in t.reads().items():
+                versions = writers.get(p, [])
+                x = op.offset or 0
+                for offset, w in versions:
+                    if offset == x:
+                        edge(w, t, "wr")
+                nxt = next(((o, w) for o, w in versions if o > x), None)
+                if nxt is not None:
+                    edge(t, nxt[1], "rw")
+        # real time: a transaction whose commit completed before another began precedes
+        # it; only the latest of those (the frontier) get an edge, the rest follow
+        timed = sorted((t for t in committed if t.begin is not None and t.commit is not None
+                        and t.commit.outcome == "ok"), key=lambda t: t.commit.complete_ns)
+        for b in committed:
+            if b.begin is None:
+                continue
+            prefix = [a for a in timed if a.commit.complete_ns < b.begin.invoke_ns]
+            latest_begin = max((a.begin.invoke_ns for a in prefix), default=0)
+            for a in prefix:
+                if a.commit.complete_ns >= latest_begin:
+                    edge(a, b, "rt")
+        cycle = _smallest_cycle(edges)
+        if not cycle:
+            return []
+        path = " ".join(f"{a} -{edges[a][b]}-> " for a, b in pairwise(cycle)) + cycle[-1]
+        return [Violation("txn-cycle", f"dependency cycle: {path}",
+                          tuple(self.txns[t].shown_by() for t in cycle[:-1]))]
+
+
+def _smallest_cycle(edges: dict[str, dict[str, str]]) -> list[str]:
+    """The shortest cycle of the graph (its nodes, the first repeated at the end), found
+    by a breadth-first search from each node; empty when it has none."""
+    best: list[str] = []
+    for start in sorted(edges):
+        parent: dict[str, str] = {}
+        queue = deque([start])
+        found = None
+        while queue and found is None:
+            node = queue.popleft()
+            for nxt in edges.get(node, {}):
+                if nxt == start:
+                    found = node
+                    break
+                if nxt not in parent:
+                    parent[nxt] = node
+                    queue.append(nxt)
+        if found is None:
+            continue
+        path = [found]
+        while path[-1] != start:
+            path.append(parent[path[-1]])
+        cycle = [*reversed(path), start]
+        if not best or len(cycle) < len(best):
+            best = cycle
+    return best
+
+
+Record = tuple[str | None, int | None, int | None]
+
+
+class ShareHistory:
+    """What a share group's members acquired and acknowledged, by record."""
+
+    def __init__(self, ops: Sequence[Op]) -> None:
+        self.acquires: dict[Record, list[Op]] = defaultdict(list)
+        self.acks: dict[Record, list[Op]] = defaultdict(list)
+        self.topics: set[str | None] = set()
+        self.reads: list[Op] = []
+        for op in ops:
+            key = (op.topic, op.partition, op.offset)
+            if op.kind == "acquire":
+                self.acquires[key].append(op)
+                self.topics.add(op.topic)
+            elif op.kind == "ack":
+                self.acks[key].append(op)
+        self.reads = [op for op in by_kind(ops, "read") if op.topic in self.topics]
+
+    def accepted_twice(self) -> list[Violation]:
+        violations = []
+        for key, acks in self.acks.items():
+            accepted = [a for a in acks if a.ack == "accept" and a.outcome == "ok"]
+            if len(accepted) > 1:
+                violations.append(Violation(
+                    "share-accepted-twice", f"{key[0]}-{key[1]}@{key[2]} accepted by "
+                    f"{accepted[0].process} and by {accepted[1].process}",
+                    (accepted[0], accepted[1])))
+                continue
+            final = [a for a in acks if a.ack in ("accept", "reject") and a.outcome == "ok"]
+            again = [q for f in final[:1] for q in self.acquires.get(key, [])
+                     if q.invoke_ns > f.complete_ns]
+            if again:
+                violations.append(Violation(
+                    "share-accepted-twice", f"{key[0]}-{key[1]}@{key[2]} delivered to "
+                    f"{again[0].process} after {final[0].process} {final[0].ack}ed it",
+                    (final[0], again[0])))
+        return violations
+
+    def lost(self, limit: int) -> list[Violation]:
+        """Every record of the log ends accepted or rejected (an ``info`` acknowledgement
+        may have), or delivered as often as ``limit`` allows (then archived), when the
+        members and the drain are done."""
+        violations = []
+        for read in self.reads:
+            key = (read.topic, read.partition, read.offset)
+            if any(a.ack in ("accept", "reject") for a in self.acks.get(key, [])):
+                continue
+            acquired = self.acquires.get(key, [])
+            if acquired and max(q.delivery_count or 0 for q in acquired) >= limit:
+                continue
+            last = max([*acquired, *self.acks.get(key, [])], key=lambda o: o.complete_ns,
+                       default=None)
+            violations.append(Violation(
+                "share-lost", f"{read.value!r} at {key[0]}-{key[1]}@{key[2]} was "
+                + (f"last seen in an {last.kind} by {last.process} and never finished"
+                   if last else
+                   "never delivered to the share group"),
+                (read,) if last is None else (read, last)))
+        return violations
+
+    def delivery_counts(self, limit: int) -> list[Violation]:
+        return [Violation("share-delivery-count", f"{key[0]}-{key[1]}@{key[2]} delivered "
+                          f"with delivery count {q.delivery_count}, above the limit {limit}",
+                          (q,))
+                for key, acquires in self.acquires.items() for q in acquires
+                if q.delivery_count is not None and q.delivery_count > limit]

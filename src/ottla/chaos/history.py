@@ -19,6 +19,25 @@ Kinds and the fields they carry:
 - ``reset``: an explicit reset of a group's committed offsets (``offsets``), the one
   allowed way for them to go back.
 - ``assign`` / ``revoke``: partitions a group member gained or lost (``partitions``).
+
+The transactional copy loop (``txn`` names its transaction, ``process.n``):
+
+- ``txn-begin``: a transaction began (``fail``: begin_transaction raised).
+- ``poll`` with ``txn``: a source record the transaction copies.
+- ``txn-produce``: a record written in the transaction (topic, partition, value, its
+  ``offset`` once delivered); the value is ``txn/source value``.
+- ``txn-commit``: commit_transaction with the source offsets sent to it (``offsets``);
+  ``info`` when its outcome is unknown (it may have committed).
+- ``txn-abort``: abort_transaction, on purpose or after a failed commit.
+- ``txn-read``: a record a read_committed consumer of the sink read (the concurrent
+  reader, or the final read, process ``final-read-committed``).
+
+The share group (KIP-932):
+
+- ``acquire``: a record a share consumer got (topic, partition, offset, value,
+  ``delivery_count``).
+- ``ack``: its acknowledgement (``ack``: accept, release or reject), ``ok`` when the
+  commit that sent it succeeded for its partition, ``info`` otherwise.
 """
 
 from __future__ import annotations
@@ -30,7 +49,8 @@ from typing import Literal
 
 Outcome = Literal["ok", "fail", "info"]
 Kind = Literal["produce", "read", "read-end", "poll", "commit", "committed", "reset",
-               "assign", "revoke"]
+               "assign", "revoke", "txn-begin", "txn-produce", "txn-commit", "txn-abort",
+               "txn-read", "acquire", "ack"]
 
 KINDS: frozenset[str] = frozenset(Kind.__args__)  # type: ignore[attr-defined]
 OUTCOMES: frozenset[str] = frozenset(Outcome.__args__)  # type: ignore[attr-defined]
@@ -58,6 +78,9 @@ class Op:
     producer_epoch: int | None = None
     sequence: int | None = None
     error: str | None = None
+    txn: str | None = None
+    ack: str | None = None
+    delivery_count: int | None = None
 
     def to_json(self) -> str:
         """The op as one line, without the fields its kind leaves empty."""

@@ -14,9 +14,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
-from ottla.chaos.checker import check
+from ottla.chaos.checker import ShareHistory, check
 from ottla.chaos.cluster import ChaosCluster
 from ottla.chaos.faults import KINDS, schedule
 from ottla.chaos.nemesis import Nemesis
@@ -26,16 +32,26 @@ from ottla.chaos.proxy import ProxyNetwork
 from ottla.chaos.recorder import Recorder
 from ottla.chaos.timeline import render
 from ottla.chaos.workloads import (
+    CommittedReader,
+    CopyLoop,
     GroupMember,
     ProduceWorkload,
+    ShareMember,
     final_read,
+    final_read_committed,
     read_committed_offsets,
 )
 
-WORKLOADS = ("produce", "group")
+WORKLOADS = ("produce", "group", "transactional", "share")
 PARTITIONS = 3
 CHURN_S = 10.0
 GROUP = "chaos"
+COPY_GROUP = "chaos-copy"
+SHARE_GROUP = "chaos-share"
+SHARE_DELIVERY_COUNT_LIMIT = 3
+"""The share group's share.delivery.count.limit: low, so that records released at
+random reach it (and are archived) within a short run."""
+DRAIN_S = 90.0
 OWNERSHIP_ALLOWANCE_S = 10.0
 """The session timeout the group's members run with: a member cut off from its
 coordinator keeps its partitions until then, while the group may already have moved
@@ -60,7 +76,12 @@ class RunConfig:
     client_debug: str | None = None
     """librdkafka ``debug`` contexts of the workload clients (their log: clients.log)."""
     mutate: str | None = None
-    """Break the final read on purpose (``lose-write`` or ``duplicate``)."""
+    """Break the run on purpose (``lose-write`` or ``duplicate``: the final read;
+    ``read-uncommitted``: the sink's final read; ``accept-twice``: a share record's
+    acceptance recorded twice)."""
+    copiers: int = 2
+    """Transactional copy loops of the ``transactional`` workload."""
+    share_members: int = 3
     workloads: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -72,6 +93,10 @@ class RunConfig:
 
 def topic_of(workload: str) -> str:
     return f"chaos-{workload}"
+
+
+SINK = "chaos-transactional-sink"
+"""Where the transactional copy loops write what they read from topic_of("transactional")."""
 
 
 def client_logger(path: str) -> logging.Logger:
@@ -126,6 +151,13 @@ def run(config: RunConfig) -> dict[str, object]:
                            disks="disk-full" in config.kinds,
                            clocks="clock-skew" in config.kinds)
     topics = [topic_of(w) for w in config.workloads]
+    created = [*topics, *([SINK] if "transactional" in config.workloads else [])]
+    others: list[CopyLoop | CommittedReader | ShareMember] = []
+    share_members: list[ShareMember] = []
+
+    def new_share_member(i: int) -> ShareMember:
+        return ShareMember(recorder, cluster.bootstrap, SHARE_GROUP, topic_of("share"),
+                           f"share-{i}", logger, config.seed * 100 + i)
     timings: dict[str, float] = {}
     producers: list[ProduceWorkload] = []
     members: list[GroupMember] = []
@@ -136,7 +168,7 @@ def run(config: RunConfig) -> dict[str, object]:
     started_ns = workload_end_ns = 0
     try:
         cluster.start()
-        create_topics(cluster, topics, min(3, config.nodes))
+        create_topics(cluster, created, min(3, config.nodes))
         timings["startup_s"] = round(time.monotonic() - began, 1)
         started_ns = recorder.now()
         if "produce" in config.workloads:
@@ -149,7 +181,27 @@ def run(config: RunConfig) -> dict[str, object]:
                                              PARTITIONS, "group-feed", config.rate, logger,
                                              config.client_debug))
             members += [new_member(i) for i in range(config.members)]
-        for worker in [*producers, *members]:
+        if "transactional" in config.workloads:
+            producers.append(ProduceWorkload(recorder, cluster.bootstrap,
+                                             topic_of("transactional"), PARTITIONS,
+                                             "txn-feed", config.rate, logger,
+                                             config.client_debug))
+            others += [CopyLoop(recorder, cluster.bootstrap, COPY_GROUP,
+                                topic_of("transactional"), SINK, f"copier-{i}",
+                                config.group_protocol, logger, config.seed * 100 + i,
+                                debug=config.client_debug)
+                       for i in range(config.copiers)]
+            others.append(CommittedReader(recorder, cluster.bootstrap, SINK, PARTITIONS,
+                                          "reader", logger))
+        if "share" in config.workloads:
+            set_group_configs(cluster, SHARE_GROUP, {
+                "share.auto.offset.reset": "earliest",
+                "share.delivery.count.limit": str(SHARE_DELIVERY_COUNT_LIMIT)})
+            producers.append(ProduceWorkload(recorder, cluster.bootstrap, topic_of("share"),
+                                             PARTITIONS, "share-feed", config.rate, logger,
+                                             config.client_debug))
+            share_members += [new_share_member(i) for i in range(config.share_members)]
+        for worker in [*producers, *members, *others, *share_members]:
             worker.start()
         faults = schedule(config.seed, 3.0, max(3.0, config.duration_s - 2.0), cluster.ids,
                           config.kinds)
@@ -157,7 +209,7 @@ def run(config: RunConfig) -> dict[str, object]:
                           lambda: cluster.partition_leaders(topics[0])).start()
         end = started_ns / 1e9 + config.duration_s
         churn = random.Random(config.seed + 1)
-        next_churn = time.monotonic() + CHURN_S
+        next_churn = next_share_churn = time.monotonic() + CHURN_S
         while time.monotonic() < end:
             sample(cluster, topics, quorum_samples, partition_samples)
             if members and config.churn and time.monotonic() >= next_churn:
@@ -167,15 +219,21 @@ def run(config: RunConfig) -> dict[str, object]:
                 members.append(new_member(int(leaving.process.split("-")[1])
                                           + config.members).start())
                 next_churn = time.monotonic() + CHURN_S
+            if share_members and config.churn and time.monotonic() >= next_share_churn:
+                leaving_share = share_members.pop(churn.randrange(len(share_members)))
+                leaving_share.stop()
+                share_members.append(new_share_member(
+                    int(leaving_share.process.split("-")[1]) + config.share_members).start())
+                next_share_churn = time.monotonic() + CHURN_S
             time.sleep(max(0.0, min(1.0, end - time.monotonic())))
         nemesis.stop()
         workload_end_ns = recorder.now()
-        for worker in [*producers, *members]:
+        for worker in [*producers, *members, *others, *share_members]:
             worker.stop()
-        producers, members = [], []
+        producers, members, others, share_members = [], [], [], []
         timings["workload_s"] = round((recorder.now() - started_ns) / 1e9, 1)
         read_began = time.monotonic()
-        wait_until(lambda: healthy(cluster, topics), 120, 0.5, "every partition led again")
+        wait_until(lambda: healthy(cluster, created), 120, 0.5, "every partition led again")
         sample(cluster, topics, quorum_samples, partition_samples)
         if "group" in config.workloads:
             read_committed_offsets(recorder, cluster.bootstrap, GROUP, topic_of("group"),
@@ -183,9 +241,16 @@ def run(config: RunConfig) -> dict[str, object]:
         for i, topic in enumerate(topics):
             final_read(recorder, cluster.bootstrap, topic, PARTITIONS, logger,
                        mutate=config.mutate if i == 0 else None)
+        if "transactional" in config.workloads:
+            read_committed_offsets(recorder, cluster.bootstrap, COPY_GROUP,
+                                   topic_of("transactional"), PARTITIONS, logger)
+            final_read_committed(recorder, cluster.bootstrap, SINK, PARTITIONS, logger,
+                                 mutate=config.mutate)
+        if "share" in config.workloads:
+            drain_share_group(recorder, cluster.bootstrap, logger, config.mutate)
         timings["final_read_s"] = round(time.monotonic() - read_began, 1)
     finally:
-        for worker in [*producers, *members]:
+        for worker in [*producers, *members, *others, *share_members]:
             try:
                 worker.stop()
             except Exception:  # stopping the rest matters more
@@ -200,7 +265,7 @@ def run(config: RunConfig) -> dict[str, object]:
         recorder.rewrite(annotate_reads(recorder.ops, [n.data_dir for n in cluster.nodes.values()]))
         recorder.close()
     checked = time.monotonic()
-    result = check(recorder.ops, int(OWNERSHIP_ALLOWANCE_S * 1e9))
+    result = check(recorder.ops, int(OWNERSHIP_ALLOWANCE_S * 1e9), SHARE_DELIVERY_COUNT_LIMIT)
     timings["check_s"] = round(time.monotonic() - checked, 2)
     timings["total_s"] = round(time.monotonic() - began, 1)
     by_kind: dict[str, Counter[str]] = {}
@@ -279,3 +344,35 @@ def healthy(cluster: ChaosCluster, topics: list[str]) -> bool:
         if len(leaders) != PARTITIONS or min(leaders.values()) < 0:
             return False
     return True
+
+
+def set_group_configs(cluster: ChaosCluster, group: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(60)
+
+
+def drain_share_group(recorder: Recorder, bootstrap: str, logger: logging.Logger,
+                      mutate: str | None) -> None:
+    """A last member of the share group accepts what is left until every record of the
+    final read is accepted, rejected or archived (or ``DRAIN_S`` passed): what is still
+    missing then was lost. ``mutate="accept-twice"`` records one acceptance twice."""
+    drain = ShareMember(recorder, bootstrap, SHARE_GROUP, topic_of("share"), "share-drain",
+                        logger, 0, weights=(1.0, 0.0, 0.0))
+    deadline = time.monotonic() + DRAIN_S
+    try:
+        while time.monotonic() < deadline:
+            if drain.round() == 0 and \
+                    not ShareHistory(recorder.ops).lost(SHARE_DELIVERY_COUNT_LIMIT):
+                break
+    finally:
+        drain.stop()
+    if mutate == "accept-twice":
+        accepted = next((op for op in recorder.ops if op.kind == "ack"
+                         and op.ack == "accept" and op.outcome == "ok"), None)
+        if accepted is not None:
+            recorder.record("mutated", "ack", "ok", recorder.now(), group=accepted.group,
+                            topic=accepted.topic, partition=accepted.partition,
+                            offset=accepted.offset, value=accepted.value, ack="accept")

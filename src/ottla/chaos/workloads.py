@@ -9,11 +9,20 @@ Kafka's guarantees would configure them; their own logs go to the ``logger`` giv
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    AcknowledgeType,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    ShareConsumer,
+)
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from ottla.chaos.history import Op
@@ -280,3 +289,381 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int,
                             now, topic=topic, partition=p, offset=ends[p])
     finally:
         consumer.close()
+
+
+def sink_value(txn: str, source_value: str) -> str:
+    """What the copy loop writes for a source record: the transaction, then the value (a
+    record copied again in another transaction is told apart from the first copy)."""
+    return f"{txn}/{source_value}"
+
+
+class CopyLoop:
+    """A transactional copier (consume-transform-produce, KIP-447): consumes ``source``
+    read_committed in ``group``, writes each record to the same partition of ``sink`` in
+    a transaction that also carries the source offsets, commits; a share of the
+    transactions (``abort_ratio``, seeded) is aborted on purpose. After an abort the
+    consumer goes back to where the transaction started; after a commit of unknown
+    outcome to the offsets the group has committed (a read_committed client fetches them
+    stable, so they say what happened)."""
+
+    def __init__(self, recorder: Recorder, bootstrap: str, group: str, source: str,
+                 sink: str, process: str, protocol: str, logger: logging.Logger, seed: int,
+                 abort_ratio: float = 0.2, debug: str | None = None) -> None:
+        self.recorder = recorder
+        self.bootstrap = bootstrap
+        self.group = group
+        self.source = source
+        self.sink = sink
+        self.process = process
+        self.logger = logger
+        self.debug = debug
+        self.abort_ratio = abort_ratio
+        self.rng = random.Random(seed)
+        config: dict[str, object] = {
+            "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
+            "isolation.level": "read_committed", "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "client.id": process, "logger": logger}
+        if protocol == "classic":
+            config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self.consumer = Consumer(config)
+        self.producer = self._producer()
+        # value -> (invoke_ns, txn, partition): sent in a transaction, no report yet
+        self.pending: dict[str, tuple[int, str, int]] = {}
+        self._lock = threading.Lock()
+        self.transactions = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=process, daemon=True)
+
+    def _producer(self) -> Producer:
+        producer = Producer({
+            "bootstrap.servers": self.bootstrap, "transactional.id": f"chaos-{self.process}",
+            "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
+            "request.timeout.ms": 10000, "linger.ms": 5, "client.id": self.process,
+            "logger": self.logger, **({"debug": self.debug} if self.debug else {})})
+        producer.init_transactions(60)
+        return producer
+
+    def start(self) -> CopyLoop:
+        self._thread.start()
+        return self
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        value = (message.value() or b"").decode()
+        with self._lock:
+            invoke, txn, partition = self.pending.pop(value)
+        self.recorder.record(
+            self.process, "txn-produce", "ok" if error is None else "fail", invoke,
+            topic=self.sink, partition=message.partition() if error is None else partition,
+            offset=message.offset() if error is None else None, value=value, txn=txn,
+            error=None if error is None else str(error))
+
+    def _run(self) -> None:
+        self.consumer.subscribe([self.source])
+        while not self._stop.is_set():
+            try:
+                messages = [m for m in self.consumer.consume(100, 0.5) if m.error() is None]
+            except KafkaException:
+                continue
+            if messages:
+                self._copy(messages)
+        self.producer.flush(5)
+
+    def _copy(self, messages: list[Message]) -> None:
+        txn = f"{self.process}.{self.transactions}"
+        self.transactions += 1
+        start: dict[int, int] = {}
+        after: dict[int, int] = {}
+        for m in messages:
+            start.setdefault(m.partition(), m.offset())
+            after[m.partition()] = m.offset() + 1
+        invoke = self.recorder.now()
+        try:
+            self.producer.begin_transaction()
+        except KafkaException as e:
+            self.recorder.record(self.process, "txn-begin", "fail", invoke, txn=txn,
+                                 error=str(e))
+            self._recover(e, start)
+            return
+        self.recorder.record(self.process, "txn-begin", "ok", invoke, txn=txn)
+        done = self.recorder.now()
+        for m in messages:
+            self.recorder.record(self.process, "poll", "ok", invoke, done, group=self.group,
+                                 topic=self.source, partition=m.partition(),
+                                 offset=m.offset(), value=(m.value() or b"").decode(),
+                                 txn=txn)
+        try:
+            for m in messages:
+                value = sink_value(txn, (m.value() or b"").decode())
+                with self._lock:
+                    self.pending[value] = (self.recorder.now(), txn, m.partition())
+                self.producer.produce(self.sink, value=value.encode(), partition=m.partition(),
+                                      on_delivery=self._delivered)
+            self.producer.send_offsets_to_transaction(
+                [KafkaTopicPartition(self.source, p, o) for p, o in after.items()],
+                self.consumer.consumer_group_metadata(), 30)
+        except (BufferError, KafkaException) as e:
+            self._abort(txn, e, start)
+            return
+        if self.rng.random() < self.abort_ratio:
+            self._abort(txn, None, start)
+            return
+        self._commit(txn, after, start)
+
+    def _commit(self, txn: str, after: dict[int, int], start: dict[int, int]) -> None:
+        invoke = self.recorder.now()
+        for attempt in range(3):
+            try:
+                self.producer.commit_transaction(30)
+                self.recorder.record(self.process, "txn-commit", "ok", invoke, txn=txn,
+                                     group=self.group, topic=self.source, offsets=after)
+                return
+            except KafkaException as e:
+                error: KafkaError = e.args[0]
+                if error.retriable() and attempt < 2:
+                    continue
+                if error.txn_requires_abort():
+                    # the commit was refused before it could take effect: abort it
+                    self.recorder.record(self.process, "txn-commit", "fail", invoke,
+                                         txn=txn, group=self.group, topic=self.source,
+                                         offsets=after, error=str(e))
+                    self._abort(txn, None, start)
+                    return
+                self.recorder.record(self.process, "txn-commit", "info", invoke, txn=txn,
+                                     group=self.group, topic=self.source, offsets=after,
+                                     error=str(e))
+                self._recover(e, None)
+                return
+
+    def _abort(self, txn: str, cause: Exception | None, start: dict[int, int]) -> None:
+        invoke = self.recorder.now()
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as e:
+            self.recorder.record(self.process, "txn-abort", "info", invoke, txn=txn,
+                                 error=str(e))
+            self._recover(e, None)
+            return
+        self.producer.poll(0)  # the purged records' reports
+        self.recorder.record(self.process, "txn-abort", "ok", invoke, txn=txn,
+                             error=None if cause is None else str(cause))
+        self._rewind(start)
+
+    def _rewind(self, start: dict[int, int] | None) -> None:
+        """Back to where the aborted transaction began reading (``start``), or, when
+        what happened is unknown, to the offsets the group has committed."""
+        try:
+            if start is None:
+                assigned = self.consumer.assignment()
+                positions = [tp for tp in self.consumer.committed(assigned, timeout=30)
+                             if tp.offset >= 0]
+            else:
+                positions = [KafkaTopicPartition(self.source, p, o) for p, o in start.items()]
+            for tp in positions:
+                self.consumer.seek(tp)
+        except KafkaException:
+            pass  # no longer assigned: the next owner starts at the committed offsets
+
+    def _recover(self, error: KafkaException, start: dict[int, int] | None) -> None:
+        """A fatal error (or an unknown end) needs a new producer: its init_transactions
+        fences this one and completes or aborts what it left open."""
+        if error.args[0].fatal() or start is None:
+            try:
+                self.producer.flush(1)
+            except KafkaException:
+                pass
+            while not self._stop.is_set():
+                try:
+                    self.producer = self._producer()
+                    break
+                except KafkaException:
+                    time.sleep(1)
+        self._rewind(start)
+
+    def stop(self) -> None:
+        """Stop copying (an open transaction is completed first) and leave the group."""
+        self._stop.set()
+        self._thread.join(120)
+        with self._lock:
+            left = dict(self.pending)
+            self.pending.clear()
+        for value, (invoke, txn, partition) in left.items():
+            self.recorder.record(self.process, "txn-produce", "info", invoke, txn=txn,
+                                 topic=self.sink, partition=partition, value=value,
+                                 error="no delivery report")
+        try:
+            self.consumer.close()
+        except KafkaException:
+            pass
+
+
+class CommittedReader:
+    """A read_committed consumer of every partition of ``topic`` from the start, on a
+    thread, recording each record it reads (``txn-read``) while the copiers run."""
+
+    def __init__(self, recorder: Recorder, bootstrap: str, topic: str, partitions: int,
+                 process: str, logger: logging.Logger) -> None:
+        self.recorder = recorder
+        self.topic = topic
+        self.process = process
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": process,
+                                  "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "logger": logger})
+        self.consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=process, daemon=True)
+
+    def start(self) -> CommittedReader:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                messages = self.consumer.consume(500, 0.5)
+            except KafkaException:
+                continue
+            for m in messages:
+                if m.error() is None:
+                    now = self.recorder.now()
+                    self.recorder.record(self.process, "txn-read", "ok", now, now,
+                                         topic=self.topic, partition=m.partition(),
+                                         offset=m.offset(), value=(m.value() or b"").decode())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()
+
+
+FINAL_COMMITTED = "final-read-committed"
+
+
+def final_read_committed(recorder: Recorder, bootstrap: str, topic: str, partitions: int,
+                         logger: logging.Logger, timeout: float = 90,
+                         mutate: str | None = None) -> None:
+    """Every committed record of ``topic`` as a read_committed consumer reads it from
+    offset 0 to the end (``txn-read``), and a ``read-end`` per partition whose position
+    reached the high watermark (every transaction of it decided by then).
+    ``mutate="read-uncommitted"`` reads uncommitted on purpose: the checker must see the
+    aborted records."""
+    isolation = "read_uncommitted" if mutate == "read-uncommitted" else "read_committed"
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": FINAL_COMMITTED,
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "logger": logger})
+    deadline = time.monotonic() + timeout
+    try:
+        ends: dict[int, int] = {}
+        for p in range(partitions):
+            while time.monotonic() < deadline:
+                try:
+                    ends[p] = consumer.get_watermark_offsets(KafkaTopicPartition(topic, p),
+                                                             timeout=5)[1]
+                    break
+                except KafkaException:
+                    time.sleep(0.2)
+        consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(partitions)])
+        reached: dict[int, bool] = {p: ends.get(p) == 0 for p in range(partitions)}
+        while not all(reached.values()) and time.monotonic() < deadline:
+            for m in consumer.consume(500, 1.0):
+                if m.error() is not None or m.offset() >= ends[m.partition()]:
+                    continue
+                now = recorder.now()
+                recorder.record(FINAL_COMMITTED, "txn-read", "ok", now, now, topic=topic,
+                                partition=m.partition(), offset=m.offset(),
+                                value=(m.value() or b"").decode())
+            for tp in consumer.position([KafkaTopicPartition(topic, p)
+                                         for p in range(partitions)]):
+                if tp.partition in ends and tp.offset >= ends[tp.partition]:
+                    reached[tp.partition] = True
+        for p in range(partitions):
+            now = recorder.now()
+            recorder.record(FINAL_COMMITTED, "read-end", "ok" if reached[p] else "info", now,
+                            now, topic=topic, partition=p, offset=ends.get(p))
+    finally:
+        consumer.close()
+
+
+ACK_TYPES = {"accept": AcknowledgeType.ACCEPT, "release": AcknowledgeType.RELEASE,
+             "reject": AcknowledgeType.REJECT}
+
+
+class ShareMember:
+    """A consumer of the share group ``group`` (KIP-932, explicit acknowledgement) on
+    ``topic``: it acknowledges each record it gets with ``weights`` of accept, release
+    and reject (seeded), and commits them after each poll. Each record it got is an
+    ``acquire``, each acknowledgement an ``ack`` whose outcome is its partition's result
+    of the commit."""
+
+    def __init__(self, recorder: Recorder, bootstrap: str, group: str, topic: str,
+                 process: str, logger: logging.Logger, seed: int,
+                 weights: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> None:
+        self.recorder = recorder
+        self.group = group
+        self.topic = topic
+        self.process = process
+        self.weights = weights
+        self.rng = random.Random(seed)
+        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                       "share.acknowledgement.mode": "explicit",
+                                       "client.id": process, "logger": logger})
+        self.consumer.subscribe([topic])
+        self.acquired = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=process, daemon=True)
+
+    def start(self) -> ShareMember:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.round()
+
+    def round(self) -> int:
+        """One poll, its records acknowledged and committed: how many it got."""
+        invoke = self.recorder.now()
+        try:
+            messages = [m for m in self.consumer.poll(0.5) or [] if m.error() is None]
+        except KafkaException:
+            return 0
+        done = self.recorder.now()
+        acks: list[tuple[Message, str, int]] = []
+        for m in messages:
+            self.recorder.record(self.process, "acquire", "ok", invoke, done, group=self.group,
+                                 topic=self.topic, partition=m.partition(), offset=m.offset(),
+                                 value=(m.value() or b"").decode(),
+                                 delivery_count=m.delivery_count())
+            ack = self.rng.choices(list(ACK_TYPES), self.weights)[0]
+            try:
+                self.consumer.acknowledge(m, ACK_TYPES[ack])
+            except KafkaException:
+                continue  # not sent: the record's lock runs out, it comes back
+            acks.append((m, ack, self.recorder.now()))
+        self.acquired += len(messages)
+        if acks:
+            self._commit(acks)
+        return len(messages)
+
+    def _commit(self, acks: list[tuple[Message, str, int]]) -> None:
+        try:
+            results = self.consumer.commit_sync(30)
+            failed = {tp.partition: str(e) for tp, e in results.items() if e is not None}
+        except KafkaException as e:
+            failed = {m.partition(): str(e) for m, _, _ in acks}
+        for m, ack, invoke in acks:
+            error = failed.get(m.partition())
+            self.recorder.record(self.process, "ack", "ok" if error is None else "info",
+                                 invoke, group=self.group, topic=self.topic,
+                                 partition=m.partition(), offset=m.offset(),
+                                 value=(m.value() or b"").decode(), ack=ack, error=error)
+
+    def stop(self) -> None:
+        """Stop and leave: what it holds unacknowledged goes back to the group (its
+        acknowledgements are committed first: close() sends an empty one)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(60)
+        try:
+            self.consumer.close()
+        except KafkaException:
+            pass

@@ -18,7 +18,8 @@ def add_parser(sub: Any) -> None:
     commands = p.add_subparsers(dest="chaos_command", metavar="COMMAND")
     commands.required = True
     r = commands.add_parser("run", help="run a workload under faults and check its history")
-    r.add_argument("--workload", default="all", choices=("produce", "group", "all"))
+    r.add_argument("--workload", default="all",
+                   choices=("produce", "group", "transactional", "share", "all"))
     r.add_argument("--duration", type=float, default=60.0,
                    help="seconds of workload under faults (startup and the final read "
                         "come on top)")
@@ -37,8 +38,11 @@ def add_parser(sub: Any) -> None:
                         "every 10 s)")
     r.add_argument("--client-debug", default=None, metavar="CONTEXTS",
                    help="librdkafka debug contexts of the clients, e.g. cgrp (clients.log)")
-    r.add_argument("--mutate", choices=("lose-write", "duplicate"), default=None,
-                   help="break the final read on purpose: the run must report it")
+    r.add_argument("--mutate", default=None,
+                   choices=("lose-write", "duplicate", "read-uncommitted", "accept-twice"),
+                   help="break the run on purpose: it must report it (lose-write, "
+                        "duplicate: the final read; read-uncommitted: the transactional "
+                        "sink's final read; accept-twice: a share acceptance recorded twice)")
     r.set_defaults(run=run)
 
 
