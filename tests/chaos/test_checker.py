@@ -71,8 +71,11 @@ def test_a_correct_history_passes_every_check() -> None:
     result = check(h.ops)
     assert result.valid, result.violations
     assert result.operations == len(h.ops)
-    assert result.checks == {"lost-write": 0, "duplicate": 0, "offsets": 0,
-                             "committed-offsets": 0, "ownership": 0}
+    assert result.checks == {
+        "lost-write": 0, "duplicate": 0, "offsets": 0, "committed-offsets": 0,
+        "ownership": 0, "aborted-read": 0, "partial-txn": 0, "lost-commit": 0,
+        "exactly-once": 0, "txn-cycle": 0, "share-accepted-twice": 0, "share-lost": 0,
+        "share-delivery-count": 0}
 
 
 def test_history_lines_round_trip() -> None:

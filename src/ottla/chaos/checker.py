@@ -506,11 +506,11 @@ class Transactions:
         committed = [t for t in self.txns.values() if not t.aborted and (
             (t.commit is not None and t.commit.outcome == "ok")
             or any(op.value in self.final for op in t.produces))]
-        edges: dict[str, dict[str, str]] = defaultdict(dict)
+        edges: dict[str, dict[str, set[str]]] = defaultdict(dict)
 
         def edge(a: Txn, b: Txn, why: str) -> None:
             if a.id != b.id:
-                edges[a.id].setdefault(b.id, why)
+                edges[a.id].setdefault(b.id, set()).add(why)
         # versions of each source partition's committed offset, in offset order
         writers: dict[int, list[tuple[int, Txn]]] = defaultdict(list)
         for t in committed:
@@ -527,9 +527,10 @@ class Transactions:
                 for offset, w in versions:
                     if offset == x:
                         edge(w, t, "wr")
-                nxt = next(((o, w) for o, w in versions if o > x), None)
-                if nxt is not None:
-                    edge(t, nxt[1], "rw")
+                following = min((o for o, _ in versions if o > x), default=None)
+                for offset, w in versions:
+                    if offset == following:
+                        edge(t, w, "rw")
         # real time: a transaction whose commit completed before another began precedes
         # it; only the latest of those (the frontier) get an edge, the rest follow
         timed = sorted((t for t in committed if t.begin is not None and t.commit is not None
@@ -545,12 +546,13 @@ class Transactions:
         cycle = _smallest_cycle(edges)
         if not cycle:
             return []
-        path = " ".join(f"{a} -{edges[a][b]}-> " for a, b in pairwise(cycle)) + cycle[-1]
+        path = "".join(f"{a} -{','.join(sorted(edges[a][b]))}-> "
+                       for a, b in pairwise(cycle)) + cycle[-1]
         return [Violation("txn-cycle", f"dependency cycle: {path}",
                           tuple(self.txns[t].shown_by() for t in cycle[:-1]))]
 
 
-def _smallest_cycle(edges: dict[str, dict[str, str]]) -> list[str]:
+def _smallest_cycle(edges: dict[str, dict[str, set[str]]]) -> list[str]:
     """The shortest cycle of the graph (its nodes, the first repeated at the end), found
     by a breadth-first search from each node; empty when it has none."""
     best: list[str] = []

@@ -361,7 +361,7 @@ class CopyLoop:
         self.consumer.subscribe([self.source])
         while not self._stop.is_set():
             try:
-                messages = [m for m in self.consumer.consume(100, 0.5) if m.error() is None]
+                messages = [m for m in self.consumer.consume(50, 0.3) if m.error() is None]
             except KafkaException:
                 continue
             if messages:
