@@ -173,3 +173,67 @@ def test_a_run_whose_final_read_is_broken_fails(tmp_path: Path, mutation: str,
     assert excerpt[0]["outcome"] == "ok"
     assert all(op["partition"] == excerpt[0]["partition"] for op in excerpt)
     assert report["smallest_violation"] == violation
+
+
+def test_transactional_copies_are_exactly_once_through_leader_kills_pauses_and_partitions(
+        tmp_path: Path) -> None:
+    """Copy loops (read_committed consumers in a group, transactional producers sending
+    the offsets with the records, one transaction in five aborted on purpose) under
+    faults: no aborted or partial transaction read, none committed lost, every source
+    record below the group's committed offsets copied exactly once, no dependency
+    cycle."""
+    kinds = ["leader-kill", "kill", "pause", "partition"]
+    code, report = chaos_run(tmp_path / "txn", "--workload", "transactional",
+                             "--duration", "30", "--seed", "21", "--faults", ",".join(kinds))
+    assert report["violations"] == [] and code == 0
+    ops = report["operations_by_kind"]
+    assert ops["txn-commit"]["ok"] > 10 and ops["txn-abort"]["ok"] >= 1
+    assert ops["txn-read"]["ok"] > 1000 and ops["committed"] == {"ok": 1}
+    assert_faults_injected(report, kinds)
+
+    # the checker refutes the same history with an aborted record made visible
+    history = load(str(tmp_path / "txn" / "history.jsonl"))
+    assert check(history).valid
+    aborted = {op.txn for op in history if op.kind == "txn-abort" and op.outcome == "ok"}
+    written = next(op for op in history if op.kind == "txn-produce" and op.txn in aborted)
+    leaked = replace(written, index=len(history), process="reader", kind="txn-read",
+                     txn=None)
+    assert [v.check for v in check([*history, leaked]).violations] == ["aborted-read"]
+
+
+def test_share_group_records_are_accepted_once_and_never_lost_through_kills_and_cuts(
+        tmp_path: Path) -> None:
+    """Share consumers acknowledging at random (accept, release, reject), one leaving
+    and another joining every 10 s, under faults; then a last member accepts what is
+    left: every record accepted at most once, each accepted, rejected or archived at the
+    delivery count limit, no delivery beyond it."""
+    kinds = ["leader-kill", "kill", "pause", "cut"]
+    code, report = chaos_run(tmp_path / "share", "--workload", "share", "--duration", "30",
+                             "--seed", "22", "--faults", ",".join(kinds))
+    assert report["violations"] == [] and code == 0
+    ops = report["operations_by_kind"]
+    assert ops["acquire"]["ok"] > ops["produce"]["ok"] > 1000
+    assert_faults_injected(report, kinds)
+
+    history = load(str(tmp_path / "share" / "history.jsonl"))
+    assert {op.ack for op in history if op.kind == "ack"} == {"accept", "release", "reject"}
+    assert max(op.delivery_count or 0 for op in history if op.kind == "acquire") > 1
+    # the checker refutes the same history without the last member's acceptances
+    undrained = [op for op in history if op.process != "share-drain"]
+    drained = len(history) - len(undrained)
+    assert drained > 0 and check(undrained, share_delivery_limit=3).checks["share-lost"] > 0
+
+
+@pytest.mark.parametrize(("workload", "mutation", "check_name"), [
+    ("transactional", "read-uncommitted", "aborted-read"),
+    ("share", "accept-twice", "share-accepted-twice"),
+])
+def test_a_run_that_reads_aborted_data_or_accepts_twice_fails(
+        tmp_path: Path, workload: str, mutation: str, check_name: str) -> None:
+    """The sink's final read is read_uncommitted, or one share record's acceptance is
+    recorded twice: the run must fail on that check."""
+    code, report = chaos_run(tmp_path / "broken", "--workload", workload, "--duration", "8",
+                             "--faults", "", "--mutate", mutation, "--seed", "3")
+    assert code == 1
+    assert report["checks"][check_name] >= 1
+    assert check_name in {v["check"] for v in report["violations"]}
