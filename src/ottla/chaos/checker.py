@@ -43,10 +43,11 @@ Share groups (``acquire`` / ``ack``):
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import accumulate, pairwise
 
 from ottla.chaos.history import Op, by_kind
 
@@ -533,16 +534,20 @@ class Transactions:
                         edge(t, w, "rw")
         # real time: a transaction whose commit completed before another began precedes
         # it; only the latest of those (the frontier) get an edge, the rest follow
-        timed = sorted((t for t in committed if t.begin is not None and t.commit is not None
-                        and t.commit.outcome == "ok"), key=lambda t: t.commit.complete_ns)
+        timed = sorted(((t.commit.complete_ns, t.begin.invoke_ns, t) for t in committed
+                        if t.begin is not None and t.commit is not None
+                        and t.commit.outcome == "ok"), key=lambda c: c[0])
+        completions = [c for c, _, _ in timed]
+        latest_begins = list(accumulate((b for _, b, _ in timed), max))
         for b in committed:
             if b.begin is None:
                 continue
-            prefix = [a for a in timed if a.commit.complete_ns < b.begin.invoke_ns]
-            latest_begin = max((a.begin.invoke_ns for a in prefix), default=0)
-            for a in prefix:
-                if a.commit.complete_ns >= latest_begin:
-                    edge(a, b, "rt")
+            before = bisect_left(completions, b.begin.invoke_ns)
+            if before == 0:
+                continue
+            first = bisect_left(completions, latest_begins[before - 1], 0, before)
+            for _, _, a in timed[first:before]:
+                edge(a, b, "rt")
         cycle = _smallest_cycle(edges)
         if not cycle:
             return []
@@ -556,13 +561,16 @@ def _smallest_cycle(edges: dict[str, dict[str, set[str]]]) -> list[str]:
     """The shortest cycle of the graph (its nodes, the first repeated at the end), found
     by a breadth-first search from each node; empty when it has none."""
     best: list[str] = []
-    for start in sorted(edges):
+    cyclic = _in_cycles(edges)
+    for start in sorted(cyclic):
         parent: dict[str, str] = {}
         queue = deque([start])
         found = None
         while queue and found is None:
             node = queue.popleft()
             for nxt in edges.get(node, {}):
+                if nxt not in cyclic:
+                    continue
                 if nxt == start:
                     found = node
                     break
@@ -578,6 +586,48 @@ def _smallest_cycle(edges: dict[str, dict[str, set[str]]]) -> list[str]:
         if not best or len(cycle) < len(best):
             best = cycle
     return best
+
+
+def _in_cycles(edges: dict[str, dict[str, set[str]]]) -> set[str]:
+    """The nodes of the graph's strongly connected components of more than one node
+    (Kosaraju's, iteratively): only those can be on a cycle."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in edges:
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(edges.get(root, {})))]
+        while stack:
+            node, children = stack[-1]
+            nxt = next((c for c in children if c not in seen), None)
+            if nxt is None:
+                order.append(node)
+                stack.pop()
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(edges.get(nxt, {}))))
+    reverse: dict[str, list[str]] = defaultdict(list)
+    for a, targets in edges.items():
+        for b in targets:
+            reverse[b].append(a)
+    assigned: set[str] = set()
+    cyclic: set[str] = set()
+    for root in reversed(order):
+        if root in assigned:
+            continue
+        component = [root]
+        assigned.add(root)
+        todo = [root]
+        while todo:
+            for prev in reverse.get(todo.pop(), []):
+                if prev not in assigned:
+                    assigned.add(prev)
+                    component.append(prev)
+                    todo.append(prev)
+        if len(component) > 1:
+            cyclic.update(component)
+    return cyclic
 
 
 Record = tuple[str | None, int | None, int | None]
