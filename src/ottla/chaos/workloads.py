@@ -322,7 +322,8 @@ class CopyLoop:
         config: dict[str, object] = {
             "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol,
             "isolation.level": "read_committed", "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "client.id": process, "logger": logger}
+            "auto.offset.reset": "earliest", "client.id": process, "logger": logger,
+            **({"debug": debug} if debug else {})}
         if protocol == "classic":
             config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
         self.consumer = Consumer(config)
