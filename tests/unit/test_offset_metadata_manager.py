@@ -283,6 +283,12 @@ def test_transactional_offsets_wait_for_their_marker() -> None:
                                                                   (1, -1, -1, "")])]
     assert offsets.unstable_offsets("g", [("t", [0, 1, 2])]) == {("t", 0), ("t", 1)}
     offsets.replay_marker(42, commit=True, offset=100)
+    # The COMMIT marker is in the log but not yet below the high watermark: the offsets
+    # from before it are still the ones fetched, and not stable (its producer may have
+    # been told the transaction committed: a new owner must not start from them).
+    assert offsets.fetch_offsets("g", [("t", [0, 1])]) == [("t", [(0, 5, -1, ""),
+                                                                  (1, -1, -1, "")])]
+    assert offsets.unstable_offsets("g", [("t", [0, 1, 2])]) == {("t", 0), ("t", 1)}
     offsets.on_committed(200)
     assert offsets.fetch_offsets("g", [("t", [0, 1])]) == [("t", [(0, 9, -1, ""),
                                                                   (1, 3, -1, "")])]

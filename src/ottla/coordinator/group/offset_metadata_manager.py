@@ -286,11 +286,17 @@ class OffsetMetadataManager:
 
     def unstable_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
                          ) -> set[tuple[str, int]]:
-        """The partitions whose offset an open transaction is about to change: with
-        ``require_stable`` (KIP-447) OffsetFetch answers them UNSTABLE_OFFSET_COMMIT and
-        the client asks again."""
+        """The partitions whose offset an open transaction is about to change, or a write
+        above the high watermark has changed (a transaction's COMMIT marker among them):
+        with ``require_stable`` (KIP-447) OffsetFetch answers them UNSTABLE_OFFSET_COMMIT
+        and the client asks again. Kafka reads such a fetch from the latest state once
+        the high watermark passes it; answering the offset from before the marker
+        instead would send a new owner back over records whose transaction its
+        producer was told had committed."""
         pending = {(topic, partition) for offsets in self._pending_txn.values()
                    for (group, topic, partition) in offsets if group == group_id}
+        pending |= {(topic, partition) for (group, topic, partition) in self._uncommitted
+                    if group == group_id}
         if topics is None:
             return pending
         return {(topic, p) for topic, partitions in topics for p in partitions
