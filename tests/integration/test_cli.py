@@ -285,8 +285,15 @@ def test_features_tool_describes_and_upgrades(tmp_path) -> None:
         done = run_cli("features", *bs, "upgrade", "--metadata", "3.9")
         assert done.returncode == 0 and "was upgraded to 3.9-IV0" in done.stdout
         assert "FinalizedVersionLevel: 3.9-IV0" in run_cli("features", *bs, "describe").stdout
+        # As Kafka 4.4: 3.9-IV0 changed no metadata, so going back to 3.8 is safe; 3.7-IV0
+        # and 3.7-IV2 did, so going below them is refused.
         down = run_cli("features", *bs, "downgrade", "--metadata", "3.8")
-        assert down.returncode == 1 and "Could not downgrade" in down.stdout
+        assert down.returncode == 0 and "was downgraded to 3.8-IV0" in down.stdout, down
+        refused = run_cli("features", *bs, "downgrade", "--metadata", "3.6")
+        assert refused.returncode == 1 and "Could not downgrade" in refused.stdout
+        assert "Refusing to perform the requested downgrade because it might delete " \
+               "metadata information." in refused.stdout, refused.stdout
+        assert "FinalizedVersionLevel: 3.8-IV0" in run_cli("features", *bs, "describe").stdout
     finally:
         assert node.stop() == 0
 

@@ -235,6 +235,7 @@ def test_metadata_version_downgrades_only_across_versions_that_changed_no_metada
     and 4.0-IV2 did not, 4.0-IV1 did), refused otherwise."""
     c = controller()
     apply(c, c.features.bootstrap_records())
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=25)])  # 4.0-IV3
     for target, kind in ((24, SAFE_DOWNGRADE), (23, UNSAFE_DOWNGRADE)):
         result = c.features.update_features([(METADATA_VERSION, target, kind)])
         assert result.response == (ErrorCode.none, None)
@@ -262,8 +263,9 @@ def test_a_feature_level_needs_its_dependencies_in_the_proposed_levels() -> None
     eligible.leader.replicas.version 1 needs metadata.version 4.0-IV1 (23)."""
     c = controller()
     apply(c, c.features.bootstrap_records())
-    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=22)])
     elr = "eligible.leader.replicas.version"
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=22),
+              r.FeatureLevelRecord(name=elr, feature_level=0)])
     assert c.features.update_features([(elr, 1, UPGRADE)]).response == (
         ErrorCode.invalid_update_version,
         "Invalid update version 1 for feature eligible.leader.replicas.version. "
@@ -289,6 +291,7 @@ def test_updates_are_met_in_the_order_of_kafkas_hash_map() -> None:
     assert java_hash_map_order(names[::-1]) == java_hash_map_order(names)
     c = controller()
     apply(c, c.features.bootstrap_records())
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=25)])  # 4.0-IV3
     refused = c.features.update_features([("eligible.leader.replicas.version", 1, UPGRADE),
                                           (METADATA_VERSION, 22, SAFE_DOWNGRADE)])
     assert refused.response[1] == (

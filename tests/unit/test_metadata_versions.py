@@ -189,3 +189,14 @@ def test_a_cidr_acl_applies_to_every_address_in_its_block() -> None:
     assert [allowed(h) for h in ("10.1.2.3", "10.1.0.0", "10.1.255.255", "10.2.0.1",
                                  "fd12:0:0:0:0:0:0:1", "fe80:0:0:0:0:0:0:1")] == [
         True, True, True, False, True, False]
+
+
+def test_a_downgrade_across_the_4x_levels_that_changed_metadata_is_refused() -> None:
+    """Kafka 4.4's didMetadataChange for the levels above 4.0-IV3: 4.3-IV0 (30), 4.4-IV1
+    (32) and 4.4-IV2 (33) changed the metadata, the others did not."""
+    from ottla.common.features import metadata_changed
+
+    assert not metadata_changed(29, 25)  # 4.2-IV1 back to 4.0-IV3
+    assert metadata_changed(30, 29) and metadata_changed(33, 32)
+    assert not metadata_changed(31, 30)  # 4.4-IV0 back to 4.3-IV0
+    assert metadata_changed(32, 31)
