@@ -18,6 +18,7 @@ import pytest
 
 from ottla.chaos.checker import check
 from ottla.chaos.history import load
+from ottla.chaos.workloads import COPY_STOP_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -189,8 +190,12 @@ def test_transactional_copies_are_exactly_once_through_leader_kills_pauses_and_p
     ops = report["operations_by_kind"]
     # How many transactions fit in 30 s depends on the machine's load (each one is a
     # few round trips to two coordinators; faults stall them for seconds): a few
-    # commits, and the abort on purpose of copier-0's third transaction (seed 21).
+    # commits, and the abort on purpose of copier-0's third transaction (seed 21). A
+    # client call wedged past its timeout (librdkafka #5456: send_offsets_to_transaction
+    # waiting for a group coordinator that was killed) costs its producer, not the run:
+    # the copiers stop within their bound, however loaded the machine.
     assert ops["txn-commit"]["ok"] >= 5 and ops["txn-abort"]["ok"] >= 1
+    assert report["timings"]["workload_s"] <= 30 + COPY_STOP_S
     assert ops["txn-read"]["ok"] > 100 and ops["committed"] == {"ok": 1}
     assert_faults_injected(report, kinds)
 

@@ -13,6 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from confluent_kafka import (
     AcknowledgeType,
@@ -291,6 +292,55 @@ def final_read(recorder: Recorder, bootstrap: str, topic: str, partitions: int,
         consumer.close()
 
 
+T = TypeVar("T")
+
+TXN_CALL_TIMEOUT_S = 10.0
+"""The timeout the copy loop gives each transactional call (init, send offsets, commit,
+abort): a fault stalls a call for a few seconds; one that takes longer is retried or
+its transaction aborted, which is what the run exercises."""
+WEDGE_GRACE_S = 5.0
+"""How long past its own timeout a call may take before the copy loop gives up on it."""
+
+COPY_STOP_S = 4 * (TXN_CALL_TIMEOUT_S + WEDGE_GRACE_S)
+"""How long a stopping copy loop may take: the transaction in hand ends in at most three
+bounded calls (send offsets, commit, abort; none retried once stopping), then the
+producer's flush of at most 5 s."""
+
+
+class Wedged(Exception):
+    """A client call that did not return within its own timeout and a grace.
+
+    librdkafka does not bound every path of its transactional calls: a
+    send_offsets_to_transaction whose cached group coordinator is down waits for a broker
+    state change and never checks its deadline (librdkafka issues #5456 and #5511), so
+    one call can outlast the whole run. An application can only give up on such a
+    producer and start another with the same transactional id, whose InitProducerId
+    fences it and aborts what it left open."""
+
+
+def bounded(call: Callable[[], T], timeout_s: float, name: str) -> T:
+    """``call``'s result or exception, or Wedged when it takes longer than ``timeout_s``
+    (the call goes on in a daemon thread, its result dropped)."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as e:  # handed to the caller as is
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not outcome:
+        raise Wedged(f"{name} did not return within {timeout_s:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]
+
+
 def sink_value(txn: str, source_value: str) -> str:
     """What the copy loop writes for a source record: the transaction, then the value (a
     record copied again in another transaction is told apart from the first copy)."""
@@ -304,7 +354,9 @@ class CopyLoop:
     transactions (``abort_ratio``, seeded) is aborted on purpose. After an abort the
     consumer goes back to where the transaction started; after a commit of unknown
     outcome to the offsets the group has committed (a read_committed client fetches them
-    stable, so they say what happened)."""
+    stable, so they say what happened). Every transactional call is bounded
+    (``TXN_CALL_TIMEOUT_S`` and ``WEDGE_GRACE_S``): a producer wedged in one is replaced,
+    so a single stall costs seconds, not the run."""
 
     def __init__(self, recorder: Recorder, bootstrap: str, group: str, source: str,
                  sink: str, process: str, protocol: str, logger: logging.Logger, seed: int,
@@ -341,8 +393,12 @@ class CopyLoop:
             "transaction.timeout.ms": 20000, "message.timeout.ms": 20000,
             "request.timeout.ms": 10000, "linger.ms": 5, "client.id": self.process,
             "logger": self.logger, **({"debug": self.debug} if self.debug else {})})
-        producer.init_transactions(60)
+        self._bounded(lambda: producer.init_transactions(TXN_CALL_TIMEOUT_S),
+                      "init_transactions")
         return producer
+
+    def _bounded(self, call: Callable[[], T], name: str) -> T:
+        return bounded(call, TXN_CALL_TIMEOUT_S + WEDGE_GRACE_S, f"{self.process}-{name}")
 
     def start(self) -> CopyLoop:
         self._thread.start()
@@ -399,11 +455,19 @@ class CopyLoop:
                     self.pending[value] = (self.recorder.now(), txn, m.partition())
                 self.producer.produce(self.sink, value=value.encode(), partition=m.partition(),
                                       on_delivery=self._delivered)
-            self.producer.send_offsets_to_transaction(
-                [KafkaTopicPartition(self.source, p, o) for p, o in after.items()],
-                self.consumer.consumer_group_metadata(), 30)
+            offsets = [KafkaTopicPartition(self.source, p, o) for p, o in after.items()]
+            group = self.consumer.consumer_group_metadata()
+            producer = self.producer
+            self._bounded(lambda: producer.send_offsets_to_transaction(
+                offsets, group, TXN_CALL_TIMEOUT_S), "send_offsets_to_transaction")
         except (BufferError, KafkaException) as e:
             self._abort(txn, e, start)
+            return
+        except Wedged as e:
+            # nothing was committed: the next producer's InitProducerId aborts it
+            self.recorder.record(self.process, "txn-abort", "info", invoke, txn=txn,
+                                 error=str(e))
+            self._recover(e, None)
             return
         if self.rng.random() < self.abort_ratio:
             self._abort(txn, None, start)
@@ -412,15 +476,23 @@ class CopyLoop:
 
     def _commit(self, txn: str, after: dict[int, int], start: dict[int, int]) -> None:
         invoke = self.recorder.now()
+        producer = self.producer
         for attempt in range(3):
             try:
-                self.producer.commit_transaction(30)
+                self._bounded(lambda: producer.commit_transaction(TXN_CALL_TIMEOUT_S),
+                              "commit_transaction")
                 self.recorder.record(self.process, "txn-commit", "ok", invoke, txn=txn,
                                      group=self.group, topic=self.source, offsets=after)
                 return
+            except Wedged as e:
+                self.recorder.record(self.process, "txn-commit", "info", invoke, txn=txn,
+                                     group=self.group, topic=self.source, offsets=after,
+                                     error=str(e))
+                self._recover(e, None)
+                return
             except KafkaException as e:
                 error: KafkaError = e.args[0]
-                if error.retriable() and attempt < 2:
+                if error.retriable() and attempt < 2 and not self._stop.is_set():
                     continue
                 if error.txn_requires_abort():
                     # the commit was refused before it could take effect: abort it
@@ -437,9 +509,11 @@ class CopyLoop:
 
     def _abort(self, txn: str, cause: Exception | None, start: dict[int, int]) -> None:
         invoke = self.recorder.now()
+        producer = self.producer
         try:
-            self.producer.abort_transaction(30)
-        except KafkaException as e:
+            self._bounded(lambda: producer.abort_transaction(TXN_CALL_TIMEOUT_S),
+                          "abort_transaction")
+        except (KafkaException, Wedged) as e:
             self.recorder.record(self.process, "txn-abort", "info", invoke, txn=txn,
                                  error=str(e))
             self._recover(e, None)
@@ -464,26 +538,33 @@ class CopyLoop:
         except KafkaException:
             pass  # no longer assigned: the next owner starts at the committed offsets
 
-    def _recover(self, error: KafkaException, start: dict[int, int] | None) -> None:
-        """A fatal error (or an unknown end) needs a new producer: its init_transactions
-        fences this one and completes or aborts what it left open."""
-        if error.args[0].fatal() or start is None:
+    def _recover(self, error: KafkaException | Wedged, start: dict[int, int] | None
+                 ) -> None:
+        """A fatal error, a wedged producer or an unknown end needs a new producer:
+        its init_transactions fences this one and completes or aborts what it left open.
+        A wedged producer is left to its call (flushing it could wedge too)."""
+        if isinstance(error, KafkaException) and not error.args[0].fatal() and \
+                start is not None:
+            self._rewind(start)
+            return
+        if isinstance(error, KafkaException):
             try:
                 self.producer.flush(1)
             except KafkaException:
                 pass
-            while not self._stop.is_set():
-                try:
-                    self.producer = self._producer()
-                    break
-                except KafkaException:
-                    time.sleep(1)
-        self._rewind(start)
+        while not self._stop.is_set():
+            try:
+                self.producer = self._producer()
+                break
+            except (KafkaException, Wedged):
+                time.sleep(1)
+        if not self._stop.is_set():
+            self._rewind(start)
 
     def stop(self) -> None:
         """Stop copying (an open transaction is completed first) and leave the group."""
         self._stop.set()
-        self._thread.join(120)
+        self._thread.join(COPY_STOP_S)
         with self._lock:
             left = dict(self.pending)
             self.pending.clear()
