@@ -27,7 +27,14 @@ from typing import NamedTuple
 
 import pytest
 
-from ottla.broker.share.share_partition import InFlightState, RecordState, SharePartition
+from ottla.broker.share.share_partition import (
+    InFlightState,
+    PendingUpdate,
+    RecordState,
+    SharePartition,
+)
+from ottla.coordinator.share.state import PersisterStateBatch
+from ottla.protocol.errors import ErrorCode
 from tests.simulation.fresh import fresh_start
 from tests.simulation.share_partition_cluster import (
     Invariant,
@@ -153,3 +160,35 @@ def test_a_delivery_limit_that_is_not_enforced_is_caught(
 
     monkeypatch.setattr(InFlightState, "move", unlimited)
     assert_caught(10, Invariant.DELIVERY_LIMIT)
+
+
+def test_an_acknowledgement_written_with_the_start_offset_it_would_give_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ottla until November 2026 (chaos run seed 22, share-accepted-twice): a write
+    carrying the start offset its acknowledgement would give, stored by the coordinator
+    though the leader was told it failed, drops the stored state below it; the leader's
+    next write moves the start offset back, and a record accepted before is stored as
+    never delivered. Kafka writes the start offset as it is."""
+    begin = SharePartition.begin_acknowledge
+
+    def ahead(self: SharePartition, member_id: str, acknowledgements: list[
+            tuple[int, int, list[int]]], now_ms: int = 0) -> PendingUpdate | ErrorCode:
+        update = begin(self, member_id, acknowledgements, now_ms)
+        if isinstance(update, ErrorCode):
+            return update
+        start = self.start_offset  # through the terminal records being written
+        for first, last, state in self._runs():
+            if last < start:
+                continue
+            if first > start or not state.state.terminal:
+                break
+            start = last + 1
+        update.batches = [PersisterStateBatch(max(b.first_offset, start), b.last_offset,
+                                              b.delivery_state, b.delivery_count)
+                          for b in update.batches if b.last_offset >= start]
+        update.start_offset = start
+        update.delivery_complete_count = self._complete_above(start)
+        return update
+
+    monkeypatch.setattr(SharePartition, "begin_acknowledge", ahead)
+    assert_caught(60, Invariant.ACCEPTED_ONCE)

@@ -1998,8 +1998,14 @@ async def test_share_fetch_leases_records_to_one_member_at_a_time(broker) -> Non
     assert done.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
     key = SharePartitionKey("workers", topic_id, 0)
     assert broker.share_partitions.partitions[key].start_offset == 3
+    # Written first, with the start offset it found (as Kafka: the next write carries
+    # the one it moved): a new leader starts after the records.
+    from ottla.broker.share.share_partition import RecordState, SharePartition
+    from ottla.coordinator.share.state import PersisterStateBatch
     state = await persister.read_state("workers", topic_id, 0, 0)
-    assert (state.error, state.start_offset) == (ErrorCode.none, 3)  # written first
+    assert (state.error, state.start_offset, state.batches) == (
+        ErrorCode.none, 0, [PersisterStateBatch(0, 2, RecordState.ACKNOWLEDGED, 2)])
+    assert SharePartition.from_state(state.start_offset, state.batches).start_offset == 3
     stale = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m2", 7))
     assert stale.error_code == ErrorCode.invalid_share_session_epoch
     unknown = await ask(broker, ApiKey.SHARE_FETCH, 1, share_fetch_body(topic_id, "m9", 4))

@@ -15,6 +15,7 @@ from ottla.broker.share.share_partition import (
     RecordState,
     SharePartition,
 )
+from ottla.coordinator.share.combiner import combine_state_batches
 from ottla.coordinator.share.state import PersisterStateBatch
 from ottla.protocol.errors import ErrorCode
 
@@ -185,11 +186,51 @@ def test_an_acknowledgement_settles_only_once_written_and_a_failed_write_undoes_
     assert sp.acquire("m2", [(0, 9)], 500, T0 + 1_001) == [
         AcquiredRecords(0, 4, 2), AcquiredRecords(5, 9, 2)]
     update = sp.begin_acknowledge("m2", [(0, 9, [ACCEPT] * 10)])
-    assert not isinstance(update, ErrorCode) and update.start_offset == 10
+    assert not isinstance(update, ErrorCode)  # written from the start offset as it is
+    assert (update.start_offset, update.delivery_complete_count) == (0, 10)
     sp.expire_locks(T0 + 1_002)
     assert sp.start_offset == 0  # an expiry elsewhere does not pass unwritten records
     sp.commit(update)
     assert sp.start_offset == 10 and sp.state_batches() == []
+
+
+def test_a_write_stored_though_its_answer_was_lost_keeps_what_was_accepted_before(
+        ) -> None:
+    """As Kafka's SharePartition, an acknowledgement is written with the start offset
+    the partition has, not the one it will have: the start offset moves once the write
+    succeeded, and the next write carries it. A write that fails at the leader (timed
+    out) may yet be stored by the share coordinator; had it carried the start offset it
+    would give, the coordinator would have dropped the state below it, and the leader's
+    next write, from the start offset as it stayed, would leave an accepted record with
+    no state: a new leader delivers it again (chaos run seed 22, share-accepted-twice)."""
+    sp = SharePartition(start_offset=0)
+    stored: tuple[int, list[PersisterStateBatch]] = (0, [])
+
+    def store(start: int, batches: list[PersisterStateBatch]) -> None:
+        nonlocal stored  # as the share coordinator merges a write
+        stored = (start, combine_state_batches(stored[1], batches, start))
+
+    sp.acquire("m", [(0, 4)], 500, T0)
+    first = sp.begin_acknowledge("m", [(0, 4, [ACCEPT] * 3 + [RELEASE, ACCEPT])])
+    assert not isinstance(first, ErrorCode)
+    store(first.start_offset, first.batches)
+    sp.commit(first)  # 0-2 and 4 accepted, 3 released: the start offset is 3
+    assert sp.acquire("m", [(0, 4), (5, 9)], 500, T0 + 1) == [
+        AcquiredRecords(3, 3, 2), AcquiredRecords(5, 9, 1)]
+    lost = sp.begin_acknowledge("m", [(3, 3, [ACCEPT]), (5, 9, [ACCEPT])])
+    assert not isinstance(lost, ErrorCode)
+    assert (lost.start_offset, lost.delivery_complete_count) == (3, 7)
+    store(lost.start_offset, lost.batches)
+    sp.rollback(lost)  # stored, but the leader was told it failed: still m's
+    assert sp.acquire("m", [(10, 14)], 500, T0 + 2) == [AcquiredRecords(10, 14, 1)]
+    later = sp.begin_acknowledge("m", [(10, 14, [ACCEPT])])
+    assert not isinstance(later, ErrorCode)
+    store(later.start_offset, later.batches)
+    sp.commit(later)
+    restored = SharePartition.from_state(*stored)  # the leader changed
+    again = restored.acquire("m2", [(0, 4), (5, 9), (10, 14)], 500, T0 + 3)
+    assert 4 not in {o for a in again for o in range(a.first_offset, a.last_offset + 1)}
+    assert restored.start_offset == 15  # the lost write's acceptances were stored too
 
 
 def test_a_new_leader_rebuilds_the_partition_from_the_stored_state() -> None:
@@ -220,8 +261,9 @@ def test_a_new_leader_delivers_a_record_leased_at_its_last_delivery_within_the_l
     assert sp.acquire("m2", [(0, 1)], 500, T0 + 1) == [AcquiredRecords(0, 1, 2)]
     update = sp.begin_acknowledge("m2", [(0, 0, [ACCEPT])])
     assert not isinstance(update, ErrorCode)
-    assert (update.start_offset, update.batches) == (
-        1, [PersisterStateBatch(1, 1, RecordState.AVAILABLE, 1)])  # offset 1 still leased
+    assert (update.start_offset, update.batches) == (0, [
+        PersisterStateBatch(0, 0, RecordState.ACKNOWLEDGED, 2),
+        PersisterStateBatch(1, 1, RecordState.AVAILABLE, 1)])  # offset 1 still leased
     sp.commit(update)
     restored = SharePartition.from_state(update.start_offset, update.batches,
                                          max_delivery_count=2)  # the leader changed

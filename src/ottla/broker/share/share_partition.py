@@ -163,7 +163,8 @@ Undo = list[tuple["InFlightBatch", InFlightState | None, dict[int, InFlightState
 @dataclass(slots=True)
 class PendingUpdate:
     """Acknowledgements applied tentatively: what to write to the share coordinator
-    (the changed runs and the start offset they would give), and how to undo them."""
+    (the changed runs, the start offset as it is and the delivery-complete count with
+    them), and how to undo them."""
 
     batches: list[PersisterStateBatch]
     start_offset: int
@@ -441,7 +442,13 @@ class SharePartition:
         except InvalidRecordState as e:
             self._undo(undo)
             return e.code
-        start = self._terminal_prefix_end(through_pending=True)
+        # The start offset as it is, not as it will be (Kafka's writeShareGroupState): it
+        # moves once the write succeeded, and the next write carries it. A write that
+        # failed here may still be stored; with the start offset it would give, the
+        # coordinator would drop the state below it while this leader goes on from the
+        # old one, and records settled before would come to a new leader as never
+        # delivered.
+        start = self.start_offset
         changed = [run for batch, _, _ in undo for run in batch.states()]
         self.pending = PendingUpdate(
             batches=self._durable(sorted(changed, key=lambda r: r[0]), start),
@@ -625,15 +632,14 @@ class SharePartition:
 
     # --- the start offset -------------------------------------------------------------------
 
-    def _terminal_prefix_end(self, through_pending: bool = False) -> int:
+    def _terminal_prefix_end(self) -> int:
         """The end of the contiguous terminal prefix; records still being written count
-        as not terminal unless ``through_pending`` (the start their write would give)."""
+        as not terminal."""
         start = self.start_offset
         for first, last, state in self._runs():
             if last < start:
                 continue
-            if first > start or not state.state.terminal or \
-                    (not through_pending and self._is_pending(first, last)):
+            if first > start or not state.state.terminal or self._is_pending(first, last):
                 break
             start = last + 1
         return start
