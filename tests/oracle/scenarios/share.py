@@ -1,6 +1,7 @@
 """Share groups (KIP-932): ShareAcknowledge's errors (records never acquired or already
 acknowledged, a wrong session epoch, an unknown member, epoch 0) around a member that
-joined with ShareGroupHeartbeat and acquired records with ShareFetch."""
+joined with ShareGroupHeartbeat and acquired records with ShareFetch, and the start
+offset the share coordinator stores after each acknowledgement."""
 
 from __future__ import annotations
 
@@ -133,4 +134,55 @@ def share_acknowledge_errors(t: Target) -> Json:
         f"{t.side}: the released record again")
     r["close_session"] = session.fetch(epoch=-1, acks=batches((1, 1, ACCEPT)), max_wait=0)
     r["leave"] = share_heartbeat(t, group, member, -1)
+    return r
+
+
+
+def stored_start(t: Target, group: str, tid: Any) -> Json:
+    """What the share coordinator stores for partition 0: its start offset and KIP-1226
+    delivery-complete count (ReadShareGroupStateSummary)."""
+    response = t.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {
+        "group_id": group, "topics": [{"topic_id": tid, "partitions": [
+            {"partition": 0, "leader_epoch": -1}]}]})
+    result = response["results"][0]["partitions"][0]
+    return {k: result[k] for k in ("error_code", "start_offset", "delivery_complete_count")}
+
+
+@scenario("Share group", ci=True)
+def share_stored_start_offset(t: Target) -> Json:
+    """A member acquires six records and accepts 0-2, then 3, then 5: after each
+    ShareAcknowledge, the start offset and delivery-complete count the share coordinator
+    stores. A write carries the start offset as it was before the acknowledgement (it
+    moves once the write succeeded, and the next write carries it), with the count of
+    the records settled above it: 0/3, then 3/1, then 4/1."""
+    name, group, member = t.topic("a"), t.group("sg"), "oracle-share-member-2"
+    t.create_topic(name, 1)
+    answer = t.produce_batch(name, 0, [(None, b"r%d" % i) for i in range(6)],
+                             timestamp=t.now)
+    assert answer["error_code"] == "NONE", answer
+    t.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": GROUP_RESOURCE, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+        "validate_only": False})
+    t.find_coordinator(group)
+    joined = share_heartbeat(t, group, member, 0, [name])
+
+    def assigned() -> dict[str, Any] | None:
+        response = share_heartbeat(t, group, member, joined["member_epoch"])
+        parts = (response.get("assignment") or {}).get("topic_partitions") or []
+        return response if parts else None
+    if not (joined.get("assignment") or {}).get("topic_partitions"):
+        wait_until(assigned, 30, 0.2, f"{t.side}: a share assignment")
+    session = Session(t, group, member, name)
+    got = wait_until(lambda: (lambda f: f if acquired(f) else None)(session.fetch()), 30,
+                     0.1, f"{t.side}: records acquired")
+    tid = topic_id(t, name)
+    r: dict[str, Json] = {"acquired": acquired(got)}
+    for label, first, last in (("0-2", 0, 2), ("3", 3, 3), ("5", 5, 5)):
+        acked = session.acknowledge(batches((first, last, ACCEPT)))
+        r[f"accept {label}"] = {
+            "error_code": acked["error_code"],
+            "partition_error": acked["responses"][0]["partitions"][0]["error_code"],
+            "stored": stored_start(t, group, tid)}
+    r["leave"] = share_heartbeat(t, group, member, -1)["error_code"]
     return r
