@@ -76,6 +76,26 @@ def share_start_offset(node, group: str, topic: str, partition: int) -> int | No
         else None
 
 
+def settled_end(node, group: str, topic: str, partition: int) -> int | None:
+    """Where the records the share coordinator holds as delivered for good end: its start
+    offset and the records settled above it (KIP-1226's delivery-complete count). An
+    acknowledgement is stored with the start offset as it was before it, as Kafka stores
+    it (the next write carries the one it moved), so once every record is settled this
+    is the log end while the stored start offset may not be."""
+    with WireClient(node.bootstrap) as client:
+        topic_id = client.request(ApiKey.METADATA, 12, {
+            "topics": [{"name": topic, "topic_id": None}],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}).topics[0].topic_id
+        summary = client.request(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {
+            "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": partition, "leader_epoch": -1}]}]})
+    result = summary.results[0].partitions[0]
+    if result.error_code != 0 or result.start_offset < 0:
+        return None
+    return result.start_offset + max(result.delivery_complete_count, 0)
+
+
 def end_offsets(node, topic: str, partitions: int) -> list[int]:
     with WireClient(node.bootstrap) as client:
         response = client.request(ApiKey.LIST_OFFSETS, 7, {
@@ -97,8 +117,8 @@ def members_assigned(node, group: str, count: int) -> bool:
 def test_eight_share_consumers_of_two_partitions_accept_every_record_once(node) -> None:
     """More consumers than partitions all work (the share assignor gives a partition to
     several members), and with implicit acknowledgement every one of 20,000 records is
-    delivered once and accepted: no value twice, none missing, the share-partition start
-    offsets at the end of the log."""
+    delivered once and accepted: no value twice, none missing, the share-partitions
+    settled up to the end of the log."""
     topic, group, total, n = "eight", "eight-g", 20_000, 8
     create_topic(node, topic, 2)
     consumers = [share_consumer(node, group, topic) for _ in range(n)]
@@ -146,10 +166,10 @@ def test_eight_share_consumers_of_two_partitions_accept_every_record_once(node) 
         ends = end_offsets(node, topic, 2)
         assert sum(ends) == total
 
-        def starts() -> list[int | None]:
-            return [share_start_offset(node, group, topic, p) for p in (0, 1)]
-        wait_until(lambda: starts() == ends, timeout=10,
-                   message=lambda: f"start offsets {starts()}, log ends {ends}")
+        def settled() -> list[int | None]:
+            return [settled_end(node, group, topic, p) for p in (0, 1)]
+        wait_until(lambda: settled() == ends, timeout=10,
+                   message=lambda: f"settled up to {settled()}, log ends {ends}")
     finally:
         for consumer in consumers:
             consumer.close()
@@ -207,14 +227,14 @@ def test_explicit_release_comes_back_reject_and_accept_never_do(node) -> None:
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             poll_both()
-        start = share_start_offset(node, group, topic, 0)
+        settled_to = settled_end(node, group, topic, 0)
     finally:
         for consumer in consumers:
             consumer.close()
     for value, seen in sorted(deliveries.items()):
         counts = [count for _, count in seen]
         assert counts == ([1, 2] if value in released else [1]), (value, seen)
-    assert start == total  # every record accepted or archived (the rejected)
+    assert settled_to == total  # every record accepted or archived (the rejected)
     members = {member for seen in deliveries.values() for member, _ in seen}
     print(f"members that received records: {sorted(members)}; redelivered to "
           f"{sorted({seen[1][0] for v, seen in deliveries.items() if v in released})}")

@@ -112,29 +112,31 @@ def test_describe_shows_start_offset_and_lag_dropping_as_records_are_accepted(no
         assert header.stdout.splitlines()[1].split() == [
             "GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
         assert describe_offsets(node, "lagging") == [["lagging", TOPIC, "0", "0", "10"]]
-        # Accepting 0-2 and 5 moves the start offset to 3; the count of records delivered
-        # past it (5) comes off the lag: 10 - 3 - 1.
+        # As Kafka, an acknowledgement is stored with the start offset as it was (0) and
+        # the records it settled above it (4), which come off the lag: 10 - 0 - 4. The
+        # start offset it moved (to 3) is stored with the next acknowledgement.
         accept(consumer, records, {0, 1, 2, 5})
-        assert describe_offsets(node, "lagging") == [["lagging", TOPIC, "0", "3", "6"]]
+        assert describe_offsets(node, "lagging") == [["lagging", TOPIC, "0", "0", "6"]]
         accept(consumer, receive(consumer, 6), set(range(10)))
         assert describe_offsets(node, "lagging", "--offsets") == [
-            ["lagging", TOPIC, "0", "10", "0"]]
+            ["lagging", TOPIC, "0", "3", "0"]]  # 10 - 3 - 7
         produce(node, 4, first=10)
         verbose = describe_offsets(node, "lagging", "--verbose")
-        assert verbose == [["lagging", TOPIC, "0", "0", "10", "4"]]  # leader epoch 0
+        assert verbose == [["lagging", TOPIC, "0", "0", "3", "4"]]  # leader epoch 0
     finally:
         consumer.close()
 
 
 def consumed_and_left(node, group: str, count: int) -> None:
     """The group's only member accepts ``count`` records and leaves: the group is empty,
-    its start offset at the end."""
+    nothing left to deliver (its start offset stored as it was before the member's one
+    acknowledgement, 0, as Kafka stores it, and all ``count`` records settled above it)."""
     start_from_earliest(node, group)
     produce(node, count)
     consumer = member(node, group)
     accept(consumer, receive(consumer, count), set(range(count)))
     leave(consumer, node, group)
-    assert describe_offsets(node, group) == [[group, TOPIC, "0", str(count), "0"]]
+    assert describe_offsets(node, group) == [[group, TOPIC, "0", "0", "0"]]
 
 
 def test_reset_offsets_of_an_empty_group_dry_run_and_execute(node) -> None:
@@ -145,7 +147,7 @@ def test_reset_offsets_of_an_empty_group_dry_run_and_execute(node) -> None:
     assert dry.stdout.splitlines()[1].split() == ["GROUP", "TOPIC", "PARTITION",
                                                   "NEW-OFFSET"]
     assert offset_rows(dry.stdout, "replay") == [["replay", TOPIC, "0", "0"]]
-    assert describe_offsets(node, "replay") == [["replay", TOPIC, "0", "5", "0"]]
+    assert describe_offsets(node, "replay") == [["replay", TOPIC, "0", "0", "0"]]
     done = share_cli(node, "--reset-offsets", "--group", "replay", "--topic", TOPIC,
                      "--to-earliest", "--execute")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -169,7 +171,7 @@ def test_reset_to_earliest_of_an_empty_group_delivers_the_records_again(node) ->
         accept(second, records, set(range(5)))
     finally:
         second.close()
-    assert describe_offsets(node, "again") == [["again", TOPIC, "0", "5", "0"]]
+    assert describe_offsets(node, "again") == [["again", TOPIC, "0", "0", "0"]]
 
 
 def test_offsets_set_before_a_group_exists_are_where_its_members_start(node) -> None:
