@@ -727,13 +727,21 @@ class ShareMember:
         return len(messages)
 
     def _commit(self, acks: list[tuple[Message, str, int]]) -> None:
+        """Record each acknowledgement ``ok`` only if commit_sync confirmed its partition:
+        one it failed, or left out of its result (nothing says the broker has it), is
+        ``info``."""
         try:
             results = self.consumer.commit_sync(30)
-            failed = {tp.partition: str(e) for tp, e in results.items() if e is not None}
+            failed = {(tp.topic, tp.partition): str(e) for tp, e in results.items()
+                      if e is not None}
+            for m, _, _ in acks:
+                if not any((tp.topic, tp.partition) == (m.topic(), m.partition())
+                           for tp in results):
+                    failed[(m.topic(), m.partition())] = "not in commit_sync's result"
         except KafkaException as e:
-            failed = {m.partition(): str(e) for m, _, _ in acks}
+            failed = {(m.topic(), m.partition()): str(e) for m, _, _ in acks}
         for m, ack, invoke in acks:
-            error = failed.get(m.partition())
+            error = failed.get((m.topic(), m.partition()))
             self.recorder.record(self.process, "ack", "ok" if error is None else "info",
                                  invoke, group=self.group, topic=self.topic,
                                  partition=m.partition(), offset=m.offset(),
