@@ -83,6 +83,13 @@ class FetchSessionCache:
         self.sessions: dict[int, FetchSession] = {}
         self.rng = rng or random.Random()
         self._ids = itertools.count(1)
+        self.evictions = 0
+        """Sessions evicted to make room for a new one (Kafka's
+        IncrementalFetchSessionEvictionsPerSec)."""
+
+    def partitions_cached(self) -> int:
+        """The partitions all sessions hold (Kafka's NumIncrementalFetchPartitionsCached)."""
+        return sum(len(session.partitions) for session in self.sessions.values())
 
     def create(self, partitions: OrderedDict[tuple[Any, int], CachedPartition],
                uses_topic_ids: bool, now_ms: int) -> int:
@@ -94,6 +101,7 @@ class FetchSessionCache:
             if now_ms - oldest.last_used_ms < EVICTION_IDLE_MS:
                 return INVALID_SESSION_ID
             del self.sessions[oldest.id]
+            self.evictions += 1
         session_id = self._new_id()
         self.sessions[session_id] = FetchSession(session_id, 1, partitions, uses_topic_ids,
                                                  now_ms)
