@@ -15,7 +15,10 @@ The rules, in the order the exporter tries them, that make the names used here:
   ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=9`` is
   ``kafka_network_requestmetrics_requests_total{request="Produce",version="9"}``;
 - a gauge, its ``Value``: ``kafka.(\\w+)<type=(.+), name=(.+)><>Value`` ->
-  ``kafka_$1_$2_$3``: ``kafka_server_replicamanager_partitioncount``; and, in the KRaft
+  ``kafka_$1_$2_$3``: ``kafka_server_replicamanager_partitioncount``, a dash made an
+  underscore as any character Prometheus does not allow in a name
+  (``kafka.log:type=LogCleaner,name=max-clean-time-secs`` is
+  ``kafka_log_logcleaner_max_clean_time_secs``); and, in the KRaft
   rules, ``kafka.coordinator.(\\w+)<type=(.+), name=(.+)><>Value`` ->
   ``kafka_coordinator_$1_$2_$3``: ``kafka_coordinator_group_groupmetadatamanager_numgroups``;
 - a histogram (``TotalTimeMs`` and the other times): its ``NNthPercentile``
@@ -70,7 +73,7 @@ def _name(domain: str, mbean_type: str, name: str) -> str:
     # kafka.coordinator.group: the kraft rules' kafka.coordinator.(\w+) makes it
     # kafka_coordinator_group_...
     domain = domain.removeprefix("kafka.").replace(".", "_")
-    return f"kafka_{domain}_{mbean_type}_{name}".lower()
+    return re.sub(r"[^a-zA-Z0-9_:]", "_", f"kafka_{domain}_{mbean_type}_{name}").lower()
 
 
 def meter(domain: str, mbean_type: str, name: str) -> str:
