@@ -20,6 +20,15 @@ claiming, it first aborts a metadata transaction its predecessor left open, and 
 empty log writes the bootstrap records ``storage format`` prepared (in a transaction,
 as Kafka does). An operation with more than 10,000 records is written as several
 batches inside a transaction.
+
+What Kafka's QuorumControllerMetrics counts of its event queue is counted here of the
+operations: each one run (``EventQueueOperationsStartedCount``), the time each that
+succeeded took to run and append its records (``EventQueueProcessingTimeMs``, in
+fractions of a millisecond), and the epochs this controller saw a leader of
+(``NewActiveControllersCount``). There is no queue in front of the controller (an
+operation runs on the event loop when submitted, never waits for another), hence no
+EventQueueTimeMs, and no operation has a deadline to time out on, hence no
+EventQueueOperationsTimedOutCount nor TimedOutBrokerHeartbeatCount.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from ottla.controller.quorum_controller import QuorumController
 from ottla.controller.results import ControllerResult, NotControllerError
 from ottla.metadata import records as r
 from ottla.raft.messages import Committed
+from ottla.server.metrics.log_flush_stats import Reservoir
 from ottla.server.raft_driver import RaftDriver
 
 log = logging.getLogger(__name__)
@@ -55,7 +65,8 @@ class ControllerDriver:
                  token_sweep_interval_ms: int | None = None,
                  on_fault: Callable[[BaseException], None] | None = None,
                  clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 perf_counter: Callable[[], float] = time.perf_counter) -> None:
         self.controller = controller
         self.offsets = OffsetControl(controller)
         self.raft = raft
@@ -71,6 +82,14 @@ class ControllerDriver:
         self._purgatory: list[tuple[int, asyncio.Future[Any], Any]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._last_write = time.monotonic()
+        self.perf_counter = perf_counter
+        self.operations_started = 0
+        """Operations submitted, run or refused (not active), as Kafka counts events."""
+        self.processing_time_ms = Reservoir()
+        """Milliseconds each operation that succeeded took to run and append."""
+        self.new_active_controllers = 0
+        """Metadata quorum epochs this controller saw with a leader (itself or another)."""
+        self._leader_seen: tuple[int, int] | None = None
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -96,12 +115,15 @@ class ControllerDriver:
     async def submit(self, op: Callable[[QuorumController], ControllerResult]) -> Any:
         """Run ``op`` as the active controller; its response once its records commit
         (and no metadata transaction holds back the stable offset)."""
+        self.operations_started += 1
         if not self.is_active:
             raise NotControllerError()
+        start = self.perf_counter()
         result = op(self.controller)
         records = result.records
         if not records:
             if not self._purgatory:
+                self.processing_time_ms.record((self.perf_counter() - start) * 1000)
                 return result.response
             end = self._purgatory[-1][0]  # a read waits out the writes before it
         elif len(records) <= MAX_RECORDS_PER_BATCH:
@@ -112,6 +134,7 @@ class ControllerDriver:
             for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
                 end = self._append(records[i:i + MAX_RECORDS_PER_BATCH])
             end = self._append([r.EndTransactionRecord()])
+        self.processing_time_ms.record((self.perf_counter() - start) * 1000)
         future = asyncio.get_running_loop().create_future()
         self._purgatory.append((end, future, result.response))
         return await future
@@ -146,6 +169,10 @@ class ControllerDriver:
         self._maybe_claim()
 
     def on_raft_state(self) -> None:
+        leader = self.raft.leader_id
+        if leader is not None and self._leader_seen != (self.raft.epoch, leader):
+            self._leader_seen = (self.raft.epoch, leader)
+            self.new_active_controllers += 1
         if self.offsets.claimed and not self.is_active:
             self._renounce()
         self._maybe_claim()

@@ -2,18 +2,25 @@
 ``kafka.controller:type=KafkaController`` that Kafka's QuorumControllerMetrics (whether
 this controller is active, how far it has applied the metadata log) and
 ControllerMetadataMetrics (counts over the committed metadata image) give every
-controller."""
+controller, and the histogram of how long its operations take to run
+(``kafka.controller:type=ControllerEventManager,name=EventQueueProcessingTimeMs``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 
 from ottla.metadata.image import MetadataImage
 from ottla.metadata.loader import MetadataLoader
 from ottla.server.controller_driver import ControllerDriver
-from ottla.server.metrics.jmx_names import gauge, meter
+from ottla.server.metrics.jmx_names import QUANTILES, gauge, histogram, meter, yammer_quantile
+from ottla.server.metrics.log_flush_stats import RESERVOIR
 
 
 class KafkaControllerCollector:
@@ -62,7 +69,11 @@ class KafkaControllerCollector:
                 # As Kafka's, now less that timestamp (-1 before any: now + 1).
                 ("LastAppliedRecordLagMs", self.driver.now_ms() - offsets.last_applied_timestamp,
                  "The milliseconds since the last metadata record this controller applied "
-                 "was appended")):
+                 "was appended"),
+                ("EventQueueOperationsStartedCount", self.driver.operations_started,
+                 "Controller operations run"),
+                ("NewActiveControllersCount", self.driver.new_active_controllers,
+                 "Metadata quorum epochs this controller saw a leader of")):
             yield GaugeMetricFamily(gauge("kafka.controller", "KafkaController", name),
                                     f"{doc} (kafka.controller:type=KafkaController,"
                                     f"name={name})", value=value)
@@ -75,3 +86,19 @@ class KafkaControllerCollector:
                 yield CounterMetricFamily(meter("kafka.controller", "ControllerStats", mbean),
                                           f"{doc} (kafka.controller:type=ControllerStats,"
                                           f"name={mbean} Count)", value=count)
+        yield self._processing_time()
+
+    def _processing_time(self) -> SummaryMetricFamily:
+        name = "EventQueueProcessingTimeMs"
+        count, total, recent = self.driver.processing_time_ms.snapshot()
+        family = SummaryMetricFamily(
+            histogram("kafka.controller", "ControllerEventManager", name),
+            "Milliseconds each controller operation took to run and append its records "
+            f"(kafka.controller:type=ControllerEventManager,name={name}); quantiles of "
+            f"the last {RESERVOIR}")
+        for label, quantile in QUANTILES:
+            family.add_sample(family.name, {"quantile": label},
+                              yammer_quantile(recent, quantile))
+        family.add_sample(family.name + "_count", {}, count)
+        family.add_sample(family.name + "_sum", {}, total)
+        return family
