@@ -233,7 +233,8 @@ class Node:
             logs = self.log_manager
             # A log moving between log dirs is not cleaned (Kafka pauses its cleaning).
             self.cleaner = LogCleaner(lambda: logs.logs if not logs.futures else {
-                tp: lg for tp, lg in logs.logs.items() if tp not in logs.futures})
+                tp: lg for tp, lg in logs.logs.items() if tp not in logs.futures},
+                now_ms=self.now_ms())
             replica_manager = ReplicaManager(node_id, self.log_manager, self._topic_defaults,
                                              cfg["max.decompressed.batch.bytes"])
             self.broker = Broker(node_id=node_id, cluster_id=self.cluster_id, config=cfg,
@@ -380,7 +381,9 @@ class Node:
                                  publisher=self.publisher,
                                  authorizer=(self.authorizer, self.authorizer_metrics,
                                              self.now_ms) if self.authorizer_metrics else None,
-                                 broker_state=self._broker_state)
+                                 broker_state=self._broker_state,
+                                 cleaner=self.cleaner
+                                 if self.config["log.cleaner.enable"] else None)
         self.metrics_endpoint = MetricsEndpoint(registry, *where, prepare=registry.prepare)
         await self.metrics_endpoint.start()
         log.info("Serving metrics on http://%s:%d/metrics", where[0] or "0.0.0.0",

@@ -24,12 +24,18 @@ readable log with no acknowledged live record lost:
 3. rename the old segment's files to ``.deleted``;
 4. rename ``.swap`` to ``<base>.log`` and fsync the directory;
 5. rebuild the offset and time indexes from the new file.
+
+What Kafka's LogCleaner and LogCleanerManager gauges read is kept here: when ``pick``
+last looked for work, the dirtiest ratio it saw and how far past
+``max.compaction.lag.ms`` the most overdue log was when it chose one, and the last
+pass's ``CleanStats`` (its time and the bytes it read and wrote).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +75,16 @@ class CleanStats:
     """Batches given a delete horizon in this pass."""
     first_dirty: int = 0
     end: int = 0
+    bytes_recopied: int = 0
+    """Bytes of the segments the pass went through to rewrite them (Kafka's bytesRead;
+    ``bytes_read`` is what the key map was built from)."""
+    elapsed_s: float = 0.0
+    """From the start of ``prepare`` to the end of ``commit``."""
+
+    def recopy_percent(self) -> int:
+        """The share of what the pass read that it wrote back, as Kafka's
+        cleaner-recopy-percent truncates it."""
+        return int(100 * self.bytes_written / max(self.bytes_recopied, 1))
 
 
 @dataclass(slots=True)
@@ -78,6 +94,8 @@ class CleanPlan:
     stats: CleanStats
     swaps: list[tuple[LogSegment, str]] = field(default_factory=list)
     """(old segment, path of its cleaned ``.swap`` copy)."""
+    started: float = 0.0
+    """The cleaner's clock when ``prepare`` began."""
 
 
 def cleanable_end(lg: Log, now_ms: int) -> int:
@@ -94,6 +112,18 @@ def cleanable_end(lg: Log, now_ms: int) -> int:
                 (unstable is not None and segment.next_offset > unstable):
             return segment.base_offset
     return end
+
+
+def compaction_delay_ms(lg: Log, first_dirty: int, now_ms: int) -> int:
+    """How long ago the oldest dirty record should have been compacted: now less
+    ``max.compaction.lag.ms`` less the earliest first-batch timestamp of the segments
+    from the first dirty one to the active one (0 if none is overdue), as Kafka's
+    LogCleanerManager.maxCompactionDelay."""
+    stamps = [s.first_batch_timestamp for s in lg.segments[:-1]
+              if s.next_offset > first_dirty and s.first_batch_timestamp is not None
+              and s.first_batch_timestamp > 0]
+    clean_until = now_ms - max(lg.config["max.compaction.lag.ms"], 0)
+    return clean_until - min(stamps) if stamps and min(stamps) < clean_until else 0
 
 
 class _Aborted:
@@ -117,12 +147,23 @@ class _Aborted:
 
 class LogCleaner:
     def __init__(self, logs: Callable[[], dict[Any, Log]],
-                 crash_hook: Callable[[str], None] | None = None) -> None:
+                 crash_hook: Callable[[str], None] | None = None, *, now_ms: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.logs = logs
         self.crash_hook = crash_hook or (lambda step: None)
         """Called after each file operation of a swap; tests raise from it to crash."""
         self.first_dirty: dict[Any, int] = {}
         self._loaded_dirs: set[str] = set()
+        self.clock = clock
+        """Seconds, for the time a pass takes."""
+        self.last_run_ms = now_ms
+        """When ``pick`` last looked for a log to clean (at first: when created)."""
+        self.max_dirty_ratio = 0.0
+        """The dirtiest compacted log's ratio at the last ``pick``."""
+        self.max_compaction_delay_ms = 0
+        """At the last ``pick`` that chose a log: the largest ``compaction_delay_ms``."""
+        self.last_stats = CleanStats("")
+        """The last pass that cleaned something."""
 
     # --- checkpoint --------------------------------------------------------------------
 
@@ -167,11 +208,16 @@ class LogCleaner:
     def pick(self, now_ms: int) -> tuple[Any, Log] | None:
         """The compacted log that needs cleaning most, if any is dirty enough (or has a
         record older than ``max.compaction.lag.ms`` still uncleaned)."""
+        self.last_run_ms = now_ms
         best: tuple[float, Any, Log] | None = None
+        max_ratio = 0.0
+        max_delay = 0
         for tp, lg in self.logs().items():
             if "compact" not in lg.config["cleanup.policy"] or lg.offline:
                 continue
             ratio, first_dirty, end = self.dirty_ratio(tp, lg, now_ms)
+            max_ratio = max(max_ratio, ratio)
+            max_delay = max(max_delay, compaction_delay_ms(lg, first_dirty, now_ms))
             if first_dirty >= end:
                 continue
             overdue = any(s.first_batch_timestamp is not None and
@@ -183,7 +229,11 @@ class LogCleaner:
                 score = 2.0 if overdue else ratio
                 if best is None or score > best[0]:
                     best = (score, tp, lg)
-        return None if best is None else (best[1], best[2])
+        self.max_dirty_ratio = max_ratio
+        if best is None:
+            return None
+        self.max_compaction_delay_ms = max_delay
+        return best[1], best[2]
 
     # --- cleaning -------------------------------------------------------------------------
 
@@ -195,8 +245,10 @@ class LogCleaner:
         """The slow half, safe on a worker thread: read the segments (through descriptors
         of its own), build the cleaned copies and leave them as ``.swap`` files. It
         changes nothing the event loop uses; ``commit`` installs the result."""
+        started = self.clock()
         _, first_dirty, end = self.dirty_ratio(tp, lg, now_ms)
-        plan = CleanPlan(tp, lg, CleanStats(lg.name, first_dirty=first_dirty, end=end))
+        plan = CleanPlan(tp, lg, CleanStats(lg.name, first_dirty=first_dirty, end=end),
+                         started=started)
         if first_dirty >= end:
             return plan
         segments = [s for s in lg.segments if s.base_offset < end]
@@ -207,6 +259,7 @@ class LogCleaner:
         txns = _TransactionTracker()
         for segment in segments:
             data = contents[segment.base_offset]
+            plan.stats.bytes_recopied += len(data)
             rewritten = self._rewrite(lg, data, latest, now_ms, horizon, txns, aborted,
                                       plan.stats)
             if rewritten is None:
@@ -236,6 +289,8 @@ class LogCleaner:
             self.first_dirty[plan.tp] = plan.stats.end
             self._write_checkpoint(lg)
             stats = plan.stats
+            stats.elapsed_s = self.clock() - plan.started
+            self.last_stats = stats
             log.info("Cleaned %s up to offset %d: %d segments rewritten, %d records kept, "
                      "%d dropped, %d batches given a delete horizon", lg.name, stats.end,
                      stats.segments_rewritten, stats.records_kept, stats.records_dropped,
