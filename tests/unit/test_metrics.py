@@ -60,7 +60,7 @@ from ottla.server.metrics.jmx_names import (
     meter,
     yammer_quantile,
 )
-from ottla.server.metrics.log_flush_stats import LogFlushStats
+from ottla.server.metrics.log_flush_stats import LogFlushStats, Reservoir
 from ottla.server.metrics.node_metrics import node_registry
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
 from ottla.server.metrics.request_collector import (
@@ -109,6 +109,8 @@ def test_names_follow_the_jmx_exporter_rules() -> None:
     assert gauge("kafka.log", "Log", "LogEndOffset") == "kafka_log_log_logendoffset"
     assert gauge("kafka.coordinator.group", "GroupMetadataManager", "NumGroups") == \
         "kafka_coordinator_group_groupmetadatamanager_numgroups"
+    assert gauge("kafka.log", "LogCleanerManager", "time-since-last-run-ms") == \
+        "kafka_log_logcleanermanager_time_since_last_run_ms"  # dashes: underscores
     assert group_metric("raft-metrics", "high-watermark") == \
         "kafka_server_raft_metrics_high_watermark"  # kafka.server:type=raft-metrics
     assert histogram("kafka.network", "RequestMetrics", "TotalTimeMs") == \
@@ -595,6 +597,9 @@ class Driver:
     def __init__(self, active: bool) -> None:
         self.is_active = active
         self.offsets = Offsets()
+        self.operations_started = 7
+        self.new_active_controllers = 2
+        self.processing_time_ms = Reservoir()
 
     def now_ms(self) -> int:
         return 10_000
@@ -614,7 +619,8 @@ def test_controller_gauges_from_the_image() -> None:
                 partition_id=index, topic_id=topic_id, replicas=(101, 102, 103),
                 isr=(101,), leader=leader, leader_epoch=0, partition_epoch=0))
     name = "kafka_controller_kafkacontroller_{}".format
-    active = scrape(KafkaControllerCollector(Driver(True), image))  # type: ignore[arg-type]
+    active_driver = Driver(True)
+    active = scrape(KafkaControllerCollector(active_driver, image))  # type: ignore[arg-type]
     assert value(active, name("activecontrollercount")) == 1
     assert value(active, name("globaltopiccount")) == 2
     assert value(active, name("globalpartitioncount")) == 5
@@ -626,6 +632,15 @@ def test_controller_gauges_from_the_image() -> None:
     assert value(active, name("lastcommittedrecordoffset")) == 39
     assert value(active, name("lastappliedrecordtimestamp")) == 9_000
     assert value(active, name("lastappliedrecordlagms")) == 1_000  # now less it, as Kafka's
+    assert value(active, name("eventqueueoperationsstartedcount")) == 7
+    assert value(active, name("newactivecontrollerscount")) == 2
+    times = "kafka_controller_controllereventmanager_eventqueueprocessingtimems"
+    assert value(active, times + "_count") == 0
+    for ms in (1.0, 3.0):
+        active_driver.processing_time_ms.record(ms)
+    timed = scrape(KafkaControllerCollector(active_driver, image))  # type: ignore[arg-type]
+    assert value(timed, times + "_count") == 2 and value(timed, times + "_sum") == 4.0
+    assert value(timed, times, quantile="0.50") == 2.0  # Yammer's, between the two
     standby = scrape(KafkaControllerCollector(Driver(False), image))  # type: ignore[arg-type]
     assert value(standby, name("activecontrollercount")) == 0
 
@@ -1029,3 +1044,39 @@ async def test_the_endpoint_serves_metrics_and_refuses_everything_else(monkeypat
         assert status.endswith("200 OK")
     finally:
         await endpoint.stop()
+
+
+# --- FetchSessionCache ---------------------------------------------------------------------
+
+def test_fetch_session_cache_gauges_and_evictions() -> None:
+    from collections import OrderedDict
+
+    from ottla.broker.fetch_session import EVICTION_IDLE_MS, CachedPartition, FetchSessionCache
+    from ottla.server.metrics.fetch_session_cache_collector import FetchSessionCacheCollector
+
+    def partitions(topic: str, count: int) -> OrderedDict[tuple[Any, int], CachedPartition]:
+        return OrderedDict(((topic, p), CachedPartition(topic, None, p, 0, 1 << 20))
+                           for p in range(count))
+
+    cache = FetchSessionCache(max_slots=2, rng=random.Random(3))
+    collector = FetchSessionCacheCollector(cache)
+    name = "kafka_server_fetchsessioncache_{}".format
+    empty = scrape(collector)
+    assert value(empty, name("numincrementalfetchsessions")) == 0
+    assert value(empty, name("numincrementalfetchpartitionscached")) == 0
+    assert value(empty, name("incrementalfetchsessionevictions_total")) == 0
+    first = cache.create(partitions("a", 3), True, now_ms=1000)
+    cache.create(partitions("b", 2), True, now_ms=2000)
+    full = scrape(collector)
+    assert value(full, name("numincrementalfetchsessions")) == 2
+    assert value(full, name("numincrementalfetchpartitionscached")) == 5
+    # Full, and no session idle long enough to give way: the new one is not cached.
+    assert cache.create(partitions("c", 4), True, now_ms=3000) == 0
+    assert value(scrape(collector), name("incrementalfetchsessionevictions_total")) == 0
+    # The least recently used session, idle past the eviction time, gives way.
+    cache.create(partitions("c", 4), True, now_ms=1000 + EVICTION_IDLE_MS)
+    assert cache.get(first) is None
+    evicted = scrape(collector)
+    assert value(evicted, name("numincrementalfetchsessions")) == 2
+    assert value(evicted, name("numincrementalfetchpartitionscached")) == 6
+    assert value(evicted, name("incrementalfetchsessionevictions_total")) == 1

@@ -34,8 +34,10 @@ from ottla.server.metrics.consumer_lag import ConsumerLagCollector
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
 from ottla.server.metrics.endpoint import MetricsEndpoint
 from ottla.server.metrics.event_loop_idle import EventLoopIdle
+from ottla.server.metrics.fetch_session_cache_collector import FetchSessionCacheCollector
 from ottla.server.metrics.group_coordinator_collector import GroupCoordinatorCollector
 from ottla.server.metrics.kafka_server_collector import KafkaServerCollector
+from ottla.server.metrics.log_cleaner_collector import LogCleanerCollector
 from ottla.server.metrics.log_flush_stats import LogFlushStats
 from ottla.server.metrics.quota_collector import ClientQuotaCollector
 from ottla.server.metrics.raft_collector import RaftMetricsCollector
@@ -50,6 +52,7 @@ from ottla.server.metrics.transaction_coordinator_collector import (
 )
 from ottla.server.network import KafkaServer
 from ottla.server.raft_driver import RaftDriver
+from ottla.storage.cleaner import LogCleaner
 
 
 class NodeRegistry(CollectorRegistry):
@@ -70,7 +73,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
                   publisher: MetadataPublisher | None = None,
                   authorizer: tuple[StandardAuthorizer | None, AuthorizerMetrics,
                                     Callable[[], int]] | None = None,
-                  broker_state: Callable[[], BrokerState] | None = None) -> NodeRegistry:
+                  broker_state: Callable[[], BrokerState] | None = None,
+                  cleaner: LogCleaner | None = None) -> NodeRegistry:
     """The registry of a node with these roles (``broker`` and ``controller`` None where
     the node lacks the role); ``raft`` is its KRaft client (None in tests without one),
     ``loop_idle`` its event loop's sampler and ``log_flush`` its segment flush timer
@@ -78,8 +82,8 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
     sensors are read at (None: not served), ``publisher`` what applies its metadata
     (a broker's ``broker-metadata-metrics``; None: not served), ``authorizer`` its
     authorizer, that authorizer's metrics per role and their clock (not served without
-    an authorizer), ``broker_state`` the broker's lifecycle state (None: not
-    served)."""
+    an authorizer), ``broker_state`` the broker's lifecycle state, ``cleaner`` the
+    broker's log cleaner when it runs (None: not served)."""
     registry = NodeRegistry()
     ProcessCollector(registry=registry)
     registry.register(RequestMetricsCollector(requests))
@@ -102,8 +106,11 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
             broker.replica_manager.produce_purgatory, broker.replica_manager.fetch_purgatory,
             broker.share_partitions.fetch_purgatory)))
         registry.register(ReplicaFetcherManagerCollector(broker.replica_fetchers))
+        registry.register(FetchSessionCacheCollector(broker.fetch_sessions))
         registry.register(LogCollector(broker.replica_manager))
         registry.register(LogManagerCollector(broker.replica_manager.log_manager))
+        if cleaner is not None:
+            registry.register(LogCleanerCollector(cleaner, broker.now_ms))
         if broker_state is not None:
             registry.register(KafkaServerCollector(broker_state))
         if publisher is not None:
