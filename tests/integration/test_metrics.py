@@ -198,6 +198,102 @@ def test_a_partitions_log_shows_its_offsets_segments_and_size(metered: Metered) 
     assert total(samples, "kafka_log_log_size", **logged) > RECORDS * len(b"record-0")
 
 
+SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+SESSION_PARTITIONS = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+
+
+def test_a_java_consumer_fetches_in_a_session_librdkafka_without(make_ottla) -> None:
+    """kafka.server:type=FetchSessionCache while consumers fetch from a one-node cluster.
+    librdkafka (confluent-kafka) fetches without a session (session id 0, epoch -1),
+    for which Kafka caches nothing; Kafka's Java consumer opens one incremental fetch
+    session (KIP-227) holding the partitions it fetches, here all three of the topic."""
+    from tests.java_clients import started
+
+    port = free_port()
+    node = make_ottla(**{"prometheus.listener": f"127.0.0.1:{port}"})
+    topic = "in-sessions"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(RECORDS):
+        producer.produce(topic, value=b"record-%d" % i, partition=i % 3)
+    assert producer.flush(15) == 0
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "librdkafka",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    try:
+        seen = []
+
+        def consumed() -> bool:
+            seen.extend(m for m in consumer.consume(100, 0.5) if m.error() is None)
+            return len(seen) >= RECORDS
+        wait_until(consumed, 30, 0, lambda: f"librdkafka to read {RECORDS} ({len(seen)})")
+        consumer.consume(10, 1.0)  # still fetching, at the end of each partition
+        samples = scrape(port)
+        assert total(samples, SESSIONS) == 0
+        assert total(samples, SESSION_PARTITIONS) == 0
+        with started({"op": "consume", "bootstrap": node.bootstrap, "topics": [topic],
+                      "group": "java", "count": RECORDS + 1, "timeout_ms": 90_000}) as java:
+            java.wait_for(lambda c: len(c.records()) >= RECORDS, 60,
+                          "the Java consumer reading the topic")
+            wait_until(lambda: total(scrape(port), SESSION_PARTITIONS) == 3, 15, 0.1,
+                       lambda: f"the Java consumer's session holding its 3 partitions "
+                               f"({scrape(port).get((SESSION_PARTITIONS, ()))})")
+            assert total(scrape(port), SESSIONS) == 1
+    finally:
+        consumer.close()
+
+
+CLEANER = "kafka_log_logcleaner_"
+CLEANER_MANAGER = "kafka_log_logcleanermanager_"
+
+
+def test_the_cleaner_gauges_follow_a_compaction(make_ottla) -> None:
+    """kafka.log:type=LogCleaner and LogCleanerManager while a compacted topic with
+    hour-old records (past its max.compaction.lag.ms of a minute) is cleaned: the last
+    pass took some time and wrote back part of what it read, the log it chose was about
+    an hour less a minute overdue, no log is dirty once the cleaner has caught up, and
+    the time of its last look for work (now less time-since-last-run-ms) moves on every
+    log.cleaner.backoff.ms."""
+    port = free_port()
+    node = make_ottla(**{"prometheus.listener": f"127.0.0.1:{port}",
+                         "log.cleaner.backoff.ms": "200"})
+    topic = "compacted"
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={
+        "cleanup.policy": "compact", "segment.bytes": "1024",
+        "min.cleanable.dirty.ratio": "0.01", "max.compaction.lag.ms": "60000"})])[topic] \
+        .result(15)
+    started_ms = time.time() * 1000
+    old = int(started_ms) - 3_600_000
+    producer = Producer({"bootstrap.servers": node.bootstrap, "linger.ms": 0})
+    for i in range(RECORDS):  # about five batches to a 1 KiB segment
+        producer.produce(topic, b"v" * 100, key=b"k%d" % (i % 5), timestamp=old + i)
+        assert producer.flush(10) == 0
+
+    def cleaned() -> Samples | None:
+        samples = scrape(port)
+        return samples if total(samples, CLEANER + "max_clean_time_secs") > 0 and \
+            total(samples, CLEANER_MANAGER + "max_dirty_percent") == 0 else None
+    samples = wait_until(cleaned, 30, 0.1, "a compaction, and nothing dirty left")
+    assert total(samples, CLEANER + "max_clean_time_secs") < 30
+    assert 0 < total(samples, CLEANER + "cleaner_recopy_percent") < 100
+    delay_s = total(samples, CLEANER + "max_compaction_delay_secs")
+    earliest_due = old + 60_000 + RECORDS  # the latest record's due time: the least delay
+    assert (started_ms - earliest_due) / 1000 <= delay_s <= \
+        (time.time() * 1000 - old - 60_000) / 1000
+
+    def last_look_ms() -> tuple[float, float]:
+        """When the cleaner last looked: between the two bounds."""
+        before = time.time() * 1000
+        since = total(scrape(port), CLEANER_MANAGER + "time_since_last_run_ms")
+        return before - since, time.time() * 1000 - since
+    first = last_look_ms()
+    assert first[1] >= started_ms  # it looked after the records came
+    wait_until(lambda: last_look_ms()[0] > first[1], 30, 0.1,
+               "the cleaner to look for work again")
+
+
 def test_idempotent_producer_ids_and_log_flushes_are_counted(metered: Metered) -> None:
     """ReplicaManager ProducerIdCount: an idempotent producer's id is kept in the producer
     state of the partition it wrote. LogFlushStats LogFlushRateAndTimeMs: a topic with
