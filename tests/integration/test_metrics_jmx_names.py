@@ -36,6 +36,11 @@ IMPORTANT: dict[str, tuple[str, str]] = {
     "kafka_server_delayedoperationpurgatory_": ("kafka.server", "DelayedOperationPurgatory"),
     "kafka_log_logmanager_": ("kafka.log", "LogManager"),
     "kafka_server_kafkaserver_": ("kafka.server", "KafkaServer"),
+    "kafka_server_fetchsessioncache_": ("kafka.server", "FetchSessionCache"),
+    "kafka_controller_controllereventmanager_": ("kafka.controller",
+                                                 "ControllerEventManager"),
+    "kafka_log_logcleaner_": ("kafka.log", "LogCleaner"),
+    "kafka_log_logcleanermanager_": ("kafka.log", "LogCleanerManager"),
 }
 
 
