@@ -180,6 +180,32 @@ def test_the_broker_state_log_dirs_and_the_controllers_applied_time(metered: Met
     assert abs((applied + lag) - (before_ms + after_ms) / 2) <= (after_ms - before_ms) / 2 + 1
 
 
+CONTROLLER = "kafka_controller_kafkacontroller_"
+PROCESSING = "kafka_controller_controllereventmanager_eventqueueprocessingtimems"
+
+
+def test_the_controllers_operations_are_counted_and_timed(metered: Metered) -> None:
+    """QuorumControllerMetrics on a one-node quorum: one leader seen
+    (NewActiveControllersCount), and every operation and Raft event started counted
+    (EventQueueOperationsStartedCount) and, when it succeeded, timed
+    (EventQueueProcessingTimeMs): a CreateTopics adds at least its operation and the
+    commit of its records."""
+    node, port = metered
+    before = scrape(port)
+    assert total(before, CONTROLLER + "newactivecontrollerscount") == 1
+    started = total(before, CONTROLLER + "eventqueueoperationsstartedcount")
+    timed = total(before, PROCESSING + "_count")
+    assert 0 < timed <= started
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic("controlled", 1, 1)])["controlled"].result(15)
+    after = scrape(port)
+    assert total(after, CONTROLLER + "eventqueueoperationsstartedcount") >= started + 2
+    assert total(after, PROCESSING + "_count") >= timed + 2
+    assert total(after, PROCESSING + "_sum") > total(before, PROCESSING + "_sum")
+    assert total(after, PROCESSING, quantile="0.99") >= total(after, PROCESSING,
+                                                              quantile="0.50") > 0
+
+
 def test_a_partitions_log_shows_its_offsets_segments_and_size(metered: Metered) -> None:
     """kafka.log:type=Log,name=LogEndOffset|LogStartOffset|NumLogSegments|Size of each
     partition: after N records to a one-partition topic its log ends at N."""

@@ -191,37 +191,45 @@ async def test_the_next_check_comes_when_the_first_session_runs_out() -> None:
     assert driver._until_next_check(1.125) == pytest.approx(0.01)
 
 
-async def test_operations_are_counted_and_timed_and_each_known_leader_once() -> None:
+async def test_operations_and_raft_events_are_counted_and_timed() -> None:
     """Kafka's QuorumControllerMetrics: EventQueueOperationsStartedCount counts every
-    operation run, refused ones too; EventQueueProcessingTimeMs the time of those that
+    event its queue runs, operations (refused ones too) and the Raft client's (committed
+    batches, leader changes); EventQueueProcessingTimeMs the time of those that
     succeeded; NewActiveControllersCount each leader change to a known leader."""
     raft = StandInRaft()
-    ticks = iter([10.0, 10.004, 20.0, 20.0005])  # each operation's start and end (s)
+    clock = [10.0]  # seconds; only the operations below move it
     controller = QuorumController(1, rng=random.Random(1), registry=SnapshotRegistry())
     driver = ControllerDriver(controller, raft, bootstrap_records=lambda: [],  # type: ignore[arg-type]
-                              max_idle_interval_ms=0, perf_counter=lambda: next(ticks))
+                              max_idle_interval_ms=0, perf_counter=lambda: clock[0])
     controller.replay(r.FeatureLevelRecord(name="metadata.version", feature_level=25))
     driver.on_raft_state()  # the replica learns it leads epoch 1
-    raft.commit_all(driver)
+    raft.commit_all(driver)  # the leader-change entry: the controller claims
     assert driver.is_active and driver.new_active_controllers == 1
-    await asyncio.sleep(0)
-    write = asyncio.ensure_future(driver.submit(lambda c: ControllerResult(
-        [r.NoOpRecord()], "written")))
+    assert driver.operations_started == 2
+    await asyncio.sleep(0)  # activation: nothing to abort or bootstrap
+
+    def taking(ms: float, records: list[Any], response: str) -> Any:
+        def op(c: QuorumController) -> ControllerResult:
+            clock[0] += ms / 1000
+            return ControllerResult(records, response)
+        return op
+    write = asyncio.ensure_future(driver.submit(taking(4, [r.NoOpRecord()], "written")))
     await asyncio.sleep(0)
     raft.commit_all(driver)
     assert await asyncio.wait_for(write, 1) == "written"
-    assert await driver.submit(lambda c: ControllerResult([], "read")) == "read"
+    assert await driver.submit(taking(0.5, [], "read")) == "read"
+    assert driver.operations_started == 5  # 2 operations, 3 Raft events
     count, total, kept = driver.processing_time_ms.snapshot()
-    assert count == 2 and kept == pytest.approx([0.5, 4.0]) and total == pytest.approx(4.5)
-    assert driver.operations_started == 2
+    assert count == 5 and total == pytest.approx(4.5)
+    assert kept == pytest.approx([0, 0, 0, 0.5, 4.0])
 
     raft.is_leader, raft.epoch, raft.leader_id = False, 2, None
     driver.on_raft_state()  # an election under way: no leader yet
     assert driver.new_active_controllers == 1
     with pytest.raises(NotControllerError):
-        await driver.submit(lambda c: ControllerResult([r.NoOpRecord()], "refused"))
-    assert driver.operations_started == 3  # started, as Kafka's event, then refused
-    assert driver.processing_time_ms.snapshot()[0] == 2
+        await driver.submit(taking(1, [r.NoOpRecord()], "refused"))
+    assert driver.operations_started == 7  # started, as Kafka's event, then refused
+    assert driver.processing_time_ms.snapshot()[0] == 6
     raft.leader_id = 2
     driver.on_raft_state()
     driver.on_raft_state()  # the same leader and epoch again

@@ -22,13 +22,15 @@ as Kafka does). An operation with more than 10,000 records is written as several
 batches inside a transaction.
 
 What Kafka's QuorumControllerMetrics counts of its event queue is counted here of the
-operations: each one run (``EventQueueOperationsStartedCount``), the time each that
-succeeded took to run and append its records (``EventQueueProcessingTimeMs``, in
-fractions of a millisecond), and the epochs this controller saw a leader of
-(``NewActiveControllersCount``). There is no queue in front of the controller (an
-operation runs on the event loop when submitted, never waits for another), hence no
-EventQueueTimeMs, and no operation has a deadline to time out on, hence no
-EventQueueOperationsTimedOutCount nor TimedOutBrokerHeartbeatCount.
+operations and of the Raft events (a committed batch, a change of leader or role), as
+Kafka's queue runs both: each one started (``EventQueueOperationsStartedCount``), the
+time each that succeeded took (``EventQueueProcessingTimeMs``, in fractions of a
+millisecond: an operation's run and append, not the wait for its commit), and the
+epochs this controller saw a leader of (``NewActiveControllersCount``). There is no
+queue in front of the controller (an operation runs on the event loop when submitted,
+never waits for another), hence no EventQueueTimeMs, and no operation has a deadline to
+time out on, hence no EventQueueOperationsTimedOutCount nor
+TimedOutBrokerHeartbeatCount.
 """
 
 from __future__ import annotations
@@ -84,9 +86,9 @@ class ControllerDriver:
         self._last_write = time.monotonic()
         self.perf_counter = perf_counter
         self.operations_started = 0
-        """Operations submitted, run or refused (not active), as Kafka counts events."""
+        """Operations submitted (run or refused: not active) and Raft events handled."""
         self.processing_time_ms = Reservoir()
-        """Milliseconds each operation that succeeded took to run and append."""
+        """Milliseconds each of those that succeeded took."""
         self.new_active_controllers = 0
         """Metadata quorum epochs this controller saw with a leader (itself or another)."""
         self._leader_seen: tuple[int, int] | None = None
@@ -156,6 +158,8 @@ class ControllerDriver:
     # --- RaftListener ------------------------------------------------------------------
 
     def on_committed(self, committed: Committed) -> None:
+        self.operations_started += 1
+        start = self.perf_counter()
         try:
             self.offsets.on_committed(committed)
         except Exception as e:
@@ -167,8 +171,11 @@ class ControllerDriver:
             if not future.done():
                 future.set_result(response)
         self._maybe_claim()
+        self.processing_time_ms.record((self.perf_counter() - start) * 1000)
 
     def on_raft_state(self) -> None:
+        self.operations_started += 1
+        start = self.perf_counter()
         leader = self.raft.leader_id
         if leader is not None and self._leader_seen != (self.raft.epoch, leader):
             self._leader_seen = (self.raft.epoch, leader)
@@ -176,6 +183,7 @@ class ControllerDriver:
         if self.offsets.claimed and not self.is_active:
             self._renounce()
         self._maybe_claim()
+        self.processing_time_ms.record((self.perf_counter() - start) * 1000)
 
     # --- claim and renounce --------------------------------------------------------------
 
