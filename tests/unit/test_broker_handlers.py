@@ -2139,6 +2139,80 @@ async def test_share_fetch_v2_limits_records_and_share_acknowledge_v2_renews(bro
     broker.share_partitions.shutdown()
 
 
+WALL_CLOCK_STEPS = [pytest.param(600_000, id="ahead"), pytest.param(-600_000, id="back")]
+"""An NTP step (or the chaos run's clock-skew) of the broker's wall clock: ten minutes."""
+
+
+def step_wall_clock(broker: Broker, step_ms: int) -> None:
+    broker.clock = lambda: (NOW_MS + step_ms) / 1000
+
+
+@pytest.mark.parametrize("broker", [{"group.share.min.record.lock.duration.ms": "1000"}],
+                         indirect=True)
+@pytest.mark.parametrize("step_ms", WALL_CLOCK_STEPS)
+async def test_acquisition_locks_last_their_duration_whatever_the_wall_clock_does(
+        broker, step_ms: int) -> None:
+    """Kafka times acquisition locks on its monotonic clock (SharePartition's timer tasks,
+    ``hiResClockMs``). m1 holds records under the 30 s default lock, then m2 holds others
+    under a 1 s lock (the group's config changed); the wall clock steps ten minutes ahead
+    or back. m2's lock ends after its second and a waiting member gets those records, but
+    not m1's: a step ahead ends no lock early, a step back holds none."""
+    from ottla.broker.share.partition_manager import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
+    await produce_ok(broker, "jobs", 0, batch(b"d", b"e", b"f"))
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    one_batch = {"max_records": 3, "batch_size": 3}
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1, {
+        **share_fetch_body(topic_id, "m1", 0), **one_batch})) == [(0, 2, 1)]
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.record.lock.duration.ms", value="1000"))
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1, {
+        **share_fetch_body(topic_id, "m2", 0), **one_batch})) == [(3, 5, 1)]
+    step_wall_clock(broker, step_ms)
+    waiting = ask(broker, ApiKey.SHARE_FETCH, 1, {**share_fetch_body(topic_id, "m3", 0),
+                                                  "max_wait": 10_000})
+    assert acquired(await asyncio.wait_for(waiting, 15)) == [(3, 5, 2)]
+
+
+@pytest.mark.parametrize("step_ms", WALL_CLOCK_STEPS)
+async def test_a_waiting_share_fetch_waits_its_max_wait_whatever_the_wall_clock_does(
+        broker, step_ms: int) -> None:
+    """Kafka's DelayedShareFetch times out on its purgatory's monotonic timer. With m1
+    holding every record, m2 waits up to 60 s and m3 up to 300 ms; the wall clock steps
+    ten minutes ahead or back. m3 is answered (empty) after its 300 ms and m2 still
+    waits: a step ahead ends no wait early, a step back holds none."""
+    from ottla.broker.share.partition_manager import SharePartitionManager
+    from tests.share_state import ShardPersister
+
+    topic_id = create_topic(broker, "jobs")
+    broker.image.replay(r.ConfigRecord(resource_type=ConfigResourceType.GROUP,
+                                       resource_name="workers",
+                                       name="share.auto.offset.reset", value="earliest"))
+    await produce_ok(broker, "jobs", 0, batch(b"a", b"b", b"c"))
+    broker.share_partitions = SharePartitionManager(broker, ShardPersister())
+    purgatory = broker.share_partitions.fetch_purgatory
+    assert acquired(await ask(broker, ApiKey.SHARE_FETCH, 1,
+                              share_fetch_body(topic_id, "m1", 0))) == [(0, 2, 1)]
+    long_wait = asyncio.ensure_future(ask(broker, ApiKey.SHARE_FETCH, 1, {
+        **share_fetch_body(topic_id, "m2", 0), "max_wait": 60_000}))
+    short_wait = asyncio.ensure_future(ask(broker, ApiKey.SHARE_FETCH, 1, {
+        **share_fetch_body(topic_id, "m3", 0), "max_wait": 300}))
+    async with asyncio.timeout(5):  # nothing to take: both park
+        while purgatory.watched() != 2:
+            await asyncio.sleep(0.01)
+    step_wall_clock(broker, step_ms)  # within m3's 300 ms: polled every 10 ms
+    assert acquired(await asyncio.wait_for(short_wait, 10)) == []
+    assert purgatory.watched() == 1 and not long_wait.done()
+    long_wait.cancel()
+
+
 async def test_describe_producers_is_answered_by_a_follower_from_what_it_replicated(
         broker) -> None:
     """As Kafka's ``ReplicaManager.activeProducerState``: any hosted replica answers, and a

@@ -8,7 +8,8 @@ spot, so a fetch already waiting takes what an acknowledgement freed before the
 acknowledging member's own next fetch does. At its ``max_wait`` it answers with one
 last try, empty if that finds nothing.
 
-Sans-I/O: it acquires and answers through callbacks, and is given ``now_ms``.
+Sans-I/O: it acquires and answers through callbacks, and is given ``now_ms`` (the
+manager's monotonic clock, which its deadline and the locks it takes are on too).
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ on it or on ShareAcknowledge. A fetch that acquired nothing parks in the purgato
 passes. A session closed by its member (epoch -1) gives its records back at once; a
 member that just goes silent loses them when its locks expire.
 
+Acquisition locks and fetch waits run on the monotonic clock (``timer_ms``), as Kafka's
+SharePartition and DelayedShareFetch time them (``hiResClockMs``): a step of the wall
+clock neither ends every lease at once nor holds leases and waiting fetches for as long
+as the step. Only ``share.auto.offset.reset=by_duration`` reads the wall clock (it looks
+up record timestamps).
+
 Durability (seed 001): a share-partition starts from the state the share coordinator
 holds for it (``StatePersister.read_state``; a partition with none is initialized where
 ``share.auto.offset.reset`` says). An acknowledgement is answered only once its new
@@ -27,11 +33,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 
 from ottla.broker.context import BrokerContext
-from ottla.broker.deadline_timer import DeadlineTimer
+from ottla.broker.deadline_timer import DeadlineTimer, monotonic_ms
 from ottla.broker.purgatory.delayed_operation import DelayedOperationPurgatory
 from ottla.broker.purgatory.delayed_share_fetch import DelayedShareFetch
 from ottla.broker.replication.partition import Partition
@@ -121,8 +127,12 @@ _RETRIABLE = {ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
 
 class SharePartitionManager:
     def __init__(self, broker: BrokerContext, persister: StatePersister,
-                 dead_letters: DeadLetterQueue | None = None) -> None:
+                 dead_letters: DeadLetterQueue | None = None,
+                 timer_ms: Callable[[], int] = monotonic_ms) -> None:
         self.broker = broker
+        self.timer_ms = timer_ms
+        """The clock, in ms, that lock deadlines and fetch waits are kept on (the cores'
+        ``now_ms``): monotonic, never the broker's wall clock."""
         self.persister = persister
         self.dead_letters = dead_letters
         self.held: dict[SharePartitionKey, HeldPartition] = {}
@@ -131,11 +141,11 @@ class SharePartitionManager:
         self._writers: set[asyncio.Task[None]] = set()
         self.fetch_purgatory: DelayedOperationPurgatory[SharePartitionKey] = \
             DelayedOperationPurgatory("ShareFetch")
-        """ShareFetches that acquired nothing, under the share-partitions they read."""
-        self._fetch_timer = DeadlineTimer("share fetches", broker.now_ms,
-                                          self._expire_fetches)
+        """ShareFetches that acquired nothing, under the share-partitions they read; its
+        deadlines are on ``timer_ms``."""
+        self._fetch_timer = DeadlineTimer("share fetches", timer_ms, self._expire_fetches)
         self.fetch_purgatory.on_deadline_change = self._fetch_timer.deadline_changed
-        self._lock_timer = DeadlineTimer("share locks", broker.now_ms, self._expire_locks)
+        self._lock_timer = DeadlineTimer("share locks", timer_ms, self._expire_locks)
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)
 
     # --- configuration ------------------------------------------------------------------
@@ -319,7 +329,7 @@ class SharePartitionManager:
         async with held.lock:
             if self.held.get(key) is not held:
                 return ErrorCode.invalid_record_state  # dropped while waiting
-            update = held.sp.begin_acknowledge(member_id, batches, self.broker.now_ms())
+            update = held.sp.begin_acknowledge(member_id, batches, self.timer_ms())
             if isinstance(update, ErrorCode):
                 return update
             error = await self._write(key, held, update)
@@ -351,7 +361,7 @@ class SharePartitionManager:
                 sp.commit(update)
             else:
                 sp.rollback(update)
-                self._lock_timer.deadline_changed(self.broker.now_ms())  # leases that ran out
+                self._lock_timer.deadline_changed(self.timer_ms())  # leases that ran out
         if error in _FENCED:
             log.info("Share-partition %s was fenced (%s): it is read again", key, error.name)
             if self.held.get(key) is held:
@@ -436,7 +446,7 @@ class SharePartitionManager:
         ready: dict[TopicIdPartition, HeldPartition | ShareFetchResult] = {}
         for tip in partitions:
             ready[tip] = await self._ready(self._key(group_id, tip))
-        now = self.broker.now_ms()
+        now = self.timer_ms()
         results = self._acquire_all(session, ready, limits, now)
         if max_wait_ms <= 0 or _answers(results):
             return results
@@ -569,7 +579,7 @@ class SharePartitionManager:
 
     def _moved(self, key: SharePartitionKey) -> None:
         """Records of ``key`` may be acquirable now: try the fetches waiting on it."""
-        self.fetch_purgatory.check_and_complete(key, self.broker.now_ms())
+        self.fetch_purgatory.check_and_complete(key, self.timer_ms())
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
         topic = self.broker.image.topics_by_name.get(tp[0])
