@@ -298,6 +298,13 @@ class Member:
         if sim.stopping and all(sim.acked.get((self.group, *tp)) == o
                                 for tp, o in self.last_commit.items()):
             return
+        if not sim.stopping:
+            if sim.op_interval_ms is not None:
+                if sim.now < sim.next_operation_ms:  # not yet: it waits its turn
+                    sim.after(sim.next_operation_ms - sim.now, self.next_request)
+                    return
+                sim.next_operation_ms = sim.now + sim.op_interval_ms
+            sim.operations += 1
         if not sim.stopping and sim.rng.random() < 0.3:
             message: Any = OffsetFetch(sim.rid(), self.group, {
                 (t, p): o for (g, t, p), o in sim.acked.items() if g == self.group})
@@ -356,10 +363,16 @@ class OffsetCommitCluster:
     faults_off: frozenset[str] = frozenset()
     """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
     knob; the run stays a function of the seed and this set)."""
+    op_interval_ms: int | None = None
+    """The least time between two requests of the members under chaos (the shrinker's
+    other knob: a member whose request is due sooner waits)."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.injected: collections.Counter[str] = collections.Counter()
+        self.operations = 0
+        """Requests the members sent under chaos."""
+        self.next_operation_ms = 0
         self.rng = random.Random(seed)
         self.now = 0
         self.chaos = False

@@ -414,6 +414,10 @@ class PartitionCluster:
     faults_off: frozenset[str] = frozenset()
     """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
     knob; the run stays a function of the seed and this set)."""
+    op_interval_ms: int | None = None
+    """The least time between two produce requests under chaos (the shrinker's other
+    knob: one due sooner is skipped); after the heal the producer goes as it does, as
+    the check needs new writes."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -427,6 +431,9 @@ class PartitionCluster:
         self.last_delivery: dict[tuple[int, int, str], int] = {}
         self.stats = Stats()
         self.produced = 0
+        self.operations = 0
+        """Produce requests sent under chaos."""
+        self.next_operation_ms = 0
         self.brokers = {b: SimBroker(b) for b in BROKERS}
         # What the checker knows, beside the system.
         self.committed: list[tuple[int, int, str]] = []
@@ -528,7 +535,12 @@ class PartitionCluster:
             elif kind == "controller":
                 self.controller_tick()
             elif kind == "produce":
-                self.produce()
+                if not self.chaos:
+                    self.produce()
+                elif self.op_interval_ms is None or self.now >= self.next_operation_ms:
+                    self.operations += 1
+                    self.next_operation_ms = self.now + (self.op_interval_ms or 0)
+                    self.produce()  # else skipped: too soon after the last
                 self.schedule(self.now + self.rng.randint(5, 40), "produce", None)
             elif kind == "consume":
                 self.consume()

@@ -42,6 +42,8 @@ def replay_command(outcome: Outcome, default_chaos_ms: int) -> str:
         args += ["--chaos-ms", str(outcome.chaos_ms)]
     if outcome.faults_off:
         args += ["--faults-off", ",".join(sorted(outcome.faults_off))]
+    if outcome.op_interval_ms is not None:
+        args += ["--op-interval-ms", str(outcome.op_interval_ms)]
     return " ".join([*args, "--trace"])
 
 
@@ -146,24 +148,36 @@ class Shrunk:
 def shrink(workload: Workload, failing: Outcome, out: TextIO | None = None) -> Shrunk:
     """A smaller schedule of ``failing``'s seed that breaks the same invariant.
 
-    Smaller means a shorter chaos duration, fewer fault kinds and no more faults
-    injected. First the chaos ends at the violation when it came under chaos (the run up
-    to it is the same run); then each fault kind is switched off in turn, kept off if
-    the seed still fails the same way; then the chaos ends at the violation again and its
-    duration is bisected down (a shorter one that still fails is kept; failing is not
-    monotonic in it, so this finds a small one, not the smallest)."""
+    Smaller means a shorter chaos duration, fewer fault kinds, no more faults injected
+    and, for a workload that counts its client operations, fewer of them. First the
+    chaos ends at the violation when it came under chaos (the run up to it is the same
+    run); then each fault kind is switched off in turn, kept off if the seed still fails
+    the same way; then the chaos ends at the violation again and its duration is
+    bisected down (a shorter one that still fails is kept; failing is not monotonic in
+    it, so this finds a small one, not the smallest). Then the operations are thinned:
+    spaced at least their mean interval apart, then twice as far each time while the
+    seed still fails with fewer of them, then bisected between the widest spacing that
+    failed and the first that passed; and the chaos ends at the violation once more.
+    Bounding the count instead would only cut the run before its violation: the clients
+    must go on through the faults, only less often."""
     best, runs = failing, 0
 
-    def attempt(chaos_ms: int, faults_off: frozenset[str]) -> bool:
+    def attempt(chaos_ms: int, faults_off: frozenset[str], op_interval_ms: int | None = None,
+                fewer_operations: bool = False) -> bool:
         nonlocal best, runs
         runs += 1
-        tried = workload.run(failing.seed, Knobs(chaos_ms, faults_off))
+        spacing = op_interval_ms if op_interval_ms is not None else best.op_interval_ms
+        tried = workload.run(failing.seed, Knobs(chaos_ms, faults_off,
+                                                 op_interval_ms=spacing))
         kept = tried.invariant == failing.invariant and \
-            tried.faults_injected <= best.faults_injected
+            tried.faults_injected <= best.faults_injected and \
+            (not fewer_operations or (tried.operations or 0) < (best.operations or 0))
         if out is not None:
-            print(f"  shrink: chaos {chaos_ms} ms, off [{','.join(sorted(faults_off))}]: "
-                  f"{tried.invariant or 'passes'}{' (kept)' if kept else ''}", file=out,
-                  flush=True)
+            print(f"  shrink: chaos {chaos_ms} ms, off [{','.join(sorted(faults_off))}]"
+                  + (f", operations {spacing} ms apart ({tried.operations})"
+                     if spacing is not None else "")
+                  + f": {tried.invariant or 'passes'}{' (kept)' if kept else ''}",
+                  file=out, flush=True)
         if kept:
             best = tried
         return kept
@@ -179,6 +193,25 @@ def shrink(workload: Workload, failing: Outcome, out: TextIO | None = None) -> S
             else:
                 low = middle
 
+    def thin_operations() -> None:
+        if not best.operations:
+            return
+        failed = 0
+        spacing = max(1, best.chaos_ms // best.operations)
+        while spacing <= best.chaos_ms:
+            if not attempt(best.chaos_ms, best.faults_off, spacing, fewer_operations=True):
+                break
+            failed, spacing = spacing, spacing * 2
+        else:
+            return
+        low, high = failed, spacing
+        while high - low > max(1, low // 8):
+            middle = (low + high) // 2
+            if attempt(best.chaos_ms, best.faults_off, middle, fewer_operations=True):
+                low = middle
+            else:
+                high = middle
+
     def end_chaos_at_violation() -> None:
         if best.at_ms < best.chaos_ms:
             attempt(best.at_ms, best.faults_off)
@@ -189,6 +222,8 @@ def shrink(workload: Workload, failing: Outcome, out: TextIO | None = None) -> S
             attempt(best.chaos_ms, best.faults_off | {kind})
     end_chaos_at_violation()
     bisect_chaos()
+    thin_operations()
+    end_chaos_at_violation()
     return Shrunk(failing, best, runs)
 
 
@@ -214,6 +249,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chaos-ms", type=int, help="simulated time under faults (default: the "
                    "workload's)")
     p.add_argument("--faults-off", default="", help="fault kinds not injected, comma-separated")
+    p.add_argument("--op-interval-ms", type=int, help="the least simulated time between two "
+                   "client operations under chaos (default: as the clients go), for the "
+                   "workloads that count them: " + "; ".join(
+                       f"{w.name}: {w.operations}" for w in WORKLOADS.values() if w.operations))
     return p
 
 
@@ -235,7 +274,18 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         print(f"no fault kind {', '.join(sorted(faults_off - kinds))} in these workloads; "
               f"theirs: {', '.join(sorted(kinds))}", file=out)
         return 2
-    knobs = Knobs(args.chaos_ms, faults_off, full_trace=args.trace)
+    if args.op_interval_ms is not None:
+        uncounted = [w.name for w in workloads if w.operations is None]
+        if args.op_interval_ms < 1:
+            print("--op-interval-ms: 1 or more", file=out)
+            return 2
+        if uncounted:
+            counted = ", ".join(w.name for w in WORKLOADS.values() if w.operations)
+            print(f"--op-interval-ms: {', '.join(uncounted)} count no operations; the "
+                  f"workloads that do: {counted}", file=out)
+            return 2
+    knobs = Knobs(args.chaos_ms, faults_off, full_trace=args.trace,
+                  op_interval_ms=args.op_interval_ms)
     if args.seed is not None:
         return replay(workloads, args.seed, knobs, not args.no_shrink, out)
     started = time.monotonic()
@@ -250,7 +300,9 @@ def replay(workloads: list[Workload], seed: int, knobs: Knobs, shrinking: bool,
     for w in workloads:
         outcome = w.run(seed, knobs)
         off = f", faults off: {', '.join(sorted(knobs.faults_off))}" if knobs.faults_off else ""
-        print(f"== {w.name} seed {seed} (chaos {outcome.chaos_ms} ms{off})", file=out)
+        ops = "" if outcome.operations is None else f", {outcome.operations} operations" + (
+            f" {outcome.op_interval_ms} ms apart" if outcome.op_interval_ms is not None else "")
+        print(f"== {w.name} seed {seed} (chaos {outcome.chaos_ms} ms{off}{ops})", file=out)
         if knobs.full_trace:
             print(outcome.trace, file=out)
         faults = ", ".join(f"{k} {v}" for k, v in sorted(outcome.injected.items()))
@@ -272,6 +324,8 @@ def replay(workloads: list[Workload], seed: int, knobs: Knobs, shrinking: bool,
                   f"{len(w.fault_kinds) - len(s.faults_off)} of {len(w.fault_kinds)} "
                   f"(off: {', '.join(sorted(s.faults_off)) or 'none'}), "
                   f"{s.faults_injected} faults injected (was {outcome.faults_injected}), "
-                  f"{s.invariant} at {s.at_ms} ms", file=out)
+                  + (f"{s.operations} operations (was {outcome.operations}), "
+                     if s.operations is not None else "")
+                  + f"{s.invariant} at {s.at_ms} ms", file=out)
             print(f"replay it: {replay_command(s, w.chaos_ms)}", file=out)
     return 1 if failed else 0

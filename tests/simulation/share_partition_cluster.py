@@ -478,10 +478,16 @@ class ShareCluster:
     faults_off: frozenset[str] = frozenset()
     """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
     knob; the run stays a function of the seed and this set)."""
+    op_interval_ms: int | None = None
+    """The least time between two batches produced (the shrinker's other knob: a batch
+    due sooner waits)."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.injected: collections.Counter[str] = collections.Counter()
+        self.operations = 0
+        """Batches produced (all under chaos: the heal stops the producer)."""
+        self.next_operation_ms = 0
         self.rng = rng = random.Random(seed)
         self.settings = Settings(delivery_limit=rng.choice((1, 2, 3, 5)),
                                  lock_ms=rng.choice((100, 300, 1000)),
@@ -546,6 +552,12 @@ class ShareCluster:
     def produce(self) -> None:
         if self.stopping:
             return
+        if self.op_interval_ms is not None:
+            if self.now < self.next_operation_ms:
+                self.after(self.next_operation_ms - self.now, self.produce)
+                return
+            self.next_operation_ms = self.now + self.op_interval_ms
+        self.operations += 1
         first = self.log_end
         self.log.append((first, first + self.rng.randint(0, 3)))
         self.after(self.rng.randint(5, 60), self.produce)

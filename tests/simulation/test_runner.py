@@ -1,6 +1,6 @@
 """``python -m tests.simulation``: seeds parsed, clean runs pass, a broken core fails with
 its seed, invariant and replay command, and a failure shrinks to a schedule no bigger
-than its own that replays exactly."""
+than its own, with fewer client operations, that replays exactly."""
 
 from __future__ import annotations
 
@@ -111,10 +111,53 @@ def test_a_failure_shrinks_to_a_smaller_schedule_that_replays(
     assert small.faults_injected <= original.faults_injected
     assert (small.chaos_ms, len(small.faults_off)) != (original.chaos_ms, 0), \
         "nothing was shrunk"
-    replayed = w.run(1, Knobs(small.chaos_ms, small.faults_off))
+    replayed = w.run(1, Knobs(small.chaos_ms, small.faults_off,
+                              op_interval_ms=small.op_interval_ms))
     assert (replayed.invariant, replayed.at_ms, replayed.message) == \
         (small.invariant, small.at_ms, small.message)
 
     code, out = run("--workload", "offset-commit", "--seed", "1")
     assert code == 1
     assert f"replay it: {replay_command(small, w.chaos_ms)}" in out, out
+
+
+def test_a_failure_shrinks_to_fewer_operations_that_still_fail(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offset-commit mutation's seed 1 shrinks to a run whose members send fewer
+    requests under chaos (spaced apart) and that still breaks ACKED_VISIBLE; the replay
+    command printed names the spacing and, run, fails the same way with as many
+    operations."""
+    monkeypatch.setattr(CoordinatorRuntime, "write", answered_at_append)
+    w = WORKLOADS["offset-commit"]
+    original = w.run(1)
+    assert original.invariant == "ACKED_VISIBLE" and original.operations, original
+
+    small = shrink(w, original).smallest
+    assert small.invariant == "ACKED_VISIBLE"
+    assert small.op_interval_ms is not None and small.operations is not None
+    assert small.operations < original.operations
+
+    command = replay_command(small, w.chaos_ms)
+    assert f"--op-interval-ms {small.op_interval_ms}" in command
+    code, out = run("--workload", "offset-commit", "--seed", "1")
+    assert code == 1 and f"replay it: {command}" in out, out
+    assert f"{small.operations} operations (was {original.operations})" in out, out
+    args = command.removeprefix("python -m tests.simulation ").split()
+    code, out = run(*args, "--no-shrink")
+    assert code == 1, out
+    assert f"{small.operations} operations {small.op_interval_ms} ms apart" in out, out
+    assert f"VIOLATION ACKED_VISIBLE at {small.at_ms} ms" in out, out
+
+
+def test_operations_are_spaced_at_least_the_interval_asked() -> None:
+    """A clean partition seed with produce requests at least 200 ms apart under chaos
+    sends at most one per 200 ms of it, fewer than as the producer goes, and still
+    passes; a workload that counts no operations refuses the knob."""
+    w = WORKLOADS["partition"]
+    normal = w.run(3)
+    spaced = w.run(3, Knobs(op_interval_ms=200))
+    assert normal.ok and spaced.ok, (normal.message, spaced.message)
+    assert normal.operations is not None and spaced.operations is not None
+    assert 0 < spaced.operations <= w.chaos_ms // 200 + 1 < normal.operations
+    code, out = run("--workload", "raft-3", "--seed", "1", "--op-interval-ms", "5")
+    assert code == 2 and "raft-3 count no operations" in out, out

@@ -9,8 +9,11 @@ seed means the same run in both.
 ``Knobs`` are what may vary beside the seed while keeping the run a function of its
 inputs: the chaos duration (the run up to it is the same run as a longer one's: the
 events are the same until the heal), the fault kinds switched off (a fault drawn of such a
-kind is skipped, which changes the draws after it, deterministically), and whether the
-whole trace is kept rather than its last steps.
+kind is skipped, which changes the draws after it, deterministically), for a workload
+whose clients count their operations the least time between two of them under chaos
+(fewer operations: an operation due sooner waits, or is skipped where the client is a
+producer on a timer; deterministic too), and whether the whole trace is kept rather than
+its last steps.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import collections
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tests.simulation import (
     offset_commit_cluster,
@@ -60,6 +63,9 @@ class Knobs:
     faults_off: frozenset[str] = frozenset()
     full_trace: bool = False
     """Keep every notable step, not only the last ones a failure shows."""
+    op_interval_ms: int | None = None
+    """The least simulated time between two client operations started under chaos, over
+    all the clients (``Workload.operations`` says what one is); None: as the clients go."""
 
 
 class Traced(Protocol):
@@ -73,6 +79,15 @@ class Traced(Protocol):
     def history(self) -> str: ...
 
 
+@runtime_checkable
+class Counted(Protocol):
+    """A cluster whose clients count the operations they start under chaos, and start
+    them at least ``op_interval_ms`` apart (None: as they go)."""
+
+    operations: int
+    op_interval_ms: int | None
+
+
 C = TypeVar("C", bound=Traced)
 
 
@@ -81,6 +96,10 @@ def prepared(sim: C, knobs: Knobs) -> C:
     sim.faults_off = knobs.faults_off
     if knobs.full_trace:
         sim.trace = collections.deque(sim.trace)
+    if knobs.op_interval_ms is not None:
+        if not isinstance(sim, Counted):
+            raise ValueError(f"{type(sim).__name__} does not count its operations")
+        sim.op_interval_ms = knobs.op_interval_ms
     return sim
 
 
@@ -321,6 +340,11 @@ class Outcome:
     machine does not inflate)."""
     trace: str = ""
     """The notable steps (all of them with ``Knobs.full_trace``, else the last ones)."""
+    operations: int | None = None
+    """Client operations started under chaos; None for a workload that does not count
+    them."""
+    op_interval_ms: int | None = None
+    """``Knobs.op_interval_ms`` of the run."""
 
     @property
     def ok(self) -> bool:
@@ -339,12 +363,16 @@ class Workload:
     simulate: Callable[[int, Knobs], tuple[Traced, Exception | None]]
     pytest: str
     """The pytest module that runs its CI seeds."""
+    operations: str | None = None
+    """What one of its client operations is, when its cluster counts them (``Counted``,
+    ``Knobs.op_interval_ms`` spaces them); None when it does not."""
 
     def run(self, seed: int, knobs: Knobs = Knobs()) -> Outcome:
         """Run ``seed``; a failure is an outcome, never an exception."""
         chaos_ms = chaos(knobs, self.chaos_ms)
         started = time.process_time()
-        sim, error = self.simulate(seed, Knobs(chaos_ms, knobs.faults_off, knobs.full_trace))
+        sim, error = self.simulate(seed, Knobs(chaos_ms, knobs.faults_off, knobs.full_trace,
+                                               knobs.op_interval_ms))
         seconds = time.process_time() - started
         invariant = None
         if error is not None:
@@ -352,7 +380,9 @@ class Workload:
             invariant = rule.name if rule is not None else type(error).__name__
         return Outcome(self.name, seed, chaos_ms, knobs.faults_off, invariant,
                        "" if error is None else str(error), sim.now, dict(sim.injected),
-                       seconds, sim.history() if knobs.full_trace or error else "")
+                       seconds, sim.history() if knobs.full_trace or error else "",
+                       sim.operations if isinstance(sim, Counted) else None,
+                       knobs.op_interval_ms)
 
 
 def _membership(name: str) -> Callable[[int, Knobs], tuple[Traced, Exception | None]]:
@@ -373,13 +403,14 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
                RAFT_KINDS + (("wipe",) if name == "replace" else ()), _membership(name),
                "test_membership_simulation.py") for name in sorted(MEMBERSHIP_WORKLOADS)),
     Workload("partition", PARTITION_CHAOS_MS, PartitionCluster.FAULT_KINDS, simulate_partition,
-             "test_partition_replication.py"),
+             "test_partition_replication.py", "a produce request"),
     Workload("transaction", TRANSACTION_CHAOS_MS, TransactionCluster.FAULT_KINDS,
              simulate_transactions, "test_transaction_simulation.py"),
     Workload("offset-commit", OFFSET_COMMIT_CHAOS_MS, OffsetCommitCluster.FAULT_KINDS,
-             simulate_offset_commits, "test_offset_commit_simulation.py"),
+             simulate_offset_commits, "test_offset_commit_simulation.py",
+             "a member's OffsetCommit or OffsetFetch"),
     Workload("share", SHARE_CHAOS_MS, ShareCluster.FAULT_KINDS, simulate_share,
-             "test_share_simulation.py"),
+             "test_share_simulation.py", "a batch produced"),
 ]}
 """Every workload by name; a name's prefix before ``-`` (``raft``, ``membership``) names
 its family."""
