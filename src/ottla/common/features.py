@@ -47,7 +47,7 @@ SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL),
 
 
 IBP_4_0_IV1 = 23
-METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23})
+METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23, 30, 32, 33})
 """The metadata.version levels (of those supported) that changed the metadata records
 (Kafka's ``MetadataVersion.didMetadataChange``): a downgrade across one may lose
 metadata."""
