@@ -500,18 +500,37 @@ async def test_unregister_broker_forgets_it_and_moves_its_partitions(env: Env) -
         ErrorCode.broker_id_not_registered, "Broker ID 2 is not currently registered")
 
 
-async def test_unregister_controller_is_refused_as_kafka_refuses_it_below_4_4_iv2(
-        env: Env) -> None:
+async def test_unregister_controller_is_refused_as_kafka_refuses_it_below_4_4_iv2() -> None:
     """KIP-1220 as Kafka 4.4's QuorumController answers it: the active controller (node 1
     here) cannot unregister itself; any other id is refused below metadata.version
-    4.4-IV2, which has the UnregisterControllerRecord (Ottla's newest is 4.0-IV3)."""
+    4.4-IV2, the first with the UnregisterControllerRecord, before its registration is
+    looked at."""
+    env = make_env(metadata_version=32)  # 4.4-IV1
+    await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 9093, 0)])
     own = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": 1})
     assert (own.error_code, own.error_message) == (
         ErrorCode.invalid_request, "Controller cannot unregister itself while it is active.")
-    other = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": 2})
-    assert (other.error_code, other.error_message) == (
-        ErrorCode.unsupported_version,
-        "The current MetadataVersion is too old to support controller unregistration.")
+    for controller_id in (2, 3):
+        other = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": controller_id})
+        assert (other.error_code, other.error_message) == (
+            ErrorCode.unsupported_version,
+            "The current MetadataVersion is too old to support controller unregistration.")
+    assert sorted(env.image.controllers) == [2]
+
+
+async def test_unregister_controller_forgets_its_registration_from_4_4_iv2(env: Env) -> None:
+    """From 4.4-IV2 (a new cluster's level) a registered controller's registration goes with
+    an UnregisterControllerRecord, so DescribeCluster no longer lists it; an id with no
+    registration is CONTROLLER_ID_NOT_REGISTERED (137) in Kafka's words."""
+    await register_controller(env, 2, uuid.UUID(int=2), [("CONTROLLER", "h", 9093, 0)])
+    assert sorted(env.image.controllers) == [2]
+    gone = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": 2})
+    assert (gone.error_code, gone.error_message) == (ErrorCode.none, None)
+    assert not env.image.controllers
+    assert [c.node_id for c in (await describe_controllers(env)).brokers] == []
+    again = await ask(env, ApiKey.UNREGISTER_CONTROLLER, 0, {"controller_id": 2})
+    assert (again.error_code, again.error_message) == (
+        137, "Controller ID 2 is not currently registered.")
 
 
 async def test_create_partitions_adds_partitions(env: Env) -> None:

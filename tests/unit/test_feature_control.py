@@ -8,6 +8,7 @@ import pytest
 
 from ottla.cli.storage import feature_levels
 from ottla.common.features import (
+    ELIGIBLE_LEADER_REPLICAS_VERSION,
     IBP_3_7_IV0,
     METADATA_VERSION,
     METADATA_VERSION_LEVEL,
@@ -29,15 +30,17 @@ def test_a_new_cluster_starts_at_the_latest_metadata_version() -> None:
     apply(c, c.features.bootstrap_records())
     assert c.image.features[METADATA_VERSION] == METADATA_VERSION_LEVEL
     assert c.image.features[TRANSACTION_VERSION] == 2  # as Kafka 4.0 formats
-    assert c.image.features[SHARE_VERSION] == 1  # Ottla serves share groups by default
+    assert c.image.features[SHARE_VERSION] == 2  # as Kafka 4.4 formats (4.4-IV0 and up)
 
 
 def test_format_starts_features_at_the_release_defaults_or_as_told(tmp_path) -> None:
     levels = feature_levels([], METADATA_VERSION_LEVEL)
-    assert levels == {TRANSACTION_VERSION: 2, SHARE_VERSION: 1}
+    assert levels == {TRANSACTION_VERSION: 2, ELIGIBLE_LEADER_REPLICAS_VERSION: 1,
+                      SHARE_VERSION: 2}
     assert feature_levels([], 21) == {}  # 3.9: no transactions v2, no share groups
     assert feature_levels(["transaction.version=1", "share.version=0"],
-                          METADATA_VERSION_LEVEL) == {TRANSACTION_VERSION: 1, SHARE_VERSION: 0}
+                          METADATA_VERSION_LEVEL) == {
+        TRANSACTION_VERSION: 1, ELIGIBLE_LEADER_REPLICAS_VERSION: 1, SHARE_VERSION: 0}
     for bad, words in [("transaction.version=7", "outside the supported range"),
                        ("share.nope=1", "unknown feature"), ("transaction.version", "NAME=LEVEL"),
                        ("metadata.version=20", "--release-version")]:
@@ -51,6 +54,7 @@ def test_format_starts_features_at_the_release_defaults_or_as_told(tmp_path) -> 
 def test_updates_are_all_or_nothing_and_downgrades_need_saying_so() -> None:
     c = controller()
     apply(c, c.features.bootstrap_records())
+    apply(c, [r.FeatureLevelRecord(name=SHARE_VERSION, feature_level=1)])  # upgradable to 2
     result = c.features.update_features([(METADATA_VERSION, 7, UPGRADE)])
     assert result.records == []
     assert result.response == (
@@ -120,6 +124,7 @@ OLDER = dict(SUPPORTED_FEATURES, **{SHARE_VERSION: (0, 1)})
 def test_a_level_every_registered_broker_and_controller_must_support() -> None:
     c = QuorumController(1, quorum_node_ids=[1, 2, 3])
     apply(c, c.features.bootstrap_records())
+    apply(c, [r.FeatureLevelRecord(name=SHARE_VERSION, feature_level=1)])  # upgradable to 2
     register_controller(c, 2, SUPPORTED_FEATURES)
     register_controller(c, 3, SUPPORTED_FEATURES)
     register_broker(c, 4, SUPPORTED_FEATURES)

@@ -303,7 +303,10 @@ def test_an_override_outside_bounds_moved_since_is_capped(caplog) -> None:
 
 def test_share_version_levels_and_bootstrap_default() -> None:
     assert SUPPORTED_FEATURES[SHARE_VERSION] == (0, 2)
-    assert default_feature_levels(METADATA_VERSION_LEVEL)[SHARE_VERSION] == 1
+    # ShareVersion's bootstrap levels: SV_1 at 4.2-IV0 (28), SV_2 at 4.4-IV0 (31).
+    assert default_feature_levels(METADATA_VERSION_LEVEL)[SHARE_VERSION] == 2
+    assert [default_feature_levels(v).get(SHARE_VERSION) for v in (27, 28, 30, 31)] == \
+        [None, 1, 1, 2]
     assert SHARE_VERSION not in default_feature_levels(21)  # formatted for 3.9
     assert not share_groups_enabled({}) and not share_groups_enabled({SHARE_VERSION: 0})
     assert share_groups_enabled({SHARE_VERSION: 1}) and not share_dlq_enabled({SHARE_VERSION: 1})
@@ -313,7 +316,7 @@ def test_share_version_levels_and_bootstrap_default() -> None:
 def test_share_version_goes_down_to_zero_and_back_up() -> None:
     c = controller()
     apply(c, c.features.bootstrap_records())
-    assert c.image.features[SHARE_VERSION] == 1
+    assert c.image.features[SHARE_VERSION] == 2
     refused = c.features.update_features([(SHARE_VERSION, 3, UPGRADE)])
     assert refused.response == (
         ErrorCode.invalid_update_version,

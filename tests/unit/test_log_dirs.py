@@ -139,7 +139,7 @@ def test_assign_replicas_to_dirs_refuses_stale_broker_epochs() -> None:
 
 
 def test_an_offline_dir_moves_the_leadership_of_its_partitions_only() -> None:
-    c, epochs = cluster()
+    c, epochs = cluster(metadata_version=25)  # 4.0-IV3: ELR off, the last ISR member stays
     apply(c, c.replication.create_topics([
         NewTopic("t", assignments={0: [1, 2, 3], 1: [1, 3, 2], 2: [2, 1, 3]}),
         NewTopic("solo", assignments={0: [1]})]).records)
@@ -268,8 +268,9 @@ def test_the_records_and_a_snapshot_keep_the_dirs() -> None:
     assert copy.topics_by_name["t"].partitions[0].directories == [B1, A2]
     assert r.encode(r.PartitionRecord(partition_id=0, topic_id=A1, replicas=(1,), isr=(1,)))[
         :3] == bytes([1, 3, 2])  # frame 1, PartitionRecord v2
-    assert r.encode(r.RegisterBrokerRecord(broker_id=1, incarnation_id=A1, broker_epoch=1))[
-        :3] == bytes([1, 0, 3])  # RegisterBrokerRecord v3
+    assert r.encode(r.RegisterBrokerRecord.at(25)(broker_id=1, incarnation_id=A1,
+                                                  broker_epoch=1))[
+        :3] == bytes([1, 0, 3])  # RegisterBrokerRecord v3 (below 4.3-IV0)
 
 
 def test_older_record_versions_are_read() -> None:

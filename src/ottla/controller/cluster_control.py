@@ -15,13 +15,15 @@ from ottla.common.features import (
     METADATA_VERSION,
     METADATA_VERSION_LEVEL,
     controller_registration_supported,
+    controller_unregistration_supported,
+    cordoned_log_dirs_supported,
 )
 from ottla.controller.replication_control import ReplicationControlManager
 from ottla.controller.results import ControllerError, ControllerResult
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import CONTROLLER_ID_NOT_REGISTERED, ErrorCode
 
 SECURITY_PROTOCOLS = frozenset({0, 1, 2, 3})
 """Kafka's ``SecurityProtocol`` ids: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."""
@@ -81,7 +83,8 @@ class ClusterControlManager:
         if fence or unclean:
             records += self.replication.handle_brokers_fenced(
                 {broker_id} if fence else set(), unclean_shutdown={broker_id} if unclean else ())
-        records.append(r.RegisterBrokerRecord(
+        level = self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)
+        records.append(r.RegisterBrokerRecord.at(level)(
             broker_id=broker_id, incarnation_id=incarnation_id, broker_epoch=broker_epoch,
             end_points=tuple(r.BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
                              for n, h, p, s in endpoints),
@@ -154,12 +157,15 @@ class ClusterControlManager:
 
     def broker_heartbeat(self, broker_id: int, broker_epoch: int, metadata_offset: int,
                          want_fence: bool, want_shutdown: bool, now_ms: int,
-                         offline_dirs: Sequence[uuid.UUID] = ()) -> ControllerResult:
+                         offline_dirs: Sequence[uuid.UUID] = (),
+                         cordoned_dirs: Sequence[uuid.UUID] | None = None) -> ControllerResult:
         """BrokerHeartbeat: keep the session alive, unfence a caught-up broker that asks,
         fence one that asks (or is shutting down), and move the partitions whose replica
         on the broker is in a log dir newly among ``offline_dirs`` (KIP-858, from
         metadata.version 3.7-IV2, after the fencing or unfencing as in Kafka's
-        ``processBrokerHeartbeat``). Response: HeartbeatReply."""
+        ``processBrokerHeartbeat``); from 4.3-IV0, record ``cordoned_dirs`` (KIP-1066)
+        when they differ from the registration's (Kafka's ``handleDirectoriesCordoned``).
+        Response: HeartbeatReply."""
         broker = self.image.brokers.get(broker_id)
         if broker is None:  # as Kafka: a heartbeat before registration has a stale epoch
             raise ControllerError(ErrorCode.stale_broker_epoch,
@@ -185,6 +191,13 @@ class ClusterControlManager:
                        if isinstance(rec, r.PartitionChangeRecord)}
             records += self.replication.handle_directories_offline(
                 broker_id, broker_epoch, offline, decided)
+        level = self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)
+        if cordoned_dirs is not None and cordoned_log_dirs_supported(level) and (
+                broker.cordoned_directories is None
+                or set(broker.cordoned_directories) != set(cordoned_dirs)):
+            records.append(r.BrokerRegistrationChangeRecord(
+                broker_id=broker_id, broker_epoch=broker_epoch,
+                cordoned_log_dirs=tuple(cordoned_dirs)))
         return ControllerResult(records, HeartbeatReply(caught_up, fenced, want_shutdown))
 
     def fence_stale_brokers(self, now_ms: int, session_timeout_ms: int,
@@ -229,15 +242,20 @@ class ClusterControlManager:
         """Forget a controller's registration (kafka-cluster unregister-controller,
         KIP-1220, Kafka's ``unregisterController``), asked of the active controller
         ``active_id``, which cannot unregister itself. Kafka writes an
-        UnregisterControllerRecord only from metadata.version 4.4-IV2, newer than any
-        Ottla runs at (4.0-IV3 at most), and below it refuses, as here, before it looks
-        at the controller's registration."""
+        UnregisterControllerRecord from metadata.version 4.4-IV2 and below it refuses, as
+        here, before it looks at the controller's registration."""
         if controller_id == active_id:
             raise ControllerError(ErrorCode.invalid_request,
                                   "Controller cannot unregister itself while it is active.")
-        raise ControllerError(ErrorCode.unsupported_version,
-                              "The current MetadataVersion is too old to support "
-                              "controller unregistration.")
+        level = self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)
+        if not controller_unregistration_supported(level):
+            raise ControllerError(ErrorCode.unsupported_version,
+                                  "The current MetadataVersion is too old to support "
+                                  "controller unregistration.")
+        if controller_id not in self.image.controllers:
+            raise ControllerError(CONTROLLER_ID_NOT_REGISTERED,
+                                  f"Controller ID {controller_id} is not currently registered.")
+        return ControllerResult([r.UnregisterControllerRecord(controller_id=controller_id)])
 
     def _fence(self, brokers: dict[int, int]) -> list[Any]:
         """FenceBrokerRecords (broker id -> epoch), and the ISR and leader changes of the

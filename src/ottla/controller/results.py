@@ -29,7 +29,7 @@ class ControllerError(KafkaError):
 
     message: str
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode | int, message: str) -> None:
         super().__init__(code, message)
 
 

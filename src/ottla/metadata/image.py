@@ -24,6 +24,7 @@ from typing import Any
 
 from kio.static.primitive import f64
 
+from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL
 from ottla.metadata import directory_id
 from ottla.metadata import records as r
 from ottla.metadata.client_quotas import QuotaEntity, entity_sort_key, quota_entity
@@ -105,6 +106,10 @@ class BrokerRegistration:
     features: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Supported (min, max) levels by feature name, as it registered: a feature it did
     not name it supports only at level 0 (what UpdateFeatures checks)."""
+    cordoned_directories: tuple[uuid.UUID, ...] | None = None
+    """Its cordoned log dirs (KIP-1066, 4.3-IV0 and later), None until its heartbeats
+    report them. Kept so that the image writes back what a Kafka broker reported; Ottla's
+    brokers cordon none."""
 
     def has_online_dir(self, directory: uuid.UUID) -> bool:
         """Whether a replica in ``directory`` on this broker is online (Kafka's
@@ -267,7 +272,8 @@ class MetadataImage:
             {e.name: Endpoint(e.name, e.host, e.port, e.security_protocol)
              for e in rec.end_points},
             rec.rack, rec.fenced, rec.in_controlled_shutdown, _dirs(rec.log_dirs),
-            _features(rec.features))
+            _features(rec.features),
+            None if rec.cordoned_log_dirs is None else _dirs(rec.cordoned_log_dirs))
 
     def _replay_BrokerRegistrationChangeRecord(self, rec: r.BrokerRegistrationChangeRecord
                                                ) -> None:
@@ -284,6 +290,8 @@ class MetadataImage:
             changes["in_controlled_shutdown"] = True
         if rec.log_dirs:
             changes["directories"] = _dirs(rec.log_dirs)
+        if rec.cordoned_log_dirs is not None:
+            changes["cordoned_directories"] = _dirs(rec.cordoned_log_dirs)
         if changes:
             self.brokers[rec.broker_id] = dataclasses.replace(broker, **changes)
 
@@ -295,6 +303,9 @@ class MetadataImage:
             {e.name: Endpoint(e.name, e.host, e.port, e.security_protocol)
              for e in rec.end_points},
             _features(rec.features))
+
+    def _replay_UnregisterControllerRecord(self, rec: r.UnregisterControllerRecord) -> None:
+        self.controllers.pop(rec.controller_id, None)
 
     def _replay_UnregisterBrokerRecord(self, rec: r.UnregisterBrokerRecord) -> None:
         self.brokers.pop(rec.broker_id, None)
@@ -376,12 +387,15 @@ class MetadataImage:
         give the same records."""
         records: list[Any] = [r.FeatureLevelRecord(name=name, feature_level=level)
                               for name, level in sorted(self.features.items())]
+        register = r.RegisterBrokerRecord.at(self.features.get(METADATA_VERSION,
+                                                               METADATA_VERSION_LEVEL))
         for broker in sorted(self.brokers.values(), key=lambda b: b.broker_id):
-            records.append(r.RegisterBrokerRecord(
+            records.append(register(
                 broker_id=broker.broker_id, incarnation_id=broker.incarnation_id,
                 broker_epoch=broker.epoch, rack=broker.rack, fenced=broker.fenced,
                 in_controlled_shutdown=broker.in_controlled_shutdown,
                 log_dirs=broker.directories, features=_feature_records(broker.features),
+                cordoned_log_dirs=broker.cordoned_directories,
                 end_points=tuple(r.BrokerEndpoint(name=e.name, host=e.host, port=e.port,
                                                   security_protocol=e.security_protocol)
                                  for e in broker.endpoints.values())))
@@ -496,3 +510,4 @@ def token_record(token: TokenInformation) -> r.DelegationTokenRecord:
 MetadataImage._handlers = {
     getattr(r, name[len("_replay_"):]): function
     for name, function in vars(MetadataImage).items() if name.startswith("_replay_")}
+MetadataImage._handlers[r.RegisterBrokerRecordV3] = MetadataImage._handlers[r.RegisterBrokerRecord]

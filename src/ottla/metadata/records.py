@@ -71,9 +71,11 @@ class BrokerFeature:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RegisterBrokerRecord(_Record):
     """Version 1 adds InControlledShutdown, 2 IsMigratingZkBroker, 3 LogDirs (KIP-858,
-    written from metadata.version 3.7-IV2)."""
+    written from metadata.version 3.7-IV2), 4 CordonedLogDirs (KIP-1066, written from
+    4.3-IV0; null until the broker's heartbeats say). Below 4.3-IV0 it is written as
+    ``RegisterBrokerRecordV3``, so that a Kafka release that knows only v3 reads it."""
     __api_key__: ClassVar[int] = 0
-    __version__: ClassVar[int] = 3
+    __version__: ClassVar[int] = 4
     __min_version__: ClassVar[int] = 2
     broker_id: int = field(metadata=_meta("int32"))
     is_migrating_zk_broker: bool = field(metadata=_meta("bool"), default=False)
@@ -86,6 +88,21 @@ class RegisterBrokerRecord(_Record):
     in_controlled_shutdown: bool = field(metadata=_meta("bool"), default=False)
     log_dirs: tuple[uuid.UUID, ...] = field(metadata=_meta("uuid", tag=0), default=())
     """The ids of the broker's log dirs (all of them, online when it registers)."""
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = field(metadata=_meta("uuid", tag=1),
+                                                            default=None)
+
+    @staticmethod
+    def at(metadata_level: int) -> type["RegisterBrokerRecord"]:
+        """The class that writes this record as Kafka does at ``metadata_level`` (its
+        ``registerBrokerRecordVersion``; v3 for every level Ottla writes below 4.3-IV0)."""
+        return RegisterBrokerRecord if metadata_level >= 30 else RegisterBrokerRecordV3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisterBrokerRecordV3(RegisterBrokerRecord):
+    """A RegisterBrokerRecord written in version 3 (no cordoned log dirs): the same
+    record, replayed as one."""
+    __version__: ClassVar[int] = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +143,13 @@ class RegisterControllerRecord(_Record):
     zk_migration_ready: bool = field(metadata=_meta("bool"), default=False)
     end_points: tuple[BrokerEndpoint, ...] = ()
     features: tuple[BrokerFeature, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnregisterControllerRecord(_Record):
+    """A controller's registration removed (KIP-1220, from metadata.version 4.4-IV2)."""
+    __api_key__: ClassVar[int] = 29
+    controller_id: int = field(metadata=_meta("int32"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,16 +269,29 @@ class RemoveTopicRecord(_Record):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerRegistrationChangeRecord(_Record):
     """A change of a registered broker: fencing (-1 unfenced, 0 no change, 1 fenced),
-    controlled shutdown (1), or its online log dirs (KIP-858: the dirs it registered
-    with but those its heartbeats reported offline; empty for no change). Version 1 adds
-    InControlledShutdown, 2 LogDirs; all tagged."""
+    controlled shutdown (1), its online log dirs (KIP-858: the dirs it registered
+    with but those its heartbeats reported offline; empty for no change), or its
+    cordoned ones (KIP-1066, null for no change). Version 1 adds InControlledShutdown, 2
+    LogDirs, 3 CordonedLogDirs; all tagged, and Kafka writes the oldest version that has
+    the field a change sets (``write_version``)."""
     __api_key__: ClassVar[int] = 17
-    __version__: ClassVar[int] = 2
+    __version__: ClassVar[int] = 3
     broker_id: int = field(metadata=_meta("int32"))
     broker_epoch: int = field(metadata=_meta("int64"))
     fenced: int = field(metadata=_meta("int8", tag=0), default=0)
     in_controlled_shutdown: int = field(metadata=_meta("int8", tag=1), default=0)
     log_dirs: tuple[uuid.UUID, ...] = field(metadata=_meta("uuid", tag=2), default=())
+    cordoned_log_dirs: tuple[uuid.UUID, ...] | None = field(metadata=_meta("uuid", tag=3),
+                                                            default=None)
+
+    def write_version(self) -> int:
+        """Kafka's versions: 3 for cordoned dirs, 2 for log dirs, 1 for a controlled
+        shutdown, 0 for fencing."""
+        if self.cordoned_log_dirs is not None:
+            return 3
+        if self.log_dirs:
+            return 2
+        return 1 if self.in_controlled_shutdown else 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -391,7 +428,8 @@ RECORD_TYPES: dict[int, type] = {cls.__api_key__: cls for cls in (
     ClientQuotaRecord, ProducerIdsRecord, AccessControlEntryRecord,
     RemoveAccessControlEntryRecord, NoOpRecord, RemoveUserScramCredentialRecord,
     BeginTransactionRecord, EndTransactionRecord, AbortTransactionRecord,
-    DelegationTokenRecord, RemoveDelegationTokenRecord, RegisterControllerRecord)}
+    DelegationTokenRecord, RemoveDelegationTokenRecord, RegisterControllerRecord,
+    UnregisterControllerRecord)}
 
 _LEGACY: dict[tuple[int, int], type] = {
     (0, 0): _RegisterBrokerRecordV0, (0, 1): _RegisterBrokerRecordV1,
@@ -399,7 +437,7 @@ _LEGACY: dict[tuple[int, int], type] = {
 """Older layouts of a record type, by (api key, version): read, then made the current
 type (the fields they lack take their defaults)."""
 
-_writers = {cls: entity_writer(cls) for cls in RECORD_TYPES.values()}
+_writers = {cls: entity_writer(cls) for cls in (*RECORD_TYPES.values(), RegisterBrokerRecordV3)}
 _readers = {cls: entity_reader(cls) for cls in (*RECORD_TYPES.values(), *_LEGACY.values())}
 
 
@@ -411,8 +449,9 @@ def encode(record: Any) -> bytes:
     """A metadata record as the value bytes of a log record."""
     cls = type(record)
     buf = io.BytesIO()
+    version = record.write_version() if hasattr(record, "write_version") else cls.__version__
     buf.write(encode_unsigned_varint(FRAME_VERSION) + encode_unsigned_varint(cls.__api_key__)
-              + encode_unsigned_varint(cls.__version__))
+              + encode_unsigned_varint(version))
     _writers[cls](buf, record)
     return buf.getvalue()
 

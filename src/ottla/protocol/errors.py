@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "MalformedRequest"]
+__all__ = ["CONTROLLER_ID_NOT_REGISTERED", "ErrorCode", "KafkaError", "MalformedRequest"]
+
+CONTROLLER_ID_NOT_REGISTERED = 137
+"""Kafka 4.4's code for UnregisterController of a controller with no registration
+(KIP-1220): newer than ``kio``'s table, so carried as a plain int."""
 
 
 class KafkaError(Exception):
     """A failure that maps to one Kafka error code (and an optional message for the client)."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or code.name)
+    def __init__(self, code: ErrorCode | int, message: str | None = None) -> None:
+        super().__init__(message or getattr(code, "name", str(code)))
         self.code = code
         self.message = message
 

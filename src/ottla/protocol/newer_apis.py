@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from kio.index import UnknownEntity
-from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v2.header import RequestHeader
 from kio.schema.response_header.v1.header import ResponseHeader
 from kio.static.constants import EntityType
@@ -38,7 +37,8 @@ class UnregisterControllerResponse:
     __api_key__: ClassVar[i16] = i16(94)
     __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
     throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    error_code: i16 = field(metadata={"kafka_type": "int16"})
+    """A plain int16: CONTROLLER_ID_NOT_REGISTERED (137) is not in ``kio``'s ErrorCode."""
     error_message: str | None = field(metadata={"kafka_type": "string"})
 
 

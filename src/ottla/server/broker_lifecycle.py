@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ottla.common.features import SUPPORTED_FEATURES
+from ottla.common.features import SUPPORTED_FEATURES, cordoned_log_dirs_supported
 from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
+CORDONED_HEARTBEAT_VERSION = 2
+"""BrokerHeartbeat v2 (KIP-1066) carries the cordoned log dirs, from metadata.version
+4.3-IV0."""
 FENCED_HEARTBEAT_S = 0.1
 
 
@@ -52,8 +55,12 @@ class BrokerLifecycle:
                  heartbeat_interval_ms: int, session_timeout_ms: int,
                  directory_ids: list[uuid.UUID], previous_broker_epoch: int = -1,
                  log_dir_failure_timeout_ms: int = 30_000,
-                 on_fatal: Callable[[str], None] | None = None) -> None:
+                 on_fatal: Callable[[str], None] | None = None,
+                 metadata_level: Callable[[], int] = lambda: 0) -> None:
         self.broker = broker
+        self.metadata_level = metadata_level
+        """The metadata.version the broker's image has (0 before it has one), which decides
+        whether heartbeats carry the cordoned log dirs."""
         self.channel = channel
         self.applied_offset = applied_offset
         self.endpoints = endpoints
@@ -138,11 +145,17 @@ class BrokerLifecycle:
     async def _heartbeat(self, want_shut_down: bool = False, timeout: float | None = None
                          ) -> Any:
         offline = list(self.offline_dirs)
-        response = await self.channel.call(ApiKey.BROKER_HEARTBEAT, HEARTBEAT_VERSION, {
+        request: dict[str, Any] = {
             "broker_id": self.broker.node_id, "broker_epoch": self.epoch,
             "current_metadata_offset": self.applied_offset(), "want_fence": False,
-            "want_shut_down": want_shut_down, "offline_log_dirs": offline},
-            timeout=timeout or self.session_timeout)
+            "want_shut_down": want_shut_down, "offline_log_dirs": offline}
+        version = HEARTBEAT_VERSION
+        if cordoned_log_dirs_supported(self.metadata_level()):
+            # As Kafka's BrokerLifecycleManager once its metadata has caught up: the
+            # cordoned dirs, none here (Ottla has no cordoned.log.dirs).
+            version, request["cordoned_log_dirs"] = CORDONED_HEARTBEAT_VERSION, []
+        response = await self.channel.call(ApiKey.BROKER_HEARTBEAT, version, request,
+                                           timeout=timeout or self.session_timeout)
         if response.error_code in (ErrorCode.stale_broker_epoch,
                                    ErrorCode.broker_id_not_registered):
             log.info("Broker %d: registration %d is gone (%r); registering again",

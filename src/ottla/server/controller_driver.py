@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ottla.common.features import METADATA_VERSION
+from ottla.controller.activation import elr_safety_records
 from ottla.controller.offset_control import OffsetControl
 from ottla.controller.quorum_controller import QuorumController
 from ottla.controller.results import ControllerResult, NotControllerError
@@ -226,7 +227,9 @@ class ControllerDriver:
                 await self.submit(lambda c: ControllerResult([r.AbortTransactionRecord(
                     reason="a new active controller took over")]))
             if METADATA_VERSION not in self.controller.image.features:
-                records = self.bootstrap_records()
+                bootstrap = self.bootstrap_records()
+                records = [*bootstrap, *elr_safety_records(
+                    bootstrap, self.controller.replication.default_min_insync_replicas)]
                 await self.submit(lambda c: ControllerResult([
                     r.BeginTransactionRecord(name="Bootstrap records"), *records,
                     r.EndTransactionRecord()]))

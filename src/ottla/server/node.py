@@ -25,6 +25,7 @@ from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.security import client_security
+from ottla.common.features import METADATA_VERSION
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import within
 from ottla.common.topics import METADATA_PARTITION_DIR, METADATA_TOPIC
@@ -407,7 +408,8 @@ class Node:
             session_timeout_ms=cfg["broker.session.timeout.ms"], directory_ids=directory_ids,
             previous_broker_epoch=self.log_manager.previous_broker_epoch,
             log_dir_failure_timeout_ms=cfg["log.dir.failure.timeout.ms"],
-            on_fatal=lambda why: self._on_fault(RuntimeError(why)))
+            on_fatal=lambda why: self._on_fault(RuntimeError(why)),
+            metadata_level=lambda: self.broker.image.features.get(METADATA_VERSION, 0))
         for failed in sorted(self.log_manager.offline_dirs):  # failed before registering
             directory = self.log_manager.directory_id(failed)
             if directory is not None:

@@ -18,6 +18,7 @@ a denied request gets CLUSTER_AUTHORIZATION_FAILED at its top level.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from ottla.controller.replication_control import DirectoryAssignment
@@ -72,6 +73,12 @@ async def handle_controller_registration(controller: ControllerServices,
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None}
 
 
+def _cordoned(req: Any) -> list[uuid.UUID] | None:
+    """BrokerHeartbeat v2's cordoned log dirs (KIP-1066); None when not sent."""
+    dirs = getattr(req, "cordoned_log_dirs", None)
+    return None if dirs is None else [d for d in dirs if d is not None]
+
+
 async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestContext,
                                   req: Any) -> dict[str, Any]:
     denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
@@ -81,7 +88,8 @@ async def handle_broker_heartbeat(controller: ControllerServices, ctx: RequestCo
         reply = await controller.channel.submit(lambda c: c.cluster.broker_heartbeat(
             req.broker_id, req.broker_epoch, req.current_metadata_offset, req.want_fence,
             req.want_shut_down, controller.session_ms(),
-            [d for d in getattr(req, "offline_log_dirs", ()) if d is not None]))
+            [d for d in getattr(req, "offline_log_dirs", ()) if d is not None],
+            _cordoned(req)))
     except ControllerError as e:
         return {"throttle_time": 0, "error_code": e.code, "is_caught_up": False,
                 "is_fenced": True, "should_shut_down": False}
@@ -195,7 +203,7 @@ async def handle_unregister_controller(controller: ControllerServices, ctx: Requ
 
 APIS: list[ApiSpec[ControllerServices]] = [
     ApiSpec(ApiKey.BROKER_REGISTRATION, 0, 4, handle_broker_registration),
-    ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 1, handle_broker_heartbeat),
+    ApiSpec(ApiKey.BROKER_HEARTBEAT, 0, 2, handle_broker_heartbeat),
     ApiSpec(ApiKey.ALTER_PARTITION, 2, 3, handle_alter_partition),
     ApiSpec(ApiKey.ALLOCATE_PRODUCER_IDS, 0, 0, handle_allocate_producer_ids),
     ApiSpec(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, 0, handle_assign_replicas_to_dirs),
