@@ -40,6 +40,7 @@ from ottla.broker.share.persister import CoordinatorPersister
 from ottla.broker.telemetry.client_metrics_manager import ClientMetricsManager
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.broker.transaction_verification import AddPartitionsToTxnManager
+from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL
 from ottla.common.server_config import KafkaConfig
 from ottla.metadata.delta import MetadataDelta
 from ottla.metadata.image import ConfigResourceType, MetadataImage
@@ -75,7 +76,9 @@ class Broker(BrokerContext):
         self.replica_fetchers = ReplicaFetcherManager(
             node_id, config, self.endpoint_of, lambda: self.broker_epoch, self.now_ms,
             lambda p, moved: replica_manager.followed(p, moved, self.now_ms()),
-            quota=self.follower_quota, security=self.inter_broker_security)
+            quota=self.follower_quota, security=self.inter_broker_security,
+            metadata_level=lambda: self.image.features.get(METADATA_VERSION,
+                                                           METADATA_VERSION_LEVEL))
         self.alter_partitions = AlterPartitionManager(
             node_id, lambda: self.broker_epoch, controller.call,
             lambda p, isr, epoch: replica_manager.isr_answered(p, isr, epoch, self.now_ms()),

@@ -506,5 +506,5 @@ def _group(parts: OrderedDict[tuple[Any, int], CachedPartition],
 
 
 APIS: list[ApiSpec[Broker]] = [
-    ApiSpec(ApiKey.FETCH, 4, 17, handle_fetch),
+    ApiSpec(ApiKey.FETCH, 4, 18, handle_fetch),
 ]

@@ -32,6 +32,9 @@ EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
+"""KIP-1023 (ListOffsets v11): the first offset not yet in remote storage; without tiered
+storage Kafka's ``UnifiedLog`` answers no offset, as for LATEST_TIERED."""
 
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
@@ -88,7 +91,7 @@ def _offset_for(partition: Partition, timestamp: int, isolation: int, client: bo
         if lagging is not None:
             raise lagging
         return -1, fetchable, partition.leader_epoch  # as Kafka: the current leader's epoch
-    if timestamp == LATEST_TIERED:
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage
         return NOT_FOUND
     if timestamp == MAX_TIMESTAMP:
         found: tuple[int, int] | None = log.max_timestamp_and_offset()
@@ -199,7 +202,7 @@ def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict
 
 
 APIS: list[ApiSpec[Broker]] = [
-    ApiSpec(ApiKey.LIST_OFFSETS, 1, 10, handle_list_offsets),
+    ApiSpec(ApiKey.LIST_OFFSETS, 1, 11, handle_list_offsets),
     ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, handle_offset_for_leader_epoch),
     ApiSpec(ApiKey.DELETE_RECORDS, 0, 2, handle_delete_records),
 ]

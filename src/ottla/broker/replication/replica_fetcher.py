@@ -33,6 +33,11 @@ from ottla.broker.replication.replication_quota import ReplicationQuota
 from ottla.broker.topic_stats import BrokerTopicStats
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.client.security import ClientSecurity
+from ottla.common.features import (
+    METADATA_VERSION_LEVEL,
+    replica_fetch_version,
+    replica_list_offsets_version,
+)
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import cancel_and_wait, wait_event
 from ottla.common.topics import TopicPartition
@@ -41,8 +46,6 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 17
-LIST_OFFSETS_VERSION = 7
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 Endpoint = tuple[str, int]
 """(host, port) of a broker's inter-broker listener."""
@@ -114,7 +117,8 @@ class ReplicaFetcher:
                 continue
             try:
                 response = await client.request(
-                    ApiKey.FETCH, FETCH_VERSION, self._request(ready),
+                    ApiKey.FETCH, replica_fetch_version(self.manager.metadata_level()),
+                    self._request(ready),
                     timeout=(manager.config["replica.socket.timeout.ms"]
                              + manager.config["replica.fetch.wait.max.ms"]) / 1000)
             except (NodeUnavailable, TimeoutError, OSError) as e:
@@ -170,7 +174,8 @@ class ReplicaFetcher:
                 "partition_index": index, "current_leader_epoch": state.leader_epoch,
                 "timestamp": timestamp})
         try:
-            response = await client.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            version = replica_list_offsets_version(manager.metadata_level())
+            response = await client.request(ApiKey.LIST_OFFSETS, version, {
                 "replica_id": manager.broker_id, "isolation_level": 0, "topics": [
                     {"name": t, "partitions": ps} for t, ps in by_topic.items()]},
                 timeout=manager.config["replica.socket.timeout.ms"] / 1000)
@@ -288,8 +293,13 @@ class ReplicaFetcherManager:
                  broker_epoch: Callable[[], int], now_ms: Callable[[], int],
                  on_appended: Callable[[Partition, bool], None],
                  quota: ReplicationQuota | None = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 metadata_level: Callable[[], int] = lambda: METADATA_VERSION_LEVEL
+                 ) -> None:
         self.broker_id = broker_id
+        self.metadata_level = metadata_level
+        """The finalized metadata.version, which picks the Fetch and ListOffsets versions
+        sent to leaders (as Kafka's ``RemoteLeaderEndPoint``)."""
         self.security = security
         """TLS and SASL towards leaders' inter-broker listener."""
         self.config = config
