@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from ottla.common.features import METADATA_VERSION, METADATA_VERSION_LEVEL, cidr_acls_supported
 from ottla.common.uuids import kafka_uuid_text
 from ottla.controller.results import ControllerResult, check_user_op
 from ottla.metadata import records as r
@@ -31,6 +32,7 @@ from ottla.security.acl import (
     AclBindingFilter,
     ResourceType,
     validate_filter,
+    validate_host_pattern,
     validate_new_acl,
 )
 
@@ -40,15 +42,26 @@ DeleteResult = tuple[ErrorCode, str | None, list[AclBinding]]
 """(error, message, the ACLs deleted) of one filter."""
 
 
-def check_creation(binding: AclBinding) -> str | None:
-    """The INVALID_REQUEST message Kafka gives a binding it will not store (AclApis's
-    checks, then ``validateNewAcl``), or None."""
+def check_creation(binding: AclBinding, cidr_supported: bool = True
+                   ) -> tuple[ErrorCode, str] | None:
+    """The error Kafka gives a binding it will not store (AclApis's checks, then
+    ``validateNewAcl``), or None: INVALID_REQUEST, or UNSUPPORTED_VERSION for a CIDR host
+    below metadata.version 4.4-IV1 (``cidr_supported``)."""
     if binding.resource_type == ResourceType.CLUSTER and \
             binding.resource_name != CLUSTER_NAME:
-        return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        return (ErrorCode.invalid_request,
+                f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
     if not binding.resource_name:
-        return "Invalid empty resource name"
-    return validate_new_acl(binding)
+        return ErrorCode.invalid_request, "Invalid empty resource name"
+    message = validate_new_acl(binding)
+    if message is not None:
+        return ErrorCode.invalid_request, message
+    host = validate_host_pattern(binding.host, cidr_supported)
+    if host is not None:
+        unsupported, message = host
+        return ErrorCode.unsupported_version if unsupported else ErrorCode.invalid_request, \
+            message
+    return None
 
 
 class AclControlManager:
@@ -73,9 +86,10 @@ class AclControlManager:
         created: set[AclBinding] = set()
         taken: set[uuid.UUID] = set()
         for binding in bindings:
-            message = check_creation(binding)
-            if message is not None:
-                results.append((ErrorCode.invalid_request, message))
+            refused = check_creation(binding, cidr_acls_supported(
+                self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)))
+            if refused is not None:
+                results.append(refused)
                 continue
             if binding not in created and self.image.acl_id(binding) is None:
                 created.add(binding)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Self
 
+from ottla.security import cidr
+
 WILDCARD_RESOURCE = "*"
 """``ResourcePattern.WILDCARD_RESOURCE``: a LITERAL ACL on ``*`` applies to every name."""
 WILDCARD_HOST = "*"
@@ -424,8 +426,9 @@ ANY_BINDING = AclBindingFilter()
 
 
 def validate_new_acl(binding: AclBinding) -> str | None:
-    """``AclControlManager.validateNewAcl``: the INVALID_REQUEST message for an ACL that
-    cannot be stored, or None."""
+    """``AclControlManager.validateNewAcl``, but for its host pattern
+    (``validate_host_pattern``): the INVALID_REQUEST message for an ACL that cannot be
+    stored, or None."""
     if binding.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         return f"Invalid resourceType {binding.resource_type}"
     if not binding.pattern_type.is_specific:
@@ -436,6 +439,26 @@ def validate_new_acl(binding: AclBinding) -> str | None:
         return f"Invalid permissionType {binding.permission_type}"
     if not binding.resource_name:
         return "Resource name should not be empty"
+    return None
+
+
+CIDR_METADATA_VERSION = "4.4-IV1"
+
+
+def validate_host_pattern(host: str, cidr_supported: bool) -> tuple[bool, str] | None:
+    """``AclControlManager.validateHostPattern``: (whether UNSUPPORTED_VERSION rather than
+    INVALID_REQUEST, message) for a host an ACL cannot have, or None. A CIDR block needs
+    metadata.version 4.4-IV1 (``cidr_supported``)."""
+    if not host:
+        return False, "Host pattern cannot be null or empty"
+    if host == WILDCARD_HOST or not cidr.is_cidr(host):
+        return None
+    if not cidr_supported:
+        return True, (f"CIDR-based ACL host patterns require metadata version "
+                      f"{CIDR_METADATA_VERSION} or higher.")
+    problem = cidr.validate(host)
+    if problem is not None:
+        return False, f"Invalid CIDR notation '{host}': {problem}"
     return None
 
 

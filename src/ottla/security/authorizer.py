@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ottla.common.principal import Principal
+from ottla.security import cidr
 from ottla.security.acl import (
     WILDCARD_HOST,
     WILDCARD_RESOURCE,
@@ -92,6 +93,13 @@ def authorizer_configured(configs: ConfigLookup) -> bool:
     """Whether ``authorizer.class.name`` names an authorizer (Kafka answers the ACL APIs
     SECURITY_DISABLED without one)."""
     return bool(str(configs.get("authorizer.class.name") or "").strip())
+
+
+def host_matches(acl_host: str, host: str) -> bool:
+    """Whether an ACL's host applies to a client at ``host``: ``*``, the same address,
+    or (from metadata.version 4.4-IV1) a CIDR block holding it."""
+    return acl_host in (WILDCARD_HOST, host) or \
+        (cidr.is_cidr(acl_host) and cidr.in_range(host, acl_host))
 
 
 def java_host_address(address: str) -> str:
@@ -329,7 +337,7 @@ class StandardAuthorizer:
             for acl in bucket.values():
                 if acl.principal != who and acl.principal != _WILDCARD_PRINCIPAL:
                     continue
-                if acl.host != WILDCARD_HOST and acl.host != host:
+                if not host_matches(acl.host, host):
                     continue
                 if not _operation_matches(acl, operation):
                     continue
@@ -371,7 +379,7 @@ class StandardAuthorizer:
         allow_prefixed: set[str] = set()
         wildcard_allow = False
         for acl in index.all():
-            if acl.host != host and acl.host != WILDCARD_HOST:
+            if not host_matches(acl.host, host):
                 continue
             if acl.principal != who and acl.binding.principal != "User:*":
                 continue
