@@ -32,7 +32,8 @@ __all__ = ["EncodedBody", "encode_fetch_response"]
 
 
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
+"""v18 (KIP-1166) changed only the request: its response is v17's."""
 INLINE_RECORDS = 16384
 """Record sets in bytes shorter than this are copied into the fixed parts (as
 ``codec.ChunkWriter`` does); longer ones, and every ``FileSlice``, stay chunks."""
@@ -72,7 +73,7 @@ def _partition_tags(p: Mapping[str, Any]) -> bytes:
 
 
 def encode_fetch_response(version: int, response: Mapping[str, Any]) -> EncodedBody:
-    """The body of a Fetch response of ``version`` (4-17), as kio would write it."""
+    """The body of a Fetch response of ``version`` (4-18), as kio would write it."""
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Fetch v{version} responses are not encoded here")
     flexible = version >= 12
