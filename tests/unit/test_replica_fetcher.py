@@ -27,7 +27,7 @@ from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.common.server_config import KafkaConfig, dev_defaults
 from ottla.metadata import records as r
 from ottla.metadata.image import MetadataImage
-from ottla.protocol.api import ApiKey, response_schema
+from ottla.protocol.api import ApiKey, request_schema, response_schema
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
 from ottla.protocol.records import build_batch, check_batch, scan_batches
@@ -245,11 +245,14 @@ class ListOffsetsLeader:
     def __init__(self, end: int | ErrorCode, start: int | ErrorCode = 0) -> None:
         self.answers = {-1: end, -2: start}
         self.requests: list[dict[str, Any]] = []
+        self.versions: list[int] = []
 
     async def request(self, api_key: ApiKey, version: int, body: dict[str, Any],
                       timeout: float) -> Any:
         assert api_key == ApiKey.LIST_OFFSETS
+        build(request_schema(api_key, version), body)  # as the client: every field there
         self.requests.append(body)
+        self.versions.append(version)
         topics = []
         for topic in body["topics"]:
             partitions = []
@@ -303,6 +306,17 @@ async def test_out_of_range_past_our_log_end_restarts_at_the_leaders_log_start(
     follower.manager.apply(follower.state(), answer(records=leader_batch(50, 4, b"z"),
                                                     high_watermark=51, log_start_offset=50))
     assert log_batches(partition) == [(50, 4, 50)] and partition.high_watermark == 51
+
+
+async def test_list_offsets_goes_in_the_version_kafka_sends_at_the_metadata_version(
+        follower) -> None:
+    """RemoteLeaderEndPoint uses MetadataVersion.listOffsetRequestVersion: 10 at 4.0-IV3,
+    11 from 4.2-IV1 (TimeoutMs, v10's, left at 0)."""
+    for level, version in ((25, 10), (29, 11), (33, 11)):
+        follower.manager.metadata_level = lambda level=level: level
+        leader = ListOffsetsLeader(end=60, start=50)
+        await out_of_range(follower, leader)
+        assert leader.versions == [version, version]
 
 
 async def test_out_of_range_beyond_the_leaders_end_truncates_to_its_log_end(

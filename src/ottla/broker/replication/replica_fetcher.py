@@ -176,7 +176,9 @@ class ReplicaFetcher:
         try:
             version = replica_list_offsets_version(manager.metadata_level())
             response = await client.request(ApiKey.LIST_OFFSETS, version, {
-                "replica_id": manager.broker_id, "isolation_level": 0, "topics": [
+                # v10+'s TimeoutMs (for tiered storage) left at 0, as Kafka's fetcher does
+                "replica_id": manager.broker_id, "isolation_level": 0, "timeout": 0,
+                "topics": [
                     {"name": t, "partitions": ps} for t, ps in by_topic.items()]},
                 timeout=manager.config["replica.socket.timeout.ms"] / 1000)
         except (NodeUnavailable, TimeoutError, OSError) as e:
