@@ -73,3 +73,24 @@ def running_ottla(data_dir: str, **overrides: str) -> Iterator[OttlaProcess]:
 
 WireClient = BlockingClient
 """The tests' raw protocol client (``ottla.client.blocking``)."""
+
+
+def format_node(node: OttlaProcess, release_version: str, *flags: str) -> None:
+    """``ottla storage format --release-version`` on a combined dev node not started yet,
+    with the settings it will start with (its ``--override``s on the dev defaults, as a
+    server.properties beside its data dir), so that it starts at that metadata.version."""
+    import subprocess
+    import sys
+
+    from ottla.common.server_config import dev_defaults
+
+    args = node.args()
+    props = dev_defaults()  # what ``ottla server`` adds to its overrides
+    props.update(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--override")
+    config = os.path.join(os.path.dirname(node.data_dir.rstrip("/")),
+                          f"format-{node.node_id}-{node.port}.properties")
+    with open(config, "w") as f:
+        f.write("".join(f"{key}={value}\n" for key, value in props.items()))
+    subprocess.run([sys.executable, "-m", "ottla", "storage", "format", "-t",
+                    "MkU3OEVBNTcwNTJENDM2Qg", "-c", config, "-r", release_version, *flags],
+                   check=True, capture_output=True, timeout=60)

@@ -203,10 +203,6 @@ def default_levels(metadata_version: int) -> dict[str, int]:
 # is named here.)
 
 NARROWER_BROKER: dict[int, tuple[tuple[int, int], str]] = {
-    1: ((4, 17), "Fetch v18 carries the fetcher's high watermark (KIP-1166); Ottla's "
-                 "replica fetcher and clients use v17"),
-    2: ((1, 10), "ListOffsets v11 lists the earliest pending upload offset (KIP-1023): "
-                 "tiered storage, which Ottla does not have"),
     8: ((2, 9), "OffsetCommit v10 names topics by id only (KIP-848 follow-up)"),
     9: ((1, 9), "OffsetFetch v10 names topics by id only (KIP-848 follow-up)"),
     18: ((0, 4), "ApiVersions v5 checks the client's cluster and node ids, "
@@ -226,12 +222,9 @@ NARROWER_CONTROLLER: dict[int, tuple[tuple[int, int], str]] = {
                   "(docs/compatibility.md lists 13-18, \"the metadata log\")"),
     18: NARROWER_BROKER[18],
     57: NARROWER_BROKER[57],
-    63: ((0, 1), "BrokerHeartbeat v2 reports cordoned log dirs (KIP-1066)"),
 }
 
 NARROWER_FEATURES: dict[str, tuple[tuple[int, int] | None, str]] = {
-    "metadata.version": ((7, 25), "Ottla implements the metadata records up to 4.0-IV3 "
-                                  "(docs/compatibility.md, Features)"),
     "group.version": (None, "the KIP-848 consumer protocol is served without a "
                             "group.version to finalize (docs/compatibility.md, Features)"),
     "streams.version": (None, "streams groups (KIP-1071) are not served"),
@@ -240,8 +233,7 @@ NARROWER_FEATURES: dict[str, tuple[tuple[int, int] | None, str]] = {
 
 FINALIZED_DIFFERENCES: dict[str, tuple[int | None, str]] = {
     "group.version": (None, "not finalized (see NARROWER_FEATURES)"),
-    "share.version": (1, "a new cluster starts with share groups on, where Kafka starts "
-                         "them at 4.2-IV0 (docs/compatibility.md, share.version)"),
+    "streams.version": (None, "not a feature of Ottla's (see NARROWER_FEATURES)"),
 }
 """Finalized levels of a new cluster that differ from Kafka's default at its
 metadata.version (None: not finalized)."""

@@ -67,7 +67,7 @@ def test_a_new_cluster_finalizes_kafkas_defaults_for_its_metadata_version(
     assert all(f.min_version_level == f.max_version_level
                for f in response.finalized_features)
     metadata_version = finalized.pop("metadata.version")
-    assert metadata_version == NARROWER_FEATURES["metadata.version"][0][1]  # its newest
+    assert metadata_version == SUPPORTED_FEATURES["metadata.version"][1]  # Kafka's newest
     expected = default_levels(metadata_version)
     for name, (level, _) in FINALIZED_DIFFERENCES.items():
         assert expected.get(name) != level, f"{name} is no difference at {level}"

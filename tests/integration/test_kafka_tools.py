@@ -63,14 +63,6 @@ class Difference:
 
 
 DIFFERENCES: dict[str, Difference] = {
-    "elr-min-isr": Difference(
-        "kafka-topics --describe, kafka-configs --describe --entity-default",
-        "Kafka lists min.insync.replicas=1 among every topic's Configs and as a cluster "
-        "default (DYNAMIC_DEFAULT_BROKER_CONFIG); Ottla lists neither",
-        "Kafka 4.4 formats a new cluster with eligible.leader.replicas.version=1, and with ELR "
-        "on its controller writes the cluster-wide min.insync.replicas (KIP-966); a new Ottla "
-        "cluster starts at metadata.version 4.0-IV3 with ELR off. Ottla's controller does not "
-        "write that record when ELR is turned on either (a gap to close with ELR)", False),
     "member-epochs": Difference(
         "kafka-consumer-groups and kafka-share-groups --describe --members/--state --verbose",
         "the GROUP-EPOCH, TARGET-ASSIGNMENT-EPOCH, ASSIGNMENT-EPOCH, CURRENT-EPOCH, "
@@ -81,13 +73,11 @@ DIFFERENCES: dict[str, Difference] = {
         "first heartbeat), Ottla assigns in the first heartbeat", False),
     "features": Difference(
         "kafka-features describe",
-        "Ottla's newest metadata.version is 4.0-IV3 (Kafka's 4.4-IV2), it has no "
-        "group.version or streams.version feature, its node's quorum is static "
-        "(kraft.version 0, Kafka's quickstart node: 1), and a new cluster finalizes "
-        "eligible.leader.replicas.version 0 and share.version 1 (Kafka: 1 and 2)",
+        "Ottla has no group.version or streams.version feature, and its node's quorum is "
+        "static (kraft.version 0; Kafka's quickstart node: 1)",
         "the levels docs/compatibility.md describes: KIP-848 groups need no group.version, "
-        "there are no streams groups; kraft.version, ELR and the share-group "
-        "dead-letter queue are upgrades away (ottla features upgrade)", False),
+        "there are no streams groups; kraft.version is an upgrade away (kafka-features "
+        "upgrade --feature kraft.version=1)", False),
 }
 
 BASE_TS = (int(time.time()) // 3600 - 1) * 3600 * 1000
@@ -361,14 +351,6 @@ def failed_alike(run: Run) -> str:
     return ottla
 
 
-def without_elr_min_isr(text: str) -> str:
-    """Kafka's output without the cluster-wide min.insync.replicas its ELR writes
-    (DIFFERENCES["elr-min-isr"])."""
-    text, found = re.subn(r"min\.insync\.replicas=1,?", "", text)
-    assert found, text
-    return text
-
-
 def tool(name: str, *args: str) -> list[str]:
     """A command for ``run_all``: a bin/ script name and its arguments, with
     ``--bootstrap-server {bootstrap}`` first for the admin tools."""
@@ -398,10 +380,9 @@ def test_kafka_topics_create_list_describe_alter_delete(nodes: Nodes) -> None:
         tool("kafka-topics", "--describe", "--topic", "tool-topic"),
         tool("kafka-topics", "--alter", "--topic", "orders", "--partitions", "2"),
     ])
-    text = same(described, lambda t: TOPIC_ID.sub("TopicId: <id>", t),
-                kafka=without_elr_min_isr)
-    assert "PartitionCount: 2\tReplicationFactor: 1\tConfigs: cleanup.policy=compact," \
-           "retention.ms=3600000" in text
+    text = same(described, lambda t: TOPIC_ID.sub("TopicId: <id>", t))
+    assert "PartitionCount: 2\tReplicationFactor: 1\tConfigs: min.insync.replicas=1," \
+           "cleanup.policy=compact,retention.ms=3600000" in text
     assert shrink.code("ottla") == shrink.code("kafka") == 1, shrink.describe()
     for side in ("ottla", "kafka"):
         assert "Error while executing topic command : The topic orders currently has 3 " \
@@ -415,8 +396,7 @@ def test_kafka_topics_create_list_describe_alter_delete(nodes: Nodes) -> None:
     described, listed = run_all(nodes.sides, [
         tool("kafka-topics", "--describe", "--topic", "tool-topic"),
         tool("kafka-topics", "--list")])
-    text = same(described, lambda t: TOPIC_ID.sub("TopicId: <id>", t),
-                kafka=without_elr_min_isr)
+    text = same(described, lambda t: TOPIC_ID.sub("TopicId: <id>", t))
     assert [r[:4] for r in rows(text)[1:]] == [
         ("Topic:", "tool-topic", "Partition:", str(p)) for p in range(4)]
     assert same(listed) == "".join(f"{t}\n" for t in sorted(
@@ -446,8 +426,9 @@ def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes
     assert same(runs[0]) == (
         "Dynamic configs for topic configured are:\n  segment.ms=3600000 sensitive=false "
         "synonyms={DYNAMIC_TOPIC_CONFIG:segment.ms=3600000}\n")
-    assert same(runs[1], kafka=without_elr_default) == \
-        "Default configs for brokers in the cluster are:\n"
+    assert same(runs[1]) == (
+        "Default configs for brokers in the cluster are:\n  min.insync.replicas=1 "
+        "sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}\n")
 
     alter = [*configs, "--alter"]
     runs = run_all(nodes.sides, [
@@ -477,7 +458,7 @@ def test_kafka_configs_describe_and_alter_topics_brokers_and_groups(nodes: Nodes
         "retention.ms": "7200000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:"
                         "retention.ms=7200000}"}
     assert config_lines(same(runs[1]))["log.cleaner.threads"].startswith("2 sensitive=false")
-    assert "log.cleaner.backoff.ms=20000" in same(runs[2], kafka=without_elr_default)
+    assert "log.cleaner.backoff.ms=20000" in same(runs[2])
     assert same(runs[3]).endswith(
         "consumer.heartbeat.interval.ms=6000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:"
         "consumer.heartbeat.interval.ms=6000, DEFAULT_CONFIG:group.consumer.heartbeat."
@@ -514,10 +495,10 @@ def test_kafka_cluster_unregister_of_an_unknown_broker(nodes: Nodes) -> None:
 def test_kafka_cluster_unregister_controller_below_4_4_iv2(make_ottla, tmp_path) -> None:
     """kafka-cluster unregister-controller (UnregisterController, KIP-1220) on each
     listener, and the request itself: a Kafka 4.4 node at metadata.version 4.0-IV3
-    (Ottla's newest) refuses the active controller's own id, and any other before
-    looking at its registration; so does Ottla."""
+    refuses the active controller's own id, and any other before looking at its
+    registration; so does an Ottla node formatted at 4.0-IV3."""
     from ottla.protocol.api import ApiKey
-    from tests.helpers import WireClient
+    from tests.helpers import WireClient, format_node
     from tests.kafka_ref.cluster import KafkaCluster, run_tool
 
     def story(bootstrap: str, controller: str) -> list[Any]:
@@ -545,7 +526,9 @@ def test_kafka_cluster_unregister_controller_below_4_4_iv2(make_ottla, tmp_path)
         (42, "Controller cannot unregister itself while it is active."),
         (35, "The current MetadataVersion is too old to support controller "
              "unregistration.")], expected
-    ottla = make_ottla()
+    ottla = make_ottla(start=False)
+    format_node(ottla, "4.0-IV3")
+    ottla.start()
     assert story(ottla.bootstrap, ottla.controller) == expected
 
 
@@ -613,14 +596,6 @@ def test_kafka_configs_client_quotas(nodes: Nodes) -> None:
     assert same(runs[0]) == \
         "Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0\n"
     assert same(runs[1]) == ""
-
-
-def without_elr_default(text: str) -> str:
-    """Kafka's cluster defaults without the min.insync.replicas its ELR writes."""
-    text, found = re.subn(r"  min\.insync\.replicas=1 sensitive=false synonyms=\{"
-                          r"DYNAMIC_DEFAULT_BROKER_CONFIG:min\.insync\.replicas=1\}\n", "", text)
-    assert found, text
-    return text
 
 
 # --- kafka-client-metrics ------------------------------------------------------------
@@ -874,14 +849,14 @@ def quorum(text: str) -> str:
 
 
 def kafka_features_as_ottla(text: str) -> str:
-    """Kafka's features as Ottla's newest levels have them (DIFFERENCES["features"])."""
+    """Kafka's features as Ottla's have them (DIFFERENCES["features"])."""
     kept = [line for line in text.splitlines(keepends=True)
             if not re.match(r"Feature: (group|streams)\.version ", line)]
-    text = "".join(kept).replace("4.4-IV2  ", "4.0-IV3  ")
-    text = re.sub(r"(eligible\.leader\.replicas\.version .*FinalizedVersionLevel: )1",
-                  r"\g<1>0", text)
-    text = re.sub(r"(kraft\.version .*FinalizedVersionLevel: )1", r"\g<1>0", text)
-    return re.sub(r"(share\.version .*FinalizedVersionLevel: )2", r"\g<1>1", text)
+    assert len(kept) == len(text.splitlines()) - 2, text
+    text, found = re.subn(r"(kraft\.version .*FinalizedVersionLevel: )1", r"\g<1>0",
+                          "".join(kept))
+    assert found, text
+    return text
 
 
 def test_kafka_metadata_quorum_features_log_dirs_and_get_offsets(nodes: Nodes) -> None:

@@ -7,6 +7,8 @@ dynamic quorum), the metadata log, the segments with their indexes and checkpoin
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -164,3 +166,39 @@ def test_ottla_runs_on_what_kafkas_storage_tool_formatted(kafka: KafkaNode) -> N
     assert committed(kafka.bootstrap, GROUP) == {0: max(o for p, o, *_ in written if p == 0)
                                                  + 1, 1: max(o for p, o, *_ in written
                                                              if p == 1) + 1}
+
+
+def features(bootstrap: str) -> str:
+    """kafka-features describe, its epochs blanked (each log's own offsets)."""
+    done = run_tool("kafka-features", "--bootstrap-server", bootstrap, "describe", check=True)
+    return re.sub(r"Epoch: \d+", "Epoch: <n>", done.stdout)
+
+
+@pytest.mark.parametrize("release", ["4.1-IV0", "4.4-IV2"])
+def test_a_node_formatted_at_a_release_has_the_features_kafkas_has(kafka: KafkaNode,
+                                                                  release: str) -> None:
+    """Formatted alike with --release-version (4.1-IV0, the first with ELR on; 4.4-IV2,
+    Kafka 4.4's newest), each system finalizes and supports the same levels, as Kafka's
+    kafka-features prints them; but Kafka lists group.version and streams.version, which
+    Ottla does not have (docs/compatibility.md, Features)."""
+    run_tool("kafka-storage", "format", "--cluster-id", CLUSTER_ID, "--config",
+             str(kafka.config_file), "--standalone", "--release-version", release, check=True)
+    kafka.start()
+    expected = features(kafka.bootstrap)
+    kafka.stop()
+    shutil.rmtree(kafka.data_dir)
+    subprocess.run([sys.executable, "-m", "ottla", "storage", "format", "-t", CLUSTER_ID,
+                    "-c", str(kafka.config_file), "--standalone", "--release-version",
+                    release], check=True, capture_output=True, timeout=60)
+    ottla = ottla_on(kafka)
+    ottla.start()
+    try:
+        got = features(ottla.bootstrap)
+    finally:
+        ottla.stop()
+    others = [line for line in expected.splitlines(keepends=True)
+              if re.match(r"Feature: (group|streams)\.version\s", line)]
+    assert len(others) == 2, expected
+    assert re.search(rf"FinalizedVersionLevel: {release}\s", got), got
+    assert got == "".join(line for line in expected.splitlines(keepends=True)
+                          if line not in others)

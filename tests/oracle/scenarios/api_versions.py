@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ottla.protocol.api import ApiKey
-from tests.kafka_versions import FINALIZED_DIFFERENCES, NARROWER_BROKER, NARROWER_CONTROLLER
+from tests.kafka_versions import NARROWER_BROKER, NARROWER_CONTROLLER
 from tests.oracle.model import MISSING, Expect, Json, bug, scenario
 from tests.oracle.target import Target
 
@@ -45,19 +45,10 @@ _KAFKA_LOW = {("controller", 1): 4}
 """Where Ottla's narrower range also starts higher (Fetch on the controller listener)."""
 
 FEATURES = [
-    Expect("*supported_features/metadata.version/1",
-           "Ottla implements the metadata records up to 4.0-IV3 (docs/compatibility.md, "
-           "Features)", kafka=33, ottla=25),
     Expect("*/supported_features/group.version", "the KIP-848 consumer protocol is "
            "served without a group.version to finalize", ottla=MISSING),
     Expect("*/supported_features/streams.version", "streams groups (KIP-1071) are "
            "not served", ottla=MISSING),
-    Expect("*/finalized_features/metadata.version/*", "a new cluster starts at the newest "
-           "metadata.version each supports: 4.4-IV2 (33), 4.0-IV3 (25)", kafka=33, ottla=25),
-    Expect("*/finalized_features/eligible.leader.replicas.version", "finalized by Kafka "
-           "from metadata.version 4.1-IV0, above Ottla's newest (4.0-IV3)", ottla=MISSING),
-    Expect("*/finalized_features/share.version/*", FINALIZED_DIFFERENCES["share.version"][1],
-           kafka=2, ottla=1),
     Expect("*/finalized_features/group.version", "not finalized: the KIP-848 protocol needs "
            "no group.version in Ottla", ottla=MISSING),
     Expect("*/finalized_features/kraft.version", "the Ottla node's voters are static "

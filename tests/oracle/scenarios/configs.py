@@ -56,16 +56,11 @@ def only(listener_path: str, side: str, names: list[str], reason: str,
     return [make(f"{listener_path}/{n}", reason, **pin) for n in names]
 
 
-ELR_MIN_ISR = ("Kafka 4.4 with eligible.leader.replicas.version 1 (KIP-966) writes a "
-               "cluster-wide min.insync.replicas at format, so its source is "
-               "DYNAMIC_DEFAULT_BROKER_CONFIG; Ottla's newest metadata.version (4.0-IV3) "
-               "predates ELR's bootstrap level (4.1-IV0)")
-TIERED = "tiered storage is not served (the ListOffsets v11 reason in tests/kafka_versions.py)"
+TIERED = "tiered storage is not served (docs/compatibility.md)"
 
 TOPIC_EXPECT = [
     *topic_only(["remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
                  "remote.log.delete.on.disable"], TIERED),
-    Expect("topic/configs/min.insync.replicas/*", ELR_MIN_ISR),
 ]
 
 STREAMS = ["group.streams.assignment.interval.ms", "group.streams.assignors",
@@ -109,7 +104,6 @@ BROKER_EXPECT = [
     Expect(f"{BROKER_KEYS}/controller.quorum.*", "the quorum is configured differently: "
            "Kafka's dynamic (controller.quorum.bootstrap.servers), Ottla's static "
            "(controller.quorum.voters): voters are static in Ottla"),
-    Expect(f"{BROKER_KEYS}/min.insync.replicas/*", ELR_MIN_ISR),
     Expect(f"{BROKER_KEYS}/group.coordinator.rebalance.protocols/*", "streams groups are "
            "not served, so the default lists classic,consumer", kafka="classic,consumer,streams",
            ottla="classic,consumer"),

@@ -9,7 +9,7 @@ from typing import Any
 from ottla.protocol.api import ApiKey
 from tests.oracle.model import MISSING, Expect, Json, scenario
 from tests.oracle.scenarios.common import keyed, metadata, topic_id
-from tests.oracle.scenarios.configs import ELR_MIN_ISR, TIERED
+from tests.oracle.scenarios.configs import TIERED
 from tests.oracle.target import Target
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
@@ -70,8 +70,6 @@ CREATE_EXPECT = (
     *[Expect(f"{case}/0/configs/{key}", TIERED, ottla=MISSING) for case in CREATED
       for key in ("remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable",
                   "remote.log.delete.on.disable")],
-    *[Expect(f"{case}/0/configs/min.insync.replicas/config_source", ELR_MIN_ISR,
-             kafka=3, ottla=5) for case in CREATED if case != "min_insync_above_rf"],
 )
 
 
