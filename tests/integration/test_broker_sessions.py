@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from ottla.protocol.api import ApiKey
-from tests.helpers import WireClient, free_port, wait_until
+from tests.helpers import WireClient, format_node, free_port, wait_until
 
 
 def metadata(node, topic: str):
@@ -167,7 +167,7 @@ def test_update_features_raises_metadata_version_and_downgrades_it_only_safely(
     from tests.integration.test_admin import run_cli
     from tests.integration.test_cli import _server_properties
 
-    # Start at 3.9 (level 21) from a formatted directory, then upgrade to 4.0-IV3.
+    # Start at 3.9 (level 21) from a formatted directory, then upgrade to 4.0-IV3 (25).
     data = tmp_path / "features"
     config, port = _server_properties(tmp_path, data, 1, voters=True)
     cluster = run_cli("storage", "random-uuid").stdout.strip()
@@ -202,7 +202,7 @@ def test_update_features_raises_metadata_version_and_downgrades_it_only_safely(
         assert finalized() == 21
         assert update(25, 1, validate_only=True).error_code == 0 and finalized() == 21
         assert refusal(99, 1) == ("Invalid update version 99 for feature metadata.version. "
-                                  "Local controller 1 only supports versions 7-25")
+                                  "Local controller 1 only supports versions 7-33")
         # The node's broker registered what it supports: the upgrade passes its check.
         assert update(25, 1).error_code == 0 and finalized() == 25
         assert refusal(21, 1) == (
@@ -229,8 +229,11 @@ def test_update_features_raises_metadata_version_and_downgrades_it_only_safely(
 def test_a_broker_that_cannot_run_a_feature_level_holds_its_upgrade_back(make_ottla) -> None:
     """UpdateFeatures asks every registered broker, fenced or not, as Kafka does: a broker
     of an older release (share.version up to 1) refuses share.version 2 until it
-    registers again supporting it."""
-    node = make_ottla()
+    registers again supporting it. (The cluster starts at 4.0-IV3 with share.version 1,
+    which that broker can join.)"""
+    node = make_ottla(start=False)
+    format_node(node, "4.0-IV3", "--feature", "share.version=1")
+    node.start()
     with WireClient(node.bootstrap) as client:
         cluster_id = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
             "include_cluster_authorized_operations": False}).cluster_id

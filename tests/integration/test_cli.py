@@ -278,7 +278,7 @@ def test_features_tool_describes_and_upgrades(tmp_path) -> None:
         described = run_cli("features", *bs, "describe")
         assert described.returncode == 0, described.stderr
         assert "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\t" \
-               "SupportedMaxVersion: 4.0-IV3\tFinalizedVersionLevel: 3.8-IV0" in described.stdout
+               "SupportedMaxVersion: 4.4-IV2\tFinalizedVersionLevel: 3.8-IV0" in described.stdout
         dry = run_cli("features", *bs, "upgrade", "--metadata", "3.9", "--dry-run")
         assert dry.returncode == 0 and "validated to 3.9-IV0" in dry.stdout
         assert "FinalizedVersionLevel: 3.8-IV0" in run_cli("features", *bs, "describe").stdout
