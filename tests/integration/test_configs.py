@@ -187,10 +187,14 @@ def test_configs_cli(ottla) -> None:
               "--add-config", "log.cleaner.backoff.ms=20000")
     assert out.stdout.strip() == "Completed updating default config for brokers in the cluster."
     out = cli(ottla, "--entity-type", "brokers", "--entity-default", "--describe")
+    # A new cluster's activation wrote min.insync.replicas with ELR on (Kafka 4.4's
+    # kafka-configs prints the same two lines on a new Kafka node)
     assert out.stdout.splitlines() == [
         "Default configs for brokers in the cluster are:",
         "  log.cleaner.backoff.ms=20000 sensitive=false "
-        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=20000}"]
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.cleaner.backoff.ms=20000}",
+        "  min.insync.replicas=1 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=1}"]
     out = cli(ottla, "--entity-type", "brokers", "--entity-name", "1", "--describe", "--all")
     assert out.stdout.splitlines()[0] == "All configs for broker 1 are:"
     assert any(line.startswith("  log.cleaner.backoff.ms=20000 ")

@@ -420,8 +420,9 @@ def restart(c: QuorumController, broker: int, previous_broker_epoch: int) -> Non
 
 def test_a_replica_back_from_an_unclean_shutdown_leaves_the_elr() -> None:
     """KIP-966: a broker killed -9 may have lost records it acknowledged, so its new
-    incarnation is no longer eligible (it moves to the last known ELR) and cannot be
-    elected cleanly; one that shut down cleanly stays eligible."""
+    incarnation is no longer eligible and cannot be elected cleanly; one that shut down
+    cleanly stays eligible. The last known ELR keeps the leader the partition had when
+    its ISR became empty (Kafka's balanced recovery), not every replica that left."""
     c = elr_cluster(True)
     fence(c, 3)
     fence(c, 2)
@@ -430,8 +431,7 @@ def test_a_replica_back_from_an_unclean_shutdown_leaves_the_elr() -> None:
     assert sorted(part.elr) == [1, 2]
     restart(c, 2, previous_broker_epoch=-1)  # crashed: no marker
     part = c.image.topics_by_name["t"].partitions[0]
-    assert (part.leader, part.isr, part.elr) == (-1, [], [1])
-    assert 2 in part.last_known_elr
+    assert (part.leader, part.isr, part.elr, part.last_known_elr) == (-1, [], [1], [1])
     epoch = c.image.brokers[2].epoch
     apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
     assert c.image.topics_by_name["t"].partitions[0].leader == -1  # not eligible
@@ -442,6 +442,48 @@ def test_a_replica_back_from_an_unclean_shutdown_leaves_the_elr() -> None:
     apply(c, c.cluster.broker_heartbeat(1, epoch, 10**9, False, False, 10**6 + 2).records)
     part = c.image.topics_by_name["t"].partitions[0]
     assert (part.leader, part.isr) == (1, [1])
+
+
+def test_the_last_leader_back_from_a_crash_leads_again_when_nobody_is_eligible() -> None:
+    """KIP-966's balanced recovery, as Kafka 4.4 does it: with the ISR and the ELR both
+    empty (every eligible replica crashed), the partition's last leader may lead again,
+    uncleanly (it recovers first, KIP-704) and alone in the ISR; another replica back
+    from a crash may not."""
+    c = elr_cluster(True)
+    fence(c, 3)
+    fence(c, 2)
+    fence(c, 1)
+    restart(c, 2, previous_broker_epoch=-1)
+    restart(c, 1, previous_broker_epoch=-1)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr, part.last_known_elr) == (-1, [], [], [1])
+    epoch = c.image.brokers[2].epoch
+    apply(c, c.cluster.broker_heartbeat(2, epoch, 10**9, False, False, 10**6 + 1).records)
+    assert c.image.topics_by_name["t"].partitions[0].leader == -1  # not its last leader
+    epoch = c.image.brokers[1].epoch
+    apply(c, c.cluster.broker_heartbeat(1, epoch, 10**9, False, False, 10**6 + 2).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr, part.last_known_elr,
+            part.leader_recovery_state) == (1, [1], [], [], 1)
+
+
+def test_a_single_replica_comes_back_after_its_broker_crashed() -> None:
+    """One broker, replication factor 1, ELR on (a new Kafka 4.4 cluster): a restart
+    after kill -9 empties the ISR, and the broker leads its partitions again once it is
+    unfenced, as Kafka 4.4's last known leader election does."""
+    c = QuorumController(1, rng=random.Random(1))
+    apply(c, [r.FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1)])
+    apply(c, c.cluster.register_broker(1, uuid.uuid4(), [("PLAINTEXT", "h", 9001, 0)],
+                                       None, 1).records)
+    apply(c, c.replication.create_topics([NewTopic(
+        "t", assignments={0: [1]}, configs={"min.insync.replicas": "1"})]).records)
+    restart(c, 1, previous_broker_epoch=-1)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.elr, part.last_known_elr) == (-1, [], [], [1])
+    epoch = c.image.brokers[1].epoch
+    apply(c, c.cluster.broker_heartbeat(1, epoch, 10**9, False, False, 10**6).records)
+    part = c.image.topics_by_name["t"].partitions[0]
+    assert (part.leader, part.isr, part.last_known_elr) == (1, [1], [])
 
 
 def test_without_elr_an_unclean_restart_changes_no_partition() -> None:

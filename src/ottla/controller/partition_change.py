@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Container, Sequence
 from enum import Enum
+from typing import NamedTuple
 
 from ottla.metadata import records as r
 from ottla.metadata.image import NO_LEADER, PartitionRegistration
@@ -26,6 +27,18 @@ class Election(Enum):
     UNCLEAN = "unclean"
     """As ONLINE; with no live in-sync replica, the first live replica, alone in the ISR
     (what the old ISR had beyond it may be lost)."""
+
+
+class Decision(NamedTuple):
+    """What a change decides: the leader, whether it was chosen uncleanly (from outside
+    the ISR and the ELR, so it recovers its log first, KIP-704), and the ISR, ELR and
+    last known ELR."""
+
+    leader: int
+    unclean: bool
+    isr: list[int]
+    elr: list[int]
+    last_known_elr: list[int]
 
 
 class PartitionChangeBuilder:
@@ -73,8 +86,8 @@ class PartitionChangeBuilder:
 
     def with_unclean_shutdown(self, brokers: Collection[int]) -> PartitionChangeBuilder:
         """Brokers that restarted without a clean shutdown (KIP-966): their logs may
-        have lost records they acknowledged, so they leave the ISR and the ELR (the last
-        known ELR still remembers them)."""
+        have lost records they acknowledged, so they leave the ISR and the ELR; only the
+        last known leader of a partition left with neither may lead it again."""
         self.unclean_shutdown = brokers
         return self
 
@@ -102,53 +115,74 @@ class PartitionChangeBuilder:
 
     def leader_and_isr(self) -> tuple[int, list[int]]:
         """The leader and ISR the change leads to."""
-        leader, isr, _, _ = self._decide()
-        return leader, isr
+        decision = self._decide()
+        return decision.leader, decision.isr
 
-    def _target_elr(self, isr: list[int], replicas: list[int]) -> tuple[list[int], list[int]]:
+    def _target_elr(self, isr: list[int], replicas: list[int]) -> list[int]:
         """Kafka's maybePopulateTargetElr: with the ISR at least min.insync.replicas, no
-        ELR; below it, every replica that was in the ISR or ELR and is not in the new
-        ISR (the last known ELR keeps the rest of what it knew)."""
+        ELR; below it, every replica that was in the ISR or ELR, is not in the new ISR
+        and did not come back from an unclean shutdown."""
         part = self.part
         if self.elr_min_isr is None or len(isr) >= self.elr_min_isr:
-            return [], []
+            return []
         candidates = set(part.elr) | set(part.isr)
-        elr = [b for b in replicas if b in candidates and b not in isr
-               and b not in self.unclean_shutdown]
-        known = candidates | set(part.last_known_elr)
-        last_known = [b for b in replicas if b in known and b not in isr and b not in elr]
-        return elr, last_known
+        return [b for b in replicas if b in candidates and b not in isr
+                and b not in self.unclean_shutdown]
 
-    def _decide(self) -> tuple[int, list[int], list[int], list[int]]:
-        """Leader, ISR, ELR and last known ELR after the change."""
+    def _elect(self, replicas: list[int], isr: list[int], elr: list[int]
+               ) -> tuple[int, bool]:
+        """Kafka's electLeader: the leader and whether the election is unclean. A valid
+        leader is live and in the ISR, or in the ELR when the ISR is empty; the current
+        one stays if valid (after the preferred replica, for a preferred election). With
+        none, the last known leader (KIP-966's balanced recovery: the ISR and ELR both
+        empty, one leader remembered), then, if allowed, any live replica."""
+        part = self.part
+
+        def valid(b: int) -> bool:
+            return (b in isr or (not isr and b in elr)) and b in self.live
+
+        if self.election == Election.PREFERRED and replicas and valid(replicas[0]):
+            return replicas[0], False
+        if valid(part.leader):
+            return part.leader, False
+        chosen = next((b for b in replicas if valid(b)), None)
+        if chosen is not None:
+            return chosen, False
+        if self.elr_min_isr is not None and not isr and not elr and \
+                len(part.last_known_elr) == 1 and part.last_known_elr[0] in self.live:
+            return part.last_known_elr[0], True
+        if self.election == Election.UNCLEAN:
+            chosen = next((b for b in replicas if b in self.live), None)
+            if chosen is not None:
+                return chosen, True
+        return NO_LEADER, False
+
+    def _last_known_elr(self, leader: int, isr: list[int]) -> list[int]:
+        """Kafka's maybeUpdateLastKnownLeader: the last known ELR keeps the leader a
+        partition had when its ISR became empty, until it has a leader again."""
+        part = self.part
+        if self.elr_min_isr is None:
+            return list(part.last_known_elr)
+        if not isr and isr != list(part.isr) and part.last_known_elr != [part.leader]:
+            return [part.leader]
+        if leader != NO_LEADER and part.last_known_elr:
+            return []
+        return list(part.last_known_elr)
+
+    def _decide(self) -> Decision:
         part = self.part
         replicas = self._replicas()
         isr = list(part.isr) if self.target_isr is None else self.target_isr
         isr = [b for b in isr if b in replicas]
-        elr, last_known = self._target_elr(isr, replicas)
-        in_sync = [b for b in replicas if b in isr and b in self.live]
-        preferred = replicas[0] if replicas else NO_LEADER
-        if self.election == Election.PREFERRED and preferred in in_sync:
-            return preferred, isr, elr, last_known
-        if part.leader in isr and part.leader in self.live:
-            return part.leader, isr, elr, last_known
-        if in_sync:
-            return in_sync[0], isr, elr, last_known
-        if not isr:
-            eligible = [b for b in replicas if b in elr and b in self.live]
-            if eligible:  # KIP-966: it has everything committed
-                chosen = eligible[0]
-                return chosen, [chosen], [b for b in elr if b != chosen], last_known
-        if self.election == Election.UNCLEAN:
-            chosen = next((b for b in replicas if b in self.live), None)
-            if chosen is not None:
-                return chosen, [chosen], [], []  # an unclean leader forgets the ELR
-        return NO_LEADER, isr, elr, last_known
-
-    def _unclean(self, leader: int) -> bool:
-        """Whether ``leader`` was chosen from outside the ISR and the ELR."""
-        isr = list(self.part.isr) if self.target_isr is None else self.target_isr
-        return leader != NO_LEADER and leader not in isr and leader not in self.part.elr
+        elr = self._target_elr(isr, replicas)
+        leader, unclean = self._elect(replicas, isr, elr)
+        if leader != part.leader and leader != NO_LEADER:
+            if leader in elr:
+                isr, elr = [leader], [b for b in elr if b != leader]
+            elif unclean:  # what the old ISR had beyond it may be lost
+                isr, elr = [leader], []
+        return Decision(leader, unclean and leader != part.leader, isr, elr,
+                        self._last_known_elr(leader, isr))
 
     def _target_directories(self, replicas: list[int], changes_replicas: bool
                             ) -> tuple[uuid.UUID, ...] | None:
@@ -164,11 +198,11 @@ class PartitionChangeBuilder:
 
     def build(self) -> r.PartitionChangeRecord | None:
         part = self.part
-        leader, isr, elr, last_known = self._decide()
+        leader, unclean, isr, elr, last_known = self._decide()
         changes_elr = elr != list(part.elr)
         changes_last_known = last_known != list(part.last_known_elr)
         recovery = self.recovery_state
-        if self._unclean(leader):
+        if unclean:
             # KIP-704: an unclean leader recovers its log before it takes followers.
             recovery = RECOVERING
         changes_recovery = recovery is not None and recovery != part.leader_recovery_state

@@ -573,8 +573,9 @@ class ReplicationControlManager:
 
     def handle_broker_unfenced(self, broker_id: int,
                                offline_dirs: Collection[uuid.UUID] = ()) -> list[Any]:
-        """Partitions without a leader that ``broker_id`` is in sync for get it; where
-        unclean elections are allowed, so do those it is merely a replica of. Not those
+        """Partitions without a leader that ``broker_id`` is in sync for, eligible for
+        (ELR) or was the last leader of (last known ELR) get it; where unclean elections
+        are allowed, so do those it is merely a replica of. Not those
         whose replica on it is in an offline log dir (or in ``offline_dirs``, being
         reported offline by the same heartbeat)."""
         live = self._live() | {broker_id}
@@ -586,7 +587,7 @@ class ReplicationControlManager:
                     continue
                 election = self._election(topic.name)
                 if broker_id in part.isr or broker_id in part.elr or \
-                        election is Election.UNCLEAN:
+                        part.last_known_elr == [broker_id] or election is Election.UNCLEAN:
                     record = self._builder(topic, index, part, live, election,
                                            offline).build()
                     if record is not None:
