@@ -173,3 +173,18 @@ def test_a_broker_key_set_again_is_written_again_so_the_broker_reloads_its_file(
     topic = [(ConfigResourceType.TOPIC, "t", [("retention.ms", OP_SET, "1000")])]
     apply(c, c.configuration.incremental_alter_configs(topic).records)
     assert c.configuration.incremental_alter_configs(topic).records == []
+
+
+def test_any_node_id_names_a_broker_resource_as_kafkas_controller_checks_it() -> None:
+    """Kafka's ControllerConfigurationValidator parses the name and nothing more: a
+    controller's own id (its controller listeners' TLS) is a BROKER resource too."""
+    c = controller()
+    key = "listener.name.controller.ssl.keystore.location"
+    result = c.configuration.incremental_alter_configs([(B, "3000", [(key, OP_SET, "/k")])])
+    assert _codes(result) == [(ErrorCode.none, None)]
+    apply(c, result.records)
+    assert c.image.broker_configs(3000) == {key: "/k"}
+    assert _codes(c.configuration.incremental_alter_configs([
+        (B, "one", [(key, OP_SET, "/k")]), (B, "-1", [(key, OP_SET, "/k")])])) == [
+        (ErrorCode.invalid_request, "Unable to parse broker name as a base 10 number."),
+        (ErrorCode.invalid_request, "Invalid negative broker ID.")]

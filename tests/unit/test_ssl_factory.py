@@ -221,3 +221,100 @@ def test_a_request_checks_changed_keys_only_and_a_broken_reload_keeps_the_old(tm
     with pytest.raises(SslReconfigurationError, match="Failed to load PEM SSL keystore"):
         listener.factory.reconfigure(listener.values())
     assert listener.served() == before
+
+
+def _client_certificate(client: ssl.SSLContext, ca: CertificateAuthority,
+                        server_keystore: Path) -> x509.Certificate | None:
+    """The certificate a listener that asks for one (trusting ``ca``) gets from a new
+    handshake of ``client``; None if the listener refuses it."""
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(server_keystore)
+    server_context.load_verify_locations(cafile=str(ca.cert_path))
+    server_context.verify_mode = ssl.CERT_REQUIRED
+    server_in, server_out, client_in, client_out = (ssl.MemoryBIO() for _ in range(4))
+    server = server_context.wrap_bio(server_in, server_out, server_side=True)
+    peer = client.wrap_bio(client_in, client_out, server_side=False,
+                           server_hostname="localhost")
+    try:
+        for _ in range(10):
+            done = True
+            for side in (peer, server):
+                try:
+                    side.do_handshake()
+                except ssl.SSLWantReadError:
+                    done = False
+            server_in.write(client_out.read())
+            client_in.write(server_out.read())
+            if done:
+                break
+    except ssl.SSLError:
+        return None
+    der = server.getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der) if der else None
+
+
+CLIENT_KEY = "listener.name.broker.ssl.keystore.location"
+CLIENT_TRUST = "listener.name.broker.ssl.truststore.location"
+
+
+def test_a_nodes_own_connections_present_and_trust_what_was_set_last(tmp_path) -> None:
+    """The client side of the inter-broker listener (Kafka's client SslChannelBuilder,
+    reconfigured from ``listener.name.<listener>.ssl.*`` as the listener is): a CA
+    rotation reaches the next handshake, the context a connection takes is the new one."""
+    from ottla.client.security import client_security
+
+    old_ca, new_ca = (CertificateAuthority(tmp_path / n, f"{n} CA") for n in ("old", "new"))
+    stores = {}
+    for name, ca in (("old", old_ca), ("new", new_ca)):
+        issued = ca.server(f"{name}-node")
+        stores[name] = tmp_path / f"{name}-keystore.pem"
+        stores[name].write_bytes(issued.pem())
+    both = tmp_path / "both.pem"
+    both.write_bytes(old_ca.cert_path.read_bytes() + new_ca.cert_path.read_bytes())
+    config = KafkaConfig({
+        **dev_defaults(), "listener.security.protocol.map":
+            "BROKER:SSL,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(stores["old"]),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(old_ca.cert_path)})
+    security = client_security(config, "BROKER", "sasl.mechanism.inter.broker.protocol")
+    assert security is not None and isinstance(security.tls, SslFactory)
+    factory = security.tls
+    assert security.ssl_context is not None
+    presented = _client_certificate(security.ssl_context, old_ca, stores["old"])
+    assert presented is not None and presented.issuer == old_ca.cert.subject
+    # A listener that trusts the new CA only refuses it, and is not trusted by it.
+    assert _client_certificate(security.ssl_context, new_ca, stores["new"]) is None
+
+    assert factory.reconfigure(listener_values(config, "BROKER", {
+        CLIENT_KEY: str(stores["new"]), CLIENT_TRUST: str(both)}))
+    presented = _client_certificate(security.ssl_context, new_ca, stores["new"])
+    assert presented is not None and presented.issuer == new_ca.cert.subject
+    assert _client_certificate(security.ssl_context, old_ca, stores["old"]) is None
+    # The keys as they are: nothing rebuilt.
+    assert not factory.reconfigure(listener_values(config, "BROKER", {
+        CLIENT_KEY: str(stores["new"]), CLIENT_TRUST: str(both)}))
+
+
+def test_a_keystore_cannot_be_added_to_or_removed_from_a_nodes_client_side(tmp_path
+                                                                            ) -> None:
+    """Kafka's SslFactory refuses both, whichever side it is."""
+    ca = CertificateAuthority(tmp_path / "ca")
+    keystore = tmp_path / "keystore.pem"
+    keystore.write_bytes(ca.server("node").pem())
+    trusting = {**dev_defaults(), "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(ca.cert_path), "ssl.keystore.type": "PEM"}
+    without = SslFactory(listener_values(KafkaConfig(trusting), "BROKER"), "BROKER",
+                         client=True)
+    with pytest.raises(SslReconfigurationError) as refused:
+        without.validate_reconfiguration(listener_values(KafkaConfig(trusting), "BROKER", {
+            CLIENT_KEY: str(keystore)}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.config.ConfigException: Cannot add SSL keystore "
+        "to an existing listener for which no keystore was configured." + SUFFIX)
+    config = KafkaConfig({**trusting, "ssl.keystore.location": str(keystore)})
+    with_one = SslFactory(listener_values(config, "BROKER"), "BROKER", client=True)
+    with pytest.raises(SslReconfigurationError) as refused:
+        with_one.validate_reconfiguration(listener_values(config, "BROKER", {CLIENT_KEY: ""}))
+    assert str(refused.value) == (
+        PREFIX + "org.apache.kafka.common.config.ConfigException: Cannot remove the SSL "
+        "keystore from an existing listener for which a keystore was configured." + SUFFIX)

@@ -2,7 +2,9 @@
 speak the security protocol of the listener they reach: TLS from the same ``ssl.*`` keys,
 then SASL with ``sasl.mechanism.inter.broker.protocol`` (or
 ``sasl.mechanism.controller.protocol``) and the username and password of that
-mechanism's JAAS configuration on the listener, as Kafka's brokers do."""
+mechanism's JAAS configuration on the listener, as Kafka's brokers do. A node's TLS
+client side is an ``SslFactory`` that dynamic ``listener.name.<listener>.ssl.*`` updates
+replace for new connections."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from ottla.protocol.messages import build
 from ottla.security.jaas import JaasError, client_credentials, parse_jaas_config
 from ottla.security.plain import plain_client_message
 from ottla.security.scram import ScramClient, ScramError, ScramMechanism
-from ottla.security.tls import client_ssl_context, ssl_client_context
+from ottla.security.ssl_factory import SslFactory, listener_values
+from ottla.security.tls import ssl_client_context
 
 _SIZE = struct.Struct(">i")
 
@@ -33,10 +36,16 @@ class AuthenticationFailed(ConnectionError):
 
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
-    ssl_context: ssl.SSLContext | None = None
+    tls: ssl.SSLContext | SslFactory | None = None
+    """A tool's fixed context, or a node's client side across dynamic updates."""
     sasl_mechanism: str | None = None
     username: str = ""
     password: str = ""
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context a new connection takes."""
+        return self.tls.context if isinstance(self.tls, SslFactory) else self.tls
 
 
 def client_security(config: KafkaConfig, listener: str | None, mechanism_key: str
@@ -47,10 +56,10 @@ def client_security(config: KafkaConfig, listener: str | None, mechanism_key: st
     protocol = config.security_protocol_map.get(listener, "PLAINTEXT")
     if protocol == "PLAINTEXT":
         return None
-    context = client_ssl_context(config, listener) if protocol in ("SSL", "SASL_SSL") \
-        else None
+    factory = SslFactory(listener_values(config, listener), listener, client=True) \
+        if protocol in ("SSL", "SASL_SSL") else None
     if protocol == "SSL":
-        return ClientSecurity(context)
+        return ClientSecurity(factory)
     mechanism = str(config.listener_value(listener, mechanism_key) or "")
     jaas = config.sasl_jaas_config(listener, mechanism)
     try:
@@ -63,7 +72,7 @@ def client_security(config: KafkaConfig, listener: str | None, mechanism_key: st
             f"{mechanism_key}={mechanism or '(unset)'}, which needs to be PLAIN or SCRAM "
             f"with username and password in listener.name.{listener.lower()}."
             f"{mechanism.lower() or '<mechanism>'}.sasl.jaas.config")
-    return ClientSecurity(context, mechanism, *credentials)
+    return ClientSecurity(factory, mechanism, *credentials)
 
 
 def _exchange(security: ClientSecurity) -> Generator[bytes, bytes, None]:

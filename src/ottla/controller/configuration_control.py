@@ -30,6 +30,14 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 _LISTENER_CONFIG = re.compile(r"^listener\.name\.[^.]*\.(.*)$")
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _java_int(text: str) -> int | None:
+    """``Integer.valueOf``: an optional sign and ASCII digits within 32 bits."""
+    if not _JAVA_INT.fullmatch(text) or not -2**31 <= int(text) < 2**31:
+        return None
+    return int(text)
 
 
 def _scala_set(names: Sequence[str]) -> str:
@@ -106,9 +114,15 @@ class ConfigurationControlManager:
                 raise ControllerError(ErrorCode.unknown_topic_or_partition,
                                       f"Topic {name} does not exist.")
         elif resource_type == ConfigResourceType.BROKER:
-            if name and (not name.isdigit() or int(name) not in self.image.brokers):
+            # Kafka's ControllerConfigurationValidator: any node id (a controller's
+            # own, for its controller listeners' TLS), registered or not.
+            node = _java_int(name) if name else 0
+            if node is None:
                 raise ControllerError(ErrorCode.invalid_request,
-                                      f"Unexpected broker id {name}")
+                                      "Unable to parse broker name as a base 10 number.")
+            if node < 0:
+                raise ControllerError(ErrorCode.invalid_request,
+                                      "Invalid negative broker ID.")
         elif resource_type == ConfigResourceType.GROUP:
             if not name:
                 raise ControllerError(ErrorCode.invalid_request,

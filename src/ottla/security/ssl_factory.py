@@ -1,11 +1,14 @@
-"""A TLS listener's server side that a dynamic config update may replace (Kafka's
-SslFactory over its DefaultSslEngineFactory): the keystore and truststore keys of
+"""A listener's TLS that a dynamic config update may replace (Kafka's SslFactory over
+its DefaultSslEngineFactory): the keystore and truststore keys of
 ``SslConfigs.RECONFIGURABLE_CONFIGS``, set per broker as
-``listener.name.<listener>.<key>``.
+``listener.name.<listener>.<key>``. The server side is the listener's; the client side
+is what the node's own connections to that listener on other nodes present and trust
+(Kafka's client SslChannelBuilder, a ListenerReconfigurable too).
 
 A new keystore is accepted only if it loads and keeps each entry's distinguished name
 and subject alternative names (new names may be added) unless ``ssl.allow.dn.changes``
 or ``ssl.allow.san.changes``; a truststore cannot be added to a listener without one.
+A keystore cannot be added where there was none, nor removed.
 New connections then get the new certificate; those already made keep theirs. The same
 keys given again rebuild the listener's TLS only if a store's file was modified since it
 was loaded (Kafka's file modification time), which is how a certificate renewed in
@@ -29,7 +32,14 @@ from cryptography import x509
 from ottla.common.config import ConfigError
 from ottla.common.kafka_broker_configs import LISTENER_ONLY_SECURITY_CONFIGS
 from ottla.common.server_config import BROKER_CONFIGS, KafkaConfig
-from ottla.security.tls import Keystore, ServerTls, StoreLoadError, server_tls
+from ottla.security.tls import (
+    ClientTls,
+    Keystore,
+    ServerTls,
+    StoreLoadError,
+    client_tls,
+    server_tls,
+)
 
 log = logging.getLogger(__name__)
 
@@ -160,13 +170,14 @@ class SslEngine:
     the context new connections get, what it was built from and when its files were
     last modified."""
 
-    def __init__(self, values: Values, listener: str) -> None:
+    def __init__(self, values: Values, listener: str, client: bool = False) -> None:
         self.configs = {key: values(key) for key in RECONFIGURABLE_CONFIGS}
         self._files = {key: _modified_ms(self.configs[key])
                        for key in ("ssl.keystore.location", "ssl.truststore.location")}
-        built: ServerTls = server_tls(values, listener)
+        built: ServerTls | ClientTls = client_tls(values, listener) if client \
+            else server_tls(values, listener)
         self.context = built.context
-        self.keystore = CertificateEntry.of(built.keystore)
+        self.keystore = None if built.keystore is None else CertificateEntry.of(built.keystore)
         self.has_truststore = built.has_truststore
 
     def should_be_rebuilt(self, configs: Mapping[str, object]) -> bool:
@@ -175,6 +186,32 @@ class SslEngine:
             return True
         return any(loaded is not None and _modified_ms(self.configs[key]) not in (None, loaded)
                    for key, loaded in self._files.items())
+
+
+def _ensure_compatible(old: CertificateEntry | None, new: CertificateEntry | None,
+                       values: Values) -> None:
+    """Kafka's checks of a new keystore against the current one: present where it was,
+    the same distinguished name, its subject alternative names kept."""
+    if old is None:
+        if new is not None:
+            raise SslReconfigurationError(
+                f"{_CONFIG_EXCEPTION}: Cannot add SSL keystore to an existing listener for "
+                "which no keystore was configured.")
+        return
+    if new is None:
+        raise SslReconfigurationError(
+            f"{_CONFIG_EXCEPTION}: Cannot remove the SSL keystore from an existing listener "
+            "for which a keystore was configured.")
+    if not values("ssl.allow.dn.changes") and not new.same_dn(old):
+        raise SslReconfigurationError(
+            f"{_CONFIG_EXCEPTION}: Keystore DistinguishedName does not match:  "
+            f"existing={{alias={old.alias}, DN={old.dn}}}, "
+            f"new={{alias={new.alias}, DN={new.dn}}}")
+    if not values("ssl.allow.san.changes") and not set(old.sans) <= set(new.sans):
+        raise SslReconfigurationError(
+            f"{_CONFIG_EXCEPTION}: Keystore SubjectAltNames do not match:  "
+            f"existing={{alias={old.alias}, SAN={old.san_text()}}}, "
+            f"new={{alias={new.alias}, SAN={new.san_text()}}}")
 
 
 def _kafka_cause(error: ConfigError) -> str:
@@ -196,18 +233,27 @@ def dynamic_config_message(cause: str) -> str:
 
 
 class SslFactory:
-    """A TLS listener's server side across dynamic updates.
+    """A TLS listener's server side, or a node's client side towards that listener,
+    across dynamic updates.
 
-    ``listener_context`` is the context the listener accepts with, for good: each new
+    ``listener_context`` is the context a listener accepts with, for good: each new
     connection is handed the current build's context as its handshake starts (the SNI
     callback runs for every ClientHello, with or without a server name), so a rebuild
-    reaches new connections without rebinding the port."""
+    reaches new connections without rebinding the port. A client connection takes
+    ``context`` as it connects."""
 
-    def __init__(self, values: Values, listener: str) -> None:
+    def __init__(self, values: Values, listener: str, client: bool = False) -> None:
         self.listener = listener
-        self.engine = SslEngine(values, listener)
+        self.client = client
+        self.engine = SslEngine(values, listener, client)
         self.listener_context = self.engine.context
-        self.listener_context.sni_callback = self._select
+        if not client:
+            self.listener_context.sni_callback = self._select
+
+    @property
+    def context(self) -> ssl.SSLContext:
+        """What a new connection takes."""
+        return self.engine.context
 
     def _select(self, connection: ssl.SSLObject, server_name: str | None,
                 context: ssl.SSLContext) -> None:
@@ -228,9 +274,11 @@ class SslFactory:
         if engine is self.engine:
             return False
         self.engine = engine
-        log.info("Created new SERVER SSL engine builder for listener %s with keystore %s "
-                 "truststore %s", self.listener, engine.configs["ssl.keystore.location"]
-                 or "(inline)", engine.configs["ssl.truststore.location"] or
+        log.info("Created new %s SSL engine builder for listener %s with keystore %s "
+                 "truststore %s", "CLIENT" if self.client else "SERVER", self.listener,
+                 engine.configs["ssl.keystore.location"] or
+                 ("(inline)" if engine.keystore is not None else None),
+                 engine.configs["ssl.truststore.location"] or
                  ("(inline)" if engine.has_truststore else None))
         return True
 
@@ -241,20 +289,10 @@ class SslFactory:
             return current
         try:
             try:
-                engine = SslEngine(values, self.listener)
+                engine = SslEngine(values, self.listener, self.client)
             except ConfigError as e:
                 raise SslReconfigurationError(_kafka_cause(e)) from e
-            old, new = current.keystore, engine.keystore
-            if not values("ssl.allow.dn.changes") and not new.same_dn(old):
-                raise SslReconfigurationError(
-                    f"{_CONFIG_EXCEPTION}: Keystore DistinguishedName does not match:  "
-                    f"existing={{alias={old.alias}, DN={old.dn}}}, "
-                    f"new={{alias={new.alias}, DN={new.dn}}}")
-            if not values("ssl.allow.san.changes") and not set(old.sans) <= set(new.sans):
-                raise SslReconfigurationError(
-                    f"{_CONFIG_EXCEPTION}: Keystore SubjectAltNames do not match:  "
-                    f"existing={{alias={old.alias}, SAN={old.san_text()}}}, "
-                    f"new={{alias={new.alias}, SAN={new.san_text()}}}")
+            _ensure_compatible(current.keystore, engine.keystore, values)
             if not current.has_truststore and engine.has_truststore:
                 raise SslReconfigurationError(
                     f"{_CONFIG_EXCEPTION}: Cannot add SSL truststore to an existing listener "

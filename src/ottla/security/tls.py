@@ -16,7 +16,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from ottla.common.config import ConfigError
-from ottla.common.server_config import KafkaConfig
 
 _TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -84,15 +83,24 @@ def server_tls(value: Callable[[str], object], listener: str) -> ServerTls:
     return ServerTls(context, keystore, trusted is not None)
 
 
-def client_ssl_context(config: KafkaConfig, listener: str) -> ssl.SSLContext:
-    """The TLS client side a node uses towards another node's ``listener`` (inter-broker
-    and controller connections): the same truststore and keystore keys."""
-    return ssl_client_context(lambda key: config.listener_value(listener, key), listener)
+@dataclass(frozen=True, slots=True)
+class ClientTls:
+    """The TLS client side of a node's own connections: its context, the keystore it
+    presents (None without mutual TLS) and whether it names a truststore."""
+
+    context: ssl.SSLContext
+    keystore: Keystore | None
+    has_truststore: bool
 
 
 def ssl_client_context(value: Callable[[str], object], where: str) -> ssl.SSLContext:
     """A TLS client context from ``ssl.*`` keys as ``value`` gives them (a node's config,
     or a tool's client properties; ``where`` names them in errors)."""
+    return client_tls(value, where).context
+
+
+def client_tls(value: Callable[[str], object], where: str) -> ClientTls:
+    """The TLS client side from ``ssl.*`` keys as ``value`` gives them."""
     listener = where
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     _set_protocols(context, list(value("ssl.enabled.protocols") or []), listener)
@@ -103,11 +111,12 @@ def ssl_client_context(value: Callable[[str], object], where: str) -> ssl.SSLCon
         context.load_default_certs()
     context.check_hostname = str(value("ssl.endpoint.identification.algorithm") or "") \
         .lower() == "https"
+    keystore = None
     if value("ssl.keystore.location") or value("ssl.keystore.certificate.chain"):
         # A client certificate only where one is configured (mutual TLS).
         keystore = _keystore(value, listener)
         _load_cert_chain(context, keystore.chain, keystore.key)
-    return context
+    return ClientTls(context, keystore, trusted is not None)
 
 
 def _set_protocols(context: ssl.SSLContext, protocols: list[str], listener: str) -> None:

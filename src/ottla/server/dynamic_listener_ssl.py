@@ -1,12 +1,22 @@
-"""A broker's TLS listeners under dynamic broker configs (the part of Kafka's
-DynamicBrokerConfig that reconfigures its listeners' SslFactory).
+"""A node's TLS under dynamic broker configs (the part of Kafka's DynamicBrokerConfig
+that reconfigures the SslFactory of every ListenerReconfigurable channel builder).
+
+Those are, as in Kafka 4.4, the server side of every TLS listener the node binds (a
+controller's controller listeners too: its SocketServer is reconfigurable) and the
+client side of its own connections: a broker's to other brokers on the inter-broker
+listener (replica fetchers, transaction markers) and every node's to the controllers on
+the first controller listener. Each takes the ``listener.name.<listener>.ssl.*`` keys of
+its listener. Kafka 4.4 leaves its Raft client out (KafkaRaftManager's channel builder is
+not registered); Ottla's Raft client shares the controller channel's client side, so a
+renewed certificate reaches the quorum's own connections too.
 
 Before a broker forwards AlterConfigs or IncrementalAlterConfigs of its own configs to
-the controller it checks that every TLS listener could take the proposed keystore and
+the controller it checks that every one of them could take the proposed keystore and
 truststore keys (``validate``; Kafka's ConfigAdminManager.preprocess), so a keystore that
-does not load or names another subject is refused there. Once the ConfigRecords are
-committed, every record for this broker reconfigures the listeners (``update``): new
-keys rebuild them, the same keys rebuild them only if a store's file was modified (Kafka's
+does not load or names another subject is refused there; a controller checks nothing
+first (Kafka's ControllerApis does not preprocess). Once the ConfigRecords are committed,
+every record for this node reconfigures them (``update``): new keys rebuild them, the
+same keys rebuild them only if a store's file was modified (Kafka's
 ``reloadUpdatedFilesWithoutConfigChange``), so setting a keystore location again is how a
 certificate renewed in place is taken up.
 """
@@ -14,7 +24,7 @@ certificate renewed in place is taken up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ottla.common.config import ConfigError
 from ottla.common.server_config import KafkaConfig
@@ -26,11 +36,11 @@ log = logging.getLogger(__name__)
 
 class DynamicListenerSsl:
     def __init__(self, config: KafkaConfig, image: Callable[[], MetadataImage],
-                 factories: Mapping[str, SslFactory]) -> None:
+                 factories: Iterable[SslFactory]) -> None:
         self.config = config
         self.image = image
-        self.factories = dict(factories)
-        """Each TLS listener's SslFactory, by listener name."""
+        self.factories = list(factories)
+        """Server sides first (Kafka registers its SocketServer's before its clients')."""
 
     def _dynamic(self, per_broker: Mapping[str, str | None] | None = None
                  ) -> dict[str, str | None]:
@@ -45,16 +55,17 @@ class DynamicListenerSsl:
         """Raise ``ConfigError`` (Kafka's message) if a listener could not take this
         broker's proposed dynamic configs."""
         dynamic = self._dynamic(per_broker)
-        for name, factory in self.factories.items():
-            factory.validate_reconfiguration(listener_values(self.config, name, dynamic))
+        for factory in self.factories:
+            factory.validate_reconfiguration(
+                listener_values(self.config, factory.listener, dynamic))
 
     def update(self) -> None:
         """Reconfigure every TLS listener from the committed dynamic configs; one that
         cannot take them keeps serving what it had (logged, as Kafka's broker does)."""
         dynamic = self._dynamic()
-        for name, factory in self.factories.items():
+        for factory in self.factories:
             try:
-                factory.reconfigure(listener_values(self.config, name, dynamic))
+                factory.reconfigure(listener_values(self.config, factory.listener, dynamic))
             except ConfigError as e:
                 log.error("Per-broker configs of %d could not be applied to listener %s: %s",
-                          self.config.node_id, name, e)
+                          self.config.node_id, factory.listener, e)

@@ -24,7 +24,7 @@ from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.replication.replica_manager import ReplicaManager
 from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.broker.topic_stats import BrokerTopicStats
-from ottla.client.security import client_security
+from ottla.client.security import ClientSecurity, client_security
 from ottla.common.features import METADATA_VERSION
 from ottla.common.server_config import KafkaConfig
 from ottla.common.tasks import within
@@ -39,6 +39,7 @@ from ottla.raft.quorum import RaftConfig
 from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from ottla.security.authorizer import StandardAuthorizer, authorizer_configured
 from ottla.security.authorizer_metrics import AuthorizerMetrics
+from ottla.security.ssl_factory import SslFactory
 from ottla.server.apis import broker_dispatcher, controller_dispatcher
 from ottla.server.broker_lifecycle import BrokerLifecycle, BrokerState
 from ottla.server.controller_apis import ControllerServices
@@ -93,7 +94,10 @@ class Node:
         """The broker role (None on a node that is only a controller)."""
         self.channel: ControllerChannel | None = None
         self.listener_ssl: DynamicListenerSsl | None = None
-        """The broker listeners' TLS under dynamic keystore and truststore configs."""
+        """The node's TLS (its listeners', its own connections') under dynamic keystore
+        and truststore configs."""
+        self.controller_security: ClientSecurity | None = None
+        """How this node reaches the controllers (the Raft client and the channel)."""
         self.authorizer: StandardAuthorizer | None = None
         if authorizer_configured(config):
             self.authorizer = StandardAuthorizer.from_config(config.originals)
@@ -147,7 +151,7 @@ class Node:
             election_backoff_max_ms=cfg["controller.quorum.election.backoff.max.ms"],
             request_timeout_ms=cfg["controller.quorum.request.timeout.ms"])
         controller_listeners = cfg.controller_listener_names
-        controller_security = client_security(
+        self.controller_security = controller_security = client_security(
             cfg, controller_listeners[0] if controller_listeners else None,
             "sasl.mechanism.controller.protocol")
         self.raft = RaftDriver(
@@ -349,10 +353,13 @@ class Node:
             self.servers.append(server)
             log.info("Listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                      server.port)
+        clients = [self.broker.inter_broker_security if self.broker is not None else None,
+                   self.controller_security]
+        self.listener_ssl = DynamicListenerSsl(cfg, lambda: self.image, [
+            *(s.security.ssl_factory for s in self.servers
+              if s.security.ssl_factory is not None),
+            *(c.tls for c in clients if c is not None and isinstance(c.tls, SslFactory))])
         if self.broker is not None:
-            self.listener_ssl = DynamicListenerSsl(cfg, lambda: self.image, {
-                s.listener_name: s.security.ssl_factory for s in self.servers
-                if s.listener_kind == "broker" and s.security.ssl_factory is not None})
             self.broker.validate_dynamic_config = self.listener_ssl.validate
 
     def _controller_endpoints(self) -> list[tuple[str, str, int, int]]:
@@ -442,11 +449,11 @@ class Node:
         because the stray-log sweep at startup deletes what is not open."""
         if self.controller_registration is not None:
             self.controller_registration.on_metadata()
-        if self._stopped.is_set() or self.broker is None:
-            return
-        if self.listener_ssl is not None and (
+        if self.listener_ssl is not None and not self._stopped.is_set() and (
                 delta.full or str(self.config.node_id) in delta.broker_config_resources):
             self.listener_ssl.update()
+        if self._stopped.is_set() or self.broker is None:
+            return
         now = self.now_ms()
         budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
         more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)
