@@ -274,10 +274,16 @@ def test_topic_mutations_beyond_the_controller_mutation_rate_are_refused_or_thro
     assert "mutation-b" not in created
     # The controller's kafka.server:type=ControllerMutation,client-id=slow-admin bean:
     # the partitions it was charged per second and the throttle times it was given.
+    # KIP-599's tokens: what is left in each client's bucket, below its burst of 11 while
+    # it earns back what the old client took it below zero by; Long.MAX_VALUE (a double)
+    # for a client no quota bounds.
     samples = scrape(METRICS_PORT)
     labels = (("clientId", "slow-admin"), ("resource", "ControllerMutation"))
     assert quota_series(samples, "mutation_rate")[labels] > 0
     assert quota_series(samples, "throttle_time")[labels] > 0
+    assert quota_series(samples, "tokens")[labels] < 11
+    assert quota_series(samples, "tokens")[
+        (("clientId", "fast-admin"), ("resource", "ControllerMutation"))] == 2.0**63
 
 
 def connect_from(address: str, node: OttlaProcess, count: int = 1) -> list[bool]:
@@ -356,3 +362,37 @@ def test_a_client_over_its_request_percentage_is_throttled(node: OttlaProcess) -
     labels = (("clientId", "slow-requests"), ("resource", "Request"))
     assert quota_series(samples, "request_time")[labels] > 0
     assert 0 < quota_series(samples, "throttle_time")[labels] <= 1000
+
+
+def test_throttled_connections_are_counted_in_their_quota_types_delay_queue(
+        node: OttlaProcess) -> None:
+    """Kafka's ``kafka.server:type=<quota type>`` beans without entity: ``queue-size``,
+    the throttled connections whose delay is not over (a producer 10 s over its byte
+    rate is in Produce's, not the others', and out once its delay has passed), and
+    Request's ``exempt-request-time``, the time of requests no request quota bounds
+    (this combined node's broker heartbeats to its controller) while one is set."""
+    queue = "kafka_server_produce_queue_size"
+    for entity, quota in (("queued-producer", "producer_byte_rate=1000"),
+                          ("exempt-probe", "request_percentage=50")):
+        configs(node, "--alter", "--entity-type", "clients", "--entity-name", entity,
+                "--add-config", quota)
+        wait_until(lambda e=entity: described(node).get((("client-id", e),)), 10)
+    before = scrape(METRICS_PORT)[(queue, ())]
+    throttles = Throttles()
+    producer = Producer({"bootstrap.servers": node.bootstrap, "client.id": "queued-producer",
+                         "acks": 1, "throttle_cb": throttles})
+    # 20 kB (and the request's own bytes) against 1 kB/s over the rate's 10 s floor:
+    # (2000 - 1000) / 1000 * 10 s and a little more; librdkafka reports seconds.
+    producer.produce("quota-slow", b"q" * 20_000)
+    assert producer.flush(30) == 0
+    wait_until(lambda: producer.poll(0.1) is not None or throttles.events, 10, 0,
+               "the throttle time reported")
+    assert throttles.events and 10 < max(throttles.events) < 11, throttles.events
+    samples = scrape(METRICS_PORT)
+    assert samples[(queue, ())] >= before + 1
+    assert samples[("kafka_server_fetch_queue_size", ())] == 0
+    assert samples[("kafka_server_controllermutation_queue_size", ())] == 0
+    wait_until(lambda: scrape(METRICS_PORT)[("kafka_server_request_exempt_request_time",
+                                             ())] > 0, 30, 0.5, "exempt request time")
+    wait_until(lambda: scrape(METRICS_PORT)[(queue, ())] == 0, 40, 0.5,
+               "the producer's delay over")

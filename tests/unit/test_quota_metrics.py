@@ -28,6 +28,14 @@ MUTATION_RATE, THROTTLE = "kafka_server_quota_mutation_rate", "kafka_server_quot
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
+QUEUE_SIZES = {t: f"kafka_server_{t.lower()}_queue_size"
+               for t in ("Produce", "Fetch", "Request", "ControllerMutation")}
+EXEMPT = "kafka_server_request_exempt_request_time"
+PER_TYPE = {*QUEUE_SIZES.values(), EXEMPT}
+"""The beans ``kafka.server:type=<quota type>`` without entity, which every Kafka node
+has whether or not a quota is set."""
+EMPTY = {(name, ()): 0.0 for name in PER_TYPE}
+
 
 def scrape(quotas: ClientQuotaManagers, now_ms: int) -> Samples:
     """The collector's samples at ``now_ms`` as Prometheus parses them."""
@@ -141,14 +149,15 @@ def test_each_entity_has_the_tags_of_its_quota_level() -> None:
     assert samples[key(BYTE_RATE, **fetch)] == 1000.0
     assert math.isnan(samples[key(THROTTLE, **fetch)])  # at its quota, not over it
     assert samples[key(REQUEST_TIME, **request)] == 0.5
-    assert {name for name, _ in samples} == {BYTE_RATE, REQUEST_TIME, THROTTLE}
-    assert len(samples) == 8
+    entities = {k: v for k, v in samples.items() if k[0] not in PER_TYPE}
+    assert {name for name, _ in entities} == {BYTE_RATE, REQUEST_TIME, THROTTLE}
+    assert len(entities) == 8
 
 
 def test_nothing_is_served_without_quotas_and_idle_clients_go_after_an_hour() -> None:
     quotas = ClientQuotaManagers()
     quotas.produce.record("alice", "app", 6000, 0)  # no quota set: not measured
-    assert scrape(quotas, 0) == {}
+    assert scrape(quotas, 0) == EMPTY
     quotas.controller_mutation.update_quota((ABSENT, "admin"), 1)
     quotas.controller_mutation.quota_for("u", "admin", strict=True, now_ms=0).record(3, 0)
     labels = {"resource": "ControllerMutation", "clientId": "admin"}
@@ -156,4 +165,55 @@ def test_nothing_is_served_without_quotas_and_idle_clients_go_after_an_hour() ->
     # The quota removed, the sensor stays until its client has been idle for an hour.
     quotas.controller_mutation.update_quota((ABSENT, "admin"), None)
     assert scrape(quotas, 3_600_000)[key(MUTATION_RATE, **labels)] == 0.0
-    assert scrape(quotas, 3_600_001) == {}
+    assert scrape(quotas, 3_600_001) == EMPTY
+
+
+# --- each quota type's own metrics --------------------------------------------------------
+
+def test_queue_size_counts_the_throttles_whose_delay_is_not_over() -> None:
+    """Kafka's delayQueue of ThrottledChannel: one per throttled response, out once its
+    delay has passed; a connection throttled again while muted counts twice."""
+    quotas = ClientQuotaManagers()
+    queues = quotas.delay_queues
+    assert set(queues) == {"Produce", "Fetch", "Request", "ControllerMutation"}
+    queues["Produce"].add(1000, 0)
+    queues["Produce"].add(3000, 500)
+    queues["Request"].add(200, 0)
+    queues["Fetch"].add(0, 0)  # no throttle: not queued
+    assert scrape(quotas, 199)[(QUEUE_SIZES["Request"], ())] == 1
+    samples = scrape(quotas, 999)
+    assert {t: samples[(n, ())] for t, n in QUEUE_SIZES.items()} == {
+        "Produce": 2, "Fetch": 0, "Request": 0, "ControllerMutation": 0}
+    assert scrape(quotas, 1000)[(QUEUE_SIZES["Produce"], ())] == 1
+    assert scrape(quotas, 3500)[(QUEUE_SIZES["Produce"], ())] == 0
+
+
+def test_exempt_request_time_is_counted_while_a_request_quota_is_set() -> None:
+    """Kafka's exempt-request-time: a Rate (2 samples of 30 s) of the percentage of a
+    thread exempt requests took, recorded only while quotas are enabled."""
+    quotas = ClientQuotaManagers()
+    quotas.request.record_exempt(50.0, 0)  # no request quota: not recorded
+    assert scrape(quotas, 0)[(EXEMPT, ())] == 0.0
+    quotas.request.update_quota((ABSENT, "app"), 1.0)
+    quotas.request.record_exempt(50.0, 0)
+    quotas.request.record_exempt(10.0, 1000)
+    # Rate.windowSize with 2 samples: the 1 s elapsed plus the one missing whole window.
+    assert scrape(quotas, 1000)[(EXEMPT, ())] == pytest.approx(60 / 31)
+
+
+def test_tokens_are_what_is_left_in_a_clients_bucket() -> None:
+    """KIP-599's tokens: the burst (samples * window * quota) less what was charged,
+    refilled at the quota; Long.MAX_VALUE for a client no quota bounds."""
+    quotas = ClientQuotaManagers(controller_samples=10, controller_window_seconds=1)
+    quotas.controller_mutation.update_quota((ABSENT, "admin"), 10)
+    now = 5_000_000
+    quotas.controller_mutation.quota_for("u", "admin", strict=False, now_ms=now).record(
+        130, now)
+    quotas.controller_mutation.quota_for("u", "other", strict=False, now_ms=now).record(
+        5, now)
+    tokens = "kafka_server_quota_tokens"
+    admin = key(tokens, resource="ControllerMutation", clientId="admin")
+    other = key(tokens, resource="ControllerMutation", clientId="other")
+    assert scrape(quotas, now)[admin] == 100 - 130
+    assert scrape(quotas, now + 2500)[admin] == 100 - 130 + 25
+    assert scrape(quotas, now)[other] == 9.223372036854776e18

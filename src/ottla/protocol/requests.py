@@ -80,6 +80,10 @@ class RequestContext:
     throttle_ms: int = 0
     """Set by a handler whose client is over a quota: the connection answers, then reads
     nothing more from the client for this long (KIP-219)."""
+    throttle_quota: str = "Request"
+    """The quota type (Kafka's ``QuotaType`` name: Produce, Fetch, Request,
+    ControllerMutation) whose throttle ``throttle_ms`` is, the longest one's (the request
+    quota's on a tie, as Kafka's handlers choose): the delay queue it is counted in."""
     client_software: tuple[str, str] = ("unknown", "unknown")
     """The client's software name and version, as its connection's ApiVersions (v3+)
     gave them (Kafka's ClientInformation, "unknown" until then)."""

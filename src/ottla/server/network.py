@@ -24,12 +24,13 @@ import logging
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from time import perf_counter
 from typing import Any
 
 from ottla.broker.quota.client_quota_manager import ClientQuotaManager
 from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
+from ottla.broker.quota.delay_queue import DelayQueue
 from ottla.common.rate_limited_log import RateLimitedLog
 from ottla.protocol.api import ApiKey
 from ottla.protocol.codec import RequestHeader
@@ -84,7 +85,8 @@ class ConnectionQuotas:
                  idle_ms: int = 600_000, rates: ConnectionRateQuotas | None = None,
                  rate_exempt: frozenset[str] = frozenset(),
                  clock: Callable[[], float] = time.time,
-                 request_quota: ClientQuotaManager | None = None) -> None:
+                 request_quota: ClientQuotaManager | None = None,
+                 delay_queues: Mapping[str, DelayQueue] | None = None) -> None:
         self.pool = pool if pool is not None else MemoryPool(None)
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
@@ -98,6 +100,8 @@ class ConnectionQuotas:
         and the controller's, a socket server of their own in Kafka)."""
         self.clock = clock
         self.request_quota = request_quota
+        self.delay_queues = delay_queues or {}
+        """Each quota type's throttled connections (its ``queue-size``), by Kafka's name."""
         """``request_percentage`` (None: not enforced on these listeners)."""
 
     @property
@@ -124,13 +128,23 @@ class ConnectionQuotas:
         """Charge ``seconds`` of handler time (once per request); the throttle time."""
         ctx.charge_request = None
         quota = self.request_quota
-        if quota is None or exempt_from_request_quota(ctx, request):
+        if quota is None:
+            return 0
+        if exempt_from_request_quota(ctx, request):
+            quota.record_exempt(seconds * 100, int(self.clock() * 1000))
             return 0
         throttle_ms = quota.record(ctx.principal.name, ctx.client_id, seconds * 100,
                                    int(self.clock() * 1000))
-        if throttle_ms > 0 and not ctx.forwarded:
-            ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+        if throttle_ms > 0 and not ctx.forwarded and throttle_ms >= ctx.throttle_ms:
+            ctx.throttle_ms, ctx.throttle_quota = throttle_ms, "Request"
         return throttle_ms
+
+    def count_throttle(self, quota_type: str, throttle_ms: int) -> None:
+        """A response throttles its connection for ``throttle_ms`` under ``quota_type``:
+        in that type's delay queue until then."""
+        queue = self.delay_queues.get(quota_type)
+        if queue is not None:
+            queue.add(throttle_ms, int(self.clock() * 1000))
 
     def accept_throttle(self, listener: str) -> int:
         """How long ``listener`` holds a connection just accepted before taking it (and
@@ -533,6 +547,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                            local_end, perf_counter(), response=result,
                            request_bytes=len(frame) - header.body_offset)
         if ctx.throttle_ms > 0:
+            self.server.quotas.count_throttle(ctx.throttle_quota, ctx.throttle_ms)
             self._throttle(ctx.throttle_ms)
 
     def _authenticate(self, header: RequestHeader, request: Any) -> bool:
@@ -643,6 +658,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._release(self._in_flight)
         self._in_flight = 0
         if ctx.throttle_ms > 0:
+            self.server.quotas.count_throttle(ctx.throttle_quota, ctx.throttle_ms)
             self._throttle(ctx.throttle_ms)
         self._pump()
 

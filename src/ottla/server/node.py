@@ -339,7 +339,8 @@ class Node:
             rate_exempt=frozenset(controller_names) | (
                 {cfg["inter.broker.listener.name"]} if len(cfg.broker_listeners) > 1
                 else set()),
-            clock=self.clock, request_quota=self.client_quotas.request)
+            clock=self.clock, request_quota=self.client_quotas.request,
+            delay_queues=self.client_quotas.delay_queues)
         for listener in cfg.listeners:
             kind = "controller" if listener.name in controller_names else "broker"
             if kind not in cfg.roles:

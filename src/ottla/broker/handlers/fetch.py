@@ -453,7 +453,7 @@ class _Fetch:
         if throttle <= 0:
             return None
         quota.unrecord(user, client_id, size, now_ms)
-        ctx.throttle_ms = throttle
+        ctx.throttle_ms, ctx.throttle_quota = throttle, "Fetch"
         if ctx.charge_request is not None:  # the longer of the two, as Kafka's
             throttle = max(throttle, ctx.charge_request())
         return encode_fetch_response(self.version, {

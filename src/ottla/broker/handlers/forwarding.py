@@ -41,8 +41,8 @@ async def forward(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         else getattr(response, "throttle_time", None)
     if isinstance(throttle, timedelta):
         throttle = round(throttle.total_seconds() * 1000)
-    if isinstance(throttle, int) and throttle > 0:
-        ctx.throttle_ms = max(ctx.throttle_ms, throttle)
+    if isinstance(throttle, int) and throttle > 0:  # the request quota's delay queue
+        ctx.throttle_ms, ctx.throttle_quota = max(ctx.throttle_ms, throttle), "Request"
     return response
 
 

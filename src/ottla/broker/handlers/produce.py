@@ -372,7 +372,7 @@ def _record_quota(broker: Broker, ctx: RequestContext, now_ms: int) -> int:
     connection also mutes itself for."""
     throttle = broker.client_quotas.produce.record(ctx.principal.name, ctx.client_id,
                                                    ctx.request_size, now_ms)
-    ctx.throttle_ms = throttle
+    ctx.throttle_ms, ctx.throttle_quota = throttle, "Produce"
     return throttle
 
 

@@ -44,6 +44,7 @@ from ottla.broker.quota.client_quota_callback import (
     ConfigEntity,
     ConfigEntityType,
 )
+from ottla.broker.quota.delay_queue import DelayQueue
 from ottla.broker.quota.token_bucket import TokenBucket
 from ottla.common.principal import Principal
 from ottla.common.stats.avg import Avg
@@ -126,6 +127,8 @@ class QuotaSensors(ABC, Generic[StatT]):
         """Kafka's ``client.quota.callback.class``: it decides tags and quotas instead
         (``use_callback``)."""
         self._callback_type = ClientQuotaType(quota_type.name)
+        self.delay_queue = DelayQueue()
+        """The connections throttled for this type lately (its ``queue-size``)."""
 
     def use_callback(self, callback: ClientQuotaCallback) -> None:
         """Let ``callback`` decide the tags and quotas; every request is measured from now
@@ -308,6 +311,15 @@ class ClientQuotaManager(QuotaSensors[Rate]):
         super().__init__(quota_type, samples, window_seconds)
         self.max_throttle_ms = max_throttle_ms
         """Kafka's request quota caps a throttle at one window; the byte rates do not."""
+        self.exempt_time = Rate(METRICS_NUM_SAMPLES, METRICS_SAMPLE_WINDOW_MS)
+        """The request quota's ``exempt-request-time``: the time of the requests no
+        quota bounds (between nodes, a follower's fetch), as a percentage of a thread."""
+
+    def record_exempt(self, value: float, now_ms: int) -> None:
+        """Time spent on a request exempt from the quota, counted while any request
+        quota is set (Kafka's ``maybeRecordExempt``)."""
+        if self.enabled:
+            self.exempt_time.record(value, now_ms)
 
     def _new_stat(self) -> Rate:
         return Rate(self.samples, self.window_seconds * 1000)

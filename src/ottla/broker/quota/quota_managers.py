@@ -23,6 +23,7 @@ from ottla.broker.quota.client_quota_manager import (
 )
 from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
 from ottla.broker.quota.controller_mutation_quota import ControllerMutationQuotaManager
+from ottla.broker.quota.delay_queue import DelayQueue
 from ottla.broker.quota.token_bucket import TokenBucket
 from ottla.common.stats.rate import Rate
 from ottla.metadata.client_quotas import (
@@ -33,6 +34,12 @@ from ottla.metadata.client_quotas import (
     QuotaEntity,
 )
 from ottla.metadata.image import MetadataImage
+
+KAFKA_NAMES: dict[QuotaType, str] = {
+    QuotaType.PRODUCE: "Produce", QuotaType.FETCH: "Fetch", QuotaType.REQUEST: "Request",
+    QuotaType.CONTROLLER_MUTATION: "ControllerMutation"}
+"""Kafka's ``QuotaType`` names: its metrics groups, and what a request's
+``throttle_quota`` names."""
 
 
 def quota_key(entity: QuotaEntity) -> QuotaKey:
@@ -83,6 +90,11 @@ class ClientQuotaManagers:
     @property
     def managers(self) -> tuple[QuotaSensors[Rate] | QuotaSensors[TokenBucket], ...]:
         return self.produce, self.fetch, self.request, self.controller_mutation
+
+    @property
+    def delay_queues(self) -> dict[str, DelayQueue]:
+        """Each manager's delay queue by Kafka's ``QuotaType`` name."""
+        return {KAFKA_NAMES[m.quota_type]: m.delay_queue for m in self.managers}
 
     def load(self, quotas: Mapping[QuotaEntity, Mapping[str, float]]) -> None:
         """Every quota of the image (at start, and after a snapshot)."""

@@ -79,6 +79,6 @@ class ControllerServices:
         which takes the time from the response (Kafka's
         ``sendResponseMaybeThrottleWithControllerQuota``)."""
         throttle_ms = quota.throttle(self.now_ms())
-        if not ctx.forwarded:
-            ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+        if not ctx.forwarded and throttle_ms > ctx.throttle_ms:
+            ctx.throttle_ms, ctx.throttle_quota = throttle_ms, "ControllerMutation"
         return throttle_ms

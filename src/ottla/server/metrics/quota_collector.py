@@ -2,7 +2,17 @@
 subclasses), read when scraped from the node's quota managers: per quota entity a rate
 (``byte-rate`` of Produce and Fetch, ``request-time`` of Request, ``mutation-rate`` of
 ControllerMutation) and ``throttle-time``, the mean throttle time of its throttled
-requests lately (NaN when none).
+requests lately (NaN when none); and ControllerMutation's ``tokens``, what is left in
+the entity's token bucket (KIP-599; Java's ``Long.MAX_VALUE`` as a double when no quota
+bounds it).
+
+Each quota type also has metrics of its own, without entity (the bean
+``kafka.server:type=<quota type>``, which the exporter's generic rule names
+``kafka_server_<type>_<attribute>``): ``queue-size``, the throttled connections whose
+delay is not over, and Request's ``exempt-request-time``, the time of the requests exempt
+from the request quota (between nodes, a follower's fetch) while one is set, as a
+percentage of a thread. Kafka registers those as each manager is made: a node serves them
+always.
 
 Kafka's bean is ``kafka.server:type=<quota type>,user=U,client-id=C`` with the tags of
 the entity level the quotas measure a client at: both for a user's client id, ``user``
@@ -21,14 +31,15 @@ from urllib.parse import quote
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from ottla.broker.quota.client_quota_manager import QuotaType, Tags
-from ottla.broker.quota.quota_managers import ClientQuotaManagers
-from ottla.server.metrics.jmx_names import quota_metric
+from ottla.broker.quota.client_quota_manager import ClientQuotaManager, QuotaType, Tags
+from ottla.broker.quota.controller_mutation_quota import ControllerMutationQuotaManager
+from ottla.broker.quota.quota_managers import KAFKA_NAMES, ClientQuotaManagers
+from ottla.server.metrics.jmx_names import group_metric, quota_metric
 
-GROUPS: dict[QuotaType, str] = {
-    QuotaType.PRODUCE: "Produce", QuotaType.FETCH: "Fetch", QuotaType.REQUEST: "Request",
-    QuotaType.CONTROLLER_MUTATION: "ControllerMutation"}
+GROUPS = KAFKA_NAMES
 """Kafka's ``QuotaType`` names: the metrics group, the bean's ``type``."""
+UNBOUNDED_TOKENS = float(2**63 - 1)
+"""Kafka's TokenBucket with no quota: ``Long.MAX_VALUE``, as a double."""
 
 RATES: dict[QuotaType, tuple[str, str]] = {
     QuotaType.PRODUCE: ("byte-rate", "Tracking byte-rate per user/client-id"),
@@ -83,10 +94,21 @@ class ClientQuotaCollector:
             return families[name]
 
         for manager in self.quotas.managers:
+            resource = GROUPS[manager.quota_type]
+            queue = group_metric(resource, "queue-size")
+            yield GaugeMetricFamily(
+                queue, f"Tracks the size of the delay queue (kafka.server:type={resource} "
+                "queue-size)", value=manager.delay_queue.size(now))
+            if isinstance(manager, ClientQuotaManager) and \
+                    manager.quota_type == QuotaType.REQUEST:
+                yield GaugeMetricFamily(
+                    group_metric(resource, "exempt-request-time"),
+                    "Tracking exempt-request-time utilization percentage "
+                    "(kafka.server:type=Request exempt-request-time)",
+                    value=manager.exempt_time.measure(now))
             tracked = manager.tracked(now)
             if not tracked:
                 continue
-            resource = GROUPS[manager.quota_type]
             attribute, doc = RATES[manager.quota_type]
             rates = family(attribute, doc)
             throttles = family(THROTTLE_TIME, "Tracking average throttle-time per "
@@ -98,4 +120,14 @@ class ClientQuotaCollector:
                 rates.add_sample(rates.name, labels, manager.rate(sensor, now))
                 throttles.add_sample(throttles.name, labels,
                                      sensor.throttle_time.measure(now))
+            if isinstance(manager, ControllerMutationQuotaManager):
+                tokens = family("tokens", "Tracking remaining tokens in the token bucket "
+                                          "per user/client-id")
+                for tags, bucket_sensor in tracked:
+                    labels = quota_labels(resource, tags)
+                    if labels is None:
+                        continue
+                    bound = bucket_sensor.bound
+                    tokens.add_sample(tokens.name, labels, UNBOUNDED_TOKENS if bound is None
+                                      else bucket_sensor.stat.measure(bound, now))
         yield from families.values()
