@@ -119,13 +119,37 @@ def test_a_new_answer_rebounds_the_clients_already_measured() -> None:
     assert quotas.produce.sensors["alice", "team"].bound == 7.0
 
 
-def test_tags_other_than_kafkas_user_and_client_id_are_refused() -> None:
+def test_a_callback_may_measure_clients_under_tags_of_its_own() -> None:
+    """Kafka's ClientQuotaCallback.quotaMetricTags may return any map: the clients given
+    the same map share a rate, ``quota_limit`` is asked with that map, and the quota
+    metrics carry its tags (``client-id`` as the quota rules' ``clientId``; an empty value
+    left out, as Kafka's JmxReporter leaves it out of the bean)."""
+    from tests.unit.test_quota_metrics import THROTTLE, key, scrape
+
+    asked: list[dict[str, str]] = []
     callback = Recording()
-    callback.quota_metric_tags = lambda *_: {"tenant": "a"}  # type: ignore[method-assign]
+
+    def tags(quota_type, principal, client_id):
+        return {"tenant": client_id.split("-")[0], "client-id": client_id, "zone": ""}
+
+    def limit(quota_type, metric_tags):
+        asked.append(dict(metric_tags))
+        return 1000.0 if metric_tags.get("tenant") == "acme" else None
+
+    callback.quota_metric_tags = tags  # type: ignore[method-assign]
+    callback.quota_limit = limit  # type: ignore[method-assign]
     quotas = ClientQuotaManagers()
     quotas.use_callback(callback)
-    with pytest.raises(ValueError, match="tenant"):
-        quotas.produce.record("alice", "x", 1, 0)
+    assert quotas.produce.record("alice", "acme-1", 5000, 0) == 0
+    assert quotas.produce.record("bob", "acme-1", 20_000, 0) == 15_000  # the same map
+    assert quotas.produce.record("carol", "other-1", 10**9, 0) == 0
+    assert len(quotas.produce.sensors) == 2
+    assert {"tenant": "acme", "client-id": "acme-1", "zone": ""} in asked
+    samples = scrape(quotas, 0)
+    acme = key(THROTTLE, resource="Produce", tenant="acme", clientId="acme-1")
+    assert samples[acme] == 15_000
+    assert key("kafka_server_quota_byte_rate", resource="Produce", tenant="other",
+               clientId="other-1") in samples
 
 
 def test_loading_makes_and_configures_the_class_and_refuses_anything_else() -> None:

@@ -14,9 +14,9 @@ Kafka's QuotaFactory does:
 - ``quota_metric_tags(quota_type, principal, client_id)``: the tags a request's client
   is measured under; clients given the same tags share one measured rate. The principal
   is the request's user as ``User:<name>`` (the managers key clients by user name; every
-  principal Ottla's listeners make is a User). Ottla's quota
-  sensors and metrics know Kafka's two tags, ``user`` and ``client-id``: a callback
-  returns those (either, both, or none: one rate for everyone); any other key is refused.
+  principal Ottla's listeners make is a User). Any map, as in Kafka: Kafka's own two
+  tags, ``user`` and ``client-id`` (either, both, or none: one rate for everyone), or
+  keys of the callback's own (a tenant...), which the quota metrics then carry as labels.
 - ``quota_limit(quota_type, metric_tags)``: the quota of those tags (bytes per second,
   percent of a thread, partition mutations per second), None for none.
 - ``update_quota`` and ``remove_quota``: the user and client-id quotas of the metadata

@@ -67,6 +67,22 @@ QuotaKey = tuple[str | None, str | None]
 Tags = tuple[str, str]
 """(user, client id) a measured rate is kept under: a name or ``ABSENT`` each."""
 
+
+@dataclass(frozen=True, slots=True)
+class MetricTags:
+    """Tags a ``client.quota.callback.class`` gave with keys other than Kafka's ``user``
+    and ``client-id`` (its ``quotaMetricTags`` may return any map): the clients given the
+    same map share a rate, its metrics carry them. In the callback's order."""
+
+    tags: tuple[tuple[str, str], ...]
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.tags)
+
+
+SensorKey = Tags | MetricTags
+"""What a measured rate is kept under: ``Tags``, or a callback's own ``MetricTags``."""
+
 INACTIVE_SENSOR_EXPIRY_MS = 3_600_000
 """Kafka's InactiveSensorExpirationTimeSeconds: a client's rate is forgotten after an hour
 without a request."""
@@ -121,7 +137,7 @@ class QuotaSensors(ABC, Generic[StatT]):
         self.enabled = False
         """Whether any quota of this type is set: off, nothing is recorded."""
         self._user_level = self._client_level = self._pair_level = False
-        self.sensors: dict[Tags, Sensor[StatT]] = {}
+        self.sensors: dict[SensorKey, Sensor[StatT]] = {}
         self._next_expiry_ms = 0
         self.callback: ClientQuotaCallback | None = None
         """Kafka's ``client.quota.callback.class``: it decides tags and quotas instead
@@ -194,10 +210,10 @@ class QuotaSensors(ABC, Generic[StatT]):
         self.enabled = bool(self.overrides) or self.callback is not None
         self.refresh_bounds()
 
-    def quota_tags(self, user: str, client_id: str) -> Tags:
+    def quota_tags(self, user: str, client_id: str) -> SensorKey:
         """Under which (user, client id) a request's rate is measured: the levels of the
         quota that applies to it (Kafka's ``DefaultQuotaCallback.quotaMetricTags``), or
-        the callback's ``user`` and ``client-id`` tags."""
+        the callback's tags."""
         if self.callback is not None:
             return self._callback_tags(user, client_id)
         levels = (self._user_level, self._client_level, self._pair_level)
@@ -218,9 +234,13 @@ class QuotaSensors(ABC, Generic[StatT]):
             return user, ABSENT
         return ABSENT, client_id
 
-    def quota_limit(self, tags: Tags) -> float | None:
+    def quota_limit(self, tags: SensorKey) -> float | None:
         """The quota of the rate measured under ``tags``: the most specific one set at
         its levels (Kafka's ``DefaultQuotaCallback.quotaLimit``), or the callback's."""
+        if isinstance(tags, MetricTags):
+            assert self.callback is not None
+            limit = self.callback.quota_limit(self._callback_type, tags.as_dict())
+            return None if limit is None else float(limit)
         user, client_id = tags
         if self.callback is not None:
             metric_tags = {USER_TAG: user} if user else {}
@@ -244,16 +264,13 @@ class QuotaSensors(ABC, Generic[StatT]):
                 return value
         return None
 
-    def _callback_tags(self, user: str, client_id: str) -> Tags:
+    def _callback_tags(self, user: str, client_id: str) -> SensorKey:
         assert self.callback is not None
         tags = self.callback.quota_metric_tags(self._callback_type, Principal("User", user),
                                                client_id)
-        unknown = set(tags) - {USER_TAG, CLIENT_ID_TAG}
-        if unknown:
-            raise ValueError(f"client.quota.callback.class gave the metric tags "
-                             f"{sorted(unknown)}: Ottla's quota sensors know only "
-                             f"{USER_TAG} and {CLIENT_ID_TAG}")
-        return tags.get(USER_TAG) or ABSENT, tags.get(CLIENT_ID_TAG) or ABSENT
+        if set(tags) <= {USER_TAG, CLIENT_ID_TAG}:
+            return tags.get(USER_TAG) or ABSENT, tags.get(CLIENT_ID_TAG) or ABSENT
+        return MetricTags(tuple((str(k), str(v)) for k, v in tags.items()))
 
     def quota(self, user: str, client_id: str) -> float | None:
         """The quota that applies to ``user`` with ``client_id``, if any."""
@@ -278,7 +295,7 @@ class QuotaSensors(ABC, Generic[StatT]):
             self._expire(now_ms)
         return sensor
 
-    def tracked(self, now_ms: int) -> list[tuple[Tags, Sensor[StatT]]]:
+    def tracked(self, now_ms: int) -> list[tuple[SensorKey, Sensor[StatT]]]:
         """The sensors kept at ``now_ms``, those idle for an hour forgotten first (Kafka
         expires them on a timer): what the quota metrics show."""
         self._expire(now_ms)

@@ -26,12 +26,18 @@ rate is measured, never bounded).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from ottla.broker.quota.client_quota_manager import ClientQuotaManager, QuotaType, Tags
+from ottla.broker.quota.client_quota_manager import (
+    ClientQuotaManager,
+    MetricTags,
+    QuotaType,
+    SensorKey,
+)
 from ottla.broker.quota.controller_mutation_quota import ControllerMutationQuotaManager
 from ottla.broker.quota.quota_managers import KAFKA_NAMES, ClientQuotaManagers
 from ottla.server.metrics.jmx_names import group_metric, quota_metric
@@ -58,9 +64,11 @@ def sanitized_user(user: str) -> str:
     return quote(user, safe="").replace("~", "%7E")
 
 
-def quota_labels(resource: str, tags: Tags) -> dict[str, str] | None:
+def quota_labels(resource: str, tags: SensorKey) -> dict[str, str] | None:
     """The exporter's labels for an entity's bean; None for one with neither tag (a
     client with no client id, whose bean no quota rule matches)."""
+    if isinstance(tags, MetricTags):
+        return callback_labels(resource, tags)
     user, client_id = tags
     if not user and not client_id:
         return None
@@ -70,6 +78,25 @@ def quota_labels(resource: str, tags: Tags) -> dict[str, str] | None:
     if client_id:
         labels["clientId"] = client_id
     return labels
+
+
+def callback_labels(resource: str, tags: MetricTags) -> dict[str, str] | None:
+    """A callback's own tags as labels: ``user`` and ``client-id`` as the quota rules name
+    them, any other key made a label name (what Prometheus does not allow in one becomes
+    ``_``), the values as the callback gave them; empty values are left out, as Kafka's
+    JmxReporter leaves them out of the bean's name (None if none is left)."""
+    labels = {"resource": resource}
+    for key, value in tags.tags:
+        if not value:
+            continue
+        name = _LABELS.get(key) or re.sub(r"[^a-zA-Z0-9_]", "_", key)
+        if name[:1].isdigit() or name in labels:
+            name = "_" + name
+        labels[name] = value
+    return labels if len(labels) > 1 else None
+
+
+_LABELS = {"user": "user", "client-id": "clientId"}
 
 
 class ClientQuotaCollector:
