@@ -3,9 +3,10 @@ by name, as a user's own plugin module would be loaded: ``tests.quota_callbacks.
 
 ``TopicPrefixQuota`` is KIP-257's motivating kind of callback, a quota that follows the
 cluster's metadata: the producers of a tenant (client ids starting with the tenant's
-prefix, measured together) may produce ``quota.callback.bytes.per.partition`` bytes per
-second for each partition of the tenant's topics (those whose name starts with the same
-prefix), as the cluster's metadata counts them; other clients have no quota.
+prefix, measured together under a ``tenant`` tag of the callback's own) may produce
+``quota.callback.bytes.per.partition`` bytes per second for each partition of the
+tenant's topics (those whose name starts with the same prefix), as the cluster's metadata
+counts them; other clients have no quota.
 """
 
 from __future__ import annotations
@@ -39,13 +40,13 @@ class TopicPrefixQuota:
     def quota_metric_tags(self, quota_type: ClientQuotaType, principal: Principal,
                           client_id: str) -> dict[str, str]:
         if client_id.startswith(self.prefix):
-            return {"client-id": self.prefix}  # the tenant's producers share one rate
+            return {"tenant": self.prefix}  # the tenant's producers share one rate
         return {"client-id": client_id}
 
     def quota_limit(self, quota_type: ClientQuotaType, metric_tags: Mapping[str, str]
                     ) -> float | None:
         if quota_type is not ClientQuotaType.PRODUCE or \
-                metric_tags.get("client-id") != self.prefix or not self.partitions:
+                metric_tags.get("tenant") != self.prefix or not self.partitions:
             return None
         return self.bytes_per_partition * self.partitions
 

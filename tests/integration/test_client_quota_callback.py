@@ -3,8 +3,9 @@ module of the tests (``tests.quota_callbacks.TopicPrefixQuota``) gives the produ
 tenant a quota per partition of the tenant's topics, learnt from the cluster's metadata.
 A confluent-kafka producer of the tenant is throttled (librdkafka's ``throttle_cb``
 reports the broker's throttle_time_ms) and held near the quota the callback computed,
-while a producer of another client id is not; a quota that is a Java class name stops
-the node at start with Kafka's config error. Without a callback the built-in quotas are
+while a producer of another client id is not; the node's quota metrics carry the
+callback's own ``tenant`` tag; a quota that is a Java class name stops the node at start
+with Kafka's config error. Without a callback the built-in quotas are
 unchanged (test_client_quotas)."""
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.helpers import OttlaProcess
-from tests.integration.test_client_quotas import RUN_S, produce_flat_out
+from tests.helpers import OttlaProcess, free_port
+from tests.integration.test_client_quotas import RUN_S, produce_flat_out, quota_series
+from tests.integration.test_metrics import scrape
 
 PER_PARTITION = 50_000
 """Bytes/s the tenant may produce per partition of its topics."""
 PARTITIONS = 4
 QUOTA = PER_PARTITION * PARTITIONS
+METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +34,8 @@ def node(tmp_path_factory: Any) -> Iterator[OttlaProcess]:
         "num.partitions": "1",
         "client.quota.callback.class": "tests.quota_callbacks.TopicPrefixQuota",
         "quota.callback.prefix": "tenant-a.",
-        "quota.callback.bytes.per.partition": str(PER_PARTITION)}).start()
+        "quota.callback.bytes.per.partition": str(PER_PARTITION),
+        "prometheus.listener": f"127.0.0.1:{METRICS_PORT}"}).start()
     try:
         admin = AdminClient({"bootstrap.servers": node.bootstrap})
         for future in admin.create_topics([NewTopic("tenant-a.orders", 1, 1),
@@ -50,6 +54,12 @@ def test_a_tenants_producer_is_held_at_the_quota_its_topics_partitions_give(
     # 4 partitions (1 + 3) of tenant-a. topics: 200 kB/s; Kafka's windows let a client
     # reach under twice that over 6 s (test_client_quotas), never 3x.
     assert QUOTA / 2 < rate < 3 * QUOTA, rate
+    # Kafka's ClientQuotaCallback may tag clients as it likes: the tenant's rate is served
+    # under the callback's tenant tag, not a client id.
+    rates = quota_series(scrape(METRICS_PORT), "byte_rate")
+    tenant = (("resource", "Produce"), ("tenant", "tenant-a."))
+    assert QUOTA / 2 < rates[tenant] < 3 * QUOTA, rates
+    assert not [labels for labels in rates if ("clientId", "tenant-a.billing") in labels]
 
 
 def test_a_client_the_callback_gives_no_quota_is_not_throttled(node: OttlaProcess) -> None:
