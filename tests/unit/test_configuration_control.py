@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 from ottla.common.topics import NewTopic
 from ottla.controller.configuration_control import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
+from ottla.controller.quorum_controller import QuorumController
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.errors import ErrorCode
 from tests.controllers import apply, controller
@@ -175,16 +178,25 @@ def test_a_broker_key_set_again_is_written_again_so_the_broker_reloads_its_file(
     assert c.configuration.incremental_alter_configs(topic).records == []
 
 
-def test_any_node_id_names_a_broker_resource_as_kafkas_controller_checks_it() -> None:
-    """Kafka's ControllerConfigurationValidator parses the name and nothing more: a
-    controller's own id (its controller listeners' TLS) is a BROKER resource too."""
+def test_a_broker_resource_names_a_broker_or_a_controller_as_kafkas_controller_checks() -> None:
+    """Kafka 4.4's ControllerConfigurationValidator (a number, not negative), then its
+    ConfigResourceExistenceChecker: a registered broker, a voter of
+    controller.quorum.voters or a registered controller (for its controller listeners'
+    TLS); the messages are a Kafka 4.4 controller's."""
     c = controller()
     key = "listener.name.controller.ssl.keystore.location"
+    assert _codes(c.configuration.incremental_alter_configs([
+        (B, "one", [(key, OP_SET, "/k")]), (B, "-1", [(key, OP_SET, "/k")]),
+        (B, "3000", [(key, OP_SET, "/k")])])) == [
+        (ErrorCode.invalid_request, "Unable to parse broker name as a base 10 number."),
+        (ErrorCode.invalid_request, "Invalid negative broker ID."),
+        (ErrorCode.broker_id_not_registered, "No node with id 3000 found.")]
+    apply(c, c.cluster.register_controller(
+        3000, uuid.uuid4(), [("CONTROLLER", "h", 9093, 0)], []).records)
     result = c.configuration.incremental_alter_configs([(B, "3000", [(key, OP_SET, "/k")])])
     assert _codes(result) == [(ErrorCode.none, None)]
     apply(c, result.records)
     assert c.image.broker_configs(3000) == {key: "/k"}
-    assert _codes(c.configuration.incremental_alter_configs([
-        (B, "one", [(key, OP_SET, "/k")]), (B, "-1", [(key, OP_SET, "/k")])])) == [
-        (ErrorCode.invalid_request, "Unable to parse broker name as a base 10 number."),
-        (ErrorCode.invalid_request, "Invalid negative broker ID.")]
+    voters = QuorumController(1, quorum_node_ids=[1, 2, 3])
+    assert _codes(voters.configuration.incremental_alter_configs([
+        (B, "2", [(key, OP_SET, "/k")])])) == [(ErrorCode.none, None)]

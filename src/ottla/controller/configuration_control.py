@@ -103,10 +103,13 @@ def list_default(resource_type: int, key: str) -> str | None:
 
 class ConfigurationControlManager:
     def __init__(self, image: MetadataImage,
-                 broker_config: Callable[[str], Any] | None = None) -> None:
+                 broker_config: Callable[[str], Any] | None = None,
+                 quorum_node_ids: Sequence[int] = ()) -> None:
         self.image = image
         self.broker_config = broker_config or (lambda name: BROKER_CONFIGS[name].default)
         """The controller's static broker configs: the group bounds come from them."""
+        self.quorum_node_ids = frozenset(quorum_node_ids)
+        """``controller.quorum.voters``' ids: nodes a BROKER resource may name too."""
 
     def _check_resource(self, resource_type: int, name: str) -> None:
         if resource_type == ConfigResourceType.TOPIC:
@@ -114,15 +117,8 @@ class ConfigurationControlManager:
                 raise ControllerError(ErrorCode.unknown_topic_or_partition,
                                       f"Topic {name} does not exist.")
         elif resource_type == ConfigResourceType.BROKER:
-            # Kafka's ControllerConfigurationValidator: any node id (a controller's
-            # own, for its controller listeners' TLS), registered or not.
-            node = _java_int(name) if name else 0
-            if node is None:
-                raise ControllerError(ErrorCode.invalid_request,
-                                      "Unable to parse broker name as a base 10 number.")
-            if node < 0:
-                raise ControllerError(ErrorCode.invalid_request,
-                                      "Invalid negative broker ID.")
+            if name:
+                self._check_node(name)
         elif resource_type == ConfigResourceType.GROUP:
             if not name:
                 raise ControllerError(ErrorCode.invalid_request,
@@ -132,6 +128,21 @@ class ConfigurationControlManager:
         else:
             raise ControllerError(ErrorCode.invalid_request,
                                   f"Unsupported resource type {resource_type}")
+
+    def _check_node(self, name: str) -> None:
+        """Kafka's ControllerConfigurationValidator, then its existence checker: a
+        node id, of a broker or of a controller (for its controller listeners' TLS),
+        registered or a voter of controller.quorum.voters."""
+        node = _java_int(name)
+        if node is None:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  "Unable to parse broker name as a base 10 number.")
+        if node < 0:
+            raise ControllerError(ErrorCode.invalid_request, "Invalid negative broker ID.")
+        if node not in self.image.brokers and node not in self.quorum_node_ids and \
+                node not in self.image.controllers:
+            raise ControllerError(ErrorCode.broker_id_not_registered,
+                                  f"No node with id {node} found.")
 
     def _validate_resource(self, resource_type: int, name: str,
                            configs: Mapping[str, str | None]) -> None:

@@ -66,7 +66,8 @@ class QuorumController:
             unclean_leader_election_enable=unclean_leader_election_enable,
             default_min_insync_replicas=default_min_insync_replicas)
         self.cluster = ClusterControlManager(self.image, self.replication)
-        self.configuration = ConfigurationControlManager(self.image, broker_config)
+        self.configuration = ConfigurationControlManager(self.image, broker_config,
+                                                         quorum_node_ids)
         self.features = FeatureControlManager(self.image, node_id, quorum_node_ids)
         self.producer_ids = ProducerIdControlManager(self.image)
         self.scram = ScramControlManager(self.image)
