@@ -31,6 +31,11 @@ IMPORTANT: dict[str, tuple[str, str]] = {
     "kafka_log_logflushstats_": ("kafka.log", "LogFlushStats"),
     "kafka_server_socket_server_metrics_": ("kafka.server", "socket-server-metrics"),
     "kafka_server_quota_": ("kafka.server", "Produce"),
+    # The quota types' own beans (queue-size, exempt-request-time).
+    "kafka_server_produce_": ("kafka.server", "Produce"),
+    "kafka_server_fetch_": ("kafka.server", "Fetch"),
+    "kafka_server_request_": ("kafka.server", "Request"),
+    "kafka_server_controllermutation_": ("kafka.server", "ControllerMutation"),
     "kafka_controller_controllerstats_": ("kafka.controller", "ControllerStats"),
     "kafka_cluster_partition_": ("kafka.cluster", "Partition"),
     "kafka_server_delayedoperationpurgatory_": ("kafka.server", "DelayedOperationPurgatory"),
@@ -63,5 +68,7 @@ def test_every_ottla_name_of_the_important_groups_is_one_of_kafkas(tmp_path: Pat
             Identity("kafka.network", "RequestMetrics", "TotalTimeMs", group=False),
             Identity("kafka.server", "ReplicaManager", "UnderReplicatedPartitions", group=False),
             Identity("kafka.controller", "KafkaController", "ActiveControllerCount", group=False),
-            Identity("kafka.server", "raft-metrics", "current-leader", group=True)):
+            Identity("kafka.server", "raft-metrics", "current-leader", group=True),
+            Identity("kafka.server", "Produce", "queue-size", group=True),
+            Identity("kafka.server", "Request", "exempt-request-time", group=True)):
         assert identity in result.both, f"{identity} is not served under Kafka's name"
