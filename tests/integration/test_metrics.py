@@ -498,6 +498,31 @@ def series(samples: Samples, name: str, **labels: str) -> float | None:
 GROUPS = "kafka_server_group_coordinator_metrics_{}"
 
 
+def test_the_coordinator_runtimes_partitions_and_load_times(metered: Metered) -> None:
+    """Kafka's CoordinatorRuntimeMetrics: the node leads all three ``__consumer_offsets``
+    partitions (offsets.topic.num.partitions=3), active once a group used them, none
+    loading or failed, each loaded within the windows' minute; the share coordinator
+    has loaded none before a share group asks for one."""
+    node, port = metered
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "loaders",
+                         "enable.auto.commit": False})
+    try:
+        consumer.list_topics(timeout=15)
+        consumer.committed([TopicPartition("loaders-topic", 0)], timeout=30)
+    finally:
+        consumer.close()
+    partitions_by_state = GROUPS.format("num_partitions")
+    wait_until(lambda: total(scrape(port), partitions_by_state, state="active") == 3, 30,
+               0.2, lambda: f"3 active: {scrape(port).get((partitions_by_state, ()))}")
+    samples = scrape(port)
+    assert total(samples, partitions_by_state, state="loading") == 0
+    assert total(samples, partitions_by_state, state="failed") == 0
+    shares = "kafka_server_share_coordinator_metrics_num_partitions"
+    assert total(samples, shares, state="active") >= 0
+    load_max = total(samples, GROUPS.format("partition_load_time_max"))
+    assert math.isnan(load_max) or 0 <= load_max < 60_000
+
+
 def test_committed_offsets_count_one_per_partition(metered: Metered) -> None:
     """Kafka's offset-commit-count (group-coordinator-metrics) grows by the partitions
     each OffsetCommit writes: 3, then 2 more."""
@@ -820,8 +845,11 @@ def test_followers_replicate_acks_all_records_and_catch_up(tmp_path) -> None:
     """Three brokers and a topic on all of them: records produced with acks=all reach
     both followers, so each follower's ReplicationBytesIn grows by at least the bytes
     the leader took in (BytesIn) and the leader's ReplicationBytesOut by at least twice
-    that, and once the followers caught up every broker's MaxLag is 0."""
-    cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=3)
+    that, and once the followers caught up every broker's MaxLag is 0. Offsets
+    committed to a ``__consumer_offsets`` on the three wait for both followers in the
+    coordinator's purgatory."""
+    cluster = KRaftCluster(str(tmp_path), controllers=1, brokers=3,
+                           broker_props={"offsets.topic.replication.factor": "3"})
     ports = {}
     for node_id in cluster.broker_ids:
         ports[node_id] = free_port()
@@ -861,6 +889,31 @@ def test_followers_replicate_acks_all_records_and_catch_up(tmp_path) -> None:
                    lambda: "every broker caught up: " + str(
                        {b: total(scrape(ports[b]), MAX_LAG, clientId="Replica")
                         for b in cluster.broker_ids}))
+        # An offset commit is answered once both followers of its __consumer_offsets
+        # partition have it: the wait is Kafka's event-purgatory-time-ms of the group
+        # coordinator's runtime, served since the previous scrape (over a second ago).
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "waiters",
+                             "enable.auto.commit": False})
+        try:
+            for offset in range(1, 6):
+                consumer.commit(offsets=[TopicPartition("replicated", 0, offset)],
+                                asynchronous=False)
+        finally:
+            consumer.close()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # kept: in use
+        coordinator = admin.describe_consumer_groups(["waiters"])["waiters"] \
+            .result(30).coordinator.id
+        purgatory = GROUPS.format("event_purgatory_time_ms_")
+        seen: list[Samples] = []
+
+        def renewed() -> bool:  # a snapshot is renewed at most once a second
+            seen.append(scrape(ports[coordinator]))
+            return total(seen[-1], purgatory + "max") > 0
+
+        wait_until(renewed, 10, 0.3, lambda: f"the commits' waits in {purgatory}max")
+        waited = {q: total(seen[-1], purgatory + q) for q in ("p50", "p99", "max")}
+        assert 0 < waited["max"] < 60_000 and waited["p50"] <= waited["p99"] <= \
+            waited["max"], waited
     finally:
         cluster.stop()
 

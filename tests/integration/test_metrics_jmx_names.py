@@ -22,6 +22,7 @@ IMPORTANT: dict[str, tuple[str, str]] = {
     "kafka_coordinator_group_groupmetadatamanager_": ("kafka.coordinator.group",
                                                       "GroupMetadataManager"),
     "kafka_server_group_coordinator_metrics_": ("kafka.server", "group-coordinator-metrics"),
+    "kafka_server_share_coordinator_metrics_": ("kafka.server", "share-coordinator-metrics"),
     "kafka_server_transaction_coordinator_metrics_": ("kafka.server",
                                                       "transaction-coordinator-metrics"),
     "kafka_server_raft_metrics_": ("kafka.server", "raft-metrics"),

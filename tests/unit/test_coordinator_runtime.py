@@ -173,3 +173,24 @@ def test_a_session_expires_on_the_timers_clock_whatever_the_wall_clock_does(
     clock[0] = mono + 10_000
     rt.poll(wall + step_ms + 10_000)
     assert shard.expired_at == [max(wall, wall + step_ms + 10_000)]
+
+
+def test_a_response_held_for_the_high_watermark_counts_its_wait_as_purgatory_time() -> None:
+    """Kafka's ``event-purgatory-time-ms``: a write answered once replication covers it
+    records how long it waited, on the timers' clock; one committed at once records 0."""
+    log = Replicated([1])
+    clock = [1_000]
+    rt: CoordinatorRuntime[Counter] = CoordinatorRuntime(log, Counter,
+                                                         timer_ms=lambda: clock[0])
+    rt.load(TP, 0)
+    writes: list[Any] = []
+    rt.write(TP, lambda shard, now: CoordinatorResult([5], "joined"), writes.append, 1)
+    clock[0] += 250
+    log.hw = 2
+    rt.on_high_watermark(TP)
+    rt.write(TP, lambda shard, now: CoordinatorResult([], "read"), writes.append, 2)
+    assert writes == ["joined", "read"]
+    histogram = rt.metrics.event_purgatory_time
+    reading_ms = 5_000
+    assert (histogram.max(reading_ms), histogram.percentile(50, reading_ms),
+            histogram.count(reading_ms)) == (250, 0, 2)

@@ -133,8 +133,9 @@ class _Context(Generic[S]):
     state: CoordinatorState
     shard: S
     ctx: ShardContext
-    pending: list[tuple[int, Reply, Any]] = field(default_factory=list)
-    """Responses waiting for the high watermark: (offset, reply, response)."""
+    pending: list[tuple[int, Reply, Any, int]] = field(default_factory=list)
+    """Responses waiting for the high watermark: (offset, reply, response, since), since
+    on the timers' clock (their time there is the event purgatory time)."""
     last_written: int = 0
     """The log end after this shard's last write; a response waits for it."""
 
@@ -234,7 +235,7 @@ class CoordinatorRuntime(Generic[S]):
         for key in [k for k in self._timers if k[0] == tp]:
             del self._timers[key]
         context.shard.on_unloaded()
-        for _, reply, _ in context.pending:
+        for _, reply, _, _ in context.pending:
             reply(KafkaError(ErrorCode.not_coordinator, "The coordinator moved"))
         context.pending.clear()
 
@@ -274,7 +275,8 @@ class CoordinatorRuntime(Generic[S]):
         reads at the last committed offset do. Raises KafkaError if ``tp`` is not an
         active shard; an unload before the answer is released replies NOT_COORDINATOR."""
         context = self.active(tp)
-        context.pending.append((context.last_written, reply, operation(context.shard)))
+        context.pending.append((context.last_written, reply, operation(context.shard),
+                                self._timer_now()))
         self._release(context)
 
     def _run(self, context: _Context[S], operation: Callable[[S, int], Any],
@@ -309,13 +311,14 @@ class CoordinatorRuntime(Generic[S]):
             end = context.last_written  # what earlier writes appended must be committed
         context.last_written = end
         if reply is not None and result.response is not DEFERRED:
-            context.pending.append((end, reply, result.response))
+            context.pending.append((end, reply, result.response, self._timer_now()))
         self._flush_deferred(context, end)
         self._release(context)
 
     def _flush_deferred(self, context: _Context[S], end: int) -> None:
+        since = self._timer_now()
         for reply, response in context.ctx._deferred:
-            context.pending.append((end, reply, response))
+            context.pending.append((end, reply, response, since))
         context.ctx._deferred.clear()
 
     def _release(self, context: _Context[S]) -> None:
@@ -325,7 +328,9 @@ class CoordinatorRuntime(Generic[S]):
         if not ready:
             return
         context.pending = [p for p in context.pending if p[0] > hw]
-        for _, reply, response in ready:
+        now = self._timer_now()
+        for _, reply, response, since in ready:
+            self.metrics.event_purgatory_time.record(now - since)
             reply(response)
 
     def on_high_watermark(self, tp: TopicPartition) -> None:

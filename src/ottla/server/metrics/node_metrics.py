@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 from ottla.broker.broker import Broker
+from ottla.broker.deadline_timer import monotonic_ms
 from ottla.broker.quota.quota_managers import ClientQuotaManagers
 from ottla.broker.telemetry.client_telemetry_exporter import ClientTelemetryExporter
 from ottla.metadata.image import MetadataImage
@@ -32,6 +33,7 @@ from ottla.server.metrics.broker_metadata_collector import BrokerMetadataMetrics
 from ottla.server.metrics.client_telemetry_collector import ClientTelemetryCollector
 from ottla.server.metrics.consumer_lag import ConsumerLagCollector
 from ottla.server.metrics.controller_collector import KafkaControllerCollector
+from ottla.server.metrics.coordinator_runtime_collector import CoordinatorRuntimeCollector
 from ottla.server.metrics.endpoint import MetricsEndpoint
 from ottla.server.metrics.event_loop_idle import EventLoopIdle
 from ottla.server.metrics.fetch_session_cache_collector import FetchSessionCacheCollector
@@ -116,6 +118,10 @@ def node_registry(*, image: MetadataImage, requests: RequestChannelMetrics,
         if publisher is not None:
             registry.register(BrokerMetadataMetricsCollector(publisher, broker.now_ms))
         registry.register(GroupCoordinatorCollector(broker.group_coordinator))
+        for service, group in ((broker.group_coordinator, "group-coordinator-metrics"),
+                               (broker.share_coordinator, "share-coordinator-metrics")):
+            registry.register(CoordinatorRuntimeCollector(service, group, broker.now_ms,
+                                                          monotonic_ms))
         registry.register(TransactionCoordinatorCollector(broker.transaction_coordinator,
                                                           broker.now_ms))
         lag = ConsumerLagCollector(broker)
