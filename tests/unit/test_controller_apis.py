@@ -126,7 +126,8 @@ class StandInRaft:
         return ("127.0.0.1", 9093) if node == 1 else None
 
     # A static quorum: the replica refuses voter changes (see test_raft_voter_changes).
-    async def add_voter(self, voter: VoterNode, timeout_s: float) -> VoterChangeResult:
+    async def add_voter(self, voter: VoterNode, timeout_s: float,
+                        ack_when_committed: bool = True) -> VoterChangeResult:
         self.changes.append(("add", voter))
         return VoterChangeResult(0, ErrorCode.unsupported_version)
 
@@ -1127,6 +1128,49 @@ async def test_add_raft_voter_refuses_another_cluster_or_no_controller_listener(
         {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9092}]})
     assert wrong.error_code == ErrorCode.invalid_request
     assert env.raft.changes == []
+
+
+async def test_add_raft_voter_refusals_before_the_leader_checks_in_kafkas_words(env: Env
+                                                                                ) -> None:
+    """KafkaRaftClient.handleAddVoterRequest, in its order: not the leader (the error
+    alone), no voter (a negative id or no directory id), no endpoint for the quorum's
+    listener (Kafka prints its Endpoints map, names upper-cased)."""
+    env.raft.is_leader = False
+    follower = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, {**ADD_VOTER, "voter_id": -1})
+    assert (follower.error_code, follower.error_message) == (
+        ErrorCode.not_leader_or_follower, None)
+    env.raft.is_leader = True
+    for invalid in ({"voter_id": -1}, {"voter_directory_id": uuid.UUID(int=0)}):
+        answer = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, {**ADD_VOTER, **invalid,
+                                                            "listeners": []})
+        assert (answer.error_code, answer.error_message) == (
+            ErrorCode.invalid_request, "Add voter request didn't include a valid voter")
+    wrong = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, {**ADD_VOTER, "listeners": [
+        {"name": "plaintext", "host": "localhost", "port": 9092}]})
+    assert (wrong.error_code, wrong.error_message) == (
+        ErrorCode.invalid_request,
+        "Add voter request didn't include the endpoint (Endpoints(endpoints={"
+        "ListenerName(PLAINTEXT)=localhost/<unresolved>:9092})) for the default listener "
+        "ListenerName(CONTROLLER)")
+    assert env.raft.changes == []
+    lower = await ask(env, ApiKey.ADD_RAFT_VOTER, 1, {**ADD_VOTER, "listeners": [
+        {"name": "controller", "host": "127.0.0.1", "port": 9097}]})
+    assert lower.error_code == ErrorCode.unsupported_version  # reached the quorum
+    ((_, voter),) = env.raft.changes
+    assert [e.listener for e in voter.endpoints] == ["CONTROLLER"]
+
+
+def test_kafka_endpoints_prints_the_listeners_in_hash_map_order() -> None:
+    """Kafka's Endpoints is a ``new HashMap<>(2)`` by listener name for two listeners,
+    four buckets once both are in: "B" (hash 66) goes to bucket 2 and "E" (69) to 1, so
+    Kafka prints E first, whatever the request's order."""
+    from ottla.raft.voter_set import Endpoint
+    from ottla.server.controller_apis.quorum import kafka_endpoints
+    endpoints = (Endpoint("B", "h", 1), Endpoint("E", "h", 2))
+    assert kafka_endpoints(endpoints) == (
+        "Endpoints(endpoints={ListenerName(E)=h/<unresolved>:2, "
+        "ListenerName(B)=h/<unresolved>:1})")
+    assert kafka_endpoints(endpoints[::-1]) == kafka_endpoints(endpoints)
 
 
 async def test_remove_raft_voter_names_the_voter_by_id_and_directory(env: Env) -> None:

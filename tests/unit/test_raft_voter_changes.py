@@ -156,13 +156,15 @@ def test_the_new_voter_must_support_the_finalized_kraft_version() -> None:
 
 
 def test_only_the_leader_changes_voters() -> None:
+    """KafkaRaftClient's validateLeaderOnlyRequest: the error alone, no message."""
     q = Quorum([1, 2, 3], [1, 2, 3, 4])
     leader = q.leader()
     follower = next(r for r in q.nodes.values() if r.is_voter and not r.is_leader)
     for result in (follower.add_voter(1, VoterNode(key(4)), q.now),
                    follower.remove_voter(2, key(leader.node_id), q.now),
                    follower.update_voter(3, VoterNode(key(follower.node_id)), q.now)):
-        assert result is not None and result.error is ErrorCode.not_leader_or_follower
+        assert result is not None
+        assert (result.error, result.message) == (ErrorCode.not_leader_or_follower, None)
 
 
 def test_a_static_quorum_refuses_changes() -> None:
@@ -190,8 +192,11 @@ def test_a_leader_that_has_not_committed_in_its_epoch_refuses() -> None:
     leader.handle(2, VoteResponse(2, 0, True, True), 10_001)  # candidate of epoch 1
     leader.handle(2, VoteResponse(2, 1, True, False), 10_002)
     assert leader.is_leader and leader.high_watermark <= leader.epoch_start_offset
-    result = leader.remove_voter(1, key(2), 10_003)
-    assert result is not None and result.error is ErrorCode.request_timed_out
+    for result in (leader.remove_voter(1, key(2), 10_003),
+                   leader.add_voter(2, VoterNode(key(4)), 10_003)):
+        assert result is not None and (result.error, result.message) == (
+            ErrorCode.request_timed_out, "Request timed out waiting for leader to establish "
+            "HWM and fence previous voter changes")
 
 
 def test_one_change_at_a_time() -> None:
@@ -202,17 +207,62 @@ def test_one_change_at_a_time() -> None:
     q.down.add(others[0])
     q.down.add(others[1])  # nothing commits: the change stays in flight
     assert leader.remove_voter(1, key(others[0]), q.now) is None
+    record_offset = leader.log.end_offset - 1
+    pending = (ErrorCode.request_timed_out,
+               "Request timed out waiting for leader to handle previous voter change request")
     for result in (leader.add_voter(2, VoterNode(key(4)), q.now),
-                   leader.remove_voter(3, key(others[1]), q.now),
-                   leader.update_voter(4, VoterNode(key(leader.node_id)), q.now)):
-        assert result is not None and result.error is ErrorCode.request_timed_out
-    # The first times out, but its record is not committed: still one at a time.
-    q.run_until(lambda: any(r.request_id == 1 for r in q.results), steps=400)
-    assert q.result(1).error in (ErrorCode.request_timed_out,
-                                 ErrorCode.not_leader_or_follower)
-    if leader.is_leader:
-        result = leader.remove_voter(5, key(others[1]), q.now)
-        assert result is not None and result.error is ErrorCode.request_timed_out
+                   leader.remove_voter(3, key(others[1]), q.now)):
+        assert result is not None and (result.error, result.message) == pending
+    update = leader.update_voter(4, VoterNode(key(leader.node_id)), q.now)
+    assert (update.error, update.message) == (ErrorCode.request_timed_out, None)
+    # KafkaRaftClient refuses a kraft.version range that is no range before that.
+    for versions in ((1, 0), (-1, 1)):
+        bad = leader.update_voter(6, VoterNode(key(leader.node_id), kraft_versions=versions),
+                                  q.now)
+        assert bad.error is ErrorCode.invalid_request
+    # The first times out (Kafka's expiry: the error alone), but its record is not
+    # committed: still one at a time, in Kafka's words.
+    expires = q.now + RaftConfig().request_timeout_ms
+    q.run_until(lambda: q.now >= expires)
+    assert leader.is_leader  # a lone voter of the old three never resigns in time
+    expired = q.result(1)
+    assert (expired.error, expired.message) == (ErrorCode.request_timed_out, None)
+    result = leader.remove_voter(5, key(others[1]), q.now)
+    assert result is not None and (result.error, result.message) == (
+        ErrorCode.request_timed_out,
+        "Request timed out waiting for voters to commit the latest voter change at "
+        f"Optional[{record_offset}] with HWM {leader.high_watermark}")
+
+
+def test_a_change_answered_when_appended_is_still_in_flight_until_it_commits() -> None:
+    """AddRaftVoter v1 with ack_when_committed false: NONE once the VotersRecord is
+    appended; the next change waits for its commit all the same."""
+    q = Quorum([1, 2, 3], [1, 2, 3, 4])
+    leader = q.leader()
+    q.run_until(lambda: q.nodes[4].log.end_offset == leader.log.end_offset)
+    assert leader.add_voter(1, VoterNode(key(4)), q.now, ack_when_committed=False) is None
+    leader.take_outgoing()
+    leader.handle(4, VoterApiVersionsResponse(ErrorCode.none, (0, 1)), q.now)
+    assert leader.take_voter_change_results() == [VoterChangeResult(1, ErrorCode.none)]
+    assert leader.high_watermark < leader.log.end_offset
+    other = next(n for n in (1, 2, 3) if n != leader.node_id)
+    refused = leader.remove_voter(2, key(other), q.now)
+    assert refused is not None and refused.message == (
+        "Request timed out waiting for leader to handle previous voter change request")
+    q.run_until(lambda: leader.high_watermark == leader.log.end_offset)
+    assert not any(r.request_id == 1 for r in q.results)  # answered once only
+    assert leader.remove_voter(3, key(other), q.now) is None
+
+
+def test_leadership_lost_answers_the_pending_change_without_a_message() -> None:
+    """Kafka's LeaderState.close: NOT_LEADER_OR_FOLLOWER, no message."""
+    q = Quorum([1, 2, 3], [1, 2, 3])
+    leader = q.leader()
+    others = [n for n in (1, 2, 3) if n != leader.node_id]
+    q.down.update(others)
+    assert leader.remove_voter(1, key(others[0]), q.now) is None
+    q._after(leader.node_id, leader.resign(q.now))
+    assert q.result(1) == VoterChangeResult(1, ErrorCode.not_leader_or_follower)
 
 
 def test_adding_an_existing_voter_id_is_a_duplicate() -> None:
@@ -220,16 +270,25 @@ def test_adding_an_existing_voter_id_is_a_duplicate() -> None:
     leader = q.leader()
     other = next(n for n in (1, 2, 3) if n != leader.node_id)
     result = leader.add_voter(1, VoterNode(key(other, 1)), q.now)
-    assert result is not None and result.error is ErrorCode.duplicate_voter
+    assert result is not None and (result.error, result.message) == (
+        ErrorCode.duplicate_voter,
+        f"The voter id for ReplicaKey(id={other}, directoryId=dir-{other}-1) is already "
+        "part of the set of voters [ReplicaKey(id=1, directoryId=dir-1-0), "
+        "ReplicaKey(id=2, directoryId=dir-2-0), ReplicaKey(id=3, directoryId=dir-3-0)].")
 
 
 def test_removing_an_unknown_voter_or_a_stale_directory_id_is_not_found() -> None:
     q = Quorum([1, 2, 3], [1, 2, 3])
     leader = q.leader()
     other = next(n for n in (1, 2, 3) if n != leader.node_id)
+    voters = ("[ReplicaKey(id=1, directoryId=dir-1-0), ReplicaKey(id=2, directoryId=dir-2-0), "
+              "ReplicaKey(id=3, directoryId=dir-3-0)]")
     for stale in (key(other, 1), key(9)):
         result = leader.remove_voter(1, stale, q.now)
-        assert result is not None and result.error is ErrorCode.voter_not_found
+        assert result is not None and (result.error, result.message) == (
+            ErrorCode.voter_not_found,
+            f"Cannot remove voter ReplicaKey(id={stale.id}, directoryId={stale.directory_id})"
+            f" from the set of voters {voters}")
     assert leader.voters == {1, 2, 3}
 
 
@@ -238,16 +297,21 @@ def test_the_last_voter_cannot_be_removed() -> None:
     q = Quorum([1], [1])
     leader = q.leader()
     result = leader.remove_voter(1, key(1), q.now)
-    assert result is not None and result.error is ErrorCode.voter_not_found
+    assert result is not None and (result.error, result.message) == (
+        ErrorCode.voter_not_found,
+        "Cannot remove voter ReplicaKey(id=1, directoryId=dir-1-0) from the set of voters "
+        "[ReplicaKey(id=1, directoryId=dir-1-0)]")
     assert leader.voters == {1}
 
 
 def test_a_voter_without_a_directory_id_is_an_invalid_request() -> None:
     q = Quorum([1], [1, 2])
     leader = q.leader()
-    for result in (leader.add_voter(1, VoterNode(ReplicaKey(2)), q.now),
-                   leader.remove_voter(2, ReplicaKey(1), q.now)):
-        assert result is not None and result.error is ErrorCode.invalid_request
+    for result, verb in ((leader.add_voter(1, VoterNode(ReplicaKey(2)), q.now), "Add"),
+                         (leader.remove_voter(2, ReplicaKey(1), q.now), "Remove"),
+                         (leader.remove_voter(3, ReplicaKey(-1, "dir"), q.now), "Remove")):
+        assert result is not None and (result.error, result.message) == (
+            ErrorCode.invalid_request, f"{verb} voter request didn't include a valid voter")
 
 
 def test_update_voter_checks_the_kraft_versions_and_the_voter() -> None:

@@ -140,18 +140,29 @@ class VoterChangeResult:
 @dataclass(slots=True)
 class _PendingChange:
     """An Add or Remove whose VotersRecord is appended, answered once it commits; an
-    Add first waits for the new voter's ApiVersions (``adding``, no offset yet)."""
+    Add first waits for the new voter's ApiVersions (``adding``, no offset yet). An Add
+    that does not ``ack_when_committed`` is ``answered`` once appended, yet stays the
+    change in flight until it commits (Kafka's AddVoterHandlerState)."""
 
     request_id: int
     offset: int
     deadline_ms: int
     adding: VoterNode | None = None
+    ack_when_committed: bool = True
+    answered: bool = False
 
 
 def kafka_replica_key(key: ReplicaKey) -> str:
     """A ReplicaKey as Kafka's messages print it."""
     directory = "<undefined>" if key.directory_id is None else key.directory_id
     return f"ReplicaKey(id={key.id}, directoryId={directory})"
+
+
+def kafka_voter_keys(voters: VoterSet) -> str:
+    """``VoterSet.voterKeys()`` as Kafka's messages print it (a Java set). Kafka's is an
+    immutable set, whose order changes from one JVM start to the next; Ottla lists the
+    voters by id."""
+    return "[" + ", ".join(kafka_replica_key(k) for k in voters.keys) + "]"
 
 
 @dataclass(slots=True)
@@ -531,25 +542,31 @@ class RaftReplica:
 
     # --- voter changes (KIP-853: AddVoterHandler, RemoveVoterHandler, UpdateVoterHandler) --
 
-    def add_voter(self, request_id: int, voter: VoterNode, now_ms: int
-                  ) -> VoterChangeResult | None:
+    def add_voter(self, request_id: int, voter: VoterNode, now_ms: int,
+                  ack_when_committed: bool = True) -> VoterChangeResult | None:
         """AddRaftVoter: if the rules allow it, ask the new voter its kraft versions
         (a ``VoterApiVersionsRequest`` out of the next ``tick``/``handle`` or
         ``take_outgoing``) and, on its answer, append the set with it; None until then
         and while its VotersRecord is not committed (the answer comes through
-        ``take_voter_change_results``)."""
-        error = self._change_refused(request_id, voter.key, now_ms, "adding")
+        ``take_voter_change_results``; once appended when not ``ack_when_committed``,
+        AddRaftVoter v1)."""
+        error = self._change_refused(request_id, voter.key, now_ms, "add")
         if error is not None:
             return error
         if voter.key.id in self.voters:
             return VoterChangeResult(request_id, ErrorCode.duplicate_voter,
-                                     f"voter id {voter.key.id} is already in {self.voter_set}")
+                                     self._duplicate_message(voter.key))
         # As Kafka's AddVoterHandler: ask the new voter its kraft versions first; the
         # rest is decided on its answer (``_on_voter_api_versions``).
         self._pending_change = _PendingChange(
-            request_id, -1, now_ms + self.config.request_timeout_ms, voter)
+            request_id, -1, now_ms + self.config.request_timeout_ms, voter,
+            ack_when_committed)
         self._outbox.append(Outgoing(voter.key.id, VoterApiVersionsRequest(voter)))
         return None
+
+    def _duplicate_message(self, key: ReplicaKey) -> str:
+        return (f"The voter id for {kafka_replica_key(key)} is already part of the set of "
+                f"voters {kafka_voter_keys(self.voter_set)}.")
 
     def _on_voter_api_versions(self, source: int, resp: VoterApiVersionsResponse,
                                now_ms: int) -> None:
@@ -588,21 +605,26 @@ class RaftReplica:
         new = self.voter_set.add_voter(
             VoterNode(voter.key, voter.endpoints, resp.kraft_versions))
         if new is None:
-            return refuse(ErrorCode.duplicate_voter,
-                          f"voter id {voter.key.id} is already in {self.voter_set}")
+            return refuse(ErrorCode.duplicate_voter, self._duplicate_message(voter.key))
         pending.offset = self._append_voters(new, now_ms)
+        if not pending.ack_when_committed:
+            pending.answered = True
+            self._change_results.append(VoterChangeResult(pending.request_id,
+                                                          ErrorCode.none))
 
     def remove_voter(self, request_id: int, key: ReplicaKey, now_ms: int
                      ) -> VoterChangeResult | None:
         """RemoveRaftVoter: as ``add_voter``; the last voter cannot be removed (Kafka
         answers VOTER_NOT_FOUND, as for a key that is not a voter)."""
-        error = self._change_refused(request_id, key, now_ms, "removing")
+        error = self._change_refused(request_id, key, now_ms, "remove")
         if error is not None:
             return error
         new = self.voter_set.remove_voter(key)
         if new is None:
-            return VoterChangeResult(request_id, ErrorCode.voter_not_found,
-                                     f"cannot remove {key} from {self.voter_set}")
+            return VoterChangeResult(
+                request_id, ErrorCode.voter_not_found,
+                f"Cannot remove voter {kafka_replica_key(key)} from the set of voters "
+                f"{kafka_voter_keys(self.voter_set)}")
         self._pending_change = _PendingChange(
             request_id, self._append_voters(new, now_ms),
             now_ms + self.config.request_timeout_ms)
@@ -619,8 +641,10 @@ class RaftReplica:
             return VoterChangeResult(request_id, error)
         if not self.is_leader:
             return refuse(ErrorCode.not_leader_or_follower)
-        if voter.key.directory_id is None:
-            return refuse(ErrorCode.invalid_request)
+        low, high = voter.kraft_versions
+        if voter.key.id < 0 or voter.key.directory_id is None or \
+                low < 0 or high < 0 or high < low:
+            return refuse(ErrorCode.invalid_request)  # KafkaRaftClient's, before the rest
         self._expire_pending_change(now_ms)
         if self._pending_change is not None or \
                 self.high_watermark <= self.epoch_start_offset:
@@ -634,7 +658,6 @@ class RaftReplica:
             voters = self._volatile_voters
         if voters is None:
             return refuse(ErrorCode.request_timed_out)
-        low, high = voter.kraft_versions
         if not low <= self.kraft_version <= high:
             return refuse(ErrorCode.invalid_request)
         new = voters.update_voter(voter) if reconfigurable else \
@@ -693,45 +716,43 @@ class RaftReplica:
 
     def _change_refused(self, request_id: int, key: ReplicaKey, now_ms: int, verb: str
                         ) -> VoterChangeResult | None:
-        """The checks every voter change passes first, in Kafka's order; ``verb`` names
-        the change in the static-quorum refusal, as Kafka's Add/RemoveVoterHandler
-        (UpdateRaftVoter's response carries no message)."""
-        def refuse(error: ErrorCode, message: str) -> VoterChangeResult:
+        """The checks an Add or Remove passes first, in Kafka 4.4's order and with its
+        errors and words (KafkaRaftClient, then Add/RemoveVoterHandler); ``verb`` is
+        "add" or "remove"."""
+        def refuse(error: ErrorCode, message: str | None) -> VoterChangeResult:
             return VoterChangeResult(request_id, error, message)
         if not self.is_leader:
-            return refuse(ErrorCode.not_leader_or_follower, "not the leader")
-        if key.directory_id is None:
-            return refuse(ErrorCode.invalid_request, "the voter has no directory id")
-        busy = self._change_in_flight(now_ms)
-        if busy is not None:
-            return refuse(ErrorCode.request_timed_out, busy)
-        if self.high_watermark <= self.epoch_start_offset:
-            return refuse(ErrorCode.request_timed_out,
-                          "the leader has not committed an entry of its epoch yet")
-        if self.kraft_version < 1:
-            return refuse(ErrorCode.unsupported_version,
-                          f"Cluster doesn't support {verb} voter because the kraft.version "
-                          f"feature is {self.kraft_version}")
-        return None
-
-    def _change_in_flight(self, now_ms: int) -> str | None:
-        """One change at a time: none is waiting for its answer, and the last
-        VotersRecord is committed (a change that timed out may not be yet)."""
+            return refuse(ErrorCode.not_leader_or_follower, None)
+        if key.id < 0 or key.directory_id is None:
+            return refuse(ErrorCode.invalid_request,
+                          f"{verb.capitalize()} voter request didn't include a valid voter")
         self._expire_pending_change(now_ms)
         if self._pending_change is not None:
-            return "waiting for the previous voter change"
-        if self._history.last_offset() >= self.high_watermark:
-            return (f"waiting for the voter change at {self._history.last_offset()} to "
-                    f"commit (high watermark {self.high_watermark})")
+            return refuse(ErrorCode.request_timed_out, "Request timed out waiting for leader "
+                          "to handle previous voter change request")
+        if self.high_watermark <= self.epoch_start_offset:
+            return refuse(ErrorCode.request_timed_out, "Request timed out waiting for leader "
+                          "to establish HWM and fence previous voter changes")
+        if self.kraft_version < 1:
+            doing = "adding" if verb == "add" else "removing"
+            return refuse(ErrorCode.unsupported_version,
+                          f"Cluster doesn't support {doing} voter because the kraft.version "
+                          f"feature is {self.kraft_version}")
+        last = self._history.last_offset()
+        if last >= self.high_watermark:
+            # The last VotersRecord is not committed (a change that timed out may not be).
+            return refuse(ErrorCode.request_timed_out,
+                          "Request timed out waiting for voters to commit the latest voter "
+                          f"change at Optional[{last}] with HWM {self.high_watermark}")
         return None
 
     def _expire_pending_change(self, now_ms: int) -> None:
         pending = self._pending_change
         if pending is not None and now_ms >= pending.deadline_ms:
             self._pending_change = None
-            self._change_results.append(VoterChangeResult(
-                pending.request_id, ErrorCode.request_timed_out,
-                "the voter change did not commit in time"))
+            if not pending.answered:  # Kafka's expiry: the error, no message
+                self._change_results.append(VoterChangeResult(
+                    pending.request_id, ErrorCode.request_timed_out))
 
     def _append_voters(self, voters: VoterSet, now_ms: int) -> int:
         offset = self.log.end_offset
@@ -746,13 +767,14 @@ class RaftReplica:
         if pending is not None:
             if not self.is_leader:
                 self._pending_change = None
-                self._change_results.append(VoterChangeResult(
-                    pending.request_id, ErrorCode.not_leader_or_follower,
-                    "leadership was lost before the voter change committed"))
+                if not pending.answered:  # Kafka's: the error, no message
+                    self._change_results.append(VoterChangeResult(
+                        pending.request_id, ErrorCode.not_leader_or_follower))
             elif 0 <= pending.offset < self.high_watermark:
                 self._pending_change = None
-                self._change_results.append(VoterChangeResult(pending.request_id,
-                                                              ErrorCode.none))
+                if not pending.answered:
+                    self._change_results.append(VoterChangeResult(pending.request_id,
+                                                                  ErrorCode.none))
             else:
                 self._expire_pending_change(now_ms)
         if self.is_leader and not self.is_voter and \

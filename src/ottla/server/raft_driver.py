@@ -230,10 +230,12 @@ class RaftDriver:
         return {n.key.id: [(e.listener, e.host, e.port) for e in n.endpoints]
                 for n in self.replica.voter_set.nodes}
 
-    async def add_voter(self, voter: VoterNode, timeout_s: float) -> VoterChangeResult:
-        """AddRaftVoter: answered when the new set commits (or refused at once)."""
-        return await self._change(lambda i: self.replica.add_voter(i, voter, self.now_ms()),
-                                  timeout_s)
+    async def add_voter(self, voter: VoterNode, timeout_s: float,
+                        ack_when_committed: bool = True) -> VoterChangeResult:
+        """AddRaftVoter: answered when the new set commits, or is appended when not
+        ``ack_when_committed`` (or refused at once)."""
+        return await self._change(lambda i: self.replica.add_voter(
+            i, voter, self.now_ms(), ack_when_committed), timeout_s)
 
     async def remove_voter(self, key: ReplicaKey, timeout_s: float) -> VoterChangeResult:
         return await self._change(lambda i: self.replica.remove_voter(i, key, self.now_ms()),
@@ -261,9 +263,8 @@ class RaftDriver:
             return immediate[0]
         try:
             return await within(asyncio.shield(future), max(timeout_s, 0.001))
-        except TimeoutError:
-            return VoterChangeResult(request_id, ErrorCode.request_timed_out,
-                                     "the voter change did not commit in time")
+        except TimeoutError:  # as Kafka's expired change: the error, no message
+            return VoterChangeResult(request_id, ErrorCode.request_timed_out)
         finally:
             self._voter_changes.pop(request_id, None)
 

@@ -16,14 +16,17 @@ from tests.oracle.scenarios import (
     share,
     topics,
     transactions,
+    voters,
 )
 
 __all__ = ["FAMILIES", "api_versions", "commits", "configs", "features", "fetch", "groups",
-           "log_dirs", "metadata", "offsets", "produce", "share", "topics", "transactions"]
+           "log_dirs", "metadata", "offsets", "produce", "share", "topics", "transactions",
+           "voters"]
 
 FAMILIES = ("ApiVersions", "Metadata", "DescribeConfigs", "CreateTopics", "CreatePartitions",
             "DeleteTopics", "Produce", "ListOffsets", "Log dirs", "Fetch", "Classic group",
-            "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets", "Features")
+            "Consumer group (KIP-848)", "Share group", "Transactions", "Offsets", "Features",
+            "KRaft voters")
 
 _ordered = sorted(SCENARIOS.values(), key=lambda s: FAMILIES.index(s.family))
 SCENARIOS.clear()

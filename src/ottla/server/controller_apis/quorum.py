@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ottla.common.java import hash_map_order, string_hash
 from ottla.common.topics import METADATA_TOPIC
 from ottla.common.uuids import kafka_uuid_text, parse_kafka_uuid
 from ottla.protocol.api import ApiKey
@@ -125,46 +126,73 @@ def _change_response(error: ErrorCode, message: str | None) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": error, "error_message": message}
 
 
+def _endpoints(listeners: Any) -> tuple[Endpoint, ...]:
+    """A request's listeners as Kafka's Endpoints keeps them: names upper-cased
+    (ListenerName.normalised), the last of a name winning."""
+    named = {e.name.upper(): Endpoint(e.name.upper(), e.host, int(e.port)) for e in listeners}
+    return tuple(named.values())
+
+
+def kafka_endpoints(endpoints: tuple[Endpoint, ...]) -> str:
+    """Kafka's ``Endpoints.toString``: a HashMap of ListenerName to an unresolved
+    InetSocketAddress."""
+    names = hash_map_order([e.listener for e in endpoints], string_hash, len(endpoints))
+    by_name = {e.listener: e for e in endpoints}
+    return "Endpoints(endpoints={" + ", ".join(
+        f"ListenerName({n})={by_name[n].host}/<unresolved>:{by_name[n].port}"
+        for n in names) + "})"
+
+
+def _cluster_refusal(raft: Any, cluster_id: str | None) -> dict[str, Any] | None:
+    if cluster_id in (None, raft.cluster_id):
+        return None
+    return _change_response(ErrorCode.inconsistent_cluster_id,
+                            f"The given id \"{cluster_id}\" doesn't match the "
+                            f"cluster id \"{raft.cluster_id}\"")
+
+
 async def handle_add_raft_voter(controller: ControllerServices, ctx: RequestContext,
                                 req: Any) -> dict[str, Any]:
-    """As Kafka's KafkaRaftClient.handleAddVoterRequest: the leader checks and appends
-    the new set, and answers once it commits (v1 ``ack_when_committed`` false: once it
-    is appended). The new voter is taken to support kraft.version 0-1, as every Ottla
-    node does (Kafka asks it with ApiVersions first)."""
+    """As Kafka's KafkaRaftClient.handleAddVoterRequest: the cluster id, leadership, the
+    voter and its listener for the quorum, then the leader's checks (``add_voter``),
+    which append the new set and answer once it commits (v1 ``ack_when_committed``
+    false: once it is appended). Nothing awaits between the checks here and the
+    leader's, so leadership cannot change in between."""
     denied = deny_cluster(ctx, req, ALTER, MSG_CLUSTER)
     if denied is not None:
         return denied
     raft = controller.raft
-    if req.cluster_id not in (None, raft.cluster_id):
-        return _change_response(ErrorCode.inconsistent_cluster_id,
-                                f"The given id \"{req.cluster_id}\" doesn't match the "
-                                f"cluster id \"{raft.cluster_id}\"")
-    endpoints = tuple(Endpoint(e.name, e.host, int(e.port)) for e in req.listeners)
-    if not any(e.listener == raft.listener for e in endpoints):
+    refused = _cluster_refusal(raft, req.cluster_id)
+    if refused is not None:
+        return refused
+    if not raft.is_leader:
+        return _change_response(ErrorCode.not_leader_or_follower, None)
+    key = _voter_key(req.voter_id, req.voter_directory_id)
+    if key.id < 0 or key.directory_id is None:
         return _change_response(ErrorCode.invalid_request,
-                                f"Provided listeners {[e.listener for e in endpoints]} do "
-                                f"not contain a listener for {raft.listener}")
-    voter = VoterNode(_voter_key(req.voter_id, req.voter_directory_id), endpoints)
-    timeout = req.timeout.total_seconds()
-    if not getattr(req, "ack_when_committed", True):
-        timeout = 0
-    result = await raft.add_voter(voter, timeout)
-    if timeout == 0 and result.error == ErrorCode.request_timed_out and \
-            result.message == "the voter change did not commit in time":
-        return _change_response(ErrorCode.none, None)  # appended, not awaited
+                                "Add voter request didn't include a valid voter")
+    endpoints = _endpoints(req.listeners)
+    if not any(e.listener == raft.listener.upper() for e in endpoints):
+        return _change_response(ErrorCode.invalid_request,
+                                "Add voter request didn't include the endpoint "
+                                f"({kafka_endpoints(endpoints)}) for the default listener "
+                                f"ListenerName({raft.listener.upper()})")
+    result = await raft.add_voter(VoterNode(key, endpoints), req.timeout.total_seconds(),
+                                  getattr(req, "ack_when_committed", True))
     return _change_response(result.error, result.message)
 
 
 async def handle_remove_raft_voter(controller: ControllerServices, ctx: RequestContext,
                                    req: Any) -> dict[str, Any]:
+    """As Kafka's handleRemoveVoterRequest: the cluster id, then the leader's checks
+    (``remove_voter``), answered once the new set commits."""
     denied = deny_cluster(ctx, req, ALTER, MSG_CLUSTER)
     if denied is not None:
         return denied
     raft = controller.raft
-    if req.cluster_id not in (None, raft.cluster_id):
-        return _change_response(ErrorCode.inconsistent_cluster_id,
-                                f"The given id \"{req.cluster_id}\" doesn't match the "
-                                f"cluster id \"{raft.cluster_id}\"")
+    refused = _cluster_refusal(raft, req.cluster_id)
+    if refused is not None:
+        return refused
     result = await raft.remove_voter(_voter_key(req.voter_id, req.voter_directory_id),
                                      raft.config.request_timeout_ms / 1000)
     return _change_response(result.error, result.message)
@@ -172,6 +200,9 @@ async def handle_remove_raft_voter(controller: ControllerServices, ctx: RequestC
 
 async def handle_update_raft_voter(controller: ControllerServices, ctx: RequestContext,
                                    req: Any) -> dict[str, Any]:
+    """As Kafka's handleUpdateVoterRequest, in its order: the cluster id, the epoch and
+    leadership, the voter and its listener for the quorum, then ``update_voter`` (which
+    checks the voter and its kraft versions). The response has no message."""
     denied = deny_cluster(ctx, req, CLUSTER_ACTION, None)
     if denied is not None:
         return denied
@@ -183,14 +214,16 @@ async def handle_update_raft_voter(controller: ControllerServices, ctx: RequestC
         error = ErrorCode.fenced_leader_epoch
     elif req.current_leader_epoch > raft.epoch:
         error = ErrorCode.unknown_leader_epoch
+    elif not raft.is_leader:
+        error = ErrorCode.not_leader_or_follower
     else:
         feature = req.k_raft_version_feature
         voter = VoterNode(_voter_key(req.voter_id, req.voter_directory_id),
-                          tuple(Endpoint(e.name, e.host, int(e.port)) for e in req.listeners),
+                          _endpoints(req.listeners),
                           (int(feature.min_supported_version),
                            int(feature.max_supported_version)))
-        if not any(e.listener == raft.listener for e in voter.endpoints):
-            error = ErrorCode.invalid_request
+        if not any(e.listener == raft.listener.upper() for e in voter.endpoints):
+            error = ErrorCode.invalid_request  # as a missing directory id (update_voter)
         else:
             error = (await raft.update_voter(voter)).error
     leader = raft.leader_id
