@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from ottla.protocol.errors import ErrorCode
 from ottla.raft.memory_log import MemoryLog
 from ottla.raft.messages import Entry, FetchResponse, Outgoing
 from ottla.raft.quorum import RaftConfig, RaftReplica
@@ -199,6 +200,7 @@ def test_snapshots_are_adopted_once_written_and_an_install_holds_the_follower() 
         Snapshot,
         SnapshotWrite,
         UpdateVoterRequest,
+        UpdateVoterResponse,
     )
     from ottla.raft.quorum import Role
 
@@ -234,6 +236,8 @@ def test_snapshots_are_adopted_once_written_and_an_install_holds_the_follower() 
     late = FetchResponse(1, 1, 5, (Entry(1, "late"),), base_offset=5)
     assert follower.handle(1, late, 5001) == []
     assert (log.start_offset, log.end_offset, follower.high_watermark) == (3, 5, 5)
+    # Answered: the leader is free for a Fetch again, but not while installing.
+    assert follower.handle(1, UpdateVoterResponse(ErrorCode.none, 1, 1), 5001) == []
 
     sent = follower.snapshot_written(install, 5002)
     assert (log.start_offset, log.end_offset, follower.high_watermark) == (40, 40, 40)

@@ -16,8 +16,14 @@ import random
 
 from ottla.protocol.errors import ErrorCode
 from ottla.raft.memory_log import MemoryLog
-from ottla.raft.messages import UpdateVoterRequest, UpdateVoterResponse
-from ottla.raft.quorum import RaftConfig, RaftReplica
+from ottla.raft.messages import (
+    FetchRequest,
+    FetchResponse,
+    Outgoing,
+    UpdateVoterRequest,
+    UpdateVoterResponse,
+)
+from ottla.raft.quorum import RaftConfig, RaftReplica, Role
 from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
 from tests.unit.test_raft_kraft_version import StaticQuorum, endpoint
 from tests.unit.test_raft_voter_changes import Quorum, key
@@ -68,9 +74,10 @@ def test_a_static_voter_tells_each_leader_once_a_fetch_timeout_after_following()
 
 class UnansweredQuorum(StaticQuorum):
     """UpdateRaftVoter requests are lost on the way (the test answers them by hand); a
-    request timeout longer than the fetch timeout tells the two apart."""
+    request timeout half the fetch timeout, so that a follower waiting for a lost one
+    does not campaign."""
 
-    REQUEST_TIMEOUT_MS = 10_000
+    REQUEST_TIMEOUT_MS = FETCH_TIMEOUT_MS // 2
 
     def replica(self, n: int) -> RaftReplica:
         return RaftReplica(n, self.bootstrap, self.logs[n], random.Random(n),
@@ -86,8 +93,8 @@ class UnansweredQuorum(StaticQuorum):
 
 def test_a_refused_update_is_sent_again_a_fetch_timeout_later() -> None:
     """A leader that cannot take it yet (REQUEST_TIMED_OUT, as Kafka's while a voter
-    change is pending) is asked again a fetch timeout after the last request; one in
-    flight is not repeated until its request timeout."""
+    change is pending) is asked again a fetch timeout after the last request, once the
+    Fetch then parked at the leader is answered (at most its max wait later)."""
     q = UnansweredQuorum([1, 2, 3], [1, 2, 3])
     leader = q.leader()
     follower = next(n for n in q.nodes if n != leader.node_id)
@@ -97,15 +104,82 @@ def test_a_refused_update_is_sent_again_a_fetch_timeout_later() -> None:
     q.run_until(lambda: sent() == 1)
     first = q.now
     refusal = UpdateVoterResponse(ErrorCode.request_timed_out, leader.node_id, leader.epoch)
-    assert q.nodes[follower].handle(leader.node_id, refusal, q.now) == []
+    q._after(follower, q.nodes[follower].handle(leader.node_id, refusal, q.now))
     q.run_until(lambda: sent() == 2)
-    assert first + FETCH_TIMEOUT_MS - 10 <= q.now <= first + FETCH_TIMEOUT_MS + 20
-    second = q.now
-    run_for(q, 2 * FETCH_TIMEOUT_MS)
-    assert sent() == 2  # unanswered, in flight
-    q.run_until(lambda: sent() == 3)
-    timeout = UnansweredQuorum.REQUEST_TIMEOUT_MS
-    assert second + timeout - 10 <= q.now <= second + timeout + 20
+    wait = RaftConfig().fetch_max_wait_ms
+    assert first + FETCH_TIMEOUT_MS - 10 <= q.now <= first + FETCH_TIMEOUT_MS + wait + 20
+
+
+def test_no_fetch_while_an_update_awaits_its_answer() -> None:
+    """Kafka's RequestManager: one request to the leader at a time. While the lost
+    UpdateRaftVoter is in flight the follower does not fetch; at its request timeout it
+    fetches again, and asks again a fetch timeout after it last asked."""
+    q = UnansweredQuorum([1, 2, 3], [1, 2, 3])
+    leader = q.leader()
+    follower = next(n for n in q.nodes if n != leader.node_id)
+
+    def fetches() -> int:
+        return sum(1 for s, out in q.sent
+                   if s == follower and isinstance(out.message, FetchRequest))
+    q.run_until(lambda: len(update_requests(q)) >= 1 and
+                any(s == follower for s, _, _ in update_requests(q)))
+    asked = q.now
+    before = fetches()
+    run_for(q, UnansweredQuorum.REQUEST_TIMEOUT_MS - 10)
+    assert fetches() == before
+    q.run_until(lambda: fetches() > before)
+    assert q.now == asked + UnansweredQuorum.REQUEST_TIMEOUT_MS
+    assert q.nodes[follower].role is Role.FOLLOWER
+    q.run_until(lambda: sum(1 for s, _, _ in update_requests(q) if s == follower) == 2)
+    wait = RaftConfig().fetch_max_wait_ms
+    assert asked + FETCH_TIMEOUT_MS <= q.now <= asked + FETCH_TIMEOUT_MS + wait + 20
+
+
+class TimedQuorum(StaticQuorum):
+    """A static quorum that notes when each message was sent."""
+
+    def __init__(self, voters: list[int], nodes: list[int]) -> None:
+        self.timeline: list[tuple[int, int, Outgoing]] = []
+        super().__init__(voters, nodes)
+
+    def _after(self, n: int, out: list[Outgoing]) -> None:
+        super()._after(n, out)
+        self.timeline += [(self.now, n, o) for o in out]
+
+
+def test_an_update_due_while_the_fetch_is_parked_waits_for_its_answer() -> None:
+    """As Kafka 4.4's pollFollowerAsVoter through its RequestManager: the UpdateRaftVoter
+    that falls due while the follower's Fetch is parked at the leader (long polling,
+    nothing new) goes when that Fetch is answered, in the next Fetch's place, and the
+    next Fetch only once the UpdateRaftVoter is answered: never two requests at once."""
+    q = TimedQuorum([1, 2, 3], [1, 2, 3])
+    leader = q.leader()
+    elected = q.now  # the followers follow since this step: their update is due then
+    follower = next(n for n in q.nodes if n != leader.node_id)
+    # An entry 100 ms on answers the parked fetches then: the next ones are parked over
+    # the due time.
+    run_for(q, 100)
+    assert leader.propose("entry", q.now) is not None
+    q.run_until(lambda: any(s == follower for s, _, _ in update_requests(q)))
+    run_for(q, FETCH_TIMEOUT_MS)
+    between = [(t, s, type(o.message).__name__) for t, s, o in q.timeline
+               if t >= elected and isinstance(o.message, (
+                   FetchRequest, FetchResponse, UpdateVoterRequest, UpdateVoterResponse))
+               and (s, o.destination) in ((follower, leader.node_id),
+                                          (leader.node_id, follower))]
+    # Requests and answers alternate: one request in flight at a time.
+    kinds = [kind for _, _, kind in between]
+    for request, response in zip(kinds[::2], kinds[1::2]):
+        assert (request, response) in (("FetchRequest", "FetchResponse"),
+                                        ("UpdateVoterRequest", "UpdateVoterResponse"))
+    i = kinds.index("UpdateVoterRequest")
+    (fetched, _, _), (answered, _, _), (updated_at, _, _) = between[i - 2:i + 1]
+    due = elected + FETCH_TIMEOUT_MS
+    wait = RaftConfig().fetch_max_wait_ms
+    # The Fetch before it was parked over the due time and answered at its max wait;
+    # the update left with that answer, not when it fell due.
+    assert fetched < due < answered == fetched + wait == updated_at
+    assert kinds[i + 1:i + 3] == ["UpdateVoterResponse", "FetchRequest"]
 
 
 def test_the_leader_takes_updates_in_memory_at_kraft_version_0() -> None:

@@ -446,7 +446,7 @@ class RaftReplica:
                 self.leader_id = None
                 self._fetch_sent_ms = None
         if self.role is Role.FOLLOWER:
-            return self._maybe_update_voter(now_ms) + self._maybe_fetch(now_ms)
+            return self._maybe_fetch(now_ms)
         if not self.is_voter:
             return self._discover(now_ms)
         return []
@@ -1012,11 +1012,18 @@ class RaftReplica:
     # --- replication ---------------------------------------------------------------------
 
     def _maybe_fetch(self, now_ms: int) -> list[Outgoing]:
+        """A follower's next request to its leader: as Kafka's pollFollowerAsVoter, one
+        at a time (its RequestManager: none while a Fetch, parked or not, or an
+        UpdateRaftVoter awaits its answer or request timeout), an UpdateRaftVoter when
+        one is due, else a Fetch."""
         if self.role is not Role.FOLLOWER or self.leader_id is None:
             return []
-        if self._fetch_sent_ms is not None and \
-                now_ms - self._fetch_sent_ms < self.config.request_timeout_ms:
-            return []  # one Fetch in flight at a time
+        if self._in_flight(self._fetch_sent_ms, now_ms) or \
+                self._in_flight(self._update_voter_sent_ms, now_ms):
+            return []
+        update = self._maybe_update_voter(now_ms)
+        if update:
+            return update
         if now_ms < self._next_fetch_ms or self._installing:
             return []
         if self.log.flushed_end_offset < self.log.end_offset:
@@ -1026,19 +1033,18 @@ class RaftReplica:
             self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch,
             self.config.fetch_max_wait_ms, self.high_watermark, self.directory_id))]
 
+    def _in_flight(self, sent_ms: int | None, now_ms: int) -> bool:
+        return sent_ms is not None and now_ms - sent_ms < self.config.request_timeout_ms
+
     def _maybe_update_voter(self, now_ms: int) -> list[Outgoing]:
-        """Kafka 4.4's pollFollowerAsVoter: each fetch timeout a voter checks whether
-        the leader must hear from it (``_should_update_voter``) and sends UpdateRaftVoter
-        if so and none is in flight; the period starts again when it is sent (or not
-        needed)."""
-        if self.role is not Role.FOLLOWER or self.leader_id is None or not self.is_voter \
-                or now_ms < self._update_voter_due_ms:
+        """Kafka 4.4's pollFollowerAsVoter, with no request to the leader in flight:
+        each fetch timeout a voter checks whether the leader must hear from it
+        (``_should_update_voter``) and sends UpdateRaftVoter if so; the period starts
+        again when it is sent (or not needed). A due one waits for the Fetch in flight."""
+        if not self.is_voter or now_ms < self._update_voter_due_ms:
             return []
         if not self._should_update_voter():
             self._update_voter_due_ms = now_ms + self.config.fetch_timeout_ms
-            return []
-        if self._update_voter_sent_ms is not None and \
-                now_ms - self._update_voter_sent_ms < self.config.request_timeout_ms:
             return []
         self._update_voter_sent_ms = now_ms
         self._update_voter_due_ms = now_ms + self.config.fetch_timeout_ms
@@ -1078,7 +1084,7 @@ class RaftReplica:
             # at kraft.version 0; the answer is contact with the leader.
             self._has_updated_leader = True
             self._last_leader_contact = now_ms
-        return []
+        return self._maybe_fetch(now_ms)  # the leader is free for the next request
 
     def _discover(self, now_ms: int) -> list[Outgoing]:
         """An observer without a leader asks the voters in turn; whoever answers names
