@@ -32,7 +32,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from ottla.raft.messages import Entry
+from ottla.raft.messages import Entry, written_voters
 from ottla.raft.quorum import RaftConfig, RaftReplica, VoterChangeResult
 from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet
 from tests.simulation.raft_cluster import (
@@ -81,10 +81,10 @@ class MembershipQuorum(SimulatedQuorum):
 
     def committed_voters_at(self, offset: int) -> VoterSet:
         for i in range(self._scanned, len(self.committed)):
-            entry = self.committed[i]
-            if isinstance(entry.payload, VoterSet):
+            voters = written_voters(self.committed[i].payload)
+            if voters is not None:
                 self.committed_voter_offsets.append(self.committed_bases[i])
-                self.committed_voter_sets.append(entry.payload)
+                self.committed_voter_sets.append(voters)
         self._scanned = len(self.committed)
         i = bisect.bisect_right(self.committed_voter_offsets, offset)
         return self.committed_voter_sets[i - 1] if i else self.bootstrap
@@ -112,8 +112,9 @@ class MembershipQuorum(SimulatedQuorum):
     def last_voters_of_log(self, n: int) -> VoterSet:
         log = self.logs[n]
         for entry in reversed(log.entries):
-            if isinstance(entry.payload, VoterSet):
-                return entry.payload
+            voters = written_voters(entry.payload)
+            if voters is not None:
+                return voters
         if log.snapshot is not None and log.snapshot.voters is not None:
             return log.snapshot.voters
         return self.bootstrap
@@ -224,4 +225,4 @@ class MembershipQuorum(SimulatedQuorum):
         return None
 
     def voter_entries(self) -> list[Entry]:
-        return [e for e in self.committed if isinstance(e.payload, VoterSet)]
+        return [e for e in self.committed if written_voters(e.payload) is not None]

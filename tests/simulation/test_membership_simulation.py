@@ -16,6 +16,7 @@ import os
 
 import pytest
 
+from ottla.raft.messages import written_voters
 from ottla.raft.quorum import RaftError, RaftReplica
 from ottla.raft.voter_set import VoterSet
 from tests.simulation.fresh import fresh_start
@@ -91,7 +92,8 @@ def test_a_quorum_grows_from_one_voter_to_three() -> None:
     sim = MembershipQuorum(1, "grow")
     sim.run_until(5_000, chaos=False)
     assert sim.leader() is not None
-    grown = [e.payload.ids for e in sim.voter_entries()][:3]
+    grown = [v.ids for e in sim.voter_entries()
+             if (v := written_voters(e.payload)) is not None][:3]
     assert grown == [{1}, {1, 2}, {1, 2, 3}]
 
 

@@ -15,12 +15,18 @@ from ottla.common.files import write_atomically
 from ottla.metadata import records as meta
 from ottla.metadata.bootstrap import decode_snapshot, encode_snapshot
 from ottla.protocol.records import control_record_type, decode_records, scan_batches
-from ottla.raft.file_log import INSTALL_MARKER, FileRaftLog, entries_of, snapshot_file_name
+from ottla.raft.file_log import (
+    INSTALL_MARKER,
+    LEADER_CHANGE,
+    FileRaftLog,
+    entries_of,
+    snapshot_file_name,
+)
 from ottla.raft.memory_log import MemoryLog
 from ottla.raft.messages import Entry, Snapshot, SnapshotWrite
 from ottla.raft.quorum import RaftReplica
 from ottla.raft.voter_set import Endpoint, ReplicaKey, VoterNode, VoterSet
-from ottla.raft.voters_record import KRAFT_VOTERS, snapshot_voters
+from ottla.raft.voters_record import KRAFT_VERSION, KRAFT_VOTERS, snapshot_voters
 
 counter = itertools.count()
 NOW = 1_700_000_000_000
@@ -393,4 +399,40 @@ def test_voters_records_are_control_batches_the_replica_reads_back_after_a_resta
     again = FileRaftLog(directory, 1, [1], meta, CLOCK)
     assert again.snapshot is not None and again.snapshot.voters == two
     assert RaftReplica(1, one, again, random.Random(0), kraft_version=1).voter_set == two
+    again.close()
+
+
+def test_a_new_leader_writes_its_updated_voter_in_the_leader_change_batch(
+        tmp_path: pytest.TempPathFactory) -> None:
+    """Kafka's LeaderState.appendStartOfEpochControlRecords at kraft.version 1: a leader
+    whose own node the voter set has on another port starts its epoch with one control
+    batch of three records, the LeaderChangeMessage, the KRaftVersionRecord and the
+    VotersRecord with its node as it is now; a restarted replica reads the set back."""
+    directory = str(tmp_path)
+    old = Endpoint("CONTROLLER", "127.0.0.1", 9093)
+    new = Endpoint("CONTROLLER", "127.0.0.1", 9193)
+    key = ReplicaKey(1, "AAAAAAAAAAAAAAAAAAAAAQ")
+    bootstrap = VoterSet((VoterNode(key, (old,)),))
+    log = FileRaftLog(directory, 1, [1], meta, CLOCK)
+    log.append([Entry(1, bootstrap)])  # the set in the log, naming the old port
+    log.flush()
+    leader = RaftReplica(1, bootstrap, log, random.Random(0), directory_id=key.directory_id,
+                         kraft_version=1, local_listeners=(new,))
+    leader.start(0)
+    assert leader.is_leader and log.end_offset == 4
+    (start,) = log.read(1, 1)
+    assert start.raw is not None and start.count == 3
+    pos, header = next(scan_batches(start.raw))
+    assert header.is_control and (header.base_offset, header.last_offset) == (1, 3)
+    assert [control_record_type(r.key) for r in decode_records(start.raw, pos, header)] == [
+        LEADER_CHANGE, KRAFT_VERSION, KRAFT_VOTERS]
+    moved = VoterSet((VoterNode(key, (new,)),))
+    log.flush()
+    leader.tick(1)
+    assert leader.voter_set == moved and leader.high_watermark == 4
+    log.close()
+    again = FileRaftLog(directory, 1, [1], meta, CLOCK)
+    replica = RaftReplica(1, bootstrap, again, random.Random(0),
+                          directory_id=key.directory_id, kraft_version=1)
+    assert replica.voter_set == moved and replica.voter_set_at(0) == bootstrap
     again.close()

@@ -24,11 +24,13 @@ from ottla.raft.messages import (
     Entry,
     FetchRequest,
     FetchResponse,
+    LeaderChange,
     Outgoing,
     VoterApiVersionsRequest,
     VoterApiVersionsResponse,
     VoteRequest,
     VoteResponse,
+    written_voters,
 )
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role, VoterChangeResult
 from ottla.raft.voter_set import ReplicaKey, VoterNode, VoterSet, VoterSetHistory
@@ -427,12 +429,14 @@ def test_directory_ids_and_the_leader_endpoint_cross_the_wire() -> None:
 
 def test_a_first_leader_writes_the_bootstrap_voters_into_the_log() -> None:
     """As Kafka's appendStartOfEpochControlRecords: a set known only from the bootstrap
-    checkpoint becomes a VotersRecord after the leader change, where replicas formatted
-    without initial controllers learn it; the next leader does not write it again."""
+    checkpoint goes into the leader-change batch (with the KRaftVersionRecord), where
+    replicas formatted without initial controllers learn it; the next leader does not
+    write it again."""
     q = Quorum([1], [1, 2])
     leader = q.leader()
-    voters = [e.payload for e in leader.log.entries if isinstance(e.payload, VoterSet)]
-    assert voters == [q.bootstrap]
+    assert leader.log.entries[0] == Entry(leader.epoch, LeaderChange(1, q.bootstrap), 3)
+    assert [e for e in leader.log.entries if written_voters(e.payload) is not None] == [
+        leader.log.entries[0]]
     observer = RaftReplica(3, VoterSet(()), MemoryLog(), random.Random(3),
                            directory_id="dir-3-0", kraft_version=1, bootstrap_servers=(1,))
     q.nodes[3] = observer

@@ -58,11 +58,19 @@ from kio.static.primitive import i16, i32
 from ottla.common.files import fsync_path, write_atomically
 from ottla.common.topics import METADATA_TOPIC
 from ottla.protocol.records import build_batch, decode_records, read_header, scan_batches
-from ottla.raft.messages import Entry, KRaftVersionUpgrade, RecordSerde, Snapshot, SnapshotWrite
+from ottla.raft.messages import (
+    Entry,
+    KRaftVersionUpgrade,
+    LeaderChange,
+    RecordSerde,
+    Snapshot,
+    SnapshotWrite,
+)
 from ottla.raft.voter_set import VoterSet
 from ottla.raft.voters_record import (
     control_voters,
     snapshot_voters,
+    start_of_epoch_batch,
     upgrade_batch,
     voters_batch,
     with_snapshot_voters,
@@ -203,6 +211,10 @@ class FileRaftLog:
         if entry.payload is None:
             return build_batch([_leader_change(self.node_id, self.voters)],
                                timestamp=self.now_ms, control=True)
+        if isinstance(entry.payload, LeaderChange):
+            return start_of_epoch_batch(_leader_change(self.node_id, self.voters),
+                                        entry.payload.kraft_version, entry.payload.voters,
+                                        self.now_ms)
         if isinstance(entry.payload, VoterSet):
             return voters_batch(entry.payload, self.now_ms)
         if isinstance(entry.payload, KRaftVersionUpgrade):

@@ -28,7 +28,8 @@ class Entry:
     offsets it spans. An entry is a record batch: the controller writes each operation's
     records as one, applied all or nothing, and Raft never splits it (followers fetch,
     truncate and commit at entry boundaries). A ``None`` payload is the leader-change
-    control record a new leader writes first."""
+    control record a new leader writes first (a ``LeaderChange`` when the voters come
+    with it)."""
 
     epoch: int
     payload: Any
@@ -46,6 +47,29 @@ class KRaftVersionUpgrade:
 
     kraft_version: int
     voters: VoterSet
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderChange:
+    """The payload of the control batch a new leader starts its epoch with when it
+    also writes the voters (Kafka's LeaderState.appendStartOfEpochControlRecords, at
+    ``kraft.version`` 1 when the set is only the bootstrap's or says otherwise of this
+    leader): the LeaderChangeMessage, a KRaftVersionRecord and the VotersRecord with
+    the leader as it is now, one entry of three offsets. A leader change alone is the
+    ``None`` payload."""
+
+    kraft_version: int
+    voters: VoterSet
+
+
+def written_voters(payload: Any) -> VoterSet | None:
+    """The voter set an entry's payload writes (a VotersRecord, alone or in an upgrade
+    or leader-change batch), if any."""
+    if isinstance(payload, VoterSet):
+        return payload
+    if isinstance(payload, (KRaftVersionUpgrade, LeaderChange)):
+        return payload.voters
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ from ottla.raft.messages import (
     FetchSnapshotRequest,
     FetchSnapshotResponse,
     KRaftVersionUpgrade,
+    LeaderChange,
     Outgoing,
     Snapshot,
     SnapshotWrite,
@@ -313,7 +314,7 @@ class RaftReplica:
         """Record the voter set or kraft.version ``entry`` (at ``offset``) sets; whether
         the voters changed."""
         payload = entry.payload
-        if isinstance(payload, KRaftVersionUpgrade):
+        if isinstance(payload, (KRaftVersionUpgrade, LeaderChange)):
             self._kraft_history.add_at(offset, payload.kraft_version)
             self._history.add_at(offset, payload.voters)
             return True
@@ -912,7 +913,6 @@ class RaftReplica:
         self.epoch_start_offset = self.log.end_offset
         self.metrics.leadership_lost()  # what a past leadership left uncommitted
         self.metrics.leader_known(now_ms)
-        self._append([Entry(self.epoch, None)], now_ms)  # leader change: commits the epoch
         bootstrap_only = self._history.last_offset() < 0 and \
             (self.log.snapshot is None or self.log.snapshot.voters is None)
         if self.kraft_version >= 1 and \
@@ -920,9 +920,13 @@ class RaftReplica:
             # As Kafka's appendStartOfEpochControlRecords: a set known only from the
             # bootstrap checkpoint goes into the log, where replicas formatted without
             # initial controllers learn it, and so does a set that says otherwise of
-            # this leader's listeners or versions, with this leader as it is now.
+            # this leader's listeners or versions, with this leader as it is now; both
+            # in the leader-change batch, with the KRaftVersionRecord.
             voters = self.voter_set.update_voter(self.local_node) or self.voter_set
-            self._append([Entry(self.epoch, voters)], now_ms)
+            start = Entry(self.epoch, LeaderChange(self.kraft_version, voters), 3)
+        else:
+            start = Entry(self.epoch, None)  # the leader change alone
+        self._append([start], now_ms)  # commits the epoch
         self._maybe_advance_high_watermark(now_ms)
         return [Outgoing(v.key.id, BeginQuorumEpoch(self.node_id, self.epoch,
                                                     v.key.directory_id))

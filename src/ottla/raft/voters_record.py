@@ -80,6 +80,16 @@ def upgrade_batch(version: int, voters: VoterSet, now_ms: int) -> bytes:
                        timestamp=now_ms, control=True)
 
 
+def start_of_epoch_batch(leader_change: tuple[bytes, bytes], version: int,
+                         voters: VoterSet, now_ms: int) -> bytes:
+    """The control batch a new leader writes first when it also writes the voters: the
+    LeaderChangeMessage (``leader_change``, key and value), the KRaftVersionRecord and the
+    VotersRecord, as Kafka's appendStartOfEpochControlRecords."""
+    return build_batch([leader_change, _kraft_version_record(version),
+                        _control(KRAFT_VOTERS, encode_voters(voters))],
+                       timestamp=now_ms, control=True)
+
+
 def control_voters(batch: bytes) -> VoterSet | KRaftVersionUpgrade | None:
     """The voter set of a control batch, if it holds a VotersRecord (with the
     kraft.version when a KRaftVersionRecord comes with it)."""
