@@ -23,7 +23,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ottla.common.uuids import parse_kafka_uuid
 from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
 from tests.helpers import OttlaProcess, WireClient, free_port, stop_all, wait_until
 
 pytestmark = pytest.mark.slow
@@ -277,21 +279,59 @@ def add_voter_answers(controller: str, reachable_port: int) -> list[tuple[int, s
     return answers
 
 
+def set_refusals(controller: str) -> list[tuple[int, str]]:
+    """On a lone voter: AddRaftVoter of its own id under another directory id
+    (DUPLICATE_VOTER), RemoveRaftVoter of the last voter and of its id under another
+    directory id (VOTER_NOT_FOUND): (error code, message), the voter's own directory id
+    shown as ``<own>``."""
+    leader, voters, _ = quorum(controller)
+    own = voters[leader]
+    other = uuid.UUID(int=7)
+    answers = []
+    with WireClient(controller, timeout=30) as client:
+        for api, version, body in (
+                (ApiKey.ADD_RAFT_VOTER, 1, {
+                    "cluster_id": None, "timeout": 10000, "voter_id": leader,
+                    "voter_directory_id": other, "ack_when_committed": True,
+                    "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1",
+                                   "port": free_port()}]}),
+                (ApiKey.REMOVE_RAFT_VOTER, 0, {
+                    "cluster_id": None, "voter_id": leader,
+                    "voter_directory_id": parse_kafka_uuid(own)}),
+                (ApiKey.REMOVE_RAFT_VOTER, 0, {
+                    "cluster_id": None, "voter_id": leader, "voter_directory_id": other})):
+            response = client.request(api, version, body)
+            answers.append((response.error_code,
+                            (response.error_message or "").replace(own, "<own>")))
+    return answers
+
+
 def test_add_raft_voter_asks_the_new_voter_its_api_versions_first(tmp_path) -> None:
     """Kafka 4.4's AddVoterHandler sends the new voter ApiVersions before it checks that
     it caught up: an unreachable one is refused with the network error, a reachable one
-    that is not an observer for lagging behind; Ottla answers both as Kafka does."""
+    that is not an observer for lagging behind; a voter id already in the set, and
+    removing the last voter or a directory id that is not the voter's, are refused
+    before. Ottla answers all as Kafka does, messages included."""
     from tests.kafka_ref.cluster import KafkaCluster
 
     kafka = KafkaCluster(tmp_path / "kafka", controllers=1, brokers=0, combined=True)
     with kafka:
         controller = kafka.bootstrap_controller
         expected = add_voter_answers(controller, int(controller.rpartition(":")[2]))
+        refused = set_refusals(controller)
     assert expected == [
         (7, "Aborted add voter operation for since API_VERSIONS returned an error "
             "BROKER_NOT_AVAILABLE"),
         (7, "Aborted add voter operation for ReplicaKey(id=9, "
             "directoryId=AAAAAAAAAAAAAAAAAAAABw) since it is lagging behind")]
+    own = "ReplicaKey(id=1, directoryId=<own>)"
+    other = "ReplicaKey(id=1, directoryId=AAAAAAAAAAAAAAAAAAAABw)"
+    assert refused == [
+        (ErrorCode.duplicate_voter,
+         f"The voter id for {other} is already part of the set of voters [{own}]."),
+        (ErrorCode.voter_not_found, f"Cannot remove voter {own} from the set of voters [{own}]"),
+        (ErrorCode.voter_not_found,
+         f"Cannot remove voter {other} from the set of voters [{own}]")]
 
     cluster_id = run_cli("storage", "random-uuid").stdout.strip()
     first = Node(tmp_path, 1, "controller")
@@ -300,6 +340,7 @@ def test_add_raft_voter_asks_the_new_voter_its_api_versions_first(tmp_path) -> N
         first.process.start()
         wait_until(lambda: quorum(first)[0] == 1, 30, 0.2, "controller 1 leading")
         assert add_voter_answers(first.address, first.controller_port) == expected
+        assert set_refusals(first.address) == refused
         assert quorum(first)[1] == {1: first.directory_id()}
     finally:
         stop_all([first.process], check=False)
