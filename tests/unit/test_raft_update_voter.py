@@ -6,8 +6,9 @@ A voter following a leader waits one fetch timeout, then tells it its directory 
 listeners and supported kraft.version range: at kraft.version 0 once per leader (the
 leader keeps it in memory, nothing is written), at 1 whenever the log's voter set says
 otherwise (the leader appends a VotersRecord with the new node), and again every fetch
-timeout while the leader refuses it. A new leader whose own node is out of date writes
-itself into the voter set when its epoch starts.
+timeout while the leader refuses it, one request to the leader at a time (never beside
+a parked Fetch). A new leader whose own node is out of date writes itself into the voter
+set when its epoch starts.
 """
 
 from __future__ import annotations

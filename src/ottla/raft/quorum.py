@@ -52,7 +52,9 @@ leader at ``kraft.version`` 0, which the leader keeps in memory (Kafka's volatil
 voters), and at 1 whenever the log's voter set says otherwise than its
 ``local_listeners`` and supported versions, which the leader answers with a new
 VotersRecord. It asks a fetch timeout after it starts following, and again every fetch
-timeout while the leader has not taken it.
+timeout while the leader has not taken it; as Kafka's RequestManager, a follower has one
+request to its leader in flight at a time, so a due UpdateRaftVoter waits for the
+(parked) Fetch's answer and the next Fetch for the UpdateRaftVoter's.
 
 The replica records Kafka's ``raft-metrics`` sampled stats (``metrics``: commit and
 election latencies, appended and fetched records) with the ``now_ms`` it is given.
