@@ -135,9 +135,13 @@ def test_two_voter_changes_in_flight_are_caught(monkeypatch: pytest.MonkeyPatch)
     """The leader accepting a change while the previous one is not committed: a set two
     changes away from another has a majority disjoint from it, and committed entries
     are lost."""
-    def never_busy(self: RaftReplica, now_ms: int) -> str | None:
-        return None
+    def never_pending(self: RaftReplica, now_ms: int) -> bool:
+        return False
 
-    monkeypatch.setattr(RaftReplica, "_change_in_flight", never_busy)
+    def always_committed(self: RaftReplica) -> bool:
+        return True
+
+    monkeypatch.setattr(RaftReplica, "_change_pending", never_pending)
+    monkeypatch.setattr(RaftReplica, "_voters_committed", always_committed)
     assert_caught(SEEDS_PER_WORKLOAD, {Invariant.ONE_LEADER_PER_EPOCH,
                                        Invariant.ONE_COMMITTED_LOG}, True)

@@ -729,8 +729,7 @@ class RaftReplica:
         if key.id < 0 or key.directory_id is None:
             return refuse(ErrorCode.invalid_request,
                           f"{verb.capitalize()} voter request didn't include a valid voter")
-        self._expire_pending_change(now_ms)
-        if self._pending_change is not None:
+        if self._change_pending(now_ms):
             return refuse(ErrorCode.request_timed_out, "Request timed out waiting for leader "
                           "to handle previous voter change request")
         if self.high_watermark <= self.epoch_start_offset:
@@ -741,13 +740,22 @@ class RaftReplica:
             return refuse(ErrorCode.unsupported_version,
                           f"Cluster doesn't support {doing} voter because the kraft.version "
                           f"feature is {self.kraft_version}")
-        last = self._history.last_offset()
-        if last >= self.high_watermark:
-            # The last VotersRecord is not committed (a change that timed out may not be).
+        if not self._voters_committed():
             return refuse(ErrorCode.request_timed_out,
                           "Request timed out waiting for voters to commit the latest voter "
-                          f"change at Optional[{last}] with HWM {self.high_watermark}")
+                          f"change at Optional[{self._history.last_offset()}] with HWM "
+                          f"{self.high_watermark}")
         return None
+
+    def _change_pending(self, now_ms: int) -> bool:
+        """One change at a time: an Add or Remove waits for its answer (or expiry)."""
+        self._expire_pending_change(now_ms)
+        return self._pending_change is not None
+
+    def _voters_committed(self) -> bool:
+        """The last VotersRecord is committed (a change that timed out may not be): the
+        next change must wait for it too."""
+        return self._history.last_offset() < self.high_watermark
 
     def _expire_pending_change(self, now_ms: int) -> None:
         pending = self._pending_change
