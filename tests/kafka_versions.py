@@ -225,14 +225,14 @@ NARROWER_CONTROLLER: dict[int, tuple[tuple[int, int], str]] = {
 }
 
 NARROWER_FEATURES: dict[str, tuple[tuple[int, int] | None, str]] = {
-    "group.version": (None, "the KIP-848 consumer protocol is served without a "
-                            "group.version to finalize (docs/compatibility.md, Features)"),
-    "streams.version": (None, "streams groups (KIP-1071) are not served"),
+    "streams.version": (None, "streams groups (KIP-1071) are not served: Ottla supports "
+                              "level 0 only, and a node leaves out a feature whose highest "
+                              "level is 0, as Kafka's BrokerFeatures does "
+                              "(docs/compatibility.md, Features)"),
 }
 """A range Ottla advertises below Kafka 4.4's, or None where it does not list the feature."""
 
 FINALIZED_DIFFERENCES: dict[str, tuple[int | None, str]] = {
-    "group.version": (None, "not finalized (see NARROWER_FEATURES)"),
     "streams.version": (None, "not a feature of Ottla's (see NARROWER_FEATURES)"),
 }
 """Finalized levels of a new cluster that differ from Kafka's default at its

@@ -37,6 +37,7 @@ from ottla.broker.coordinators.group_coordinator import GroupCoordinatorService
 from ottla.broker.coordinators.transaction_coordinator import TransactionCoordinatorService
 from ottla.broker.deadline_timer import monotonic_ms
 from ottla.broker.handlers import (
+    broker_apis,
     configs,
     fetch,
     forwarding,
@@ -68,7 +69,8 @@ from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.fetch_response import EncodedBody
 from ottla.protocol.messages import build
 from ottla.protocol.records import build_batch, decode_records, scan_batches
-from ottla.protocol.requests import NO_RESPONSE, CloseConnection, RequestContext
+from ottla.protocol.requests import NO_RESPONSE, ApiTable, CloseConnection, RequestContext
+from ottla.server.api_versions import api_versions
 from ottla.storage.log_manager import LogManager
 from ottla.storage.segment import FileSlice
 
@@ -143,7 +145,9 @@ def broker(tmp_path, request) -> Iterator[Broker]:
                              for key, value in getattr(request, "param", {}).items()}})
     image = MetadataImage()
     register_broker(image, NODE, PORT)
-    # As a cluster bootstraps: share groups on (share.version 1).
+    # As a cluster bootstraps: consumer and share groups on (group.version 1,
+    # share.version 1).
+    image.replay(r.FeatureLevelRecord(name="group.version", feature_level=1))
     image.replay(r.FeatureLevelRecord(name="share.version", feature_level=1))
     logs = LogManager(config.log_dirs, NOW_MS)
     logs.discover()
@@ -1813,6 +1817,76 @@ async def test_a_consumer_group_member_gets_an_assignment_and_commits(
     assert deleted.error_code == ErrorCode.none
     assert [(t.name, p.error_code) for t in deleted.topics for p in t.partitions] == [
         ("orders", ErrorCode.group_subscribed_to_topic), ("other", ErrorCode.none)]
+
+
+def heartbeat_body(group_id: str, member_id: str = "", epoch: int = 0,
+                   topics: list[str] | None = None) -> dict[str, Any]:
+    return {"group_id": group_id, "member_id": member_id, "member_epoch": epoch,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000,
+            "subscribed_topic_names": topics, "server_assignor": None,
+            "topic_partitions": None if topics is None else []}
+
+
+async def test_at_group_version_0_the_kip_848_apis_are_advertised_but_refused(
+        broker, coordinator) -> None:
+    """Kafka's KafkaApis.isConsumerGroupProtocolEnabled: with group.version 0 finalized,
+    ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION (their
+    getErrorResponse: the code alone), while ApiVersions still lists both (Kafka 4.4's
+    ApiVersionManager does not look at features). A group formed before stays with its
+    coordinator, and its member heartbeats again once group.version is back at 1."""
+    create_topic(broker, "orders")
+    joined = await ask(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                       heartbeat_body("cg", "m-1", topics=["orders"]))
+    assert (joined.error_code, joined.member_epoch) == (ErrorCode.none, 1)
+
+    broker.image.replay(r.FeatureLevelRecord(name="group.version", feature_level=0))
+    table = ApiTable("broker", broker, broker_apis())  # the broker listener's
+    versions = api_versions(table).handler(broker, context(ApiKey.API_VERSIONS, 4), build(
+        request_schema(ApiKey.API_VERSIONS, 4), {
+            "client_software_name": "librdkafka", "client_software_version": "2.12.0"}))
+    advertised = {k["api_key"]: (k["min_version"], k["max_version"])
+                  for k in versions["api_keys"]}
+    assert advertised[ApiKey.CONSUMER_GROUP_HEARTBEAT] == (0, 1)
+    assert advertised[ApiKey.CONSUMER_GROUP_DESCRIBE] == (0, 1)
+    assert {"name": "group.version", "min_version": 0, "max_version": 1} in \
+        versions["supported_features"]
+    # Level 0 takes the feature out of the image (Kafka's FeaturesDelta): not finalized.
+    assert "group.version" not in [f["name"] for f in versions["finalized_features"]]
+    for body in (heartbeat_body("cg", "m-1", 1, ["orders"]),
+                 heartbeat_body("new", "m-2", topics=["orders"])):
+        refused = await ask(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, body)
+        assert (refused.error_code, refused.error_message, refused.member_id,
+                refused.member_epoch, refused.assignment) == (
+            ErrorCode.unsupported_version, None, None, 0, None)
+    described = await ask(broker, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {
+        "group_ids": ["cg", "nothing"], "include_authorized_operations": True})
+    assert [(g.group_id, g.error_code, g.error_message, g.group_state, g.group_epoch,
+             g.members) for g in described.groups] == [
+        ("cg", ErrorCode.unsupported_version, None, "", 0, ()),
+        ("nothing", ErrorCode.unsupported_version, None, "", 0, ())]
+    listed = await ask(broker, ApiKey.LIST_GROUPS, 5, {"states_filter": [],
+                                                       "types_filter": []})
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [("cg", "consumer")]
+
+    broker.image.replay(r.FeatureLevelRecord(name="group.version", feature_level=1))
+    again = await ask(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                      heartbeat_body("cg", "m-1", 1, ["orders"]))
+    assert (again.error_code, again.member_epoch) == (ErrorCode.none, 1)
+
+
+@pytest.mark.parametrize("broker", [{"group.coordinator.rebalance.protocols": "classic"}],
+                         indirect=True)
+async def test_without_consumer_among_the_rebalance_protocols_the_kip_848_apis_are_refused(
+        broker, coordinator) -> None:
+    """Kafka's other half of isConsumerGroupProtocolEnabled: the broker's
+    group.coordinator.rebalance.protocols must name "consumer" (group.version 1 or not)."""
+    create_topic(broker, "orders")
+    refused = await ask(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 1,
+                        heartbeat_body("cg", "m-1", topics=["orders"]))
+    assert refused.error_code == ErrorCode.unsupported_version
+    described = await ask(broker, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": ["cg"], "include_authorized_operations": False})
+    assert described.groups[0].error_code == ErrorCode.unsupported_version
 
 
 def commit_body(group_id: str, targets: dict[str, list[int]], epoch: int = -1,

@@ -9,6 +9,7 @@ import pytest
 from ottla.cli.storage import feature_levels
 from ottla.common.features import (
     ELIGIBLE_LEADER_REPLICAS_VERSION,
+    GROUP_VERSION,
     IBP_3_7_IV0,
     METADATA_VERSION,
     METADATA_VERSION_LEVEL,
@@ -36,11 +37,16 @@ def test_a_new_cluster_starts_at_the_latest_metadata_version() -> None:
 def test_format_starts_features_at_the_release_defaults_or_as_told(tmp_path) -> None:
     levels = feature_levels([], METADATA_VERSION_LEVEL)
     assert levels == {TRANSACTION_VERSION: 2, ELIGIBLE_LEADER_REPLICAS_VERSION: 1,
-                      SHARE_VERSION: 2}
-    assert feature_levels([], 21) == {}  # 3.9: no transactions v2, no share groups
-    assert feature_levels(["transaction.version=1", "share.version=0"],
+                      SHARE_VERSION: 2, GROUP_VERSION: 1}
+    # 3.9: no consumer groups, transactions v2 or share groups
+    assert feature_levels([], 21) == {}
+    assert feature_levels([], 22) == {GROUP_VERSION: 1}  # 4.0-IV0: GV_1
+    assert feature_levels(["transaction.version=1", "share.version=0", "group.version=0"],
                           METADATA_VERSION_LEVEL) == {
-        TRANSACTION_VERSION: 1, ELIGIBLE_LEADER_REPLICAS_VERSION: 1, SHARE_VERSION: 0}
+        TRANSACTION_VERSION: 1, ELIGIBLE_LEADER_REPLICAS_VERSION: 1, SHARE_VERSION: 0,
+        GROUP_VERSION: 0}
+    # GV_1 needs no metadata.version: Kafka's formats 3.9 with it when told.
+    assert feature_levels(["group.version=1"], 21) == {GROUP_VERSION: 1}
     for bad, words in [("transaction.version=7", "outside the supported range"),
                        ("share.nope=1", "unknown feature"), ("transaction.version", "NAME=LEVEL"),
                        ("metadata.version=20", "--release-version")]:
@@ -309,3 +315,46 @@ def test_format_refuses_a_feature_without_its_dependencies() -> None:
         "metadata.version level 23")
     assert feature_levels(["eligible.leader.replicas.version=1"], 23)[
         "eligible.leader.replicas.version"] == 1
+
+
+def test_group_version_moves_between_0_and_1_at_any_metadata_version() -> None:
+    """Kafka 4.4's GroupVersion: GV_0 and GV_1, GV_1 bootstrapped from 4.0-IV0 (22) and
+    with no dependencies, so a 3.3-IV3 cluster may have it; a downgrade to 0 needs saying
+    so, and writes level 0, which takes the feature out of the image (not finalized)."""
+    c = controller()
+    apply(c, c.features.bootstrap_records())
+    assert c.image.features[GROUP_VERSION] == 1
+    assert SUPPORTED_FEATURES[GROUP_VERSION] == (0, 1)
+    assert c.features.update_features([(GROUP_VERSION, 0, UPGRADE)]).response[1] == (
+        "Invalid update version 0 for feature group.version. Can't downgrade the version "
+        "of this feature without setting the upgrade type to either safe or unsafe "
+        "downgrade.")
+    assert c.features.update_features([(GROUP_VERSION, 2, UPGRADE)]).response[1] == (
+        "Invalid update version 2 for feature group.version. Local controller 1 only "
+        "supports versions 0-1")
+    down = c.features.update_features([(GROUP_VERSION, 0, SAFE_DOWNGRADE)])
+    assert down.response == (ErrorCode.none, None)
+    assert [(rec.name, rec.feature_level) for rec in down.records] == [(GROUP_VERSION, 0)]
+    apply(c, down.records)
+    assert GROUP_VERSION not in c.image.features
+    apply(c, [r.FeatureLevelRecord(name=METADATA_VERSION, feature_level=7)])  # 3.3-IV3
+    up = c.features.update_features([(GROUP_VERSION, 1, UPGRADE)])
+    assert up.response == (ErrorCode.none, None)
+    apply(c, up.records)
+    assert c.image.features[GROUP_VERSION] == 1
+
+
+def test_streams_version_is_supported_at_level_0_only() -> None:
+    """No streams groups (KIP-1071): like a Kafka node whose streams.version's newest level
+    is 0, the controller does not list the feature, so a level above 0 is refused in
+    QuorumFeatures' words (Kafka 4.4, which has streams groups, accepts it)."""
+    c = controller()
+    apply(c, c.features.bootstrap_records())
+    assert "streams.version" not in SUPPORTED_FEATURES
+    assert "streams.version" not in c.image.features
+    assert c.features.update_features([("streams.version", 1, UPGRADE)]).response == (
+        ErrorCode.invalid_update_version,
+        "Invalid update version 1 for feature streams.version. Local controller 1 does not "
+        "support this feature.")
+    with pytest.raises(ValueError, match="unknown feature"):
+        feature_levels(["streams.version=1"], METADATA_VERSION_LEVEL)

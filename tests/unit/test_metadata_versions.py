@@ -39,7 +39,7 @@ from ottla.security.authorizer import StandardAuthorizer
 from tests.kafka_versions import METADATA_VERSION_LEVELS, default_levels
 from tests.kafka_versions import SUPPORTED_FEATURES as KAFKA_FEATURES
 
-NOT_OTTLAS = ("group.version", "streams.version")
+NOT_OTTLAS = ("streams.version",)
 """Kafka 4.4's features Ottla does not have (docs/compatibility.md, Features)."""
 
 

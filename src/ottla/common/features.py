@@ -53,6 +53,13 @@ SHARE_VERSION = "share.version"
 UNSUPPORTED_VERSION; level 1 (SV_1) serves share groups; level 2 (SV_2, KIP-1191) adds the
 dead-letter queue of a group with ``errors.deadletterqueue.topic.name``."""
 SV_1, SV_2 = 1, 2
+GROUP_VERSION = "group.version"
+"""KIP-848 (Kafka's GroupVersion): at level 0 ConsumerGroupHeartbeat and
+ConsumerGroupDescribe answer UNSUPPORTED_VERSION (they stay advertised in ApiVersions, as
+Kafka's); level 1 (GV_1) serves consumer groups. Kafka's GV_1 has no dependencies."""
+GV_1 = 1
+IBP_4_0_IV0 = 22
+"""The first level that bootstraps group.version 1 (``GroupVersion.GV_1``)."""
 KRAFT_VERSION = "kraft.version"
 """KIP-853: the metadata quorum's version, kept by KRaft itself (a KRaftVersionRecord in
 the metadata log, never a FeatureLevelRecord): 0 for a static quorum
@@ -61,8 +68,12 @@ SUPPORTED_FEATURES = {METADATA_VERSION: (7, METADATA_VERSION_LEVEL),
                       KRAFT_VERSION: (0, 1),
                       ELIGIBLE_LEADER_REPLICAS_VERSION: (0, 1),
                       TRANSACTION_VERSION: (0, 2),
-                      SHARE_VERSION: (0, SV_2)}
-"""Feature levels this software can run at (3.3-IV3 to 4.4-IV2 for metadata.version)."""
+                      SHARE_VERSION: (0, SV_2),
+                      GROUP_VERSION: (0, GV_1)}
+"""Feature levels this software can run at (3.3-IV3 to 4.4-IV2 for metadata.version).
+Kafka's streams.version is not here: a node supports it at level 0 only (no streams
+groups), and Kafka's own BrokerFeatures and QuorumFeatures leave out a feature whose
+highest level is 0."""
 
 
 IBP_4_0_IV1 = 23
@@ -98,9 +109,11 @@ def default_feature_levels(metadata_level: int) -> dict[str, int]:
     """The features besides metadata.version that a cluster formatted at
     ``metadata_level`` starts with: Kafka's ``Feature.defaultVersion``, each feature's
     highest level whose bootstrap metadata.version is at or below it (a feature at level 0
-    is not written). Kafka's group.version and streams.version are not among Ottla's
-    features (docs/compatibility.md, Features)."""
+    is not written). Kafka's streams.version is not among Ottla's features
+    (docs/compatibility.md, Features)."""
     levels: dict[str, int] = {}
+    if metadata_level >= IBP_4_0_IV0:
+        levels[GROUP_VERSION] = GV_1
     if metadata_level >= IBP_4_0_IV2:
         levels[TRANSACTION_VERSION] = 2
     if metadata_level >= IBP_4_1_IV0:
@@ -141,6 +154,12 @@ def delegation_tokens_supported(level: int) -> bool:
 def share_groups_enabled(features: Mapping[str, int]) -> bool:
     """Kafka's ``isShareGroupProtocolEnabled``: the finalized share.version is 1 or more."""
     return features.get(SHARE_VERSION, 0) >= SV_1
+
+
+def consumer_groups_enabled(features: Mapping[str, int]) -> bool:
+    """Kafka's ``GroupVersion.isConsumerRebalanceProtocolSupported``: the finalized
+    group.version is 1 or more."""
+    return features.get(GROUP_VERSION, 0) >= GV_1
 
 
 def share_dlq_enabled(features: Mapping[str, int]) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ottla.broker.broker import Broker
 from ottla.broker.handlers.metadata import leader_endpoint
-from ottla.common.features import share_groups_enabled
+from ottla.common.features import consumer_groups_enabled, share_groups_enabled
 from ottla.coordinator.group.consumer_protocol import HeartbeatRequest
 from ottla.coordinator.group.responses import (
     DescribedConsumerGroup,
@@ -468,8 +468,20 @@ def _subscription_denial(ctx: RequestContext, topics: Any) -> dict[str, Any] | N
     return None
 
 
+def consumer_protocol_enabled(broker: Broker) -> bool:
+    """Kafka's ``KafkaApis.isConsumerGroupProtocolEnabled``: "consumer" among
+    ``group.coordinator.rebalance.protocols`` and group.version 1 or more finalized. Only
+    the two KIP-848 APIs ask: the groups themselves stay with their coordinator, whose
+    session timers fence members that can no longer heartbeat, as Kafka's do."""
+    return ("consumer" in broker.config["group.coordinator.rebalance.protocols"]
+            and consumer_groups_enabled(broker.image.features))
+
+
 async def handle_consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any
                                           ) -> dict[str, Any]:
+    if not consumer_protocol_enabled(broker):
+        # Kafka's ConsumerGroupHeartbeatRequest.getErrorResponse: the code, no message.
+        return _heartbeat_error(ErrorCode.unsupported_version)
     if not authorize(ctx, READ, GROUP, req.group_id):
         return _heartbeat_error(ErrorCode.group_authorization_failed)
     denied = _subscription_denial(ctx, req.subscribed_topic_names)
@@ -531,6 +543,8 @@ def _group_refused(group_id: str) -> dict[str, Any]:
 
 async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any
                                          ) -> dict[str, Any]:
+    if not consumer_protocol_enabled(broker):
+        return {"throttle_time": 0, "groups": _unsupported_groups(req.group_ids)}
     groups: list[DescribedConsumerGroup] = []
     include_ops = bool(req.include_authorized_operations)
     for group_id in req.group_ids:
@@ -555,6 +569,16 @@ async def handle_consumer_group_describe(broker: Broker, ctx: RequestContext, re
         groups.append(_described(ctx, include_ops, described,  # type: ignore[arg-type]
                                  ("assignment", "target_assignment")))
     return {"throttle_time": 0, "groups": groups}
+
+
+def _unsupported_groups(group_ids: list[str]) -> list[Any]:
+    """Kafka's ConsumerGroupDescribeRequest and ShareGroupDescribeRequest
+    ``getErrorResponse``: every group UNSUPPORTED_VERSION, the other fields at their
+    defaults."""
+    return [{"error_code": ErrorCode.unsupported_version, "error_message": None,
+             "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
+             "assignor_name": "", "members": [], "authorized_operations": -2147483648}
+            for group_id in group_ids]
 
 
 # --- share groups (KIP-932) ----------------------------------------------------------------
@@ -589,13 +613,7 @@ async def handle_share_group_heartbeat(broker: Broker, ctx: RequestContext, req:
 async def handle_share_group_describe(broker: Broker, ctx: RequestContext, req: Any
                                       ) -> dict[str, Any]:
     if not share_groups_enabled(broker.image.features):
-        # Kafka's ShareGroupDescribeRequest.getErrorResponse: every group UNSUPPORTED_VERSION,
-        # the other fields at their defaults.
-        return {"throttle_time": 0, "groups": [
-            {"error_code": ErrorCode.unsupported_version, "error_message": None,
-             "group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-             "assignor_name": "", "members": [], "authorized_operations": -2147483648}
-            for group_id in req.group_ids]}
+        return {"throttle_time": 0, "groups": _unsupported_groups(req.group_ids)}
     groups: list[DescribedShareGroup] = []
     include_ops = bool(req.include_authorized_operations)
     for group_id in req.group_ids:
