@@ -45,12 +45,9 @@ _KAFKA_LOW = {("controller", 1): 4}
 """Where Ottla's narrower range also starts higher (Fetch on the controller listener)."""
 
 FEATURES = [
-    Expect("*/supported_features/group.version", "the KIP-848 consumer protocol is "
-           "served without a group.version to finalize", ottla=MISSING),
     Expect("*/supported_features/streams.version", "streams groups (KIP-1071) are "
-           "not served", ottla=MISSING),
-    Expect("*/finalized_features/group.version", "not finalized: the KIP-848 protocol needs "
-           "no group.version in Ottla", ottla=MISSING),
+           "not served: Ottla supports level 0 only, and a node leaves out a feature whose "
+           "newest level is 0, as Kafka's BrokerFeatures does", ottla=MISSING),
     Expect("*/finalized_features/kraft.version", "the Ottla node's voters are static "
            "(controller.quorum.voters): kraft.version 0, which is not listed; Kafka's "
            "quickstart formats a dynamic quorum, level 1", ottla=MISSING),
