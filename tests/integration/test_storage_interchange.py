@@ -174,13 +174,13 @@ def features(bootstrap: str) -> str:
     return re.sub(r"Epoch: \d+", "Epoch: <n>", done.stdout)
 
 
-@pytest.mark.parametrize("release", ["4.1-IV0", "4.4-IV2"])
+@pytest.mark.parametrize("release", ["3.9-IV0", "4.1-IV0", "4.4-IV2"])
 def test_a_node_formatted_at_a_release_has_the_features_kafkas_has(kafka: KafkaNode,
                                                                   release: str) -> None:
-    """Formatted alike with --release-version (4.1-IV0, the first with ELR on; 4.4-IV2,
-    Kafka 4.4's newest), each system finalizes and supports the same levels, as Kafka's
-    kafka-features prints them; but Kafka lists streams.version, which Ottla does not have
-    (docs/compatibility.md, Features)."""
+    """Formatted alike with --release-version (3.9-IV0, before group.version 1;
+    4.1-IV0, the first with ELR on; 4.4-IV2, Kafka 4.4's newest), each system finalizes
+    and supports the same levels, as Kafka's kafka-features prints them; but Kafka lists
+    streams.version, which Ottla does not have (docs/compatibility.md, Features)."""
     run_tool("kafka-storage", "format", "--cluster-id", CLUSTER_ID, "--config",
              str(kafka.config_file), "--standalone", "--release-version", release, check=True)
     kafka.start()
