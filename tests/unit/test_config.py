@@ -43,6 +43,28 @@ def test_a_controller_advertises_its_controller_listeners_in_their_named_order()
     assert [ln.name for ln in config.advertised_listeners] == ["PLAINTEXT"]
 
 
+def test_listener_names_are_upper_case_wherever_they_are_named() -> None:
+    """Kafka's ListenerName.normalised: a server.properties in lower case names the
+    same listeners as one in upper case, so a controller listener named ``controller``
+    in one key is the ``CONTROLLER`` of every other (the quorum and the KIP-853
+    requests match endpoints by that name)."""
+    config = KafkaConfig(dict(dev_defaults(), **{
+        "listeners": "plaintext://:9092,controller://:9093,Internal://:9094",
+        "listener.security.protocol.map": "plaintext:PLAINTEXT,controller:PLAINTEXT,"
+                                          "internal:SSL",
+        "controller.listener.names": "controller",
+        "inter.broker.listener.name": "internal",
+        "advertised.listeners": "plaintext://b.example:9092,internal://b.example:9094"}))
+    assert [(ln.name, ln.port) for ln in config.listeners] == [
+        ("PLAINTEXT", 9092), ("CONTROLLER", 9093), ("INTERNAL", 9094)]
+    assert config.controller_listener_names == ["CONTROLLER"]
+    assert config["inter.broker.listener.name"] == "INTERNAL"
+    assert config.security_protocol_map == {
+        "PLAINTEXT": "PLAINTEXT", "CONTROLLER": "PLAINTEXT", "INTERNAL": "SSL"}
+    assert [ln.name for ln in config.advertised_controller_listeners] == ["CONTROLLER"]
+    assert [ln.name for ln in config.advertised_listeners] == ["PLAINTEXT", "INTERNAL"]
+
+
 @pytest.mark.parametrize("override,message", [
     ({"process.roles": ""}, "process.roles"),
     ({"node.id": "-1"}, "node.id"),

@@ -396,6 +396,7 @@ the regex refresh interval, one of Ottla's own keys here) and those that exist o
 dynamic configs (the replication throttles)."""
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)$")
+_LISTENER_NAME = re.compile(r"^\s*([A-Za-z0-9_]+)://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,7 +469,26 @@ class KafkaConfig:
         self.values: dict[str, Any] = {k.name: k.default for k in BROKER_CONFIGS.keys.values()}
         self.explicit = BROKER_CONFIGS.parse(props)
         self.values.update(self.explicit)
+        self._normalise_listener_names()
         self._validate()
+
+    def _normalise_listener_names(self) -> None:
+        """Listener names in upper case wherever they are named (Kafka's
+        ``ListenerName.normalised``): ``controller.listener.names=controller`` names
+        the listener ``listeners=controller://...`` binds, and both are CONTROLLER."""
+        values = self.values
+        values["controller.listener.names"] = [
+            name.strip().upper() for name in values["controller.listener.names"]]
+        if values["inter.broker.listener.name"]:
+            values["inter.broker.listener.name"] = \
+                values["inter.broker.listener.name"].strip().upper()
+        values["listener.security.protocol.map"] = [
+            f"{name.strip().upper()}{sep}{protocol}" for name, sep, protocol in
+            (entry.partition(":") for entry in values["listener.security.protocol.map"])]
+        for key in ("listeners", "advertised.listeners"):
+            if values[key]:
+                values[key] = [_LISTENER_NAME.sub(lambda m: m.group(1).upper() + "://", e)
+                               for e in values[key]]
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
