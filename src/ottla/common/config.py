@@ -84,6 +84,12 @@ def one_of(*choices: str, case_sensitive: bool = True) -> Validator:
     return check
 
 
+def non_duplicate_values(name: str, value: Any) -> None:
+    """Kafka's ``ValidList.anyNonDuplicateValues``: a list naming no value twice."""
+    if value is not None and len(set(value)) != len(value):
+        raise ConfigError(f"Configuration '{name}' values must not be duplicated.")
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
     name: str

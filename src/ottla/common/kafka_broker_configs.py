@@ -67,6 +67,7 @@ KAFKA_BROKER_CONFIGS: tuple[tuple[str, ConfigType, str | None, str], ...] = (
     ('controller.quota.window.num', INT, '11', 'read-only'),
     ('controller.quota.window.size.seconds', INT, '1', 'read-only'),
     ('controller.socket.timeout.ms', INT, '30000', 'read-only'),
+    ('cordoned.log.dirs', LIST, '', 'per-broker'),
     ('create.topic.policy.class.name', CLASS, None, 'read-only'),
     ('default.replication.factor', INT, '1', 'read-only'),
     ('delegation.token.expiry.check.interval.ms', LONG, '3600000', 'read-only'),

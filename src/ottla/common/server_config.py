@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from ottla.common.config import (
     ConfigType,
     at_least,
     between,
+    non_duplicate_values,
     off_or_at_least,
     one_of,
     parse_value,
@@ -102,6 +103,10 @@ _KEYS: list[ConfigKey] = [
     ConfigKey("log.dirs", T.LIST, None, "The directories holding the log data.", read_only=True),
     ConfigKey("log.dir", T.LIST, ["/tmp/kafka-logs"], "Used if log.dirs is not set.",
               read_only=True),
+    ConfigKey("cordoned.log.dirs", T.LIST, [],
+              "A comma-separated list of the directories that are cordoned. Entries in this "
+              "list must be entries in log.dirs or log.dir configuration. This can also be "
+              "set to * to cordon all log directories.", non_duplicate_values),
     ConfigKey("metadata.log.dir", T.STRING, None,
               "Where the metadata log lives; defaults to the first log dir.", read_only=True),
     ConfigKey("num.partitions", T.INT, 1, "Default partition count of new topics.", at_least(1)),
@@ -454,6 +459,29 @@ def dev_defaults() -> dict[str, str]:
     }
 
 
+CORDON_ALL = "*"
+
+
+def cordoned_log_dirs_error(cordoned: Sequence[str], log_dirs: Sequence[str]) -> str | None:
+    """What Kafka's ``KafkaConfig.validateCordonedLogDirs`` requires of a broker's
+    ``cordoned.log.dirs`` (statically and for a dynamic update alike): ``*`` alone, or
+    entries of ``log.dirs`` (compared as written). None when it holds."""
+    if CORDON_ALL in cordoned:
+        return None if len(cordoned) == 1 else \
+            "When cordoned.log.dirs is set to *, it must not contain other values"
+    missing = [d for d in cordoned if d not in log_dirs]
+    if missing:
+        return ("All entries in cordoned.log.dirs must be present in log.dirs or log.dir. "
+                f"Missing entries : {','.join(missing)}")
+    return None
+
+
+def resolve_cordoned_log_dirs(cordoned: Sequence[str], log_dirs: Sequence[str]) -> list[str]:
+    """The log dirs ``cordoned.log.dirs`` names (Kafka's ``cordonedLogDirs``: ``*`` is
+    every one)."""
+    return list(log_dirs) if CORDON_ALL in cordoned else list(cordoned)
+
+
 class KafkaConfig:
     """The parsed, validated configuration of one node."""
 
@@ -694,6 +722,10 @@ class KafkaConfig:
             raise ConfigError(f"inter.broker.listener.name {ibl} must appear in listeners")
         if not self.log_dirs:
             raise ConfigError("log.dirs must name at least one directory")
+        if "broker" in self.roles:
+            cordoned = cordoned_log_dirs_error(self.values["cordoned.log.dirs"], self.log_dirs)
+            if cordoned is not None:
+                raise ConfigError(f"requirement failed: {cordoned}")
         queued = self.values["queued.max.request.bytes"]
         if queued > 0 and queued < self.values["socket.request.max.bytes"]:
             raise ConfigError("queued.max.request.bytes must be larger or equal to "

@@ -13,6 +13,11 @@ from typing import Any
 from ottla.common import client_metrics_configs
 from ottla.common.client_metrics_configs import ClientMetricsConfigError
 from ottla.common.config import ConfigError, ConfigType
+from ottla.common.features import (
+    METADATA_VERSION,
+    METADATA_VERSION_LEVEL,
+    cordoned_log_dirs_supported,
+)
 from ottla.common.group_configs import validate_group_configs
 from ottla.common.kafka_broker_configs import (
     CLUSTER_LEVEL_LISTENER_CONFIGS,
@@ -24,6 +29,10 @@ from ottla.controller.results import ControllerError, ControllerResult, check_us
 from ottla.metadata import records as r
 from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.errors import ErrorCode
+
+CORDONED_LOG_DIRS = "cordoned.log.dirs"
+_COMMA = re.compile(r"\s*,\s*")
+"""Kafka's ``ConfigDef.COMMA_WITH_WHITESPACE``."""
 
 # IncrementalAlterConfigs operations.
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -173,8 +182,32 @@ class ConfigurationControlManager:
             raise ControllerError(ErrorCode.invalid_request if e.invalid_request
                                   else ErrorCode.invalid_config, str(e)) from None
 
+    def _check_cordoned_log_dirs(self, changes: Sequence[tuple[str, str | None]],
+                                 current: Mapping[str, str], forwarded: bool) -> None:
+        """What Kafka's controller checks of a broker's ``cordoned.log.dirs`` (KIP-1066):
+        no change before metadata.version 4.3-IV0; and, sent to the controller directly
+        (not forwarded by the broker, which checked it against its log dirs), a value
+        naming only dirs the current one names."""
+        for key, value in changes:
+            if key != CORDONED_LOG_DIRS:
+                continue
+            level = self.image.features.get(METADATA_VERSION, METADATA_VERSION_LEVEL)
+            if not cordoned_log_dirs_supported(level):
+                raise ControllerError(
+                    ErrorCode.invalid_config, f"The {CORDONED_LOG_DIRS} configuration value "
+                    "cannot be set because it requires metadata.version >= 4.3-IV0")
+            if forwarded or value is None or not value.strip():
+                continue
+            existing = current.get(CORDONED_LOG_DIRS)
+            allowed = set() if existing is None else set(_COMMA.split(existing.strip()))
+            if not set(_COMMA.split(value.strip())) <= allowed:
+                raise ControllerError(
+                    ErrorCode.invalid_config, f"When updating {CORDONED_LOG_DIRS} via "
+                    "controllers,  the new value must be a subset of the current "
+                    "configuration value.")
+
     def alter_configs(self, resources: Sequence[tuple[int, str, dict[str, str | None]]],
-                      validate_only: bool = False) -> ControllerResult:
+                      validate_only: bool = False, forwarded: bool = True) -> ControllerResult:
         """Legacy AlterConfigs: each resource's dynamic configs become exactly the given set."""
 
         def target(resource_type: int, name: str, current: dict[str, str]
@@ -183,11 +216,12 @@ class ConfigurationControlManager:
             self._validate_resource(resource_type, name, configs)
             return configs, set(configs)
         resources_by_key = {(t, n): c for t, n, c in resources}
-        return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
+        return self._alter([(t, n) for t, n, _ in resources], target, validate_only,
+                           forwarded)
 
     def incremental_alter_configs(
             self, resources: Sequence[tuple[int, str, list[tuple[str, int, str | None]]]],
-            validate_only: bool = False) -> ControllerResult:
+            validate_only: bool = False, forwarded: bool = True) -> ControllerResult:
         """IncrementalAlterConfigs: set, delete, append to or subtract from single keys."""
 
         def target(resource_type: int, name: str, current: dict[str, str]
@@ -211,12 +245,13 @@ class ConfigurationControlManager:
             self._validate_resource(resource_type, name, new)
             return new, set(keys)
         ops_by_key = {(t, n): ops for t, n, ops in resources}
-        return self._alter([(t, n) for t, n, _ in resources], target, validate_only)
+        return self._alter([(t, n) for t, n, _ in resources], target, validate_only,
+                           forwarded)
 
     def _alter(self, resources: list[tuple[int, str]],
                target: Callable[[int, str, dict[str, str]],
                                 tuple[Mapping[str, str | None], set[str]]],
-               validate_only: bool) -> ControllerResult:
+               validate_only: bool, forwarded: bool) -> ControllerResult:
         """ConfigRecords that take each resource from its dynamic configs to ``target``'s
         (a key set to None or left out is deleted); the result per resource. A BROKER
         resource's keys the request names get a record even when their value does not
@@ -232,6 +267,8 @@ class ConfigurationControlManager:
                 changes = [(k, v) for k, v in new.items() if current.get(k) != v or k in again]
                 changes += [(k, None) for k in current if k not in new]
                 changes += [(k, None) for k in sorted(again - set(new) - set(current))]
+                if resource_type == ConfigResourceType.BROKER:
+                    self._check_cordoned_log_dirs(changes, current, forwarded)
                 if not validate_only:
                     records.extend(r.ConfigRecord(resource_type=resource_type, resource_name=name,
                                                   name=k, value=v) for k, v in changes)

@@ -24,14 +24,23 @@ def rack_alternating(brokers: Sequence[BrokerRegistration]) -> list[int]:
     return ordered
 
 
+def usable(brokers: Sequence[BrokerRegistration]) -> list[BrokerRegistration]:
+    """The brokers new replicas may go to (Kafka's ``ClusterControlManager.usableBrokers``):
+    not a broker whose every log dir is cordoned (KIP-1066)."""
+    return [b for b in brokers if b.has_uncordoned_dirs]
+
+
 def place(num_partitions: int, replication_factor: int,
           brokers: Sequence[BrokerRegistration], rng: random.Random,
           start_partition: int = 0) -> list[list[int]]:
-    """Replica lists for ``num_partitions`` new partitions.
+    """Replica lists for ``num_partitions`` new partitions on the usable ``brokers``.
 
-    Raises ValueError when fewer unfenced brokers than ``replication_factor`` exist.
+    Raises ValueError when none is usable or fewer than ``replication_factor`` are.
     """
-    ordered = rack_alternating(brokers)
+    ordered = rack_alternating(usable(brokers))
+    if not ordered:
+        raise ValueError("All brokers are currently fenced, or have all their log "
+                         "directories cordoned.")
     if replication_factor > len(ordered):
         raise ValueError(
             f"Unable to replicate the partition {replication_factor} time(s): The target "

@@ -291,6 +291,7 @@ class ReplicationControlManager:
                 raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       f"The manual partition assignment includes broker "
                                       f"{unknown[0]}, but no such broker is registered.")
+            self._check_not_all_cordoned(replicas)
             if rf is not None and len(replicas) != rf:
                 raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       "The manual partition assignment includes a partition "
@@ -300,6 +301,17 @@ class ReplicationControlManager:
             rf = len(replicas)
             result.append(replicas)
         return result
+
+    def _check_not_all_cordoned(self, replicas: Sequence[int]) -> None:
+        """A manual assignment may not name a broker whose every log dir is cordoned
+        (KIP-1066; Kafka's ``validateManualPartitionAssignment``, lowest id first)."""
+        for broker_id in sorted(replicas):
+            registration = self.image.brokers.get(broker_id)
+            if registration is not None and not registration.has_uncordoned_dirs:
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
+                                      f"The manual partition assignment includes broker "
+                                      f"{broker_id}, but all its log directories are "
+                                      "cordoned.")
 
     def delete_topics(self, names: Sequence[str | None], ids: Sequence[uuid.UUID | None],
                       quota: PartitionChangeQuota = no_quota) -> ControllerResult:
@@ -694,6 +706,7 @@ class ReplicationControlManager:
         if unknown:
             raise ControllerError(ErrorCode.invalid_replica_assignment,
                                   f"The target replicas include unknown brokers {unknown}")
+        self._check_not_all_cordoned(target)
         if not allow_replication_factor_change and len(target) != len(original):
             raise ControllerError(ErrorCode.invalid_replication_factor,
                                   f"The replication factor would change from "

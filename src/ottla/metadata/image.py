@@ -107,9 +107,17 @@ class BrokerRegistration:
     """Supported (min, max) levels by feature name, as it registered: a feature it did
     not name it supports only at level 0 (what UpdateFeatures checks)."""
     cordoned_directories: tuple[uuid.UUID, ...] | None = None
-    """Its cordoned log dirs (KIP-1066, 4.3-IV0 and later), None until its heartbeats
-    report them. Kept so that the image writes back what a Kafka broker reported; Ottla's
-    brokers cordon none."""
+    """Its cordoned log dirs (KIP-1066, 4.3-IV0 and later: ``cordoned.log.dirs``), None
+    until its heartbeats report them. New replicas go to its other dirs."""
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Whether new replicas may be placed on this broker (Kafka's
+        ``BrokerRegistration.hasUncordonedDirs``): it registered no dirs, has reported no
+        cordoned ones, or has a dir that is not cordoned."""
+        if not self.directories or self.cordoned_directories is None:
+            return True
+        return bool(set(self.directories) - set(self.cordoned_directories))
 
     def has_online_dir(self, directory: uuid.UUID) -> bool:
         """Whether a replica in ``directory`` on this broker is online (Kafka's

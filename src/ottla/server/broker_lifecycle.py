@@ -56,8 +56,11 @@ class BrokerLifecycle:
                  directory_ids: list[uuid.UUID], previous_broker_epoch: int = -1,
                  log_dir_failure_timeout_ms: int = 30_000,
                  on_fatal: Callable[[str], None] | None = None,
-                 metadata_level: Callable[[], int] = lambda: 0) -> None:
+                 metadata_level: Callable[[], int] = lambda: 0,
+                 cordoned_dirs: Callable[[], list[uuid.UUID]] = list) -> None:
         self.broker = broker
+        self.cordoned_dirs = cordoned_dirs
+        """The ids of the log dirs ``cordoned.log.dirs`` names now (KIP-1066)."""
         self.metadata_level = metadata_level
         """The metadata.version the broker's image has (0 before it has one), which decides
         whether heartbeats carry the cordoned log dirs."""
@@ -119,6 +122,12 @@ class BrokerLifecycle:
         asyncio.get_running_loop().call_later(self.log_dir_failure_timeout,
                                               self._check_failure_propagated, directory)
 
+    def propagate_directory_cordoned(self) -> None:
+        """``cordoned.log.dirs`` changed: tell the controller now, not at the next
+        heartbeat (Kafka's ``propagateDirectoryCordoned``)."""
+        if self.state != BrokerState.STARTING:
+            self._wake.set()
+
     def _check_failure_propagated(self, directory: uuid.UUID) -> None:
         if not self.offline_dirs.get(directory, True) and self.on_fatal is not None:
             self.on_fatal(f"could not tell the controller that log directory {directory} "
@@ -151,9 +160,11 @@ class BrokerLifecycle:
             "want_shut_down": want_shut_down, "offline_log_dirs": offline}
         version = HEARTBEAT_VERSION
         if cordoned_log_dirs_supported(self.metadata_level()):
-            # As Kafka's BrokerLifecycleManager once its metadata has caught up: the
-            # cordoned dirs, none here (Ottla has no cordoned.log.dirs).
-            version, request["cordoned_log_dirs"] = CORDONED_HEARTBEAT_VERSION, []
+            # As Kafka's BrokerLifecycleManager: the cordoned dirs once the broker has
+            # caught up with the metadata (RECOVERY), null before.
+            version = CORDONED_HEARTBEAT_VERSION
+            if self.state != BrokerState.STARTING:
+                request["cordoned_log_dirs"] = self.cordoned_dirs()
         response = await self.channel.call(ApiKey.BROKER_HEARTBEAT, version, request,
                                            timeout=timeout or self.session_timeout)
         if response.error_code in (ErrorCode.stale_broker_epoch,
@@ -174,6 +185,9 @@ class BrokerLifecycle:
         # unfences the broker as it catches up, so RUNNING comes with serving clients.
         if self.state == BrokerState.STARTING and (response.is_caught_up or not self.fenced):
             self.state = BrokerState.RECOVERY
+            if cordoned_log_dirs_supported(self.metadata_level()):
+                # As Kafka, the next heartbeat at once: the first with the cordoned dirs.
+                self._wake.set()
         if self.state == BrokerState.RECOVERY and not self.fenced:
             self.state = BrokerState.RUNNING
         if not self.fenced:

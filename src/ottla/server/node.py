@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ from ottla.server.controller_apis import ControllerServices
 from ottla.server.controller_channel import ControllerChannel
 from ottla.server.controller_driver import ControllerDriver
 from ottla.server.controller_registration_manager import ControllerRegistrationManager
+from ottla.server.cordoned_log_dirs import CordonedLogDirs
 from ottla.server.dynamic_listener_ssl import DynamicListenerSsl
 from ottla.server.listener_security import listener_security
 from ottla.server.memory_pool import MemoryPool
@@ -98,6 +100,8 @@ class Node:
         and truststore configs."""
         self.controller_security: ClientSecurity | None = None
         """How this node reaches the controllers (the Raft client and the channel)."""
+        self.cordoned: CordonedLogDirs | None = None
+        """The broker's ``cordoned.log.dirs`` (KIP-1066), static and dynamic."""
         self.authorizer: StandardAuthorizer | None = None
         if authorizer_configured(config):
             self.authorizer = StandardAuthorizer.from_config(config.originals)
@@ -234,6 +238,7 @@ class Node:
                 lambda d: loop.call_soon_threadsafe(self._log_dir_failed, d)
             if cfg["log.page.cache.window.bytes"] > 0:
                 self.log_manager.use_page_cache_window(cfg["log.page.cache.window.bytes"])
+            self.cordoned = CordonedLogDirs(cfg, lambda: self.image, self.log_manager)
             self.log_manager.discover()
             logs = self.log_manager
             # A log moving between log dirs is not cleaned (Kafka pauses its cleaning).
@@ -361,7 +366,15 @@ class Node:
               if s.security.ssl_factory is not None),
             *(c.tls for c in clients if c is not None and isinstance(c.tls, SslFactory))])
         if self.broker is not None:
-            self.broker.validate_dynamic_config = self.listener_ssl.validate
+            self.broker.validate_dynamic_config = self._validate_dynamic_config
+
+    def _validate_dynamic_config(self, per_broker: Mapping[str, str | None]) -> None:
+        """This broker's proposed dynamic configs, as Kafka's DynamicBrokerConfig checks
+        them: the new config's values (``cordoned.log.dirs``), then the listeners'."""
+        if self.cordoned is not None:
+            self.cordoned.validate(per_broker)
+        if self.listener_ssl is not None:
+            self.listener_ssl.validate(per_broker)
 
     def _controller_endpoints(self) -> list[tuple[str, str, int, int]]:
         """Where this controller listens, as it registers: a port 0 as bound."""
@@ -417,7 +430,10 @@ class Node:
             previous_broker_epoch=self.log_manager.previous_broker_epoch,
             log_dir_failure_timeout_ms=cfg["log.dir.failure.timeout.ms"],
             on_fatal=lambda why: self._on_fault(RuntimeError(why)),
-            metadata_level=lambda: self.broker.image.features.get(METADATA_VERSION, 0))
+            metadata_level=lambda: self.broker.image.features.get(METADATA_VERSION, 0),
+            cordoned_dirs=self.cordoned.directory_ids if self.cordoned is not None else list)
+        if self.cordoned is not None:
+            self.cordoned.on_change = self.lifecycle.propagate_directory_cordoned
         for failed in sorted(self.log_manager.offline_dirs):  # failed before registering
             directory = self.log_manager.directory_id(failed)
             if directory is not None:
@@ -455,6 +471,9 @@ class Node:
             self.listener_ssl.update()
         if self._stopped.is_set() or self.broker is None:
             return
+        if self.cordoned is not None and (
+                delta.full or str(self.config.node_id) in delta.broker_config_resources):
+            self.cordoned.update()
         now = self.now_ms()
         budget = OPEN_LOGS_SLICE_S if self._serving_logs else None
         more = self.broker.replica_manager.apply_delta(self.image, delta, now, budget)

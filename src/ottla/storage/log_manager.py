@@ -89,6 +89,9 @@ class LogManager:
         """(when, segment) of segments renamed .deleted, waiting for file.delete.delay.ms."""
         self.offline_dirs: set[str] = set()
         """Log dirs that had an I/O error: their partitions are offline."""
+        self.cordoned_dirs: frozenset[str] = frozenset()
+        """Log dirs ``cordoned.log.dirs`` names (KIP-1066, absolute): they keep their
+        replicas and take no new ones while another dir can."""
         self.flush_timer: Callable[[Callable[[], None]], None] | None = None
         """Given to every log this opens, to time its segment flushes (``Log.flush_timer``);
         set before ``discover``."""
@@ -255,14 +258,18 @@ class LogManager:
         return preferred if preferred not in self.offline_dirs else None
 
     def check_log_dir(self, log_dir: str) -> None:
-        """Raise unless ``log_dir`` is one of this node's log dirs and online (Kafka's
-        ``isLogDirOnline``: LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR)."""
+        """Raise unless ``log_dir`` is one of this node's log dirs, online and not
+        cordoned (Kafka's ``alterReplicaLogDirs``: LOG_DIR_NOT_FOUND, KAFKA_STORAGE_ERROR,
+        INVALID_REPLICA_ASSIGNMENT)."""
         if log_dir not in self.log_dirs:
             raise KafkaError(ErrorCode.log_dir_not_found,
                              f"Log dir {log_dir} is not found in the config.")
         if log_dir in self.offline_dirs:
             raise KafkaError(ErrorCode.kafka_storage_error,
                              f"Log directory {log_dir} is offline")
+        if log_dir in self.cordoned_dirs:
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             f"Log directory {log_dir} is cordoned")
 
     def create_future_log(self, tp: TopicPartition, log_dir: str, now_ms: int) -> Log:
         """An empty future log of ``tp`` in ``log_dir``, for its replica to be copied
@@ -359,11 +366,15 @@ class LogManager:
             self._partitions_per_dir[os.path.dirname(log_.dir)] -= 1
 
     def _least_loaded_dir(self) -> str:
-        """Where a new partition goes: the online log dir with the fewest partitions
-        (counted as logs open and close, not by walking them for every new one)."""
+        """Where a new partition goes (Kafka's ``nextLogDirs``): the online log dir with
+        the fewest partitions (counted as logs open and close, not by walking them for
+        every new one) among those not cordoned; the first online one when all are."""
         online = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        open_ = [d for d in online if d not in self.cordoned_dirs]
+        if not open_:
+            return online[0]
         counts = self._partitions_per_dir
-        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return min(open_, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def mark_offline(self, log_dir: str) -> None:
         """A log dir failed: every partition in it goes offline (KAFKA_STORAGE_ERROR);

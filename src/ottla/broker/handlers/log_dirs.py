@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.common.features import METADATA_VERSION, cordoned_log_dirs_supported
 from ottla.common.topics import TopicPartition
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -42,7 +43,8 @@ def handle_alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: Any
 
 
 def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    """Sizes of the partitions in each log dir (kafka-log-dirs.sh --describe)."""
+    """Sizes of the partitions in each log dir, and whether it is cordoned
+    (kafka-log-dirs.sh --describe)."""
     if not authorize_cluster(ctx, DESCRIBE):
         return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
                 "results": []}
@@ -51,6 +53,9 @@ def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> d
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
     results = []
     log_manager = broker.replica_manager.log_manager
+    # v5 (KIP-1066): whether each dir is cordoned, from metadata.version 4.3-IV0.
+    cordoned = log_manager.cordoned_dirs if cordoned_log_dirs_supported(
+        broker.image.features.get(METADATA_VERSION, 0)) else frozenset()
     futures = log_manager.describe_futures()
     for log_dir, logs in log_manager.describe().items():
         if log_dir in log_manager.offline_dirs:  # as Kafka: the error, nothing else
@@ -84,11 +89,12 @@ def handle_describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> d
         results.append({"error_code": error, "log_dir": os.path.abspath(log_dir),
                         "topics": [{"name": name, "partitions": parts}
                                    for name, parts in topics.items()],
-                        "total_bytes": total, "usable_bytes": usable})
+                        "total_bytes": total, "usable_bytes": usable,
+                        "is_cordoned": log_dir in cordoned})
     return {"throttle_time": 0, "error_code": ErrorCode.none, "results": results}
 
 
 APIS: list[ApiSpec[Broker]] = [
     ApiSpec(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2, handle_alter_replica_log_dirs),
-    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, handle_describe_log_dirs),
+    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, 1, 5, handle_describe_log_dirs),
 ]

@@ -396,7 +396,8 @@ class ReplicaManager:
         """Start moving each replica to the log dir given, as Kafka's
         ``ReplicaManager.alterReplicaLogDirs``: the future log's name must fit in a file
         name (INVALID_TOPIC_EXCEPTION), the dir must be one of this broker's
-        (LOG_DIR_NOT_FOUND) and online (KAFKA_STORAGE_ERROR); a partition not hosted
+        (LOG_DIR_NOT_FOUND), online (KAFKA_STORAGE_ERROR) and not cordoned
+        (INVALID_REPLICA_ASSIGNMENT, KIP-1066); a partition not hosted
         here is recorded to be made there and answers REPLICA_NOT_AVAILABLE, or
         UNKNOWN_TOPIC_OR_PARTITION if the metadata does not know it either; a replica
         already there, or already moving there, is left as it is (NONE); one moving

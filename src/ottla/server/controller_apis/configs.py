@@ -93,7 +93,8 @@ async def handle_alter_configs(controller: ControllerServices, ctx: RequestConte
         resources = [(res.resource_type, res.resource_name,
                       {c.name: c.value for c in res.configs}) for res in kept]
         results: list[Result] = await controller.channel.submit(
-            lambda c: c.configuration.alter_configs(resources, req.validate_only))
+            lambda c: c.configuration.alter_configs(resources, req.validate_only,
+                                                    ctx.forwarded))
         return results
     return await _authorized_alter(ctx, req, False, alter)
 
@@ -105,7 +106,8 @@ async def handle_incremental_alter_configs(controller: ControllerServices, ctx: 
                       [(c.name, c.config_operation, c.value) for c in res.configs])
                      for res in kept]
         results: list[Result] = await controller.channel.submit(
-            lambda c: c.configuration.incremental_alter_configs(resources, req.validate_only))
+            lambda c: c.configuration.incremental_alter_configs(resources, req.validate_only,
+                                                                ctx.forwarded))
         return results
     return await _authorized_alter(ctx, req, True, alter)
 

@@ -457,7 +457,7 @@ public final class JavaClients {
                             replicas.put(r.getKey().toString(), r.getValue().size());
                         }
                         dirs.put(d.getKey(), Map.of("error", String.valueOf(d.getValue().error()),
-                            "replicas", replicas));
+                            "replicas", replicas, "cordoned", d.getValue().isCordoned()));
                     }
                     out.put(String.valueOf(b.getKey()), dirs);
                 }
