@@ -210,7 +210,6 @@ NARROWER_BROKER: dict[int, tuple[tuple[int, int], str]] = {
     27: ((1, 1), "WriteTxnMarkers v2 carries the transaction.version of each marker "
                  "(KIP-1228)"),
     28: ((0, 5), "TxnOffsetCommit v6 names topics by id only (KIP-1319)"),
-    35: ((1, 4), "DescribeLogDirs v5 reports cordoned log dirs (KIP-1066)"),
     42: ((0, 2), "DeleteGroups v3 adds an error message per group"),
     57: ((0, 1), "UpdateFeatures v2 drops the per-feature results from the response"),
     66: ((0, 1), "ListTransactions v2 filters by a transactional id pattern (KIP-1152)"),

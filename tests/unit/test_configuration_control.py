@@ -65,14 +65,14 @@ def test_broker_keys_kafka_refuses_get_its_errors() -> None:
         return _codes(c.configuration.alter_configs([(B, name, {key: value})]))[0]
 
     assert alter("1", "log.dirs", "/x") == (
-        ErrorCode.invalid_request, "Cannot update these configs dynamically: Set(log.dirs)")
+        ErrorCode.invalid_request, "Cannot update these configs dynamically: [log.dirs]")
     assert alter("1", "log.retention.hours", "1")[0] == ErrorCode.invalid_request
     assert alter("1", "ssl.keystore.location", "/k") == (
         ErrorCode.invalid_request, "These security configs can be dynamically updated only "
-        "per-listener using the listener prefix: Set(ssl.keystore.location)")
+        "per-listener using the listener prefix: [ssl.keystore.location]")
     assert alter("", "sasl.kerberos.min.time.before.relogin", "1") == (
         ErrorCode.invalid_request, "Cannot update these configs at default cluster level, "
-        "broker id must be specified: Set(sasl.kerberos.min.time.before.relogin)")
+        "broker id must be specified: [sasl.kerberos.min.time.before.relogin]")
     assert alter("", "listener.name.plaintext.ssl.keystore.location", "/k")[0] == \
         ErrorCode.invalid_request
     assert alter("1", "log.cleaner.threads", "x")[0] == ErrorCode.invalid_request

@@ -125,7 +125,8 @@ def test_too_few_usable_brokers_is_kafkas_invalid_replication_factor() -> None:
     result = create(c, NewTopic("u", 1, 1))
     assert (result.error, result.message) == (
         ErrorCode.invalid_replication_factor,
-        "All brokers are currently fenced, or have all their log directories cordoned.")
+        "Unable to replicate the partition 1 time(s): All brokers are currently fenced, or "
+        "have all their log directories cordoned.")
 
 
 def test_a_manual_assignment_to_a_fully_cordoned_broker_is_refused() -> None:
@@ -213,7 +214,7 @@ def test_cordoned_log_dirs_is_per_broker_only() -> None:
     (_, _, code, message), = result.response
     assert (code, message) == (ErrorCode.invalid_request, "Cannot update these configs at "
                                "default cluster level, broker id must be specified: "
-                               "Set(cordoned.log.dirs)")
+                               "[cordoned.log.dirs]")
 
 
 # --- the broker -----------------------------------------------------------------------------

@@ -49,8 +49,10 @@ def _java_int(text: str) -> int | None:
     return int(text)
 
 
-def _scala_set(names: Sequence[str]) -> str:
-    return "Set(" + ", ".join(names) + ")"
+def _java_set(names: Sequence[str]) -> str:
+    """A set of names as Kafka 4.4's (Java) DynamicBrokerConfig.checkInvalidProps writes
+    it; in the request's order (a Java HashSet's order for more than one)."""
+    return "[" + ", ".join(names) + "]"
 
 
 def _listener_base(name: str) -> str | None:
@@ -68,12 +70,12 @@ def validate_dynamic_broker_configs(props: Mapping[str, str | None], per_broker:
     non_dynamic = [n for n in names if n in BROKER_CONFIGS and n not in DYNAMIC_BROKER_KEYS]
     if non_dynamic:
         raise ControllerError(ErrorCode.invalid_request,
-                              f"Cannot update these configs dynamically: {_scala_set(non_dynamic)}")
+                              f"Cannot update these configs dynamically: {_java_set(non_dynamic)}")
     security = [n for n in names if n in LISTENER_ONLY_SECURITY_CONFIGS]
     if security:
         raise ControllerError(
             ErrorCode.invalid_request, "These security configs can be dynamically updated only "
-            f"per-listener using the listener prefix: {_scala_set(security)}")
+            f"per-listener using the listener prefix: {_java_set(security)}")
     for name, value in props.items():
         base = _listener_base(name) or name
         if value is not None and base in DYNAMIC_BROKER_KEYS:
@@ -88,7 +90,7 @@ def validate_dynamic_broker_configs(props: Mapping[str, str | None], per_broker:
         if per_broker_names:
             raise ControllerError(
                 ErrorCode.invalid_request, "Cannot update these configs at default cluster "
-                f"level, broker id must be specified: {_scala_set(per_broker_names)}")
+                f"level, broker id must be specified: {_java_set(per_broker_names)}")
 
 
 def list_default(resource_type: int, key: str) -> str | None:

@@ -39,7 +39,8 @@ def place(num_partitions: int, replication_factor: int,
     """
     ordered = rack_alternating(usable(brokers))
     if not ordered:
-        raise ValueError("All brokers are currently fenced, or have all their log "
+        raise ValueError(f"Unable to replicate the partition {replication_factor} time(s): "
+                         "All brokers are currently fenced, or have all their log "
                          "directories cordoned.")
     if replication_factor > len(ordered):
         raise ValueError(

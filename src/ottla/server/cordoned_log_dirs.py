@@ -12,6 +12,7 @@ next heartbeat, sent at once, carries it.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -25,6 +26,8 @@ from ottla.common.server_config import (
 )
 from ottla.metadata.image import MetadataImage
 from ottla.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
 
 CORDONED_LOG_DIRS = "cordoned.log.dirs"
 
@@ -46,13 +49,19 @@ class CordonedLogDirs:
         self.log_manager.cordoned_dirs = cordoned
         return changed
 
-    def _current(self) -> list[str]:
+    def _current(self) -> list[str] | None:
         """The value in force: this broker's dynamic config, else server.properties (the
-        key is per broker: there is no cluster default)."""
+        key is per broker: there is no cluster default); None for a dynamic value it
+        cannot take, which leaves the one in force (as Kafka's broker does)."""
         raw = self.image().broker_configs(self.config.node_id).get(CORDONED_LOG_DIRS)
         if raw is None:
             return list(self.config[CORDONED_LOG_DIRS])
-        return list(BROKER_CONFIGS[CORDONED_LOG_DIRS].parse(raw))
+        try:
+            return list(BROKER_CONFIGS[CORDONED_LOG_DIRS].parse(raw))
+        except ConfigError as e:
+            log.error("Dynamic %s of %d could not be applied: %s", CORDONED_LOG_DIRS,
+                      self.config.node_id, e)
+            return None
 
     def validate(self, per_broker: Mapping[str, str | None]) -> None:
         """Raise ``ConfigError`` (Kafka's message) if this broker's proposed dynamic
@@ -67,7 +76,8 @@ class CordonedLogDirs:
 
     def update(self) -> None:
         """Follow the committed dynamic config."""
-        if self._apply(self._current()):
+        value = self._current()
+        if value is not None and self._apply(value):
             self.on_change()
 
     def directory_ids(self) -> list[uuid.UUID]:

@@ -95,8 +95,6 @@ BROKER_EXPECT = [
     *only(BROKER_KEYS, "kafka", ["log.remote.copy.lag.bytes", "log.remote.copy.lag.ms",
                                  "remote.log.manager.follower.thread.pool.size",
                                  "follower.fetch.last.tiered.offset.enable"], TIERED),
-    *only(BROKER_KEYS, "kafka", ["cordoned.log.dirs"], "cordoned log dirs (KIP-1066) are "
-          "not served (the DescribeLogDirs v5 reason in tests/kafka_versions.py)"),
     *only(BROKER_KEYS, "kafka", ["controller.quorum.auto.join.enable"], "Dynamic KRaft "
           "quorum (KIP-853): voters are static"),
     *only(BROKER_KEYS, "kafka", ["transaction.two.phase.commit.enable"], "two-phase commit "
