@@ -2,7 +2,9 @@
 own tools and Java Admin: ``cordoned.log.dirs`` set in server.properties keeps new
 replicas out of that dir, changed with ``kafka-configs`` it moves where the next topic's
 replicas go, ``*`` leaves the broker no dir so that the controller places nothing on it,
-and a value naming a dir that is not a log dir is refused with Kafka's message."""
+and a value naming a dir that is not a log dir is refused with Kafka's message. In a
+cluster of three brokers, the controller places neither new partitions nor a manual
+assignment on the broker whose every dir is cordoned, until it is uncordoned."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from ottla.protocol.api import ApiKey
-from tests.helpers import OttlaProcess, WireClient, wait_until
+from tests.helpers import KRaftCluster, OttlaProcess, WireClient, wait_until
 from tests.java_clients import run as run_java
 from tests.kafka_ref.cluster import run_tool
 
@@ -125,3 +127,60 @@ def test_a_dir_that_is_not_a_log_dir_cannot_be_cordoned(node: OttlaProcess,
     assert code != 0
     assert ("requirement failed: When cordoned.log.dirs is set to *, it must not contain "
             "other values") in output
+
+
+CORDONED_BROKER = 103
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[KRaftCluster]:
+    """One controller and three brokers; broker 103 starts with ``cordoned.log.dirs=*``."""
+    c = KRaftCluster(str(tmp_path), controllers=1, brokers=3)
+    with open(c.nodes[CORDONED_BROKER].config_file, "a", encoding="utf-8") as f:
+        f.write("cordoned.log.dirs=*\n")
+    c.start()
+    yield c
+    c.stop()
+
+
+def assignment_refusal(cluster: KRaftCluster, replicas: list[int]) -> str | None:
+    """CreateTopics validate_only of one partition on ``replicas``: its error message."""
+    with WireClient(cluster.nodes[101].bootstrap, timeout=10) as client:
+        answer = client.request(ApiKey.CREATE_TOPICS, 7, {
+            "topics": [{"name": "probe", "num_partitions": -1, "replication_factor": -1,
+                        "assignments": [{"partition_index": 0, "broker_ids": replicas}],
+                        "configs": []}],
+            "timeout": 10_000, "validate_only": True})
+    return answer.topics[0].error_message if answer.topics[0].error_code else None
+
+
+def test_the_controller_places_nothing_on_a_broker_with_every_dir_cordoned(
+        cluster: KRaftCluster) -> None:
+    bootstrap = cluster.nodes[101].bootstrap
+    refusal = (f"The manual partition assignment includes broker {CORDONED_BROKER}, but "
+               "all its log directories are cordoned.")
+    # The broker reports its cordoned dirs in the heartbeat after it has caught up.
+    wait_until(lambda: assignment_refusal(cluster, [101, CORDONED_BROKER]) == refusal,
+               APPLY_BOUND_S, 0.2, "the controller never learnt of the cordoned dirs")
+    run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic",
+             "spread", "--partitions", "12", "--replication-factor", "2", check=True)
+    (event,) = [e for e in run_java({"op": "admin", "bootstrap": bootstrap, "calls": [
+        {"call": "describe_topics", "topics": ["spread"]}]}) if e["event"] == "result"]
+    partitions = event["value"]["spread"]["partitions"]
+    assert len(partitions) == 12
+    assert {b for p in partitions for b in p["replicas"]} == {101, 102}
+
+    done = run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic",
+                    "manual", "--replica-assignment", f"101:{CORDONED_BROKER}")
+    assert done.returncode != 0 and refusal in done.stdout
+
+    # Uncordoned dynamically (an empty list: deleting the key would leave the static *),
+    # the broker takes replicas again.
+    done = run_tool("kafka-configs", "--bootstrap-server", bootstrap, "--alter",
+                    "--entity-type", "brokers", "--entity-name", str(CORDONED_BROKER),
+                    "--add-config", "cordoned.log.dirs=[]")
+    assert done.returncode == 0, done.stdout + done.stderr
+    wait_until(lambda: assignment_refusal(cluster, [101, CORDONED_BROKER]) is None,
+               APPLY_BOUND_S, 0.2, "the controller kept the broker cordoned")
+    run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic",
+             "manual", "--replica-assignment", f"101:{CORDONED_BROKER}", check=True)
