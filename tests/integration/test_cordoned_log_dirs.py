@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from ottla.protocol.api import ApiKey
-from tests.helpers import KRaftCluster, OttlaProcess, WireClient, wait_until
+from tests.helpers import KRaftCluster, OttlaProcess, WireClient, free_port, wait_until
+from tests.integration.test_metrics import scrape, series
 from tests.java_clients import run as run_java
 from tests.kafka_ref.cluster import run_tool
 
@@ -29,13 +30,30 @@ def dirs(tmp_path) -> tuple[str, str]:
 
 
 @pytest.fixture
-def node(dirs: tuple[str, str]) -> Iterator[OttlaProcess]:
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def node(dirs: tuple[str, str], metrics_port: int) -> Iterator[OttlaProcess]:
     first, second = dirs
     n = OttlaProcess(first, overrides={"log.dirs": f"{first},{second}",
                                        "metadata.log.dir": first,
-                                       "cordoned.log.dirs": first}).start()
+                                       "cordoned.log.dirs": first,
+                                       "prometheus.listener": f"127.0.0.1:{metrics_port}"}
+                     ).start()
     yield n
     n.stop()
+
+
+def cordoned_gauges(port: int) -> tuple[float, dict[str, float]]:
+    """Kafka's LogManager gauges: CordonedLogDirectoryCount, and LogDirectoryCordoned by
+    log dir."""
+    samples = scrape(port)
+    count = series(samples, "kafka_log_logmanager_cordonedlogdirectorycount")
+    assert count is not None
+    return count, {dict(labels)["logDirectory"]: value for (name, labels), value
+                   in samples.items() if name == "kafka_log_logmanager_logdirectorycordoned"}
 
 
 def log_dirs_tool(node: OttlaProcess) -> dict[str, list[str]]:
@@ -74,9 +92,11 @@ def alter_cordoned(node: OttlaProcess, value: str) -> tuple[int, str]:
 
 
 def test_new_replicas_go_to_the_dirs_that_are_not_cordoned(node: OttlaProcess,
-                                                           dirs: tuple[str, str]) -> None:
+                                                           dirs: tuple[str, str],
+                                                           metrics_port: int) -> None:
     first, second = dirs
     assert cordoned(node) == {first: True, second: False}
+    assert cordoned_gauges(metrics_port) == (1, {first: 1, second: 0})
     create_topic(node, "static", 6)
     placed = log_dirs_tool(node)
     assert placed[first] == [] and placed[second] == [f"static-{p}" for p in range(6)]
@@ -87,6 +107,7 @@ def test_new_replicas_go_to_the_dirs_that_are_not_cordoned(node: OttlaProcess,
     wait_until(lambda: cordoned_on_the_wire(node) == {first: False, second: True},
                APPLY_BOUND_S, 0.2, "the broker never took cordoned.log.dirs up")
     assert cordoned(node) == {first: False, second: True}
+    assert cordoned_gauges(metrics_port) == (1, {first: 0, second: 1})
     create_topic(node, "dynamic", 4)
     placed = log_dirs_tool(node)
     assert placed[first] == [f"dynamic-{p}" for p in range(4)]

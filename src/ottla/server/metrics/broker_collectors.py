@@ -268,7 +268,9 @@ class LogManagerCollector:
     """``kafka_log_logmanager_offlinelogdirectorycount`` and
     ``kafka_log_logmanager_logdirectoryoffline{logDirectory}``: Kafka's LogManager
     gauges, the log dirs that had an I/O error (their partitions offline until a restart
-    with the dir repaired) and, per log dir as configured (absolute), 1 if it is one."""
+    with the dir repaired) and, per log dir as configured (absolute), 1 if it is one;
+    likewise ``..._cordonedlogdirectorycount`` and ``..._logdirectorycordoned`` for the
+    dirs ``cordoned.log.dirs`` names (KIP-1066)."""
 
     def __init__(self, log_manager: LogManager) -> None:
         self.log_manager = log_manager
@@ -285,6 +287,18 @@ class LogManagerCollector:
             "name=LogDirectoryOffline,logDirectory=...)", labels=("logDirectory",))
         for directory in self.log_manager.log_dirs:
             family.add_metric((directory,), int(directory in offline))
+        yield family
+        cordoned = self.log_manager.cordoned_dirs
+        yield GaugeMetricFamily(
+            gauge("kafka.log", "LogManager", "CordonedLogDirectoryCount"),
+            "Log directories cordoned (kafka.log:type=LogManager,"
+            "name=CordonedLogDirectoryCount)", value=len(cordoned))
+        family = GaugeMetricFamily(
+            gauge("kafka.log", "LogManager", "LogDirectoryCordoned"),
+            "1 if the log directory is cordoned (kafka.log:type=LogManager,"
+            "name=LogDirectoryCordoned,logDirectory=...)", labels=("logDirectory",))
+        for directory in self.log_manager.log_dirs:
+            family.add_metric((directory,), int(directory in cordoned))
         yield family
 
 
