@@ -23,11 +23,12 @@ from ottla.common.server_config import KafkaConfig
 from ottla.common.topics import NewTopic
 from ottla.controller.quorum_controller import QuorumController
 from ottla.metadata import records as r
-from ottla.metadata.image import ConfigResourceType
+from ottla.metadata.image import ConfigResourceType, MetadataImage
 from ottla.protocol.api import request_schema, response_schema
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.protocol.messages import build
 from ottla.server.broker_lifecycle import BrokerLifecycle, BrokerState
+from ottla.server.cordoned_log_dirs import CordonedLogDirs
 from ottla.storage.log_config import LogConfig
 from ottla.storage.log_manager import LogManager
 from tests.unit.test_metadata_versions import written_version
@@ -292,3 +293,32 @@ async def test_heartbeats_report_the_cordoned_dirs_once_caught_up() -> None:
                      set(dirs_of(1)), timeout=2.0)  # not 60 s later
     assert not c.image.brokers[1].has_uncordoned_dirs
     await lifecycle.stop()
+
+
+def test_the_broker_follows_its_dynamic_cordoned_log_dirs(tmp_path) -> None:
+    """CordonedLogDirs: server.properties' value first; a committed per-broker value
+    replaces it (``*`` for every dir) and the lifecycle is told; deleted, the static one
+    is back; a proposed value naming no log dir is refused with Kafka's message."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    config = node_config(**{"log.dirs": f"{a},{b}", "cordoned.log.dirs": a})
+    image = MetadataImage()
+    manager = LogManager(config.log_dirs, now_ms=1000)
+    cordon = CordonedLogDirs(config, lambda: image, manager)
+    told: list[frozenset[str]] = []
+    cordon.on_change = lambda: told.append(manager.cordoned_dirs)
+    assert manager.cordoned_dirs == {a}
+
+    def commit(value: str | None) -> None:
+        image.replay(r.ConfigRecord(resource_type=BROKER, resource_name="1",
+                                    name="cordoned.log.dirs", value=value))
+        cordon.update()
+    commit("*")
+    commit("*")  # the same again: nothing to tell
+    commit(None)
+    assert told == [{a, b}, {a}]
+    with pytest.raises(ConfigError, match=r"^requirement failed: All entries in "
+                       r"cordoned\.log\.dirs must be present in log\.dirs or log\.dir\. "
+                       r"Missing entries : /elsewhere$"):
+        cordon.validate({"cordoned.log.dirs": "/elsewhere"})
+    cordon.validate({"cordoned.log.dirs": b})
+    cordon.validate({"num.io.threads": "4"})  # not about cordoned dirs
