@@ -622,6 +622,48 @@ def topic_config(cluster: KRaftCluster, topic: str, name: str) -> str | None:
     return None if entry.is_default else entry.value
 
 
+def test_a_brokers_configs_go_to_that_broker(cluster: KRaftCluster) -> None:
+    """A BROKER config resource is answered by the broker it names, as Kafka's Admin
+    sends it: another broker refuses it in Kafka 4.4's words (DescribeConfigs as
+    ConfigHelper, IncrementalAlterConfigs as ConfigAdminManager, before forwarding);
+    ``ottla configs`` given one broker's address alters and describes another's."""
+    first, other = BROKERS[0], BROKERS[1]
+    with WireClient(cluster.nodes[first].bootstrap) as client:
+        described = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": 4, "resource_name": name,
+                           "configuration_keys": ["log.cleaner.threads"]}
+                          for name in (str(other), "one")],
+            "include_synonyms": False, "include_documentation": False})
+        altered = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+            "validate_only": False, "resources": [
+                {"resource_type": 4, "resource_name": name, "configs": [
+                    {"name": "log.cleaner.threads", "config_operation": 0, "value": "2"}]}
+                for name in (str(other), "one")]})
+    assert [(r.error_code, r.error_message) for r in described.results] == [
+        (ErrorCode.invalid_request,
+         f"Unexpected broker id, expected {first} or empty string, but received {other}"),
+        (ErrorCode.invalid_request, "Broker id must be an integer, but it is: one")]
+    assert [(r.error_code, r.error_message) for r in altered.responses] == [
+        (ErrorCode.invalid_request,
+         f"Unexpected broker id, expected {first}, but received {other}"),
+        (ErrorCode.invalid_request, "Node id must be an integer, but it is: one")]
+
+    def configs(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "ottla", "configs", "--bootstrap-server",
+                               cluster.nodes[first].bootstrap, "--entity-type", "brokers",
+                               "--entity-name", str(other), *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    try:
+        assert configs("--alter", "--add-config", "log.cleaner.threads=2").strip() == \
+            f"Completed updating config for broker {other}."
+        assert "  log.cleaner.threads=2 sensitive=false" in configs("--describe")
+    finally:
+        configs("--alter", "--delete-config", "log.cleaner.threads")
+
+
 def test_a_throttled_reassignment_copies_at_the_throttled_rate(cluster: KRaftCluster,
                                                                tmp_path) -> None:
     """kafka-reassign-partitions --throttle (KIP-73): the moving replicas are listed in the

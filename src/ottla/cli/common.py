@@ -88,3 +88,42 @@ def connect(bootstrap: str, client_id: str, properties: dict[str, str] | None = 
         except OSError as e:
             last = e
     raise ConnectionError(f"no broker of {bootstrap} answered: {last}")
+
+
+class BrokerConnections:
+    """A tool's connections to the brokers its requests name: Kafka's Admin sends a
+    BROKER config resource to the broker it names (a broker answers for its own id
+    only), everything else to any broker (the bootstrap connection here). A broker the
+    cluster does not list is asked through the bootstrap connection, whose refusal names
+    the id it expected."""
+
+    def __init__(self, bootstrap: BlockingClient, client_id: str,
+                 properties: dict[str, str]) -> None:
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.properties = properties
+        self._open: dict[str, BlockingClient] = {}
+        self._addresses: dict[int, str] | None = None
+
+    def __enter__(self) -> BrokerConnections:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self._open.values():
+            client.close()
+
+    def to_broker(self, name: str) -> BlockingClient:
+        """The connection to broker ``name`` (an id, as a BROKER resource names it)."""
+        from ottla.protocol.api import ApiKey
+
+        if self._addresses is None:
+            metadata = self.bootstrap.request(ApiKey.METADATA, 12, {
+                "topics": [], "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False})
+            self._addresses = {b.node_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+        address = self._addresses.get(int(name)) if name.isdigit() else None
+        if address is None:
+            return self.bootstrap
+        if address not in self._open:
+            self._open[address] = connect(address, self.client_id, self.properties)
+        return self._open[address]

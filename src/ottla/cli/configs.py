@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from ottla.cli import client_quota_configs as quotas_cli
 from ottla.cli.client_quota_configs import QuotaConfigsError
-from ottla.cli.common import client_config, connect, fail, read_command_config
+from ottla.cli.common import (
+    BrokerConnections,
+    client_config,
+    connect,
+    fail,
+    read_command_config,
+)
 from ottla.metadata.client_quotas import IP_QUOTA_KEYS
 from ottla.protocol.api import ApiKey
 from ottla.protocol.errors import ErrorCode
@@ -126,7 +132,15 @@ def _value(value: str | None) -> str:
     return "null" if value is None else value
 
 
-def _describe(admin: Any, client: BlockingClient, args: argparse.Namespace) -> int:
+def _client(clients: BrokerConnections, entity_type: str, name: str) -> BlockingClient:
+    """Where a resource's configs go: a named broker's to that broker (as Kafka's Admin
+    sends a BROKER resource: a broker answers for its own id only), the rest to the
+    bootstrap connection."""
+    return clients.to_broker(name) if entity_type == "brokers" and name \
+        else clients.bootstrap
+
+
+def _describe(admin: Any, clients: BrokerConnections, args: argparse.Namespace) -> int:
     entity_type = args.entity_type
     if args.entity_default:
         names = [""]
@@ -146,7 +160,8 @@ def _describe(admin: Any, client: BlockingClient, args: argparse.Namespace) -> i
         else:
             kind = "All" if args.all else "Dynamic"
             print(f"{kind} configs for {entity_type[:-1]} {name} are:")
-        for entry in _entries(client, entity_type, name, describe_all=args.all):
+        for entry in _entries(_client(clients, entity_type, name), entity_type, name,
+                              describe_all=args.all):
             synonyms = ", ".join(f"{SOURCE_NAMES.get(int(s.source), 'UNKNOWN')}:{s.name}="
                                  f"{_value(s.value)}" for s in entry.synonyms)
             print(f"  {entry.name}={_value(entry.value)} "
@@ -154,8 +169,9 @@ def _describe(admin: Any, client: BlockingClient, args: argparse.Namespace) -> i
     return 0
 
 
-def _alter(client: BlockingClient, args: argparse.Namespace) -> int:
+def _alter(clients: BrokerConnections, args: argparse.Namespace) -> int:
     entity_type, name = args.entity_type, "" if args.entity_default else args.entity_name
+    client = _client(clients, entity_type, name)
     added = parse_add_config(args.add_config) if args.add_config else {}
     deleted = [k.strip() for k in (args.delete_config or "").split(",") if k.strip()]
     old = {e.name: e for e in _entries(client, entity_type, name, describe_all=False)}
@@ -406,17 +422,18 @@ def run(args: argparse.Namespace) -> int:
     args.entity_name = names[0] if names and names[0] else None
     args.entity_default = bool(names) and names[0] == ""
     try:
-        with connect(args.bootstrap_server, "ottla-configs",
-                     read_command_config(args.command_config)) as client:
+        properties = read_command_config(args.command_config)
+        with connect(args.bootstrap_server, "ottla-configs", properties) as client:
             if args.entity_type == "ips":
                 return _describe_ips(client, args) if args.describe \
                     else _alter_ips(client, args)
             if args.entity_type in QUOTA_ENTITY_TYPES:
                 return _describe_quotas(client, args) if args.describe \
                     else _alter_users(client, args)
-            if args.describe:
-                return _describe(_admin(args), client, args)
-            return _alter(client, args)
+            with BrokerConnections(client, "ottla-configs", properties) as brokers:
+                if args.describe:
+                    return _describe(_admin(args), brokers, args)
+                return _alter(brokers, args)
     except (ValueError, ConfigsError, QuotaConfigsError, ConnectionError) as e:
         return fail(str(e))
     except KafkaException as e:

@@ -22,7 +22,7 @@ import argparse
 import json
 from typing import Any
 
-from ottla.cli.common import connect, fail, read_command_config
+from ottla.cli.common import BrokerConnections, connect, fail, read_command_config
 from ottla.protocol.api import ApiKey
 
 Assignment = dict[tuple[str, int], list[int]]
@@ -87,8 +87,10 @@ def propose(current: Assignment, brokers: list[int]) -> Assignment:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with connect(args.bootstrap_server, "ottla-reassign-partitions",
-                     read_command_config(args.command_config)) as client:
+        properties = read_command_config(args.command_config)
+        with connect(args.bootstrap_server, "ottla-reassign-partitions", properties) \
+                as client, BrokerConnections(client, "ottla-reassign-partitions",
+                                             properties) as brokers:
             if args.generate:
                 return _generate(client, args)
             if args.list:
@@ -97,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
                 return fail("--reassignment-json-file is required")
             wanted = _read_reassignment(args.reassignment_json_file)
             if args.execute:
-                return _execute(client, wanted, args.throttle)
+                return _execute(brokers, wanted, args.throttle)
             if args.verify:
-                return _verify(client, wanted, args.preserve_throttles)
+                return _verify(brokers, wanted, args.preserve_throttles)
             return _cancel(client, wanted)
     except (OSError, ConnectionError) as e:
         return fail(str(e))
@@ -139,13 +141,14 @@ def _alter(client: Any, wanted: dict[tuple[str, int], list[int] | None]) -> list
             for t in response.responses for p in t.partitions if p.error_code != 0]
 
 
-def _execute(client: Any, wanted: Assignment, throttle: int) -> int:
+def _execute(brokers: BrokerConnections, wanted: Assignment, throttle: int) -> int:
+    client = brokers.bootstrap
     current = _current(client, sorted({t for t, _ in wanted}))
     print("Current partition replica assignment\n")
     print(_as_json({tp: r for tp, r in current.items() if tp in wanted}))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
     if throttle >= 0:
-        _set_throttles(client, current, wanted, throttle)
+        _set_throttles(brokers, current, wanted, throttle)
     errors = _alter(client, dict(wanted))
     if errors:
         return fail("Error reassigning partition(s):\n" + "\n".join(errors))
@@ -160,7 +163,9 @@ def _in_progress(client: Any) -> dict[tuple[str, int], Any]:
     return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
 
 
-def _verify(client: Any, wanted: Assignment, preserve_throttles: bool) -> int:
+def _verify(brokers: BrokerConnections, wanted: Assignment, preserve_throttles: bool
+            ) -> int:
+    client = brokers.bootstrap
     moving = _in_progress(client)
     current = _current(client, sorted({t for t, _ in wanted}))
     print("Status of partition reassignment:")
@@ -176,7 +181,7 @@ def _verify(client: Any, wanted: Assignment, preserve_throttles: bool) -> int:
             print(f"There is no active reassignment of partition {name}, but replica set is "
                   f"{current.get((topic, partition))} rather than {target}.")
     if done and not preserve_throttles:
-        _clear_throttles(client, sorted({t for t, _ in wanted}))
+        _clear_throttles(brokers, sorted({t for t, _ in wanted}))
     return 0
 
 
@@ -205,44 +210,54 @@ def throttled_replicas(current: Assignment, wanted: Assignment
             for topic in leaders}
 
 
-def _alter_configs(client: Any, resources: list[dict[str, Any]]) -> None:
-    response = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
-                              {"resources": resources, "validate_only": False})
-    errors = [f"{r.resource_name}: {r.error_message or r.error_code}"
-              for r in response.responses if r.error_code != 0]
+def _alter_configs(brokers: BrokerConnections, resources: list[dict[str, Any]]) -> None:
+    """IncrementalAlterConfigs: the topics' in one request to any broker, each broker's
+    own to that broker, as Kafka's Admin splits them."""
+    groups: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+    for resource in resources:
+        client = brokers.to_broker(resource["resource_name"]) \
+            if resource["resource_type"] == BROKER_RESOURCE else brokers.bootstrap
+        groups.setdefault(id(client), (client, []))[1].append(resource)
+    errors = []
+    for client, group in groups.values():
+        response = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1,
+                                  {"resources": group, "validate_only": False})
+        errors += [f"{r.resource_name}: {r.error_message or r.error_code}"
+                   for r in response.responses if r.error_code != 0]
     if errors:
         raise ConnectionError("setting throttles failed: " + "; ".join(errors))
 
 
-def _set_throttles(client: Any, current: Assignment, wanted: Assignment, rate: int) -> None:
+def _set_throttles(brokers: BrokerConnections, current: Assignment, wanted: Assignment,
+                   rate: int) -> None:
     lists = throttled_replicas(current, wanted)
-    brokers = sorted({b for tp, target in wanted.items() if current.get(tp) != target
-                      for b in (*current.get(tp, []), *target)})
-    _alter_configs(client, [
+    moving = sorted({b for tp, target in wanted.items() if current.get(tp) != target
+                     for b in (*current.get(tp, []), *target)})
+    _alter_configs(brokers, [
         {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [
             {"name": LEADER_REPLICAS, "config_operation": SET, "value": leaders},
             {"name": FOLLOWER_REPLICAS, "config_operation": SET, "value": followers}]}
         for topic, (leaders, followers) in sorted(lists.items())] + [
         {"resource_type": BROKER_RESOURCE, "resource_name": str(b), "configs": [
             {"name": name, "config_operation": SET, "value": str(rate)}
-            for name in BROKER_RATES]} for b in brokers])
+            for name in BROKER_RATES]} for b in moving])
     print("Warning: You must run --verify periodically, until the reassignment completes, "
           "to ensure the throttle is removed.")
     print(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
-def _clear_throttles(client: Any, topics: list[str]) -> None:
-    cluster = client.request(ApiKey.DESCRIBE_CLUSTER, 0, {
+def _clear_throttles(brokers: BrokerConnections, topics: list[str]) -> None:
+    cluster = brokers.bootstrap.request(ApiKey.DESCRIBE_CLUSTER, 0, {
         "include_cluster_authorized_operations": False})
-    brokers = sorted(b.broker_id for b in cluster.brokers)
-    _alter_configs(client, [
+    broker_ids = sorted(b.broker_id for b in cluster.brokers)
+    _alter_configs(brokers, [
         {"resource_type": BROKER_RESOURCE, "resource_name": str(b), "configs": [
             {"name": name, "config_operation": DELETE, "value": None}
-            for name in BROKER_RATES]} for b in brokers] + [
+            for name in BROKER_RATES]} for b in broker_ids] + [
         {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": [
             {"name": name, "config_operation": DELETE, "value": None}
             for name in (LEADER_REPLICAS, FOLLOWER_REPLICAS)]} for topic in topics])
-    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, broker_ids))}")
     for topic in topics:
         print(f"Clearing topic-level throttles on topic {topic}")
 

@@ -15,6 +15,7 @@ needs DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED for it 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -292,6 +293,29 @@ def describe_denial(ctx: RequestContext, resource_type: int, name: str
     return None if allowed else denial
 
 
+JAVA_INT = re.compile(r"[+-]?[0-9]+")
+"""What Java's Integer.parseInt takes (within the int range, checked apart)."""
+
+
+def java_int(text: str) -> int | None:
+    """``text`` as Java's Integer.parseInt reads it, or None where it throws."""
+    if not JAVA_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -2**31 <= value < 2**31 else None
+
+
+def broker_id_problem(name: str, node_id: int) -> str | None:
+    """Why a DescribeConfigs BROKER resource named ``name`` is not this broker's
+    (Kafka's ConfigHelper), or None if it is."""
+    broker_id = java_int(name)
+    if broker_id is None:
+        return f"Broker id must be an integer, but it is: {name}"
+    if broker_id != node_id:
+        return f"Unexpected broker id, expected {node_id} or empty string, but received {name}"
+    return None
+
+
 def handle_describe_configs(node: ConfigView, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """DescribeConfigs, on a broker and on the controller listener alike (Kafka's
     ConfigHelper serves both), from the node's own config and metadata image."""
@@ -325,9 +349,9 @@ def handle_describe_configs(node: ConfigView, ctx: RequestContext, req: Any) -> 
             if res.resource_name == "":
                 entry["configs"] = describe_cluster_defaults(node, keys, include_synonyms,
                                                              include_docs)
-            elif res.resource_name != str(node.node_id):
+            elif (problem := broker_id_problem(res.resource_name, node.node_id)) is not None:
                 entry["error_code"] = ErrorCode.invalid_request
-                entry["error_message"] = f"Unexpected broker id {res.resource_name}"
+                entry["error_message"] = problem
             else:
                 entry["configs"] = describe_broker_configs(node, keys, include_synonyms,
                                                            include_docs)

@@ -9,7 +9,8 @@ BROKER resource's configs (AlterConfigs, IncrementalAlterConfigs) needs ALTER_CO
 the cluster, and a refused resource is answered here and not forwarded; a BROKER_LOGGER
 resource (IncrementalAlterConfigs) is the broker's own, never forwarded: ALTER_CONFIGS on
 the cluster, then refused, as Ottla has no runtime loggers to change. The broker's own
-BROKER resource is validated here first, as Kafka's ConfigAdminManager does: a TLS
+BROKER resource is validated here first, as Kafka's ConfigAdminManager does: a named
+one must be this broker's id (a BROKER resource goes to the broker it names), and a TLS
 listener's new keystore or truststore must load and keep its certificate's names, else
 INVALID_REQUEST with Kafka's message.
 """
@@ -22,6 +23,7 @@ from datetime import timedelta
 from typing import Any
 
 from ottla.broker.broker import Broker
+from ottla.broker.handlers.configs import java_int
 from ottla.common.config import ConfigError
 from ottla.metadata.image import ConfigResourceType
 from ottla.protocol.api import ApiKey
@@ -56,6 +58,15 @@ def _answered_here(broker: Broker, ctx: RequestContext, resource: Any, increment
             return ErrorCode.cluster_authorization_failed, MSG_CLUSTER
         if kind == ConfigResourceType.BROKER_LOGGER:
             return ErrorCode.invalid_request, f"Unsupported resource type {kind}"
+        if resource.resource_name:  # Kafka's validateResourceNameIsCurrentNodeId
+            broker_id = java_int(resource.resource_name)
+            if broker_id is None:
+                return (ErrorCode.invalid_request,
+                        f"Node id must be an integer, but it is: {resource.resource_name}")
+            if broker_id != broker.node_id:
+                return ErrorCode.invalid_request, (
+                    f"Unexpected broker id, expected {broker.node_id}, but received "
+                    f"{resource.resource_name}")
         if resource.resource_name == str(broker.node_id):
             try:
                 broker.validate_dynamic_config(_proposed(broker, resource, incremental))
