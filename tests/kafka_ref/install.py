@@ -10,7 +10,8 @@ Maven's own local repository (``~/.m2``, or ``-Dmaven.repo.local`` in ``MAVEN_OP
 downloads as usual. A failure raises ``InstallError`` (the command exits 1) with Maven's
 output: a test that needs Kafka fails with the reason, it never skips. ``main`` then
 resolves Spark's Kafka connector as well (``tests.kafka_ref.spark_kafka``), for the test that
-runs Spark's ``format("kafka")`` against Ottla.
+runs Spark's ``format("kafka")`` against Ottla, and the Prometheus JMX exporter's Java agent
+(``tests.kafka_ref.jmx_exporter``), for the test that scrapes Kafka and Ottla side by side.
 """
 
 from __future__ import annotations
@@ -158,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="resolve and copy again")
     parser.add_argument("--spark-kafka-home", type=Path,
                         help="install Spark's Kafka connector here instead of the default")
+    parser.add_argument("--jmx-exporter-home", type=Path,
+                        help="install the Prometheus JMX exporter here instead of the default")
     args = parser.parse_args(argv)
-    from tests.kafka_ref import spark_kafka  # it imports this module
+    from tests.kafka_ref import jmx_exporter, spark_kafka  # they import this module
 
     start = time.monotonic()
     try:
@@ -170,11 +173,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{libs} ({time.monotonic() - start:.1f} s)")
         start = time.monotonic()
         connector = spark_kafka.install(args.spark_kafka_home, force=args.force)
+        print(f"Spark's Kafka connector {spark_kafka.SPARK_KAFKA_VERSION}: {len(connector)} "
+              f"jars in {connector[0].parent} ({time.monotonic() - start:.1f} s)")
+        start = time.monotonic()
+        agent = jmx_exporter.install(args.jmx_exporter_home, force=args.force)
+        print(f"Prometheus JMX exporter {jmx_exporter.JMX_EXPORTER_VERSION}: {agent} "
+              f"({time.monotonic() - start:.1f} s)")
     except (InstallError, spark_kafka.InstallError) as e:  # two classes under ``-m``
         print(f"kafka-ref: {e}", file=sys.stderr)
         return 1
-    print(f"Spark's Kafka connector {spark_kafka.SPARK_KAFKA_VERSION}: {len(connector)} jars "
-          f"in {connector[0].parent} ({time.monotonic() - start:.1f} s)")
     return 0
 
 
