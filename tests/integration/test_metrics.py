@@ -433,9 +433,9 @@ def test_the_broker_metadata_metrics_follow_what_it_applied(metered: Metered) ->
 
 
 def state(samples: Samples) -> str:
-    """raft-metrics' current-state, from the one ``..._current_state_info`` series."""
+    """raft-metrics' current-state, from the one ``..._current_state`` series."""
     states = [dict(labels)["state"] for (name, labels), v in samples.items()
-              if name == "kafka_server_raft_metrics_current_state_info" and v == 1]
+              if name == "kafka_server_raft_metrics_current_state" and v == 1]
     assert len(states) == 1, states
     return states[0]
 

@@ -219,6 +219,10 @@ def compare(kafka: dict[Identity, str], ottla: Iterable[str]) -> Comparison:
     by_name: dict[str, set[Identity]] = defaultdict(set)
     for identity, name in kafka.items():
         by_name[name].add(identity)
+        if not identity.group and (found := re.fullmatch(r"(.+)Percent\w*", identity.name)):
+            # The rules' ``name=(.+)Percent\w*><>MeanRate`` -> ``kafka_$1_$2_$3_percent``.
+            percent = Identity(identity.domain, identity.type, found.group(1), group=False)
+            by_name[prometheus_name(percent) + "_percent"].add(identity)
     both: set[Identity] = set()
     only_ottla: set[str] = set()
     for sample in ottla:

@@ -434,11 +434,11 @@ def raft_samples(replica: RaftReplica, now_ms: int = 0) -> tuple[str, dict[str, 
     """The current-state label and the other raft-metrics by attribute."""
     samples = scrape(RaftMetricsCollector(Raft(replica, now_ms)))  # type: ignore[arg-type]
     states = [dict(labels)["state"] for (name, labels), v in samples.items()
-              if name == "kafka_server_raft_metrics_current_state_info" and v == 1]
+              if name == "kafka_server_raft_metrics_current_state" and v == 1]
     assert len(states) == 1
     prefix = "kafka_server_raft_metrics_"
     return states[0], {name.removeprefix(prefix): v for (name, _), v in samples.items()
-                       if name.startswith(prefix) and not name.endswith("_info")}
+                       if name.startswith(prefix) and name != prefix + "current_state"}
 
 
 def test_raft_metrics_of_a_leader() -> None:
@@ -930,7 +930,8 @@ def test_errors_are_counted_under_the_apis_own_name_as_kafka_names_them() -> Non
 
 
 def test_the_idle_share_is_the_loops_time_not_running() -> None:
-    """1 - the loop thread's CPU time over the wall time of the last WINDOW samples."""
+    """1 - the loop thread's CPU time over the wall time of the last WINDOW samples (the
+    network's), or of all since the first (the request handlers')."""
     now = {"wall": 0.0, "cpu": 0.0}
     idle = EventLoopIdle(wall=lambda: now["wall"], cpu=lambda: now["cpu"])
     name = "kafka_network_socketserver_networkprocessoravgidlepercent"
@@ -946,6 +947,9 @@ def test_the_idle_share_is_the_loops_time_not_running() -> None:
         now["cpu"] += 1.0
         idle.sample()
     assert value(scrape(EventLoopIdleCollector(idle)), name) == 0.0
+    # The request handlers' idle share (Kafka's meter's MeanRate) is since the start.
+    mean = "kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent"
+    assert value(scrape(EventLoopIdleCollector(idle)), mean) == pytest.approx(0.375)
 
 
 async def test_the_idle_sampler_runs_on_the_loop() -> None:

@@ -38,6 +38,8 @@ class EventLoopIdle:
         self.cpu = cpu
         self.samples: deque[tuple[float, float]] = deque(maxlen=WINDOW + 1)
         """(wall, loop thread's CPU) seconds, the oldest first."""
+        self.first: tuple[float, float] | None = None
+        """The first sample: ``mean_ratio`` is since then, as a meter's mean rate."""
         self._handle: asyncio.TimerHandle | None = None
         self._thread: int | None = None
 
@@ -54,6 +56,8 @@ class EventLoopIdle:
     def sample(self) -> None:
         """Take a reading (on the loop's thread: ``thread_time`` is the caller's)."""
         self.samples.append((self.wall(), self.cpu()))
+        if self.first is None:
+            self.first = self.samples[-1]
 
     def stop(self) -> None:
         if self._handle is not None:
@@ -63,9 +67,17 @@ class EventLoopIdle:
     def ratio(self) -> float:
         """The idle share (0..1) since the oldest sample kept; 1.0 before anything was
         measured."""
-        if not self.samples:
+        return self._since(self.samples[0] if self.samples else None)
+
+    def mean_ratio(self) -> float:
+        """The idle share (0..1) since the first sample (the loop's start), as Kafka's
+        ``RequestHandlerAvgIdlePercent`` meter's ``MeanRate`` is since the broker's."""
+        return self._since(self.first)
+
+    def _since(self, start: tuple[float, float] | None) -> float:
+        if start is None:
             return 1.0
-        wall0, cpu0 = self.samples[0]
+        wall0, cpu0 = start
         if threading.get_ident() == self._thread:
             wall1, cpu1 = self.wall(), self.cpu()
         else:

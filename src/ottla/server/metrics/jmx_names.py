@@ -31,7 +31,9 @@ group whose attributes are the metrics) have rules of their own in
 ``kafka-kraft-3_0_0.yml``, for ``raft-metrics`` and the other KRaft groups:
 
 - ``kafka.server<type=raft-metrics><>current-state: ([a-z]+)`` (a string) ->
-  ``kafka_server_raft_metrics_current_state_info{state="$1"}`` 1;
+  ``kafka_server_raft_metrics_current_state_info{state="$1"}`` 1, which the 1.x agent
+  serves as ``kafka_server_raft_metrics_current_state{state="$1"}`` (its Prometheus
+  model keeps no ``_info`` on a gauge's name);
 - ``kafka.server<type=(.+)><>([a-z-]+)`` -> ``kafka_server_$1_$2``, the dashes made
   underscores as every character Prometheus does not allow in a name:
   ``kafka_server_raft_metrics_current_leader``.
@@ -88,6 +90,16 @@ def meter(domain: str, mbean_type: str, name: str) -> str:
 def gauge(domain: str, mbean_type: str, name: str) -> str:
     """The gauge of ``domain:type=mbean_type,name=name``'s Value."""
     return _name(domain, mbean_type, name)
+
+
+def mean_rate_percent(domain: str, mbean_type: str, name: str) -> str:
+    """The gauge of a ``...Percent`` meter's ``MeanRate``, by the rule
+    ``kafka.(\\w+)<type=(.+), name=(.+)Percent\\w*><>MeanRate`` ->
+    ``kafka_$1_$2_$3_percent``:
+    ``kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent``."""
+    if not name.endswith("Percent"):
+        raise ValueError(f"{name} is not a ...Percent meter")
+    return _name(domain, mbean_type, name.removesuffix("Percent")) + "_percent"
 
 
 def group_metric(group: str, attribute: str) -> str:

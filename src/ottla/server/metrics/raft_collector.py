@@ -45,8 +45,9 @@ def current_vote(replica: RaftReplica) -> int:
 
 class RaftMetricsCollector:
     """``kafka_server_raft_metrics_*``: the gauges of ``kafka.server:type=raft-metrics``
-    (current-state as ``..._current_state_info{state}``, as the exporter's rule for its
-    string makes it), and its sampled latencies and rates, measured at scrape time by the
+    (current-state as ``..._current_state{state}``, as the exporter's rule for its string
+    makes it: the rule says ``..._info``, which the 1.x agent serves without the suffix),
+    and its sampled latencies and rates, measured at scrape time by the
     driver's clock (NaN, as Kafka's, while a latency has nothing in its windows).
     ``poll-idle-ratio-avg`` is, as Kafka's, over the time since the previous scrape."""
 
@@ -57,7 +58,7 @@ class RaftMetricsCollector:
         replica = self.raft.replica
         log = self.raft.log
         state = GaugeMetricFamily(
-            group_metric(GROUP, "current-state") + "_info",  # the rule's name for it
+            group_metric(GROUP, "current-state"),
             f"The current state of this member (kafka.server:type={GROUP} current-state)",
             labels=("state",))
         state.add_metric((current_state(replica),), 1)

@@ -19,6 +19,7 @@ from ottla.server.metrics.jmx_names import (
     QUANTILES,
     gauge,
     histogram,
+    mean_rate_percent,
     meter,
     yammer_quantile,
 )
@@ -134,7 +135,11 @@ class SocketServerCollector:
 
 class EventLoopIdleCollector:
     """``kafka_network_socketserver_networkprocessoravgidlepercent``: the event loop's
-    idle share, 0..1 (``event_loop_idle`` says how it is measured)."""
+    idle share, 0..1 (``event_loop_idle`` says how it is measured); and
+    ``kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent``, the same loop's
+    idle share since it started: the loop is the node's request handler too, and Kafka's
+    ``RequestHandlerAvgIdlePercent`` is a meter whose mean rate (since start) the
+    exporter's rules serve."""
 
     def __init__(self, idle: EventLoopIdle) -> None:
         self.idle = idle
@@ -145,3 +150,10 @@ class EventLoopIdleCollector:
             "The share (0..1) of the last 30 s the event loop's thread spent not running "
             "(kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent Value)",
             value=self.idle.ratio())
+        yield GaugeMetricFamily(
+            mean_rate_percent("kafka.server", "KafkaRequestHandlerPool",
+                              "RequestHandlerAvgIdlePercent"),
+            "The share (0..1) of the time since the event loop started that it spent not "
+            "running (kafka.server:type=KafkaRequestHandlerPool,"
+            "name=RequestHandlerAvgIdlePercent MeanRate)",
+            value=self.idle.mean_ratio())
