@@ -51,7 +51,8 @@ clean:
 	rm -rf $(VENV) ottla-data .pytest_cache .ruff_cache
 
 # Apache Kafka 4.4.0's jars, resolved with Maven into ~/.cache/ottla/kafka-4.4.0/libs (or
-# $OTTLA_KAFKA_HOME/libs) for tests/kafka_ref and the benchmarks' Kafka anchor (docs/kafka-ref.md).
+# $OTTLA_KAFKA_HOME/libs) for tests/kafka_ref and the benchmarks' Kafka anchor, then Spark's Kafka
+# connector and the Prometheus JMX exporter's agent (docs/kafka-ref.md).
 .PHONY: kafka-ref
 kafka-ref: $(BIN)/python
 	$(BIN)/python -m tests.kafka_ref.install

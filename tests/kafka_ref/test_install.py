@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.kafka_ref import install as installer
+from tests.kafka_ref import jmx_exporter
 
 
 def fake_install(home: Path) -> None:
@@ -74,3 +75,19 @@ def test_no_maven_is_an_error_that_says_how_to_get_it(tmp_path, monkeypatch) -> 
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     with pytest.raises(installer.InstallError, match=r"needs Maven \(mvn\).*apt-get install"):
         installer.install(tmp_path / "home")
+
+
+def test_the_jmx_exporter_agent_installs_from_its_pom_or_fails_with_mavens_reason(
+        tmp_path, monkeypatch) -> None:
+    fake_mvn(tmp_path / "bin", 'echo "[ERROR] Could not find artifact (test)"\nexit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(installer.InstallError, match=r"(?s)jmx_prometheus_javaagent.*"
+                                                     r"Could not find artifact"):
+        jmx_exporter.install(tmp_path / "home")
+    # What a complete install leaves is found without Maven.
+    home = tmp_path / "home"
+    (home / "jars").mkdir(parents=True)
+    (home / "jars" / jmx_exporter.AGENT_JAR).write_bytes(b"")
+    (home / installer.MARKER).write_text(json.dumps({"pom_sha256": jmx_exporter.pom_digest()}))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert jmx_exporter.install(home) == home.resolve() / "jars" / jmx_exporter.AGENT_JAR
