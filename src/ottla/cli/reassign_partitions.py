@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from ottla.cli.common import BrokerConnections, connect, fail, read_command_config
 from ottla.protocol.api import ApiKey
+from ottla.protocol.errors import ErrorCode
 
 Assignment = dict[tuple[str, int], list[int]]
 REQUEST_TIMEOUT_MS = 60_000
+RETRY_BACKOFF_S, RETRY_BACKOFF_MAX_S = 0.1, 1.0
+"""Kafka's Admin defaults: retry.backoff.ms 100, retry.backoff.max.ms 1000."""
 
 
 def add_parser(sub: Any) -> None:
@@ -158,9 +162,23 @@ def _execute(brokers: BrokerConnections, wanted: Assignment, throttle: int) -> i
 
 
 def _in_progress(client: Any) -> dict[tuple[str, int], Any]:
-    response = client.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
-                              {"timeout": REQUEST_TIMEOUT_MS, "topics": None})
-    return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
+    """The reassignments in progress. A retriable error (the controller moving, a
+    forward timing out) is retried until the request timeout, as Kafka's Admin does;
+    any other stops the tool: an answer without the list is not an empty list."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_MS / 1000
+    backoff = RETRY_BACKOFF_S
+    while True:
+        response = client.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                                  {"timeout": REQUEST_TIMEOUT_MS, "topics": None})
+        code = ErrorCode(response.error_code)
+        if code == ErrorCode.none:
+            return {(t.name, p.partition_index): p
+                    for t in response.topics for p in t.partitions}
+        if not code.retriable or time.monotonic() + backoff > deadline:
+            raise ConnectionError(f"listing the partition reassignments failed: "
+                                  f"{response.error_message or code.name}")
+        time.sleep(backoff)
+        backoff = min(backoff * 2, RETRY_BACKOFF_MAX_S)
 
 
 def _verify(brokers: BrokerConnections, wanted: Assignment, preserve_throttles: bool
