@@ -278,8 +278,9 @@ def test_the_cluster_moves_to_a_new_ca_and_keeps_electing_and_replicating(rotati
                90, 0.5, "broker 102 back in every ISR")
     wanted = [TopicPartition("rotated", p) for p in range(4)]
     admin.elect_leaders(ElectionType.PREFERRED, wanted).result(30)
-    led = replicas(admin, "rotated")
-    on_102 = [p for p, (leader, _) in led.items() if leader == 102]
-    assert on_102, led
+    # The election is committed when answered; the brokers' metadata follows it.
+    on_102 = wait_until(lambda: [p for p, (leader, _) in replicas(admin, "rotated").items()
+                                 if leader == 102], 30, 0.2,
+                        lambda: f"broker 102 leading again: {replicas(admin, 'rotated')}")
     produce(r.bootstrap, "rotated", on_102, 10)  # acks=all: broker 101 fetched them
     assert all(isr == [101, 102] for _, isr in replicas(admin, "rotated").values())
