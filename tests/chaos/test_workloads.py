@@ -166,3 +166,46 @@ def test_bounded_returns_raises_or_gives_up_on_a_call() -> None:
         bounded(release.wait, 0.2, "stuck")
     assert time.monotonic() - began < 5
     release.set()
+
+
+class UncommittedConsumer(FakeConsumer):
+    """A group with no offset committed for the partition yet."""
+
+    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        return [workloads.KafkaTopicPartition(SOURCE, tp.partition, -1001) for tp in tps]
+
+
+class FailingAbortProducer(FakeProducer):
+    """Every abort fails as librdkafka's did in a chaos run under clock skew: a fatal
+    INVALID_TXN_STATE."""
+
+    def send_offsets_to_transaction(self, offsets: list[Any], group: object,
+                                    timeout: float) -> None:
+        pass
+
+    def abort_transaction(self, timeout: float) -> None:
+        raise workloads.KafkaException(workloads.KafkaError(
+            workloads.KafkaError.INVALID_TXN_STATE, "Failed to end transaction", fatal=True))
+
+
+def test_a_transaction_whose_abort_fails_is_read_again_from_where_it_began(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fakes: type[FakeProducer]) -> None:
+    """An abort that fails leaves nothing committed (the next producer's InitProducerId
+    aborts it), so its records are read again from where the transaction began; the
+    group's offsets cannot say where that is for a partition never committed before (a
+    chaos run skipped 35 records so, and committed past them)."""
+    monkeypatch.setattr(workloads, "Consumer", UncommittedConsumer)
+    monkeypatch.setattr(workloads, "Producer", FailingAbortProducer)
+    recorder = Recorder(str(tmp_path / "history.jsonl"))
+    loop = CopyLoop(recorder, "localhost:9092", "copy", SOURCE, SINK, "copier-0",
+                    "classic", logging.getLogger("test"), seed=1, abort_ratio=1.0)
+    loop.start()
+    try:
+        wait_until(lambda: isinstance(loop.consumer, FakeConsumer) and loop.consumer.seeks,
+                   10, message="a rewind after the failed abort")
+    finally:
+        loop.stop()
+    recorder.close()
+    assert [(op.kind, op.outcome) for op in recorder.ops
+            if op.kind == "txn-abort"][:1] == [("txn-abort", "info")]
+    assert isinstance(loop.consumer, FakeConsumer) and loop.consumer.seeks[0] == (0, 0)

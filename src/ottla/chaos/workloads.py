@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
     AcknowledgeType,
     Consumer,
     KafkaError,
@@ -516,7 +517,10 @@ class CopyLoop:
         except (KafkaException, Wedged) as e:
             self.recorder.record(self.process, "txn-abort", "info", invoke, txn=txn,
                                  error=str(e))
-            self._recover(e, None)
+            # Never committed (the next producer's InitProducerId aborts it): read again
+            # from where it began, not from the group's offsets, which a partition read
+            # for the first time does not have.
+            self._renew(e, start)
             return
         self.producer.poll(0)  # the purged records' reports
         self.recorder.record(self.process, "txn-abort", "ok", invoke, txn=txn,
@@ -525,12 +529,14 @@ class CopyLoop:
 
     def _rewind(self, start: dict[int, int] | None) -> None:
         """Back to where the aborted transaction began reading (``start``), or, when
-        what happened is unknown, to the offsets the group has committed."""
+        what happened is unknown, to the offsets the group has committed (the log's
+        start where it has none, as auto.offset.reset=earliest)."""
         try:
             if start is None:
                 assigned = self.consumer.assignment()
-                positions = [tp for tp in self.consumer.committed(assigned, timeout=30)
-                             if tp.offset >= 0]
+                positions = [tp if tp.offset >= 0 else
+                             KafkaTopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)
+                             for tp in self.consumer.committed(assigned, timeout=30)]
             else:
                 positions = [KafkaTopicPartition(self.source, p, o) for p, o in start.items()]
             for tp in positions:
@@ -547,6 +553,10 @@ class CopyLoop:
                 start is not None:
             self._rewind(start)
             return
+        self._renew(error, start)
+
+    def _renew(self, error: KafkaException | Wedged, start: dict[int, int] | None) -> None:
+        """A new producer in place of this one, then back to ``start`` (see _rewind)."""
         if isinstance(error, KafkaException):
             try:
                 self.producer.flush(1)
