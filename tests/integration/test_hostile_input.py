@@ -216,15 +216,15 @@ def test_clients_announcing_large_frames_wait_for_memory_instead_of_taking_it(
         peers = [sock.getsockname()[1] for sock in attackers]
 
         def announcements_read() -> bool:
-            """The patient_node accepted every connection and read at least its 4-byte size."""
+            """The node accepted every connection and read at least its 4-byte size."""
             unread = unread_bytes(patient_node.port, peers)
             return len(unread) == ANNOUNCERS and max(unread.values()) <= 1000
         wait_until(announcements_read, 10,
-                   message=lambda: f"the patient_node to read every announcement (unread bytes by "
+                   message=lambda: f"the node to read every announcement (unread bytes by "
                                    f"port: {unread_bytes(patient_node.port, peers)})")
         healthy(patient_node)
         assert rss_mb(patient_node) - before < ANNOUNCE_MARGIN_MB, \
-            "the patient_node buffered what clients only announced"
+            "the node buffered what clients only announced"
         # A legitimate large produce waits for the pool while the attackers hold it, and
         # goes through once they are gone.
         with WireClient(patient_node.bootstrap) as client:
