@@ -39,9 +39,9 @@ def _server_name(cn: str) -> x509.Name:
 class Listener:
     """An SSL listener's factory from a static PEM keystore, and the CA behind it."""
 
-    def __init__(self, root: Path, **static: str) -> None:
+    def __init__(self, root: Path, ca_name: str = "Ottla Test CA", **static: str) -> None:
         self.root = root
-        self.ca = CertificateAuthority(root / "ca")
+        self.ca = CertificateAuthority(root / "ca", ca_name)
         self.keystore("a.pem")
         self.config = KafkaConfig({**dev_defaults(), "ssl.keystore.type": "PEM",
                                    "ssl.keystore.location": str(root / "a.pem"), **static})
@@ -318,3 +318,42 @@ def test_a_keystore_cannot_be_added_to_or_removed_from_a_nodes_client_side(tmp_p
     assert str(refused.value) == (
         PREFIX + "org.apache.kafka.common.config.ConfigException: Cannot remove the SSL "
         "keystore from an existing listener for which a keystore was configured." + SUFFIX)
+
+
+TRUST = "listener.name.ssl.ssl.truststore.location"
+
+
+def _inter_broker_listener(tmp_path: Path, verifiable: bool) -> tuple[Listener, Listener]:
+    """An SSL listener trusting its own CA (as brokers trust each other's certificates)
+    whose factory checks new keys with a handshake where ``verifiable`` (Kafka's
+    keystoreVerifiableUsingTruststore, the inter-broker listener's); and a second CA's
+    listener, to issue certificates the first does not trust."""
+    listener = Listener(tmp_path / "one", **{
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "one" / "ca" /
+                                                                      "ca.pem")})
+    listener.factory = SslFactory(listener_values(listener.config, "SSL"), "SSL",
+                                  verifiable_using_truststore=verifiable)
+    return listener, Listener(tmp_path / "two", ca_name="Another Test CA")
+
+
+def test_an_inter_broker_keystore_its_peers_would_not_trust_is_refused(tmp_path) -> None:
+    """Kafka's SslEngineValidator: on the inter-broker listener a new keystore must
+    complete a handshake with the current truststore (and the current keystore with the
+    new one), or brokers on either side of the update could not reach each other. A
+    certificate of another CA is refused until the truststore trusts both CAs; then it
+    is taken. Another listener is not checked that way."""
+    listener, other = _inter_broker_listener(tmp_path, verifiable=True)
+    foreign = other.keystore("foreign.pem")
+    with pytest.raises(SslReconfigurationError) as refused:
+        listener.factory.validate_reconfiguration(listener.values(**{KEY: foreign}))
+    message = str(refused.value)
+    assert message.startswith(PREFIX + "javax.net.ssl.SSLHandshakeException: ") and \
+        message.endswith(SUFFIX), message
+    both = tmp_path / "both.pem"
+    both.write_bytes(listener.ca.cert_path.read_bytes() + other.ca.cert_path.read_bytes())
+    assert listener.factory.reconfigure(listener.values(**{TRUST: str(both)}))
+    listener.factory.validate_reconfiguration(listener.values(**{KEY: foreign,
+                                                                 TRUST: str(both)}))
+
+    plain, _ = _inter_broker_listener(tmp_path / "plain", verifiable=False)
+    plain.factory.validate_reconfiguration(plain.values(**{KEY: foreign}))

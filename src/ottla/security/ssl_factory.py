@@ -171,6 +171,8 @@ class SslEngine:
     last modified."""
 
     def __init__(self, values: Values, listener: str, client: bool = False) -> None:
+        self.values = values
+        self.listener = listener
         self.configs = {key: values(key) for key in RECONFIGURABLE_CONFIGS}
         self._files = {key: _modified_ms(self.configs[key])
                        for key in ("ssl.keystore.location", "ssl.truststore.location")}
@@ -214,6 +216,59 @@ def _ensure_compatible(old: CertificateEntry | None, new: CertificateEntry | Non
             f"new={{alias={new.alias}, SAN={new.san_text()}}}")
 
 
+HANDSHAKE_ROUNDS = 8
+"""Enough round trips for a TLS 1.2 or 1.3 handshake in memory."""
+
+
+def _validation_contexts(engine: SslEngine) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server and a client context from the keys of ``engine``, as Kafka's
+    SslEngineValidator makes them: the same keystore and truststore, no host name
+    checked."""
+    server = server_tls(engine.values, engine.listener).context
+    client = client_tls(engine.values, engine.listener).context
+    client.check_hostname = False
+    return server, client
+
+
+def _handshake(server_context: ssl.SSLContext, client_context: ssl.SSLContext) -> None:
+    """A TLS handshake between the two in memory; raises ``ssl.SSLError`` if it fails."""
+    to_server, from_server = ssl.MemoryBIO(), ssl.MemoryBIO()
+    to_client, from_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    sides = [(client_context.wrap_bio(to_client, from_client, server_side=False),
+              from_client, to_server),
+             (server_context.wrap_bio(to_server, from_server, server_side=True),
+              from_server, to_client)]
+    pending = [True, True]
+    for _ in range(HANDSHAKE_ROUNDS):
+        for i, (side, outgoing, peer) in enumerate(sides):
+            if pending[i]:
+                try:
+                    side.do_handshake()
+                    pending[i] = False
+                except ssl.SSLWantReadError:
+                    pass
+            peer.write(outgoing.read())
+        if not any(pending):
+            return
+    raise ssl.SSLError("the handshake did not complete")
+
+
+def _validate_handshakes(old: SslEngine, new: SslEngine) -> None:
+    """Kafka's SslEngineValidator.validate, for a listener whose keystore its own
+    truststore verifies (the inter-broker listener): the current server with a client
+    of the new keys, and a server of the new keys with the current client, must both
+    complete a handshake, so brokers on either side of the update still reach each
+    other."""
+    old_server, old_client = _validation_contexts(old)
+    new_server, new_client = _validation_contexts(new)
+    for server, client in ((old_server, new_client), (new_server, old_client)):
+        try:
+            _handshake(server, client)
+        except ssl.SSLError as e:
+            raise SslReconfigurationError(
+                f"javax.net.ssl.SSLHandshakeException: {e.reason or e}") from e
+
+
 def _kafka_cause(error: ConfigError) -> str:
     """The Java exception (``toString``) Kafka's engine factory fails with."""
     if isinstance(error, StoreLoadError):
@@ -242,9 +297,13 @@ class SslFactory:
     reaches new connections without rebinding the port. A client connection takes
     ``context`` as it connects."""
 
-    def __init__(self, values: Values, listener: str, client: bool = False) -> None:
+    def __init__(self, values: Values, listener: str, client: bool = False,
+                 verifiable_using_truststore: bool = False) -> None:
         self.listener = listener
         self.client = client
+        self.verifiable_using_truststore = verifiable_using_truststore
+        """Kafka's keystoreVerifiableUsingTruststore, set for the inter-broker listener:
+        a new keystore or truststore must handshake with the current ones."""
         self.engine = SslEngine(values, listener, client)
         self.listener_context = self.engine.context
         if not client:
@@ -297,6 +356,9 @@ class SslFactory:
                 raise SslReconfigurationError(
                     f"{_CONFIG_EXCEPTION}: Cannot add SSL truststore to an existing listener "
                     "for which no truststore was configured.")
+            if self.verifiable_using_truststore and (
+                    current.has_truststore or current.keystore is not None):
+                _validate_handshakes(current, engine)
         except SslReconfigurationError as e:
             raise SslReconfigurationError(dynamic_config_message(
                 f"{_CONFIG_EXCEPTION}: Validation of dynamic config update of SSLFactory "

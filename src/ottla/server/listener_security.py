@@ -92,7 +92,11 @@ def listener_security(config: KafkaConfig, listener: Listener,
         return PLAINTEXT
     context = mapper = factory = None
     if protocol in ("SSL", "SASL_SSL"):
-        factory = SslFactory(listener_values(config, listener.name), listener.name)
+        inter_broker = config["inter.broker.listener.name"] or \
+            config["security.inter.broker.protocol"]
+        factory = SslFactory(listener_values(config, listener.name), listener.name,
+                             verifiable_using_truststore="broker" in config.roles
+                             and listener.name == inter_broker)
         context = factory.listener_context
         if protocol == "SSL":
             mapper = SslPrincipalMapper(
