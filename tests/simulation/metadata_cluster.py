@@ -47,7 +47,8 @@ class MetadataInvariant(enum.Enum):
 
 
 class MetadataQuorum(SimulatedQuorum):
-    def __init__(self, seed: int, voters: int, observers: int = 0) -> None:
+    def __init__(self, seed: int, voters: int, observers: int = 0,
+                 ids: list[int] | None = None) -> None:
         self.loaders: dict[int, MetadataLoader] = {}
         self.controls: dict[int, OffsetControl] = {}
         self.own_transaction: dict[int, int] = {}  # node -> epoch it began one in
@@ -56,7 +57,7 @@ class MetadataQuorum(SimulatedQuorum):
         self.claims = 0
         self.renounced_with_pending = 0
         self.ops_rng = random.Random(seed * 7919)
-        super().__init__(seed, voters, observers)
+        super().__init__(seed, voters, observers, ids)
 
     # --- node lifecycle: the state machines are rebuilt from the log -----------------------
 

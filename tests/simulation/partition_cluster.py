@@ -79,7 +79,7 @@ from ottla.common.topics import NewTopic
 from ottla.controller.quorum_controller import QuorumController
 from ottla.controller.results import ControllerError
 from ottla.metadata import records as r
-from ottla.metadata.image import NO_LEADER, PartitionRegistration
+from ottla.metadata.image import NO_LEADER, MetadataImage, PartitionRegistration
 from ottla.metadata.isr_change import IsrChange
 from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.storage.leader_epoch import epoch_end_offset
@@ -409,6 +409,18 @@ class Stats:
     consumer_reads: int = 0
 
 
+def metadata_of(image: MetadataImage, offset: int) -> Metadata:
+    """What a broker's metadata publisher takes from an image at ``offset``: the
+    partition's ``LeaderAndIsr`` and every broker's epoch and fencing."""
+    part = image.topics_by_name[TOPIC].partitions[0]
+    return Metadata(offset,
+                    LeaderAndIsr(part.leader, part.leader_epoch, part.partition_epoch,
+                                 list(part.replicas), list(part.isr),
+                                 part.leader_recovery_state),
+                    {b.broker_id: (b.epoch, b.fenced or b.in_controlled_shutdown)
+                     for b in image.brokers.values()})
+
+
 class PartitionCluster:
     FAULT_KINDS = ("loss", "delay", "cut", "crash")
     faults_off: frozenset[str] = frozenset()
@@ -449,6 +461,21 @@ class PartitionCluster:
         """The last notable steps, formatted only when a failure shows them."""
 
         self.metadata_due = 0
+        self.ctrl_leader, self.ctrl_leader_epoch, self.ctrl_partition_epoch = NO_LEADER, -1, -1
+        self.ctrl_isr: list[int] = []
+        """The partition as the controller last committed it (the checker's copy)."""
+        self.bootstrap()
+        self.stats = Stats()
+
+        for b in BROKERS:
+            self.schedule(self.rng.randrange(TICK_MS), "tick", b)
+        self.schedule(5, "produce", None)
+        self.schedule(50, "consume", None)
+        self.schedule(self.rng.randint(300, 1500), "fault", None)
+
+    def bootstrap(self) -> None:
+        """Before time 0: the controller, the brokers registered, the topic created. A
+        whole cluster (``whole_cluster``) does it through its quorum instead."""
         self.controller = QuorumController(CONTROLLER, rng=random.Random(self.rng.random()))
         self.next_offset = 0
         for b in BROKERS:
@@ -464,25 +491,16 @@ class PartitionCluster:
         created = self.controller.replication.create_topics(
             [NewTopic(TOPIC, assignments={0: replicas})])
         assert created.response[0].error == ErrorCode.none, created.response
-        self.ctrl_leader, self.ctrl_leader_epoch, self.ctrl_partition_epoch = NO_LEADER, -1, -1
-        self.ctrl_isr: list[int] = []
         self.commit(created.records)
         self.topic_id = self.controller.image.topics_by_name[TOPIC].topic_id
-        self.stats = Stats()
-
-        for b in BROKERS:
-            self.schedule(self.rng.randrange(TICK_MS), "tick", b)
         self.schedule(0, "controller", None)
-        self.schedule(5, "produce", None)
-        self.schedule(50, "consume", None)
-        self.schedule(self.rng.randint(300, 1500), "fault", None)
 
     def _uuid(self) -> uuid.UUID:
         return uuid.UUID(int=self.rng.getrandbits(128), version=4)
 
     @property
     def partition(self) -> PartitionRegistration:
-        return self.controller.image.topics_by_name[TOPIC].partitions[0]
+        return self.committed_image().topics_by_name[TOPIC].partitions[0]
 
     # --- the event loop ---------------------------------------------------------------
 
@@ -624,8 +642,15 @@ class PartitionCluster:
         for record in records:
             self.controller.replay(r.decode(r.encode(record)), self.next_offset)
             self.next_offset += 1
-        if not self.controller.image.topics_by_name:
-            return  # the topic is not created yet
+        if self.committed_changed(records):
+            for b in BROKERS:
+                self.send_metadata(b)
+
+    def committed_changed(self, records: list[Any]) -> bool:
+        """The controller committed ``records``: check its invariants (False before the
+        topic exists)."""
+        if TOPIC not in self.committed_image().topics_by_name:
+            return False  # the topic is not created yet
         part = self.partition
         if part.leader_epoch < self.ctrl_leader_epoch or \
                 part.partition_epoch < self.ctrl_partition_epoch:
@@ -646,22 +671,25 @@ class PartitionCluster:
             self.note("controller commits {}: leader {} epoch {} partition epoch {} ISR {}; "
                       "fenced {}", [type(rec).__name__ for rec in records], part.leader,
                       part.leader_epoch, part.partition_epoch, part.isr,
-                      [b.broker_id for b in self.controller.image.brokers.values() if b.fenced])
+                      [b.broker_id for b in self.committed_image().brokers.values()
+                       if b.fenced])
+        if self.ctrl_partition_epoch >= 0 and len(part.isr) != len(self.ctrl_isr):
+            if len(part.isr) < len(self.ctrl_isr):
+                self.stats.isr_shrinks += 1
+            else:
+                self.stats.isr_expands += 1
         self.ctrl_leader, self.ctrl_leader_epoch = part.leader, part.leader_epoch
         self.ctrl_partition_epoch = part.partition_epoch
         self.ctrl_isr = list(part.isr)
         self.check_isr_has_acked("committed")
-        for b in BROKERS:
-            self.send_metadata(b)
+        return True
+
+    def committed_image(self) -> MetadataImage:
+        """The metadata the controller quorum has committed."""
+        return self.controller.image
 
     def metadata(self) -> Metadata:
-        part = self.partition
-        return Metadata(self.next_offset - 1,
-                        LeaderAndIsr(part.leader, part.leader_epoch, part.partition_epoch,
-                                     list(part.replicas), list(part.isr),
-                                     part.leader_recovery_state),
-                        {b.broker_id: (b.epoch, b.fenced or b.in_controlled_shutdown)
-                         for b in self.controller.image.brokers.values()})
+        return metadata_of(self.controller.image, self.next_offset - 1)
 
     def send_metadata(self, b: int) -> None:
         self.send(CONTROLLER, b, self.metadata())
@@ -677,52 +705,52 @@ class PartitionCluster:
         self.schedule(self.now + FENCE_CHECK_MS, "controller", None)
 
     def controller_receive(self, source: int, message: Any) -> None:
-        cluster = self.controller.cluster
+        records, answer = self.handle_controller_request(
+            self.controller, self.next_offset, source, message)
+        self.commit(records)
+        if answer is not None:
+            self.send(CONTROLLER, source, answer)
+
+    def handle_controller_request(self, controller: QuorumController, base_offset: int,
+                                  source: int, message: Any) -> tuple[list[Any], Any]:
+        """The active controller's handling of a broker's request: the records to append
+        at ``base_offset`` and the answer to send once they are committed (or None)."""
+        cluster = controller.cluster
         if isinstance(message, Register):
-            epoch = self.next_offset
             result = cluster.register_broker(
                 source, message.incarnation_id, [("PLAINTEXT", "sim", 9000 + source, 0)],
-                None, epoch, now_ms=self.now, unfence=False)
-            self.commit(result.records)
-            self.send(CONTROLLER, source, Registered(message.incarnation, result.response))
-        elif isinstance(message, Heartbeat):
+                None, base_offset, now_ms=self.now, unfence=False)
+            return result.records, Registered(message.incarnation, result.response)
+        if isinstance(message, Heartbeat):
             try:
                 result = cluster.broker_heartbeat(source, message.broker_epoch,
                                                   message.metadata_offset, False, False,
                                                   self.now)
             except ControllerError as e:
                 if e.code in (ErrorCode.stale_broker_epoch, ErrorCode.broker_id_not_registered):
-                    self.send(CONTROLLER, source,
-                              HeartbeatRefused(message.incarnation, message.broker_epoch))
-                return
-            self.commit(result.records)
-        elif isinstance(message, AlterPartition):
-            self.alter_partition(source, message)
+                    return [], HeartbeatRefused(message.incarnation, message.broker_epoch)
+                return [], None
+            return result.records, None
+        if isinstance(message, AlterPartition):
+            return self.alter_partition(controller, source, message)
+        return [], None
 
-    def alter_partition(self, source: int, message: AlterPartition) -> None:
-        change = message.change
-        before = list(self.partition.isr)
-        result = self.controller.replication.alter_partition(source, message.broker_epoch,
-                                                             [change])
-        self.commit(result.records)
-        after = self.partition.isr
-        if len(after) < len(before):
-            self.stats.isr_shrinks += 1
-        elif len(after) > len(before):
-            self.stats.isr_expands += 1
+    def alter_partition(self, controller: QuorumController, source: int,
+                        message: AlterPartition) -> tuple[list[Any], AlterPartitionAnswer]:
+        result = controller.replication.alter_partition(source, message.broker_epoch,
+                                                        [message.change])
         top, results = result.response
         if top != ErrorCode.none:
             self.stats.alter_refused += 1
-            self.send(CONTROLLER, source, AlterPartitionAnswer(
-                message.incarnation, message.attempt, top, True, -1, None, -1))
-            return
+            return result.records, AlterPartitionAnswer(
+                message.incarnation, message.attempt, top, True, -1, None, -1)
         answer = results[(self.topic_id, 0)]
         if answer.error != ErrorCode.none:
             self.stats.alter_refused += 1
-        self.send(CONTROLLER, source, AlterPartitionAnswer(
+        return result.records, AlterPartitionAnswer(
             message.incarnation, message.attempt, answer.error, False, answer.leader,
             list(answer.isr) if answer.error == ErrorCode.none else None,
-            answer.partition_epoch))
+            answer.partition_epoch)
 
     # --- a broker ---------------------------------------------------------------------
 

@@ -107,15 +107,19 @@ class SimulatedQuorum:
     """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
     knob; the run stays a function of the seed and this set)."""
 
-    def __init__(self, seed: int, voters: int, observers: int = 0) -> None:
+    def __init__(self, seed: int, voters: int, observers: int = 0,
+                 ids: list[int] | None = None) -> None:
+        """Nodes ``1..voters`` vote and the next ``observers`` follow, unless ``ids``
+        names them (the voters first): a whole cluster keeps brokers' ids for its
+        observers."""
         self.injected: collections.Counter[str] = collections.Counter()
         self.trace: collections.deque[tuple[int, str, tuple[Any, ...]]] = \
             collections.deque(maxlen=TRACE_LENGTH)
         """The last notable steps (faults, crashes, restarts, new leaders), formatted only
         when shown."""
         self.rng = random.Random(seed)
-        self.voter_ids = list(range(1, voters + 1))
-        self.ids = list(range(1, voters + observers + 1))
+        self.ids = list(ids) if ids is not None else list(range(1, voters + observers + 1))
+        self.voter_ids = self.ids[:voters]
         self.now = 0
         self.faults = Faults()
         self.logs = {n: SimulatedDisk() for n in self.ids}
@@ -268,12 +272,21 @@ class SimulatedQuorum:
         return h.hexdigest()
 
     def run_until(self, end_ms: int, chaos: bool) -> None:
+        self.start_phase(chaos)
+        self.step_until(end_ms, chaos)
+        self.end_phase(end_ms)
+
+    def start_phase(self, chaos: bool) -> None:
+        """A phase's timers: ticks, proposals, faults under chaos, the workload's own."""
         for n in self.ids:
             self.schedule(self.now + self.rng.randrange(TICK_MS), "tick", n)
         self.schedule(self.now + 20, "propose", None)
         if chaos:
             self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
         self.start_workload(chaos)
+
+    def step_until(self, end_ms: int, chaos: bool) -> None:
+        """Run the events due by ``end_ms`` (a whole cluster interleaves its parts so)."""
         while self.events and self.events[0][0] <= end_ms:
             at, _, kind, data = heapq.heappop(self.events)
             self.now = at
@@ -313,6 +326,9 @@ class SimulatedQuorum:
                     self.boot(data)
             else:
                 self.on_event(kind, data, chaos)
+
+    def end_phase(self, end_ms: int) -> None:
+        """The phase's timers stop; what is on the wire or the disk goes on."""
         self.now = end_ms
         self.events = [e for e in self.events
                        if e[2] in ("deliver", "restart", "flush", "snapshot")]

@@ -39,6 +39,7 @@ from tests.simulation.partition_cluster import PartitionCluster
 from tests.simulation.raft_cluster import Invariant, SimulatedQuorum, Violation
 from tests.simulation.share_partition_cluster import ShareCluster
 from tests.simulation.transaction_cluster import TransactionCluster
+from tests.simulation.whole_cluster import WholeCluster
 
 RAFT_CHAOS_MS = 15_000
 RAFT_RECOVERY_BOUND_MS = 10_000
@@ -49,6 +50,9 @@ TRANSACTION_CHAOS_MS = 15_000
 TRANSACTION_HEAL_BOUND_MS = 15_000
 OFFSET_COMMIT_CHAOS_MS = 10_000
 OFFSET_COMMIT_HEAL_BOUND_MS = 5_000
+CLUSTER_CHAOS_MS = 20_000
+CLUSTER_HEAL_BOUND_MS = 20_000
+"""A controller elected, the partition's ISR whole again and a new write acknowledged."""
 SHARE_CHAOS_MS = 8_000
 SHARE_HEAL_BOUND_MS = 20_000
 """Enough for the backlog of the slowest share settings to be accepted."""
@@ -253,6 +257,36 @@ def simulate_partition(seed: int, knobs: Knobs = Knobs()
     return sim, None
 
 
+def simulate_cluster(seed: int, knobs: Knobs = Knobs()) -> tuple[WholeCluster, Exception | None]:
+    """The whole cluster: set up without faults (brokers registered, the topic led), faults
+    until ``chaos_ms`` of simulated time, then heal and wait, up to
+    ``CLUSTER_HEAL_BOUND_MS``, for a controller, one leader with a full ISR, every replica's
+    log equal to the leader's below its high watermark, and new writes acknowledged."""
+    sim = prepared(WholeCluster(seed), knobs)
+    try:
+        sim.set_up()
+        sim.start_chaos()
+        sim.run_until(chaos(knobs, CLUSTER_CHAOS_MS), chaos=True)
+        sim.heal()
+        acked_before = sim.part.stats.acked
+        deadline = sim.now + CLUSTER_HEAL_BOUND_MS
+        while sim.now < deadline and (sim.convergence_problem() is not None
+                                      or sim.part.stats.acked <= acked_before):
+            sim.run_until(sim.now + 100, chaos=False)
+        problem = sim.convergence_problem()
+        if problem is not None:
+            raise partition_cluster.Violation(
+                partition_cluster.Invariant.CONVERGES,
+                f"not converged {CLUSTER_HEAL_BOUND_MS} ms after healing: {problem}")
+        if sim.part.stats.acked <= acked_before:
+            raise partition_cluster.Violation(partition_cluster.Invariant.CONVERGES,
+                                              "no write acknowledged after healing")
+        sim.check_final()
+    except Exception as e:
+        return sim, e
+    return sim, None
+
+
 def simulate_transactions(seed: int, knobs: Knobs = Knobs()
                           ) -> tuple[TransactionCluster, Exception | None]:
     """Faults, then heal and wait, up to ``TRANSACTION_HEAL_BOUND_MS``, for every
@@ -404,6 +438,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
                "test_membership_simulation.py") for name in sorted(MEMBERSHIP_WORKLOADS)),
     Workload("partition", PARTITION_CHAOS_MS, PartitionCluster.FAULT_KINDS, simulate_partition,
              "test_partition_replication.py", "a produce request"),
+    Workload("cluster", CLUSTER_CHAOS_MS, WholeCluster.FAULT_KINDS, simulate_cluster,
+             "test_whole_cluster_simulation.py", "a produce request"),
     Workload("transaction", TRANSACTION_CHAOS_MS, TransactionCluster.FAULT_KINDS,
              simulate_transactions, "test_transaction_simulation.py"),
     Workload("offset-commit", OFFSET_COMMIT_CHAOS_MS, OffsetCommitCluster.FAULT_KINDS,

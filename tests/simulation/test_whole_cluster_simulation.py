@@ -1,0 +1,119 @@
+"""The whole cluster under one seed's faults: three controllers on the KRaft quorum and
+three brokers replicating a partition through them (issue 34), one test per seed.
+
+Replay a failing seed alone with::
+
+    .venv/bin/python -m tests.simulation --workload cluster --seed <n> --trace
+
+or ``OTTLA_SIM_SEED=<n> .venv/bin/pytest tests/simulation/test_whole_cluster_simulation.py
+-k fresh``. ``whole_cluster`` says what runs (the real Raft replica, QuorumController,
+OffsetControl, MetadataLoader and PartitionState) and what is modelled. The seeds
+1..``OTTLA_SIM_SEEDS`` (150 by default) run every time, and ``OTTLA_SIM_FRESH_SEEDS`` (30)
+fresh ones from a start drawn each run; ``OTTLA_SIM_CHAOS_MS`` sets when the faults stop
+(20 s of simulated time by default).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ottla.broker.replication.partition_state import PartitionState
+from tests.simulation import whole_cluster
+from tests.simulation.fresh import fresh_start
+from tests.simulation.partition_cluster import Invariant, Stats, Violation
+from tests.simulation.whole_cluster import FAULT_KINDS, WholeCluster
+from tests.simulation.workloads import CLUSTER_CHAOS_MS, Knobs, simulate_cluster
+
+SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "150"))
+ONLY = os.environ.get("OTTLA_SIM_SEED")
+FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "30"))
+FRESH_START = fresh_start(ONLY)
+CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", str(CLUSTER_CHAOS_MS)))
+COVERAGE_SEEDS = 20
+
+CASES = [int(ONLY)] if ONLY is not None else list(range(1, SEEDS + 1))
+FRESH_CASES = [FRESH_START + i for i in range(FRESH)]
+
+
+def run(seed: int) -> WholeCluster:
+    """``workloads.simulate_cluster``: a broken rule raised with the seed, the replay
+    command and the last steps; a failure of the model propagates as it is."""
+    sim, error = simulate_cluster(seed, Knobs(chaos_ms=CHAOS_MS))
+    if isinstance(error, AssertionError):
+        raise AssertionError(
+            f"seed {seed} at {sim.now} ms: {error}; replay: .venv/bin/python -m "
+            f"tests.simulation --workload cluster --seed {seed} --chaos-ms {CHAOS_MS} --trace"
+            f"\nThe last steps:\n{sim.history()}") from error
+    if error is not None:
+        raise error
+    return sim
+
+
+@pytest.mark.parametrize("seed", CASES + FRESH_CASES, ids=[f"seed {s}" for s in CASES]
+                         + [f"fresh seed {s}" for s in FRESH_CASES])
+def test_the_cluster_keeps_every_acknowledged_write_and_converges_after_healing(
+        seed: int) -> None:
+    run(seed)
+
+
+def test_the_faults_reach_both_halves_of_the_cluster() -> None:
+    """A handful of seeds crash controllers and brokers, cut links, and through them move
+    the partition's leadership and ISR by the quorum's committed records."""
+    total = Stats()
+    injected: dict[str, int] = {}
+    claims = 0
+    for seed in range(1, COVERAGE_SEEDS + 1):
+        sim = run(seed)
+        for name, value in vars(sim.part.stats).items():
+            setattr(total, name, getattr(total, name) + value)
+        for kind, count in sim.injected.items():
+            injected[kind] = injected.get(kind, 0) + count
+        claims += sim.quorum.claims
+    assert set(injected) == set(FAULT_KINDS), injected
+    assert claims > COVERAGE_SEEDS, "the controllers never failed over"
+    counts = vars(total)
+    for name in ("acked", "leader_changes", "truncations", "isr_shrinks", "isr_expands",
+                 "fenced", "crashes", "alter_refused", "alter_timed_out", "consumer_reads"):
+        assert counts[name] > 0, f"no run had {name}: {counts}"
+
+
+def assert_caught(seeds: int, *invariants: Invariant) -> None:
+    """The first of seeds 1..``seeds`` that fails breaks one of ``invariants``."""
+    for seed in range(1, seeds + 1):
+        try:
+            run(seed)
+        except AssertionError as e:
+            violation = e.__cause__
+            if not isinstance(violation, Violation):
+                raise
+            assert violation.invariant in invariants, (
+                f"caught by {violation.invariant.name}, not by "
+                f"{' or '.join(i.name for i in invariants)}: {e}")
+            return
+    raise AssertionError(f"none of the first {seeds} seeds caught it")
+
+
+def test_a_controller_answering_before_its_records_commit_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The active controller answers an AlterPartition as soon as it has appended the ISR
+    change: the leader counts its high watermark over the new, smaller ISR while the
+    quorum has not committed it, and a failover can lose it."""
+    monkeypatch.setattr(whole_cluster, "ANSWER_AFTER_COMMIT", False)
+    assert_caught(30, Invariant.HW_OVER_ISR, Invariant.ISR_HAS_ACKED)
+
+
+def test_a_high_watermark_that_ignores_the_isr_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34's fault (a) in the whole cluster: the leader's high watermark at its log
+    end, whatever its followers have."""
+
+    def at_the_log_end(self: PartitionState) -> bool:
+        if self.log_end_offset > self.high_watermark:
+            self.high_watermark = self.log_end_offset
+            return True
+        return False
+
+    monkeypatch.setattr(PartitionState, "_maybe_increment_high_watermark", at_the_log_end)
+    assert_caught(30, Invariant.ISR_HAS_ACKED, Invariant.ACKED_IN_LEADER)
