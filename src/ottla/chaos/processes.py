@@ -279,6 +279,7 @@ class KRaftCluster:
         from ottla.common.uuids import random_uuid
 
         self.base = base
+        os.makedirs(base, exist_ok=True)
         self.cluster_id = random_uuid()
         self.nodes: dict[int, OttlaProcess] = {}
         for i in range(1, controllers + 1):
