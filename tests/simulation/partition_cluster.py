@@ -914,12 +914,18 @@ class PartitionCluster:
         if len(state.isr) < MIN_INSYNC_REPLICAS:
             self.stats.produce_refused += 1  # NOT_ENOUGH_REPLICAS
             return
+        self.append_as_leader(broker, state, message.values)
+
+    def append_as_leader(self, broker: SimBroker, state: PartitionState,
+                         values: tuple[str, ...]) -> None:
+        """``Partition.append_as_leader``: the values at the log end, acks=all in the
+        produce purgatory."""
         base = broker.log.end
-        for value in message.values:
+        for value in values:
             broker.log.append(state.leader_epoch, value)
         state.on_local_append(broker.log.end)
         broker.produces.append(PendingProduce(broker.log.end, state.leader_epoch, base,
-                                              message.values, self.now + PRODUCE_TIMEOUT_MS))
+                                              values, self.now + PRODUCE_TIMEOUT_MS))
 
     def complete_produces(self, broker: SimBroker) -> None:
         state = broker.state

@@ -1,5 +1,6 @@
-"""A whole cluster in one simulation: three controllers on the KRaft quorum and three
-brokers replicating a partition through them, under one seed's faults (issue 34).
+"""A whole cluster in one simulation: three controllers on the KRaft quorum, three
+brokers replicating a partition through them, and the group coordinator on whichever
+broker leads it, under one seed's faults (issue 34).
 
 The two simulations it joins each stand in for the other half: ``partition_cluster``
 replicates a partition over brokers whose controller never fails and commits at once;
@@ -21,7 +22,18 @@ operations, and the brokers' metadata is the quorum's log:
 * the partition checker's view of "what the controller committed" is the quorum's one
   committed log replayed into an image of its own, so the replication invariants
   (acknowledged writes survive, epochs grow, the ISR holds every acknowledged write)
-  are judged against the metadata the quorum really committed.
+  are judged against the metadata the quorum really committed;
+* the partition is also ``__consumer_offsets``: the broker that leads it runs a real
+  ``CoordinatorRuntime`` with ``GroupCoordinatorShard``s (both ``__consumer_offsets``
+  partitions of ``offset_commit_cluster``, their records tagged values of the one
+  replicated log), loaded when it becomes leader and unloaded when it stops being
+  leader, as Kafka's onElection and onResignation; its writes are the leader's acks=all
+  appends and are answered at the high watermark. The members of
+  ``offset_commit_cluster`` commit and fetch through it, finding it as FindCoordinator
+  does, and its checker (acknowledged commits visible, fetched offsets never back, a
+  fresh load of the final log showing every last commit) holds each answer to what is
+  below its coordinator's high watermark, which is what Kafka's coordinator guarantees
+  (see ``ClusterOffsets``).
 
 Faults come from the partition cluster's random stream and reach both halves: message
 loss and delay on every link, cuts splitting the six nodes in two groups (the Raft
@@ -36,16 +48,20 @@ writes.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ottla.common.topics import NewTopic
 from ottla.controller.results import ControllerError
+from ottla.coordinator.group import records as group_records
 from ottla.metadata.image import MetadataImage
 from ottla.metadata.loader import MetadataLoader
-from ottla.protocol.errors import ErrorCode
+from ottla.protocol.errors import ErrorCode, KafkaError
 from ottla.raft.messages import Committed
 from ottla.raft.quorum import RaftReplica
+from tests.simulation import offset_commit_cluster as oc
 from tests.simulation import partition_cluster as pc
 from tests.simulation.metadata_cluster import MetadataQuorum
 from tests.simulation.partition_cluster import (
@@ -53,6 +69,7 @@ from tests.simulation.partition_cluster import (
     CONNECTIONS,
     CONTROLLER,
     FENCE_CHECK_MS,
+    MIN_INSYNC_REPLICAS,
     SESSION_TIMEOUT_MS,
     TOPIC,
     PartitionCluster,
@@ -60,6 +77,10 @@ from tests.simulation.partition_cluster import (
     metadata_of,
 )
 from tests.simulation.raft_cluster import Faults as RaftFaults
+
+logging.getLogger("ottla.coordinator.runtime").setLevel(logging.CRITICAL)
+"""A coordinator write refused for a small ISR is logged as an error and reloads the
+shard, as on a broker; here it happens every few seeds and is counted instead."""
 
 CONTROLLERS = (11, 12, 13)
 NODES = (*CONTROLLERS, *BROKERS)
@@ -261,6 +282,18 @@ class ClusterPartition(PartitionCluster):
             self.publish_metadata(b, quorum.loaders[b].image, end)
         super().broker_tick(broker)
 
+    def apply_metadata(self, broker: SimBroker, message: pc.Metadata) -> None:
+        super().apply_metadata(broker, message)
+        self.cluster.offsets.leadership(broker)
+
+    def after(self, broker: SimBroker) -> None:
+        super().after(broker)
+        self.cluster.offsets.high_watermark_moved(broker.broker_id)
+
+    def crash(self, broker: SimBroker) -> None:
+        super().crash(broker)
+        self.cluster.offsets.crashed(broker.broker_id)
+
     def inject_fault(self) -> None:
         self.cluster.inject_fault()
 
@@ -269,6 +302,227 @@ class ClusterPartition(PartitionCluster):
         quorum = self.cluster.quorum
         if quorum.nodes[broker.broker_id] is None:
             quorum.boot(broker.broker_id)
+
+
+OFFSETS_PREFIX = "o"
+"""A log value that is a ``__consumer_offsets`` record, not a producer's: ``o<p>:<key
+hex>:<value hex>`` for the record of ``__consumer_offsets`` partition ``p``."""
+
+
+def offsets_value(partition: int, key: bytes, value: bytes | None) -> str:
+    return f"{OFFSETS_PREFIX}{partition}:{key.hex()}:{'-' if value is None else value.hex()}"
+
+
+def offsets_records(values: Iterator[tuple[int, str]], partition: int
+                    ) -> Iterator[tuple[int, Any]]:
+    """The decoded records of ``__consumer_offsets`` partition ``partition`` among
+    (offset, value)."""
+    prefix = f"{OFFSETS_PREFIX}{partition}:"
+    for offset, value in values:
+        if value.startswith(prefix):
+            _, key, data = value.split(":")
+            yield offset, group_records.decode(bytes.fromhex(key),
+                                               None if data == "-" else bytes.fromhex(data))
+
+
+class BrokerOffsetsLog:
+    """A broker's ``PartitionWriter`` for its group coordinator: the ``__consumer_offsets``
+    partitions are the replicated partition (the coordinator's records are values beside
+    the producer's, tagged with their partition), appended by the leader as acks=all
+    writes and committed at its high watermark."""
+
+    def __init__(self, part: ClusterPartition, b: int) -> None:
+        self.part = part
+        self.broker = part.brokers[b]
+
+    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+        broker, state = self.broker, self.broker.state
+        if not broker.alive or state is None or not state.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower, "not the leader")
+        if len(state.isr) < MIN_INSYNC_REPLICAS:
+            raise KafkaError(ErrorCode.not_enough_replicas, "the ISR is too small")
+        values = tuple(offsets_value(tp[1], *group_records.encode(r)) for r in records)
+        base = broker.log.end
+        self.part.append_as_leader(broker, state, values)
+        offsets = self.part.cluster.offsets
+        for i, record in enumerate(records):
+            key, value = record.key, record.value
+            if isinstance(key, group_records.OffsetCommitKey) and \
+                    isinstance(value, group_records.OffsetCommitValue):
+                offsets.record_at[((key.group, key.topic, key.partition), value.offset)] = \
+                    base + i
+        return broker.log.end
+
+    def high_watermark(self, tp: tuple[str, int]) -> int:
+        state = self.broker.state
+        return state.high_watermark if state is not None else 0
+
+    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+        return offsets_records(((o, v) for o, _, v in list(self.broker.log.records)), tp[1])
+
+
+class FinalOffsetsLog:
+    """The final leader's log, all of it committed: what a fresh load reads."""
+
+    def __init__(self, records: list[tuple[int, int, str]]) -> None:
+        self.records = records
+
+    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+        raise KafkaError(ErrorCode.not_leader_or_follower, "read only")
+
+    def high_watermark(self, tp: tuple[str, int]) -> int:
+        return len(self.records)
+
+    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+        return offsets_records(((o, v) for o, _, v in self.records), tp[1])
+
+
+class BrokerCoordinator(oc.Coordinator):
+    """The group coordinator on the partition's leader, for one leader epoch: loaded when
+    the broker becomes leader, unloaded when it no longer is (Kafka's onElection and
+    onResignation), gone with the broker when it crashes."""
+
+    def __init__(self, sim: ClusterOffsets, b: int, leader_epoch: int, incarnation: int
+                 ) -> None:
+        super().__init__(sim, incarnation)
+        self.node = ("coordinator", b, incarnation)
+        self.broker_id = b
+        self.leader_epoch = leader_epoch
+        self.runtime = oc.new_runtime(BrokerOffsetsLog(sim.cluster.part, b))
+        self.runtime.on_timer_change = self.deadline_changed
+        self.offsets_sim = sim
+
+    def receive(self, source: oc.Node, message: Any) -> None:
+        self.offsets_sim.serving_hw = self.runtime.writer.high_watermark(oc.OFFSETS_TPS[0])
+        super().receive(source, message)
+
+    def step_load(self, job: Any) -> None:
+        self.offsets_sim.serving_hw = self.runtime.writer.high_watermark(oc.OFFSETS_TPS[0])
+        super().step_load(job)
+
+
+class ClusterOffsets(oc.OffsetCommitCluster):
+    """The offset-commit half: the members commit and fetch through the coordinator on
+    whichever broker leads the partition, as their FindCoordinator finds it."""
+
+    FAULT_KINDS = FAULT_KINDS
+
+    def __init__(self, seed: int, cluster: WholeCluster) -> None:
+        self.cluster = cluster
+        self.coordinators: dict[int, BrokerCoordinator] = {}
+        self.record_at: dict[tuple[tuple[str, str, int], int], int] = {}
+        """(group, topic, partition), committed offset -> the log offset of its record
+        (each commit of a member is of a new offset, so the key is unique)."""
+        self.acked_all: dict[tuple[str, str, int], list[int]] = {}
+        self.serving_hw = 0
+        """The high watermark of the coordinator whose answer is being checked."""
+        self.loads = 0
+        super().__init__(seed)
+
+    # --- the checker, as Kafka's coordinator guarantees it -------------------------------
+    #
+    # A coordinator shows a group's offsets as of its partition's high watermark (Kafka's
+    # lastCommittedOffset, which CoordinatorLoaderImpl sets to the log's high watermark).
+    # A follower elected leader may have a high watermark below its predecessor's for a
+    # fetch round: until it passes them, commits the old leader acknowledged are in the
+    # new coordinator's log but not yet shown. Kafka behaves the same; the rules here
+    # hold every answer to what is below its coordinator's high watermark.
+
+    def acknowledged(self, gtp: tuple[str, str, int], offset: int, member: oc.Member) -> None:
+        super().acknowledged(gtp, offset, member)
+        self.acked_all.setdefault(gtp, []).append(offset)
+
+    def covered(self, gtp: tuple[str, str, int], offset: int) -> bool:
+        at = self.record_at.get((gtp, offset))
+        return at is not None and at < self.serving_hw
+
+    def check_fetch(self, group: str, shown: dict[tuple[str, int], int],
+                    must_see: dict[tuple[str, int], int], what: str) -> None:
+        visible = {}
+        for (t, p), offset in must_see.items():
+            gtp = (group, t, p)
+            below = [o for o in self.acked_all.get(gtp, ()) if o <= offset and
+                     self.covered(gtp, o)]
+            if below:
+                visible[(t, p)] = max(below)
+        for (t, p), offset in shown.items():
+            gtp = (group, t, p)
+            before = self.shown.get(gtp, -1)
+            if offset < before and not self.covered(gtp, before):
+                self.shown[gtp] = offset  # shown above this coordinator's HW before
+        super().check_fetch(group, shown, visible, what)
+
+    def start_coordinator(self) -> None:
+        """None of its own: a coordinator comes with the partition's leadership."""
+
+    def inject_fault(self) -> None:
+        """The whole cluster injects the faults."""
+
+    def coordinator_node(self) -> oc.Node | None:
+        """FindCoordinator: the leader as some live broker's metadata names it."""
+        views = [b for b in self.cluster.part.brokers.values()
+                 if b.alive and b.state is not None]
+        if not views:
+            return None
+        view = self.rng.choice(views).state
+        assert view is not None
+        coordinator = self.coordinators.get(view.assignment.leader)
+        return coordinator.node if coordinator is not None else None
+
+    def leadership(self, broker: SimBroker) -> None:
+        """The broker's partition state changed: load or unload its coordinator."""
+        b, state = broker.broker_id, broker.state
+        current = self.coordinators.get(b)
+        leading = broker.alive and state is not None and state.is_leader
+        epoch = state.leader_epoch if state is not None else -1
+        if current is not None and (not leading or current.leader_epoch != epoch):
+            self.coordinators.pop(b)
+            del self.nodes[current.node]
+            for tp in oc.OFFSETS_TPS:
+                current.runtime.unload(tp)
+            current.alive = False
+            self.note("coordinator {} on broker {} unloads", current.incarnation, b)
+        if leading and b not in self.coordinators:
+            coordinator = BrokerCoordinator(self, b, epoch, next(self.incarnations))
+            self.coordinators[b] = coordinator
+            self.nodes[coordinator.node] = coordinator
+            self.loads += 1
+            self.note("coordinator {} on broker {} loads (leader epoch {})",
+                      coordinator.incarnation, b, epoch)
+            coordinator.start()
+
+    def crashed(self, b: int) -> None:
+        coordinator = self.coordinators.pop(b, None)
+        if coordinator is not None:
+            del self.nodes[coordinator.node]
+            coordinator.alive = False
+            self.stats.crashes += 1
+
+    def high_watermark_moved(self, b: int) -> None:
+        coordinator = self.coordinators.get(b)
+        if coordinator is not None:
+            for tp in oc.OFFSETS_TPS:
+                coordinator.runtime.on_high_watermark(tp)
+
+    def heal(self) -> None:
+        super().heal()
+        self.faults = oc.Faults()
+
+    def check_final(self) -> None:
+        """A coordinator loaded afresh from the final leader's log shows every last
+        acknowledged commit."""
+        leader = self.cluster.part.leader()
+        assert leader is not None
+        runtime = oc.new_runtime(FinalOffsetsLog(list(leader.log.records)))
+        for tp in oc.OFFSETS_TPS:
+            runtime.load(tp, self.now)
+        for group in oc.GROUPS:
+            shown = oc.fetched(runtime, group)
+            for (t, p), offset in self.must_see(group).items():
+                if shown[(t, p)] != offset:
+                    raise oc.Violation(oc.Invariant.QUIET, (
+                        f"a fresh load of the final leader's log shows {group} {t}-{p} at "
+                        f"{shown[(t, p)]}, not the last acknowledged {offset}"))
 
 
 class WholeCluster:
@@ -281,6 +535,7 @@ class WholeCluster:
         self.seed = seed
         self.quorum = ControllerQuorum(seed, self)
         self.part = ClusterPartition(seed, self)
+        self.offsets = ClusterOffsets(seed, self)
         self.quorum.start_phase(chaos=False)  # ticks and proposals for the whole run
         self.create_due = 0
 
@@ -298,6 +553,7 @@ class WholeCluster:
     def trace(self, value: Any) -> None:
         self.part.trace = value
         self.quorum.trace = type(value)(self.quorum.trace)
+        self.offsets.trace = type(value)(self.offsets.trace)
 
     @property
     def faults_off(self) -> frozenset[str]:
@@ -325,25 +581,28 @@ class WholeCluster:
 
     def history(self) -> str:
         """Both halves' notable steps, in time order."""
-        steps = sorted([*self.quorum.trace, *self.part.trace], key=lambda step: step[0])
+        steps = sorted([*self.quorum.trace, *self.part.trace, *self.offsets.trace],
+                       key=lambda step: step[0])
         return "\n".join(f"{at:>7} ms  {text.format(*args)}" for at, text, args in steps)
 
     # --- running ----------------------------------------------------------------------
 
     def run_until(self, end_ms: int, chaos: bool | None = None) -> None:
-        part, quorum = self.part, self.quorum
+        part, quorum, offsets = self.part, self.quorum, self.offsets
         if chaos is not None:
-            part.chaos = chaos
+            part.chaos = offsets.chaos = chaos
         while True:
             due = min(quorum.events[0][0] if quorum.events else end_ms + 1,
-                      part.events[0][0] if part.events else end_ms + 1)
+                      part.events[0][0] if part.events else end_ms + 1,
+                      offsets.events[0][0] if offsets.events else end_ms + 1)
             if due > end_ms:
                 break
-            part.now = max(part.now, due)
+            part.now = offsets.now = max(part.now, due)
             quorum.step_until(due, chaos=False)
             part.run_until(due)
+            offsets.run_until(due)
             self.maybe_create_topic()
-        part.now = quorum.now = max(part.now, end_ms)
+        part.now = quorum.now = offsets.now = max(part.now, end_ms)
 
     def maybe_create_topic(self) -> None:
         """The admin client, until the topic exists: CreateTopics to the active
@@ -388,11 +647,13 @@ class WholeCluster:
         if kind in part.faults_off:
             return
         if kind == "loss":
-            part.faults.loss = quorum.faults.loss = rng.choice([0.0, 0.05, 0.2, 0.5])
+            part.faults.loss = quorum.faults.loss = self.offsets.faults.loss = \
+                rng.choice([0.0, 0.05, 0.2, 0.5])
             part.note("loss {}", part.faults.loss)
         elif kind == "delay":
             part.faults.max_delay_ms = quorum.faults.max_delay_ms = \
                 rng.choice([5, 20, 100, 400])
+            self.offsets.faults.max_delay_ms = min(part.faults.max_delay_ms, 200)
             part.note("delays up to {} ms", part.faults.max_delay_ms)
         elif kind == "cut":
             group = set(rng.sample(NODES, rng.randint(1, len(NODES) // 2)))
@@ -435,6 +696,7 @@ class WholeCluster:
         quorum.schedule(part.now + part.rng.randint(100, 3000), "restart", victim)
 
     def heal(self) -> None:
+        self.offsets.heal()  # the members commit once more and stop
         self.part.heal()  # restarts the brokers (and their followers)
         self.quorum.faults = RaftFaults()
         for c in CONTROLLERS:
@@ -447,7 +709,8 @@ class WholeCluster:
     def convergence_problem(self) -> str | None:
         if self.quorum.leader() is None:
             return "no controller leads"
-        return self.part.convergence_problem()
+        return self.part.convergence_problem() or self.offsets.convergence_problem()
 
     def check_final(self) -> None:
         self.part.check_final()
+        self.offsets.check_final()
