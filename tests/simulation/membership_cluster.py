@@ -53,6 +53,12 @@ WIPE_CHANCE = 0.08
 
 
 class MembershipQuorum(SimulatedQuorum):
+    proposals_are_operations = False
+    """Its operations are the voter changes asked of the leader: a member step that asks
+    one (or two at once) under chaos is one, and ``op_interval_ms`` skips a step due
+    sooner (its timer goes on; a wipe it draws still happens); the proposals go as they
+    do, as the changes need a live log."""
+
     def __init__(self, seed: int, workload: str) -> None:
         nodes, initial, self.sizes = WORKLOADS[workload]
         self.workload = workload
@@ -148,12 +154,18 @@ class MembershipQuorum(SimulatedQuorum):
         found = self.current_leader()
         if found is None:
             return
+        if chaos and self.op_interval_ms is not None and self.now < self.next_operation_ms:
+            return
         n, replica = found
-        self.change(n, replica)
+        asked = self.change(n, replica)
         if self.ops_rng.random() < 0.3:
-            self.change(n, replica)  # a second change while the first is in flight
+            asked = self.change(n, replica) or asked  # a second one while the first is in flight
+        if chaos and asked:
+            self.operations += 1
+            self.next_operation_ms = self.now + (self.op_interval_ms or 0)
 
-    def change(self, n: int, replica: RaftReplica) -> None:
+    def change(self, n: int, replica: RaftReplica) -> bool:
+        """Ask the leader for a change towards the target size; False if none is due."""
         voters = replica.voter_set
         stale = [k for k in voters.keys if k.directory_id != self.dirs[k.id]]
         if self.ops_rng.random() < 0.1:
@@ -171,6 +183,9 @@ class MembershipQuorum(SimulatedQuorum):
             # the removed leader's vote, which its longer log refuses (Kafka too).
             keys = [k for k in voters.keys if size > 2 or k.id != n]
             self.remove(n, replica, self.ops_rng.choice(keys))
+        else:
+            return False
+        return True
 
     def add(self, n: int, replica: RaftReplica, m: int) -> None:
         request_id = next(self.request_ids)

@@ -106,6 +106,15 @@ class SimulatedQuorum:
     faults_off: frozenset[str] = frozenset()
     """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
     knob; the run stays a function of the seed and this set)."""
+    op_interval_ms: int | None = None
+    """The least time between two proposals under chaos (the shrinker's other knob: a
+    leader's proposal due sooner is skipped, as the propose timer goes on; the draws after
+    change, deterministically); None: every propose event proposes."""
+    proposals_are_operations = True
+    """False for a subclass whose counted operations are others (it spaces them itself)."""
+    operations = 0
+    """Proposals under chaos (set on the instance by the first)."""
+    next_operation_ms = 0
 
     def __init__(self, seed: int, voters: int, observers: int = 0,
                  ids: list[int] | None = None) -> None:
@@ -302,7 +311,8 @@ class SimulatedQuorum:
                     self.after(dest, replica.handle(source, message, self.now))
             elif kind == "propose":
                 for n, replica in self.nodes.items():
-                    if replica is not None and replica.is_leader and self.propose(n, replica):
+                    if replica is not None and replica.is_leader and \
+                            self.spaced_propose(n, replica, chaos):
                         self.proposed += 1
                         self.after(n, replica.tick(self.now))
                 self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
@@ -339,6 +349,19 @@ class SimulatedQuorum:
 
     def on_event(self, kind: str, data: Any, chaos: bool) -> None:
         """A subclass's event."""
+
+    def spaced_propose(self, n: int, replica: RaftReplica, chaos: bool) -> bool:
+        """``propose``, counted as an operation under chaos, and skipped there when due
+        sooner than ``op_interval_ms`` after the last one."""
+        counted = chaos and self.proposals_are_operations
+        if counted and self.op_interval_ms is not None and self.now < self.next_operation_ms:
+            return False
+        if not self.propose(n, replica):
+            return False
+        if counted:
+            self.operations += 1
+            self.next_operation_ms = self.now + (self.op_interval_ms or 0)
+        return True
 
     def propose(self, n: int, replica: RaftReplica) -> bool:
         """What a leader appends now: a batch of one to three offsets."""

@@ -1231,6 +1231,13 @@ class SimProducer:
         sim = self.sim
         if not self.alive or self.txn is not None or sim.stopping:
             return
+        if sim.chaos:
+            if sim.op_interval_ms is not None:
+                if sim.now < sim.next_operation_ms:  # not yet: it waits its turn
+                    sim.after(sim.next_operation_ms - sim.now, self.begin)
+                    return
+                sim.next_operation_ms = sim.now + sim.op_interval_ms
+            sim.operations += 1
         rng = sim.rng
         self.count += 1
         partitions = sorted(rng.sample(range(PARTITIONS), rng.randint(1, 3)))
@@ -1451,10 +1458,17 @@ class TransactionCluster:
     faults_off: frozenset[str] = frozenset()
     """Fault kinds not injected: a fault drawn of one of them is skipped (the shrinker's
     knob; the run stays a function of the seed and this set)."""
+    op_interval_ms: int | None = None
+    """The least time between two transactions begun under chaos, over all the producers
+    (the shrinker's other knob: a producer whose next transaction is due sooner waits;
+    its requests within a transaction, retries and timeouts go as they do)."""
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self.injected: collections.Counter[str] = collections.Counter()
+        self.operations = 0
+        """Transactions begun under chaos."""
+        self.next_operation_ms = 0
         self.rng = random.Random(seed)
         self.now = 0
         self.chaos = False
