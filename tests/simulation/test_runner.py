@@ -4,10 +4,12 @@ than its own, with fewer client operations, that replays exactly."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
 
+from ottla.controller.offset_control import OffsetControl
 from ottla.coordinator.runtime import CoordinatorRuntime
 from tests.simulation.runner import main, parse_seeds, replay_command, shrink
 from tests.simulation.test_offset_commit_simulation import answered_at_append
@@ -152,12 +154,68 @@ def test_a_failure_shrinks_to_fewer_operations_that_still_fail(
 def test_operations_are_spaced_at_least_the_interval_asked() -> None:
     """A clean partition seed with produce requests at least 200 ms apart under chaos
     sends at most one per 200 ms of it, fewer than as the producer goes, and still
-    passes; a workload that counts no operations refuses the knob."""
+    passes."""
     w = WORKLOADS["partition"]
     normal = w.run(3)
     spaced = w.run(3, Knobs(op_interval_ms=200))
     assert normal.ok and spaced.ok, (normal.message, spaced.message)
     assert normal.operations is not None and spaced.operations is not None
     assert 0 < spaced.operations <= w.chaos_ms // 200 + 1 < normal.operations
-    code, out = run("--workload", "raft-3", "--seed", "1", "--op-interval-ms", "5")
-    assert code == 2 and "raft-3 count no operations" in out, out
+
+
+@pytest.mark.parametrize(("name", "seed", "interval"), [
+    ("raft-3", 1, 200), ("raft-5", 2, 200), ("metadata-3", 1, 200), ("metadata-5", 1, 200),
+    ("membership-grow", 1, 2000), ("membership-churn", 2, 2000),
+    ("membership-replace", 4, 2000), ("transaction", 1, 1000)])
+def test_every_workload_spaces_its_operations_and_replays_spaced(
+        name: str, seed: int, interval: int) -> None:
+    """Spaced ``interval`` ms apart under chaos, a clean seed starts at most one operation
+    (proposal, voter change, transaction) per interval of it, fewer than as the clients
+    go, still passes, and replays exactly: the same steps, faults and count."""
+    w = WORKLOADS[name]
+    normal = w.run(seed)
+    knobs = Knobs(op_interval_ms=interval, full_trace=True)
+    spaced, again = w.run(seed, knobs), w.run(seed, knobs)
+    assert normal.ok and spaced.ok, (normal.message, spaced.message)
+    assert normal.operations is not None and spaced.operations is not None
+    assert 0 < spaced.operations <= w.chaos_ms // interval + 1
+    assert spaced.operations < normal.operations
+    assert (again.trace, again.injected, again.at_ms, again.operations) == \
+        (spaced.trace, spaced.injected, spaced.at_ms, spaced.operations)
+    code, out = run("--workload", name, "--seed", str(seed), "--op-interval-ms",
+                    str(interval))
+    assert code == 0, out
+    assert f"{spaced.operations} operations {interval} ms apart" in out, out
+
+
+def test_a_workload_that_counts_no_operations_refuses_the_knob(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    uncounted = dataclasses.replace(WORKLOADS["raft-3"], name="uncounted", operations=None)
+    monkeypatch.setitem(WORKLOADS, "uncounted", uncounted)
+    code, out = run("--workload", "uncounted", "--seed", "1", "--op-interval-ms", "5")
+    assert code == 2 and "uncounted count no operations" in out, out
+    code, out = run("--workload", "raft-3", "--seed", "1", "--op-interval-ms", "0")
+    assert code == 2 and "1 or more" in out, out
+
+
+def test_a_metadata_failure_shrinks_to_fewer_proposals(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A controller that keeps its uncommitted records when it renounces breaks
+    CONTROLLER_IS_COMMITTED on a first seed; the shrinker thins the admin operations the
+    active controllers propose under chaos, and the smaller run replays."""
+    def keeps_uncommitted(self: OffsetControl) -> None:
+        self.claim_epoch = -1
+        self.replayed_end = self.committed_end
+
+    monkeypatch.setattr(OffsetControl, "renounce", keeps_uncommitted)
+    w = WORKLOADS["metadata-3"]
+    original = next(o for o in map(w.run, range(1, 13)) if not o.ok)
+    assert original.invariant == "CONTROLLER_IS_COMMITTED" and original.operations, original
+    small = shrink(w, original).smallest
+    assert small.invariant == "CONTROLLER_IS_COMMITTED"
+    assert small.op_interval_ms is not None and small.operations is not None
+    assert small.operations < original.operations
+    replayed = w.run(original.seed, Knobs(small.chaos_ms, small.faults_off,
+                                          op_interval_ms=small.op_interval_ms))
+    assert (replayed.invariant, replayed.at_ms, replayed.operations) == \
+        (small.invariant, small.at_ms, small.operations)

@@ -9,11 +9,11 @@ seed means the same run in both.
 ``Knobs`` are what may vary beside the seed while keeping the run a function of its
 inputs: the chaos duration (the run up to it is the same run as a longer one's: the
 events are the same until the heal), the fault kinds switched off (a fault drawn of such a
-kind is skipped, which changes the draws after it, deterministically), for a workload
-whose clients count their operations the least time between two of them under chaos
-(fewer operations: an operation due sooner waits, or is skipped where the client is a
-producer on a timer; deterministic too), and whether the whole trace is kept rather than
-its last steps.
+kind is skipped, which changes the draws after it, deterministically), the least time
+between two client operations under chaos (fewer operations: one due sooner waits, or is
+skipped where it comes from a timer: the partition producer, a leader's proposals, the
+membership steps; deterministic too), and whether the whole trace is kept rather than its
+last steps.
 """
 
 from __future__ import annotations
@@ -424,24 +424,35 @@ def _membership(name: str) -> Callable[[int, Knobs], tuple[Traced, Exception | N
 
 
 RAFT_KINDS = raft_cluster.FAULT_KINDS
+RAFT_OPERATION = "a batch proposed by a leader"
+METADATA_OPERATION = "an admin operation's records (or a metadata transaction's end) " \
+    "proposed by the active controller"
+MEMBERSHIP_OPERATION = "a request to the leader to add or remove a voter (sometimes two " \
+    "at once)"
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("raft-3", RAFT_CHAOS_MS, RAFT_KINDS,
-             lambda seed, knobs: simulate_raft(seed, 3, knobs), "test_raft_simulation.py"),
+             lambda seed, knobs: simulate_raft(seed, 3, knobs), "test_raft_simulation.py",
+             RAFT_OPERATION),
     Workload("raft-5", RAFT_CHAOS_MS, RAFT_KINDS,
-             lambda seed, knobs: simulate_raft(seed, 5, knobs), "test_raft_simulation.py"),
+             lambda seed, knobs: simulate_raft(seed, 5, knobs), "test_raft_simulation.py",
+             RAFT_OPERATION),
     Workload("metadata-3", RAFT_CHAOS_MS, RAFT_KINDS,
-             lambda seed, knobs: simulate_metadata(seed, 3, knobs), "test_raft_simulation.py"),
+             lambda seed, knobs: simulate_metadata(seed, 3, knobs), "test_raft_simulation.py",
+             METADATA_OPERATION),
     Workload("metadata-5", RAFT_CHAOS_MS, RAFT_KINDS,
-             lambda seed, knobs: simulate_metadata(seed, 5, knobs), "test_raft_simulation.py"),
+             lambda seed, knobs: simulate_metadata(seed, 5, knobs), "test_raft_simulation.py",
+             METADATA_OPERATION),
     *(Workload(f"membership-{name}", MEMBERSHIP_CHAOS_MS,
                RAFT_KINDS + (("wipe",) if name == "replace" else ()), _membership(name),
-               "test_membership_simulation.py") for name in sorted(MEMBERSHIP_WORKLOADS)),
+               "test_membership_simulation.py", MEMBERSHIP_OPERATION)
+      for name in sorted(MEMBERSHIP_WORKLOADS)),
     Workload("partition", PARTITION_CHAOS_MS, PartitionCluster.FAULT_KINDS, simulate_partition,
              "test_partition_replication.py", "a produce request"),
     Workload("cluster", CLUSTER_CHAOS_MS, WholeCluster.FAULT_KINDS, simulate_cluster,
              "test_whole_cluster_simulation.py", "a produce request"),
     Workload("transaction", TRANSACTION_CHAOS_MS, TransactionCluster.FAULT_KINDS,
-             simulate_transactions, "test_transaction_simulation.py"),
+             simulate_transactions, "test_transaction_simulation.py",
+             "a transaction begun by a producer"),
     Workload("offset-commit", OFFSET_COMMIT_CHAOS_MS, OffsetCommitCluster.FAULT_KINDS,
              simulate_offset_commits, "test_offset_commit_simulation.py",
              "a member's OffsetCommit or OffsetFetch"),
