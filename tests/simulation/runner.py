@@ -252,8 +252,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--op-interval-ms", type=int, help="the least simulated time between two "
                    "client operations under chaos (default: as the clients go), for the "
                    "workloads that count them: " + "; ".join(
-                       f"{w.name}: {w.operations}" for w in WORKLOADS.values() if w.operations))
+                       f"{', '.join(names)}: {what}" for what, names in counted().items()))
     return p
+
+
+def counted() -> dict[str, list[str]]:
+    """What an operation is -> the workloads counting that, in the registry's order."""
+    names: dict[str, list[str]] = {}
+    for w in WORKLOADS.values():
+        if w.operations:
+            names.setdefault(w.operations, []).append(w.name)
+    return names
 
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
