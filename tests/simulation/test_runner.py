@@ -41,7 +41,7 @@ def test_a_name_selects_a_workload_its_family_or_all() -> None:
     assert [w.name for w in select(["membership"])] == \
         ["membership-churn", "membership-grow", "membership-replace"]
     assert [w.name for w in select(["share", "share"])] == ["share"]
-    assert len(select(["all"])) == len(WORKLOADS) == 11
+    assert len(select(["all"])) == len(WORKLOADS) == 12
     code, out = run("--workload", "nope", "--seeds", "1")
     assert code == 2 and "no workload" in out
 
