@@ -383,9 +383,11 @@ class Faults:
     min_delay_ms: int = 1
     max_delay_ms: int = 10
     cut: set[frozenset[int]] = field(default_factory=set)
+    one_way: set[tuple[int, int]] = field(default_factory=set)
+    """(a, b): what a sends b is lost, not what b sends a."""
 
     def is_cut(self, a: int, b: int) -> bool:
-        return frozenset((a, b)) in self.cut
+        return frozenset((a, b)) in self.cut or (a, b) in self.one_way
 
 
 @dataclass
@@ -446,6 +448,8 @@ class PartitionCluster:
         self.operations = 0
         """Produce requests sent under chaos."""
         self.next_operation_ms = 0
+        self.paused: dict[int, int] = {}
+        """Broker -> when its paused process resumes (only the whole cluster pauses)."""
         self.brokers = {b: SimBroker(b) for b in BROKERS}
         # What the checker knows, beside the system.
         self.committed: list[tuple[int, int, str]] = []
@@ -522,7 +526,7 @@ class PartitionCluster:
         faults = self.faults
         if faults.loss and self.rng.random() < faults.loss:
             return
-        if faults.cut and faults.is_cut(source, dest):
+        if (faults.cut or faults.one_way) and faults.is_cut(source, dest):
             return
         at = self.now + self.rng.randint(faults.min_delay_ms, faults.max_delay_ms)
         key = (source, dest, CONNECTIONS[type(message)])
@@ -537,9 +541,17 @@ class PartitionCluster:
         while events and events[0][0] <= end_ms:
             at, _, kind, data = heapq.heappop(events)
             self.now = at
+            if self.paused:
+                node = data[1] if kind == "deliver" else \
+                    data if kind in ("tick", "restart") else None
+                until = self.paused.get(node, 0) if node is not None else 0
+                if until > at:  # a paused process: it runs this when it resumes
+                    self.schedule(until, kind, data)
+                    continue
             if kind == "deliver":
                 source, dest, message = data
-                if self.faults.cut and self.faults.is_cut(source, dest):
+                if (self.faults.cut or self.faults.one_way) and \
+                        self.faults.is_cut(source, dest):
                     continue  # cut while in flight
                 if dest == CONTROLLER:
                     self.controller_receive(source, message)

@@ -96,9 +96,13 @@ class Faults:
     min_delay_ms: int = 1
     max_delay_ms: int = 20
     partitioned: set[frozenset[int]] = field(default_factory=set)  # cut links
+    one_way: set[tuple[int, int]] = field(default_factory=set)
+    """(a, b): what a sends b is lost, not what b sends a."""
+    duplicate: float = 0.0
+    """The chance a message is delivered twice (a retransmission)."""
 
     def cut(self, a: int, b: int) -> bool:
-        return frozenset((a, b)) in self.partitioned
+        return frozenset((a, b)) in self.partitioned or (a, b) in self.one_way
 
 
 class SimulatedQuorum:
@@ -146,6 +150,9 @@ class SimulatedQuorum:
         self.seq = itertools.count()
         self.proposed = 0
         self.snapshots_loaded = 0
+        self.paused: dict[int, int] = {}
+        """Node -> when a paused process resumes (SIGSTOP: it does nothing meanwhile, and
+        its timers and the messages sent to it wait)."""
         for n in self.ids:
             self.boot(n)
 
@@ -218,6 +225,9 @@ class SimulatedQuorum:
                 continue
             delay = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
             self.schedule(self.now + delay, "deliver", (n, out.destination, out.message))
+            if self.faults.duplicate and self.rng.random() < self.faults.duplicate:
+                again = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
+                self.schedule(self.now + again, "deliver", (n, out.destination, out.message))
 
     def on_committed(self, n: int, replica: RaftReplica, committed: Committed) -> None:
         """Apply what the quorum committed; snapshot now and then. A snapshot's data is
@@ -299,6 +309,14 @@ class SimulatedQuorum:
         while self.events and self.events[0][0] <= end_ms:
             at, _, kind, data = heapq.heappop(self.events)
             self.now = at
+            if self.paused:
+                node = data if kind in ("tick", "flush", "restart") else \
+                    data[1] if kind in ("deliver", "request") else \
+                    data[0] if kind == "snapshot" else None
+                until = self.paused.get(node, 0) if node is not None else 0
+                if until > at:  # a paused process: it runs this when it resumes
+                    self.schedule(until, kind, data)
+                    continue
             if kind == "tick":
                 replica = self.nodes[data]
                 if replica is not None:

@@ -9,7 +9,7 @@ or ``OTTLA_SIM_SEED=<n> .venv/bin/pytest tests/simulation/test_whole_cluster_sim
 -k fresh``. ``whole_cluster`` says what runs (the real Raft replica, QuorumController,
 OffsetControl, MetadataLoader, PartitionState, and the CoordinatorRuntime with its
 GroupCoordinatorShards) and what is modelled. The seeds
-1..``OTTLA_SIM_SEEDS`` (100 by default) run every time, and ``OTTLA_SIM_FRESH_SEEDS`` (20)
+1..``OTTLA_SIM_SEEDS`` (150 by default) run every time, and ``OTTLA_SIM_FRESH_SEEDS`` (30)
 fresh ones from a start drawn each run; ``OTTLA_SIM_CHAOS_MS`` sets when the faults stop
 (20 s of simulated time by default).
 """
@@ -32,9 +32,9 @@ from tests.simulation.test_offset_commit_simulation import answered_at_append
 from tests.simulation.whole_cluster import FAULT_KINDS, WholeCluster
 from tests.simulation.workloads import CLUSTER_CHAOS_MS, Knobs, simulate_cluster
 
-SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "100"))
+SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "150"))
 ONLY = os.environ.get("OTTLA_SIM_SEED")
-FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "20"))
+FRESH = int(os.environ.get("OTTLA_SIM_FRESH_SEEDS", "1" if ONLY is not None else "30"))
 FRESH_START = fresh_start(ONLY)
 CHAOS_MS = int(os.environ.get("OTTLA_SIM_CHAOS_MS", str(CLUSTER_CHAOS_MS)))
 COVERAGE_SEEDS = 20

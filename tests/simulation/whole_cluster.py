@@ -36,14 +36,16 @@ operations, and the brokers' metadata is the quorum's log:
   (see ``ClusterOffsets``).
 
 Faults come from the partition cluster's random stream and reach both halves: message
-loss and delay on every link, cuts splitting the six nodes in two groups (the Raft
-links, the controller channel and replication alike), a broker crash (the process: its
-partition state and its metadata follower, whose unflushed log tail is lost; the
-partition's log and HW checkpoint stay), and a controller crash (the active one more
-often than not). The Raft quorum's invariants (one leader per epoch, one committed log,
-images that agree) and the partition's are checked as the run goes; after healing, the
-cluster must elect a controller, converge to one ISR of three and acknowledge new
-writes.
+loss and delay on every link, Raft messages duplicated, cuts splitting the six nodes in
+two groups and one-way cuts between two nodes (the Raft links, the controller channel
+and replication alike), a process paused (SIGSTOP: its timers and what is sent to it
+wait until it resumes), a broker crash (the process: its partition state and its
+metadata follower, whose unflushed log tail is lost; the partition's log and HW
+checkpoint stay), and a controller crash (the active one more often than not). The Raft
+quorum's invariants (one leader per epoch, one committed log, images that agree), the
+partition's and the offset commits' are checked as the run goes; after healing, the
+cluster must elect a controller, converge to one ISR of three, acknowledge new writes
+and every member's last commit.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ shard, as on a broker; here it happens every few seeds and is counted instead.""
 
 CONTROLLERS = (11, 12, 13)
 NODES = (*CONTROLLERS, *BROKERS)
-FAULT_KINDS = ("loss", "delay", "cut", "crash", "controller-crash")
+FAULT_KINDS = ("loss", "delay", "duplicate", "cut", "one-way", "pause", "crash",
+               "controller-crash")
 SETUP_BOUND_MS = 10_000
 """Brokers registered and unfenced and the topic led, before the faults start."""
 CREATE_RETRY_MS = 200
@@ -455,6 +458,15 @@ class ClusterOffsets(oc.OffsetCommitCluster):
     def start_coordinator(self) -> None:
         """None of its own: a coordinator comes with the partition's leadership."""
 
+    def deliver(self, dest: oc.Node, source: oc.Node, message: Any) -> None:
+        """A request to the coordinator of a paused broker waits for it to resume."""
+        if dest[0] == "coordinator":
+            until = self.cluster.part.paused.get(dest[1], 0)
+            if until > self.now:
+                self.after(until - self.now, self.deliver, dest, source, message)
+                return
+        super().deliver(dest, source, message)
+
     def inject_fault(self) -> None:
         """The whole cluster injects the faults."""
 
@@ -641,9 +653,10 @@ class WholeCluster:
         part, quorum = self.part, self.quorum
         rng = part.rng
         choice = rng.random()
-        kind = "loss" if choice < 0.12 else "delay" if choice < 0.24 else \
-            "cut" if choice < 0.44 else None if choice < 0.6 else \
-            "crash" if choice < 0.8 else "controller-crash"
+        kind = "loss" if choice < 0.1 else "delay" if choice < 0.2 else \
+            "duplicate" if choice < 0.26 else "cut" if choice < 0.4 else \
+            "one-way" if choice < 0.48 else None if choice < 0.6 else \
+            "pause" if choice < 0.7 else "crash" if choice < 0.85 else "controller-crash"
         if kind in part.faults_off:
             return
         if kind == "loss":
@@ -661,16 +674,34 @@ class WholeCluster:
             part.faults.cut = set(links)
             quorum.faults.partitioned = set(links)
             part.note("cut: {} from the rest", sorted(group))
+        elif kind == "duplicate":
+            quorum.faults.duplicate = rng.choice([0.0, 0.1, 0.3])
+            part.note("Raft messages duplicated: {}", quorum.faults.duplicate)
+        elif kind == "one-way":
+            a, b = rng.sample(NODES, 2)
+            part.faults.one_way.add((a, b))
+            quorum.faults.one_way.add((a, b))
+            part.note("one way: {} cannot reach {}", a, b)
         elif kind is None:
-            part.faults.cut = set()
-            quorum.faults.partitioned = set()
+            part.faults.cut, part.faults.one_way = set(), set()
+            quorum.faults.partitioned, quorum.faults.one_way = set(), set()
             part.note("cut links healed")
+        elif kind == "pause":
+            self.pause(rng.choice(NODES), part.now + rng.randint(100, 2500))
         elif kind == "crash":
             self.crash_broker()
         else:
             self.crash_controller()
         if kind is not None:
             part.injected[kind] += 1
+
+    def pause(self, node: int, until: int) -> None:
+        """SIGSTOP until ``until``: the process does nothing meanwhile; what is sent to it
+        and its timers wait (a broker's metadata follower and coordinator with it)."""
+        self.quorum.paused[node] = until
+        if node in BROKERS:
+            self.part.paused[node] = until
+        self.part.note("node {} paused until {} ms", node, until)
 
     def crash_broker(self) -> None:
         part, quorum = self.part, self.quorum
@@ -699,6 +730,8 @@ class WholeCluster:
         self.offsets.heal()  # the members commit once more and stop
         self.part.heal()  # restarts the brokers (and their followers)
         self.quorum.faults = RaftFaults()
+        self.quorum.paused.clear()
+        self.part.paused.clear()
         for c in CONTROLLERS:
             if self.quorum.nodes[c] is None:
                 self.quorum.boot(c)
