@@ -191,20 +191,21 @@ class MembershipQuorum(SimulatedQuorum):
         request_id = next(self.request_ids)
         self.requests[request_id] = "add"
         self.note("leader {} asked to add {} (add {})", n, m, request_id)
-        result = replica.add_voter(request_id, VoterNode(ReplicaKey(m, self.dirs[m])), self.now)
+        result = replica.add_voter(request_id, VoterNode(ReplicaKey(m, self.dirs[m])),
+                                   self.clock(n))
         self.after_change(n, replica, result)
 
     def remove(self, n: int, replica: RaftReplica, key: ReplicaKey) -> None:
         request_id = next(self.request_ids)
         self.requests[request_id] = "remove"
         self.note("leader {} asked to remove {} (remove {})", n, key.id, request_id)
-        self.after_change(n, replica, replica.remove_voter(request_id, key, self.now))
+        self.after_change(n, replica, replica.remove_voter(request_id, key, self.clock(n)))
 
     def after_change(self, n: int, replica: RaftReplica, result: VoterChangeResult | None
                      ) -> None:
         if result is not None:
             self.record(result)
-        self.after(n, replica.tick(self.now))
+        self.after(n, replica.tick(self.clock(n)))
 
     def safe_to_wipe(self) -> bool:
         committed = self.committed_voters_at(1 << 62)

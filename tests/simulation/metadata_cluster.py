@@ -152,7 +152,7 @@ class MetadataQuorum(SimulatedQuorum):
         if not records:
             return False
         control.before_append(base)
-        assert replica.propose(tuple(records), self.now, len(records)) == base
+        assert replica.propose(tuple(records), self.clock(n), len(records)) == base
         control.replay_appended(records, base, self.now)
         return True
 

@@ -150,6 +150,8 @@ class SimulatedQuorum:
         self.seq = itertools.count()
         self.proposed = 0
         self.snapshots_loaded = 0
+        self.skew: dict[int, int] = {}
+        """Node -> how far its wall clock is off (the Raft timers run on it, as Kafka's)."""
         self.paused: dict[int, int] = {}
         """Node -> when a paused process resumes (SIGSTOP: it does nothing meanwhile, and
         its timers and the messages sent to it wait)."""
@@ -173,12 +175,16 @@ class SimulatedQuorum:
         self.nodes[n] = replica
         self.applied[n] = []  # the state machine is rebuilt from the log after a restart
         self.applied_end[n] = 0
-        self.after(n, replica.start(self.now))
+        self.after(n, replica.start(self.clock(n)))
 
     def make_replica(self, n: int, epoch: int, voted: int | None) -> RaftReplica:
         return RaftReplica(n, set(self.voter_ids), self.logs[n],
                            random.Random(self.rng.random()), RaftConfig(), epoch=epoch,
                            voted_for=voted)
+
+    def clock(self, n: int) -> int:
+        """Node ``n``'s wall clock, what its ``RaftReplica`` is given as now."""
+        return self.now + self.skew.get(n, 0)
 
     def crash(self, n: int) -> None:
         """Volatile state gone; the quorum state and the flushed log survive."""
@@ -320,32 +326,32 @@ class SimulatedQuorum:
             if kind == "tick":
                 replica = self.nodes[data]
                 if replica is not None:
-                    self.after(data, replica.tick(self.now))
+                    self.after(data, replica.tick(self.clock(data)))
                 self.schedule(self.now + TICK_MS, "tick", data)
             elif kind == "deliver":
                 source, dest, message = data
                 replica = self.nodes[dest]
                 if replica is not None and not self.faults.cut(source, dest):
-                    self.after(dest, replica.handle(source, message, self.now))
+                    self.after(dest, replica.handle(source, message, self.clock(dest)))
             elif kind == "propose":
                 for n, replica in self.nodes.items():
                     if replica is not None and replica.is_leader and \
                             self.spaced_propose(n, replica, chaos):
                         self.proposed += 1
-                        self.after(n, replica.tick(self.now))
+                        self.after(n, replica.tick(self.clock(n)))
                 self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
             elif kind == "flush":
                 self.flushing.discard(data)
                 replica = self.nodes[data]
                 if replica is not None:
                     self.logs[data].flush()
-                    self.after(data, replica.tick(self.now))
+                    self.after(data, replica.tick(self.clock(data)))
             elif kind == "snapshot":
                 n, write = data
                 replica = self.nodes[n]
                 if replica is not None and self.snapshot_writes.get(n) is write:
                     del self.snapshot_writes[n]
-                    self.after(n, replica.snapshot_written(write, self.now))
+                    self.after(n, replica.snapshot_written(write, self.clock(n)))
             elif kind == "fault" and chaos:
                 self.inject_fault()
                 self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
@@ -384,7 +390,7 @@ class SimulatedQuorum:
     def propose(self, n: int, replica: RaftReplica) -> bool:
         """What a leader appends now: a batch of one to three offsets."""
         count = self.rng.randint(1, 3)
-        return replica.propose(f"batch-{self.proposed}", self.now, count) is not None
+        return replica.propose(f"batch-{self.proposed}", self.clock(n), count) is not None
 
     def inject_fault(self) -> None:
         choice = self.rng.random()

@@ -39,7 +39,9 @@ Faults come from the partition cluster's random stream and reach both halves: me
 loss and delay on every link, Raft messages duplicated, cuts splitting the six nodes in
 two groups and one-way cuts between two nodes (the Raft links, the controller channel
 and replication alike), a process paused (SIGSTOP: its timers and what is sent to it
-wait until it resumes), a broker crash (the process: its partition state and its
+wait until it resumes), a wall clock stepping 1-10 s ahead or back (the Raft timers
+run on it, as Kafka's do; the broker's partition timers are not skewed), a
+broker crash (the process: its partition state and its
 metadata follower, whose unflushed log tail is lost; the partition's log and HW
 checkpoint stay), and a controller crash (the active one more often than not). The Raft
 quorum's invariants (one leader per epoch, one committed log, images that agree), the
@@ -86,11 +88,16 @@ shard, as on a broker; here it happens every few seeds and is counted instead.""
 
 CONTROLLERS = (11, 12, 13)
 NODES = (*CONTROLLERS, *BROKERS)
-FAULT_KINDS = ("loss", "delay", "duplicate", "cut", "one-way", "pause", "crash",
-               "controller-crash")
+FAULT_KINDS = ("loss", "delay", "duplicate", "cut", "one-way", "pause", "clock-jump",
+               "crash", "controller-crash")
 SETUP_BOUND_MS = 10_000
 """Brokers registered and unfenced and the topic led, before the faults start."""
 CREATE_RETRY_MS = 200
+CLOCK_STEP_MS = 10_000
+"""The largest step of a wall clock. A step back stalls the Raft timers for as long (they
+run on the wall clock, as Kafka's do, and wait for it to pass their deadlines again), so
+steps of minutes would outlast the recovery bound after healing; the chaos harness steps
+real clocks by minutes."""
 ANSWER_AFTER_COMMIT = True
 """False models a controller that answers a request as soon as it has appended its
 records, before the quorum commits them: the test shows the checker catches that."""
@@ -169,7 +176,7 @@ class ControllerQuorum(MetadataQuorum):
             return False
         base = replica.log.end_offset
         control.before_append(base)
-        assert replica.propose(tuple(records), self.now, len(records)) == base
+        assert replica.propose(tuple(records), self.clock(replica.node_id), len(records)) == base
         control.replay_appended(records, base, self.now)
         return True
 
@@ -656,7 +663,8 @@ class WholeCluster:
         kind = "loss" if choice < 0.1 else "delay" if choice < 0.2 else \
             "duplicate" if choice < 0.26 else "cut" if choice < 0.4 else \
             "one-way" if choice < 0.48 else None if choice < 0.6 else \
-            "pause" if choice < 0.7 else "crash" if choice < 0.85 else "controller-crash"
+            "pause" if choice < 0.68 else "clock-jump" if choice < 0.74 else \
+            "crash" if choice < 0.87 else "controller-crash"
         if kind in part.faults_off:
             return
         if kind == "loss":
@@ -688,6 +696,14 @@ class WholeCluster:
             part.note("cut links healed")
         elif kind == "pause":
             self.pause(rng.choice(NODES), part.now + rng.randint(100, 2500))
+        elif kind == "clock-jump":
+            node = rng.choice(NODES)
+            if quorum.skew.get(node):
+                quorum.skew[node] = 0
+                part.note("node {}'s wall clock jumps back to the right time", node)
+            else:
+                quorum.skew[node] = rng.choice([-1, 1]) * rng.randint(1_000, CLOCK_STEP_MS)
+                part.note("node {}'s wall clock jumps {} s", node, quorum.skew[node] // 1000)
         elif kind == "crash":
             self.crash_broker()
         else:
@@ -731,6 +747,7 @@ class WholeCluster:
         self.part.heal()  # restarts the brokers (and their followers)
         self.quorum.faults = RaftFaults()
         self.quorum.paused.clear()
+        self.quorum.skew.clear()
         self.part.paused.clear()
         for c in CONTROLLERS:
             if self.quorum.nodes[c] is None:
