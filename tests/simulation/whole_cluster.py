@@ -25,8 +25,9 @@ operations, and the brokers' metadata is the quorum's log:
   are judged against the metadata the quorum really committed;
 * the partition is also ``__consumer_offsets``: the broker that leads it runs a real
   ``CoordinatorRuntime`` with ``GroupCoordinatorShard``s (both ``__consumer_offsets``
-  partitions of ``offset_commit_cluster``, their records tagged values of the one
-  replicated log), loaded when it becomes leader and unloaded when it stops being
+  partitions of ``offset_commit_cluster``, each batch of records one tagged value of the
+  one replicated log, so that it moves whole), loaded when it becomes leader and
+  unloaded when it stops being
   leader, as Kafka's onElection and onResignation; its writes are the leader's acks=all
   appends and are answered at the high watermark. The members of
   ``offset_commit_cluster`` commit and fetch through it, finding it as FindCoordinator
@@ -315,31 +316,38 @@ class ClusterPartition(PartitionCluster):
 
 
 OFFSETS_PREFIX = "o"
-"""A log value that is a ``__consumer_offsets`` record, not a producer's: ``o<p>:<key
-hex>:<value hex>`` for the record of ``__consumer_offsets`` partition ``p``."""
+"""A log value that is a batch of ``__consumer_offsets`` records, not a producer's record:
+``o<p>:<key hex>=<value hex>;...`` for a batch of ``__consumer_offsets`` partition ``p``.
+One value, so that replication moves the batch whole, as Kafka's followers fetch whole
+batches (the model's followers fetch values: a batch of several values could be split
+between leader and follower, which Kafka never does)."""
 
 
-def offsets_value(partition: int, key: bytes, value: bytes | None) -> str:
-    return f"{OFFSETS_PREFIX}{partition}:{key.hex()}:{'-' if value is None else value.hex()}"
+def offsets_batch(partition: int, records: list[Any]) -> str:
+    encoded = (group_records.encode(r) for r in records)
+    return f"{OFFSETS_PREFIX}{partition}:" + ";".join(
+        f"{key.hex()}={'-' if value is None else value.hex()}" for key, value in encoded)
 
 
 def offsets_records(values: Iterator[tuple[int, str]], partition: int
                     ) -> Iterator[tuple[int, Any]]:
     """The decoded records of ``__consumer_offsets`` partition ``partition`` among
-    (offset, value)."""
+    (offset, value): every record of a batch at the batch's offset, so that it ends
+    where the batch does."""
     prefix = f"{OFFSETS_PREFIX}{partition}:"
     for offset, value in values:
         if value.startswith(prefix):
-            _, key, data = value.split(":")
-            yield offset, group_records.decode(bytes.fromhex(key),
-                                               None if data == "-" else bytes.fromhex(data))
+            for item in value[len(prefix):].split(";"):
+                key, data = item.split("=")
+                yield offset, group_records.decode(
+                    bytes.fromhex(key), None if data == "-" else bytes.fromhex(data))
 
 
 class BrokerOffsetsLog:
     """A broker's ``PartitionWriter`` for its group coordinator: the ``__consumer_offsets``
-    partitions are the replicated partition (the coordinator's records are values beside
-    the producer's, tagged with their partition), appended by the leader as acks=all
-    writes and committed at its high watermark."""
+    partitions are the replicated partition (each batch of the coordinator's records one
+    value beside the producer's, tagged with its partition), appended by the leader as
+    acks=all writes and committed at its high watermark."""
 
     def __init__(self, part: ClusterPartition, b: int) -> None:
         self.part = part
@@ -351,17 +359,15 @@ class BrokerOffsetsLog:
             raise KafkaError(ErrorCode.not_leader_or_follower, "not the leader")
         if len(state.isr) < MIN_INSYNC_REPLICAS:
             raise KafkaError(ErrorCode.not_enough_replicas, "the ISR is too small")
-        values = tuple(offsets_value(tp[1], *group_records.encode(r)) for r in records)
-        base = broker.log.end
-        self.part.append_as_leader(broker, state, values)
+        self.part.append_as_leader(broker, state, (offsets_batch(tp[1], records),))
         offsets = self.part.cluster.offsets
-        for i, record in enumerate(records):
+        end = broker.log.end
+        for record in records:
             key, value = record.key, record.value
             if isinstance(key, group_records.OffsetCommitKey) and \
                     isinstance(value, group_records.OffsetCommitValue):
-                offsets.record_at[((key.group, key.topic, key.partition), value.offset)] = \
-                    base + i
-        return broker.log.end
+                offsets.batch_end[((key.group, key.topic, key.partition), value.offset)] = end
+        return end
 
     def high_watermark(self, tp: tuple[str, int]) -> int:
         state = self.broker.state
@@ -420,9 +426,10 @@ class ClusterOffsets(oc.OffsetCommitCluster):
     def __init__(self, seed: int, cluster: WholeCluster) -> None:
         self.cluster = cluster
         self.coordinators: dict[int, BrokerCoordinator] = {}
-        self.record_at: dict[tuple[tuple[str, str, int], int], int] = {}
-        """(group, topic, partition), committed offset -> the log offset of its record
-        (each commit of a member is of a new offset, so the key is unique)."""
+        self.batch_end: dict[tuple[tuple[str, str, int], int], int] = {}
+        """(group, topic, partition), committed offset -> the end of the batch its record
+        was appended in (each commit of a member is of a new offset, so the key is
+        unique): it is committed once the high watermark reaches that end."""
         self.acked_all: dict[tuple[str, str, int], list[int]] = {}
         self.serving_hw = 0
         """The high watermark of the coordinator whose answer is being checked."""
@@ -443,8 +450,8 @@ class ClusterOffsets(oc.OffsetCommitCluster):
         self.acked_all.setdefault(gtp, []).append(offset)
 
     def covered(self, gtp: tuple[str, str, int], offset: int) -> bool:
-        at = self.record_at.get((gtp, offset))
-        return at is not None and at < self.serving_hw
+        end = self.batch_end.get((gtp, offset))
+        return end is not None and end <= self.serving_hw
 
     def check_fetch(self, group: str, shown: dict[tuple[str, int], int],
                     must_see: dict[tuple[str, int], int], what: str) -> None:
