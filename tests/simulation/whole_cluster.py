@@ -53,14 +53,20 @@ and every member's last commit.
 
 from __future__ import annotations
 
+import collections
 import logging
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ottla.common.topics import NewTopic
+from ottla.controller.offset_control import OffsetControl
+from ottla.controller.quorum_controller import QuorumController
 from ottla.controller.results import ControllerError
 from ottla.coordinator.group import records as group_records
+from ottla.coordinator.group.records import CoordinatorRecord
+from ottla.coordinator.runtime import Loading
 from ottla.metadata.image import MetadataImage
 from ottla.metadata.loader import MetadataLoader
 from ottla.protocol.errors import ErrorCode, KafkaError
@@ -172,7 +178,8 @@ class ControllerQuorum(MetadataQuorum):
                 self.answers[n].append((replica.log.end_offset, source, answer))
         return proposed
 
-    def _append(self, control: Any, replica: RaftReplica, records: list[Any]) -> bool:
+    def _append(self, control: OffsetControl, replica: RaftReplica, records: list[Any]
+                ) -> bool:
         if not records:
             return False
         base = replica.log.end_offset
@@ -182,7 +189,7 @@ class ControllerQuorum(MetadataQuorum):
         return True
 
     @staticmethod
-    def _create_topic(controller: Any, message: CreateTopic) -> list[Any]:
+    def _create_topic(controller: QuorumController, message: CreateTopic) -> list[Any]:
         image = controller.image
         if TOPIC in image.topics_by_name or \
                 any(b not in image.brokers or image.brokers[b].fenced for b in message.replicas):
@@ -235,7 +242,7 @@ class ClusterPartition(PartitionCluster):
 
     def __init__(self, seed: int, cluster: WholeCluster) -> None:
         self.cluster = cluster
-        self.topic_id: Any = None
+        self.topic_id: uuid.UUID | None = None
         super().__init__(seed)
 
     def bootstrap(self) -> None:
@@ -323,14 +330,14 @@ batches (the model's followers fetch values: a batch of several values could be 
 between leader and follower, which Kafka never does)."""
 
 
-def offsets_batch(partition: int, records: list[Any]) -> str:
+def offsets_batch(partition: int, records: list[CoordinatorRecord]) -> str:
     encoded = (group_records.encode(r) for r in records)
     return f"{OFFSETS_PREFIX}{partition}:" + ";".join(
         f"{key.hex()}={'-' if value is None else value.hex()}" for key, value in encoded)
 
 
 def offsets_records(values: Iterator[tuple[int, str]], partition: int
-                    ) -> Iterator[tuple[int, Any]]:
+                    ) -> Iterator[tuple[int, CoordinatorRecord]]:
     """The decoded records of ``__consumer_offsets`` partition ``partition`` among
     (offset, value): every record of a batch at the batch's offset, so that it ends
     where the batch does."""
@@ -353,7 +360,8 @@ class BrokerOffsetsLog:
         self.part = part
         self.broker = part.brokers[b]
 
-    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+    def append(self, tp: tuple[str, int], records: list[CoordinatorRecord], now_ms: int
+               ) -> int:
         broker, state = self.broker, self.broker.state
         if not broker.alive or state is None or not state.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower, "not the leader")
@@ -373,7 +381,7 @@ class BrokerOffsetsLog:
         state = self.broker.state
         return state.high_watermark if state is not None else 0
 
-    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, CoordinatorRecord]]:
         return offsets_records(((o, v) for o, _, v in list(self.broker.log.records)), tp[1])
 
 
@@ -383,13 +391,14 @@ class FinalOffsetsLog:
     def __init__(self, records: list[tuple[int, int, str]]) -> None:
         self.records = records
 
-    def append(self, tp: tuple[str, int], records: list[Any], now_ms: int) -> int:
+    def append(self, tp: tuple[str, int], records: list[CoordinatorRecord], now_ms: int
+               ) -> int:
         raise KafkaError(ErrorCode.not_leader_or_follower, "read only")
 
     def high_watermark(self, tp: tuple[str, int]) -> int:
         return len(self.records)
 
-    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, Any]]:
+    def read(self, tp: tuple[str, int]) -> Iterator[tuple[int, CoordinatorRecord]]:
         return offsets_records(((o, v) for o, _, v in self.records), tp[1])
 
 
@@ -412,7 +421,7 @@ class BrokerCoordinator(oc.Coordinator):
         self.offsets_sim.serving_hw = self.runtime.writer.high_watermark(oc.OFFSETS_TPS[0])
         super().receive(source, message)
 
-    def step_load(self, job: Any) -> None:
+    def step_load(self, job: Loading) -> None:
         self.offsets_sim.serving_hw = self.runtime.writer.high_watermark(oc.OFFSETS_TPS[0])
         super().step_load(job)
 
@@ -572,14 +581,14 @@ class WholeCluster:
         return self.part.now
 
     @property
-    def trace(self) -> Any:
+    def trace(self) -> collections.deque[tuple[int, str, tuple[Any, ...]]]:
         return self.part.trace
 
     @trace.setter
-    def trace(self, value: Any) -> None:
+    def trace(self, value: collections.deque[tuple[int, str, tuple[Any, ...]]]) -> None:
         self.part.trace = value
-        self.quorum.trace = type(value)(self.quorum.trace)
-        self.offsets.trace = type(value)(self.offsets.trace)
+        self.quorum.trace = collections.deque(self.quorum.trace, maxlen=value.maxlen)
+        self.offsets.trace = collections.deque(self.offsets.trace, maxlen=value.maxlen)
 
     @property
     def faults_off(self) -> frozenset[str]:
@@ -590,7 +599,7 @@ class WholeCluster:
         self.part.faults_off = value
 
     @property
-    def injected(self) -> Any:
+    def injected(self) -> collections.Counter[str]:
         return self.part.injected
 
     @property
