@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 import threading
@@ -157,5 +158,29 @@ async def test_a_follower_installs_a_snapshot_on_a_worker_thread_and_waits_for_i
                 if isinstance(o.message, FetchRequest)][:1] == [5]
         assert [c.snapshot for c in listener.committed] == [Snapshot(5, 1, b"leader state")]
         assert threading.get_ident() not in slow.fsync_threads
+    finally:
+        await driver.stop()
+
+
+async def test_an_append_the_disk_refuses_halts_the_node(tmp_path, monkeypatch) -> None:
+    """A proposal whose log append fails (a full disk) is a fatal fault, as an error in
+    Kafka's Raft IO thread is: the node halts, nothing more is appended or answered."""
+    faults: list[BaseException] = []
+    driver = RaftDriver(node_id=1, cluster_id="c", voters={1: ("127.0.0.1", closed_port())},
+                        directory=str(tmp_path / "meta"), on_fault=faults.append)
+    driver.start()
+    try:
+        await until(lambda: driver.replica.is_leader and driver.high_watermark == 1)
+        assert driver.propose([record(1)]) == 1
+
+        def full(entries: Any) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        monkeypatch.setattr(driver.log, "append", full)
+        assert driver.propose([record(2)]) is None
+        assert [type(f) for f in faults] == [OSError]
+        assert faults[0].errno == errno.ENOSPC
+        monkeypatch.undo()
+        assert driver.propose([record(3)]) is None  # halted
+        assert driver.log.end_offset == 2
     finally:
         await driver.stop()

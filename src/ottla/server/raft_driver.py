@@ -194,7 +194,11 @@ class RaftDriver:
         upgrade at once; the caller's own records, appended after it, commit after it."""
         if self._stopped:
             return ErrorCode.unknown_server_error, None
-        result = self.replica.upgrade_kraft_version(version, self.now_ms(), validate_only)
+        try:
+            result = self.replica.upgrade_kraft_version(version, self.now_ms(), validate_only)
+        except Exception as e:  # the log refused the append (EIO, ENOSPC): as in a step
+            self._fail(e)
+            return ErrorCode.unknown_server_error, None
         self._kick()
         return result
 
@@ -282,7 +286,13 @@ class RaftDriver:
         records are committed when the high watermark passes them), else None."""
         if self._stopped:
             return None
-        base = self.replica.propose(tuple(records), self.now_ms(), len(records))
+        try:
+            base = self.replica.propose(tuple(records), self.now_ms(), len(records))
+        except Exception as e:
+            # The log refused the append (EIO, ENOSPC): the node halts, as on any error of
+            # a step (Kafka's Raft IO thread hands it to the fatal fault handler).
+            self._fail(e)
+            return None
         if base is not None:
             self._kick()
         return base
