@@ -3,7 +3,14 @@
 Everything that varies (delays, losses, partitions, crashes, election timers, how long
 an fsync takes) comes from one ``random.Random(seed)``, so a failing seed replays
 exactly. Each node's log is a :class:`SimulatedDisk`: appends become durable only when a
-later flush event runs, and a crash loses whatever was not flushed. Snapshot writes take
+later flush event runs, and a crash loses whatever was not flushed, or (``torn``) keeps
+some whole unflushed batches and part of the next, which the restart drops as
+``FileRaftLog``'s recovery does (CRC and length checks on the batches' real bytes). A
+disk fault (``eio``, ``disk-full``) makes a node's next append fail (and its next
+fsync, for EIO): the node halts as Ottla's and Kafka's do on any error of the Raft IO
+thread, losing what was not flushed and not holding the failed write, and restarts
+later with the disk repaired. ``FSYNC_LIES_ON`` is a mutation, not a fault: no Raft
+survives a voter losing what it acknowledged as durable. Snapshot writes take
 time too, as the node's driver does them off its loop: a crash while one is under way
 finds it written (the next start adopts it, as ``FileRaftLog`` does) or not, at random.
 Proposals are batches of one to three offsets, and observers (brokers) follow the log
@@ -19,15 +26,19 @@ theirs) go to ``trace``, the last ``TRACE_LENGTH`` of them unless a caller keeps
 
 from __future__ import annotations
 
+import bisect
 import collections
 import enum
+import errno
 import hashlib
 import heapq
 import itertools
+import os
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ottla.protocol.records import BatchHeader, CorruptRecord, build_batch, scan_batches
 from ottla.raft.memory_log import MemoryLog
 from ottla.raft.messages import Committed, Entry, Outgoing, Snapshot, SnapshotWrite
 from ottla.raft.quorum import RaftConfig, RaftReplica, Role
@@ -36,8 +47,14 @@ TICK_MS = 10
 SNAPSHOT_EVERY = 40  # offsets applied beyond the last snapshot before taking another
 MAX_FSYNC_MS = 60
 TRACE_LENGTH = 200
-FAULT_KINDS = ("loss", "delay", "partition", "crash")
-"""The faults ``inject_fault`` draws from, each of which a run may switch off (``faults_off``)."""
+FAULT_KINDS = ("loss", "delay", "partition", "crash", "torn", "eio", "disk-full")
+"""The faults ``inject_fault`` draws from, each of which a run may switch off
+(``faults_off``); ``torn`` is what a crash may do to the unflushed tail."""
+TORN_CHANCE = 0.7
+"""How often a crash that finds unflushed batches leaves some of them and a torn one."""
+FSYNC_LIES_ON: int | None = None
+"""A mutation: this node's log flushes report success and persist nothing, so a crash
+loses entries it acknowledged. Raft cannot survive it; the checker must catch it."""
 
 
 class Invariant(enum.Enum):
@@ -61,33 +78,102 @@ class Violation(AssertionError):
         self.invariant = invariant
 
 
+class DiskFailure(OSError):
+    """A write the simulated disk refused (EIO, or ENOSPC when full): raised out of the
+    replica's step, as ``FileRaftLog`` raises it out of ``RaftReplica``; the node halts."""
+
+    def __init__(self, disk: SimulatedDisk, code: int) -> None:
+        super().__init__(code, os.strerror(code))
+        self.disk = disk
+
+
 class SimulatedDisk(MemoryLog):
-    """A log whose appends are durable only after ``flush``; a crash keeps the rest."""
+    """A log whose appends are durable only after ``flush``; a crash keeps the rest, or
+    a torn part of it that recovery drops (``lose_unflushed``). ``failing`` arms a fault:
+    the next append fails with that errno, and the next flush too if it is EIO (a full
+    disk refuses new bytes; an fsync of those it holds succeeds)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.flushed = 0
+        """What ``flush`` reported durable: the replica acknowledges up to here."""
+        self.persisted = 0
+        """What a crash keeps: ``flushed``, unless the disk ``lies``."""
+        self.failing: int | None = None
+        self.lies = False
+        """fsync reports success and persists nothing (the ``FSYNC_LIES_ON`` mutation)."""
 
     @property
     def flushed_end_offset(self) -> int:
         return min(self.flushed, self.end_offset)
 
+    def append(self, entries: list[Entry] | tuple[Entry, ...]) -> None:
+        if self.failing is not None:
+            raise DiskFailure(self, self.failing)  # nothing of it is in the log
+        super().append(entries)
+
     def flush(self) -> None:
+        if self.failing == errno.EIO:
+            raise DiskFailure(self, self.failing)
         self.flushed = self.end_offset
+        if not self.lies:
+            self.persisted = self.end_offset
 
     def truncate_to(self, offset: int) -> None:
         super().truncate_to(offset)
         self.flushed = min(self.flushed, self.end_offset)
+        self.persisted = min(self.persisted, self.end_offset)
 
     def end_snapshot(self, write: SnapshotWrite) -> bool:
         if not super().end_snapshot(write):  # the snapshot file is written and fsynced
             return False
         end = write.snapshot.end_offset
         self.flushed = end if write.install else max(self.flushed, end)
+        self.persisted = end if write.install else max(self.persisted, end)
         return True
 
-    def lose_unflushed(self) -> None:
-        self.truncate_to(max(self.flushed_end_offset, self.start_offset))
+    def unpersisted(self) -> list[tuple[int, Entry]]:
+        """The entries a crash now may lose, with their base offsets."""
+        start = max(self.persisted, self.start_offset)
+        i = bisect.bisect_left(self._bases, start)
+        return list(zip(self._bases[i:], self.entries[i:], strict=True))
+
+    def lose_unflushed(self, written: bytes = b"") -> int:
+        """A crash: the log keeps what it persisted, then the batches of ``written`` (the
+        bytes of the unpersisted tail that reached the disk, a torn batch last) that
+        recovery finds whole, as ``FileRaftLog``'s start does; how many it kept. The
+        start fsyncs what it recovered."""
+        tail = self.unpersisted()
+        kept = len(recovered_batches(written, max(self.persisted, self.start_offset)))
+        assert kept <= len(tail), "recovery found batches that were never written"
+        end = tail[kept][0] if kept < len(tail) else self.end_offset
+        self.truncate_to(max(end, self.start_offset))
+        self.flushed = self.persisted = self.end_offset
+        return kept
+
+
+def encoded(base: int, entry: Entry) -> bytes:
+    """``entry`` as the v2 batch ``FileRaftLog`` would write at ``base`` (its payload's
+    repr as the first record's value: recovery checks bytes, not meaning)."""
+    records: list[tuple[bytes | None, bytes | None]] = \
+        [(None, repr(entry.payload).encode())] + [(None, None)] * (entry.count - 1)
+    return build_batch(records, base_offset=base, partition_leader_epoch=entry.epoch)
+
+
+def recovered_batches(data: bytes, next_offset: int) -> list[BatchHeader]:
+    """The batches of ``data`` a log's recovery keeps (``LogSegment.recover``): each one
+    whole, CRC-32C and structure checked (``check_batch``, through ``scan_batches``), its
+    offsets not going backwards; it stops at the first that is not."""
+    kept: list[BatchHeader] = []
+    try:
+        for _, header in scan_batches(data, verify=True):
+            if header.base_offset < next_offset:
+                break
+            kept.append(header)
+            next_offset = header.next_offset
+    except CorruptRecord:
+        pass
+    return kept
 
 
 @dataclass
@@ -136,6 +222,8 @@ class SimulatedQuorum:
         self.now = 0
         self.faults = Faults()
         self.logs = {n: SimulatedDisk() for n in self.ids}
+        if FSYNC_LIES_ON in self.logs:
+            self.logs[FSYNC_LIES_ON].lies = True
         self.durable: dict[int, tuple[int, int | None]] = {n: (0, None) for n in self.ids}
         self.nodes: dict[int, RaftReplica | None] = {}
         self.applied: dict[int, list[Entry]] = {}
@@ -171,6 +259,7 @@ class SimulatedQuorum:
         epoch, voted = self.durable[n]
         self.note("node {} starts (epoch {}, voted for {}, log end {})", n, epoch, voted,
                   self.logs[n].end_offset)
+        self.logs[n].failing = None  # repaired, or room made, while it was down
         replica = self.make_replica(n, epoch, voted)
         self.nodes[n] = replica
         self.applied[n] = []  # the state machine is rebuilt from the log after a restart
@@ -192,9 +281,32 @@ class SimulatedQuorum:
         write = self.snapshot_writes.pop(n, None)
         if write is not None and self.rng.random() < 0.5:
             self.logs[n].end_snapshot(write)  # it was on disk: the start adopts it
-        self.logs[n].lose_unflushed()
+        disk = self.logs[n]
+        tail = disk.unpersisted()
+        written = b""
+        if tail and "torn" not in self.faults_off and self.rng.random() < TORN_CHANCE:
+            # Some whole batches of the unflushed tail reached the disk, then part of
+            # the next one (cut short, or its length written and zeros after).
+            whole = self.rng.randrange(len(tail))
+            torn = encoded(*tail[whole])
+            cut = self.rng.randrange(1, len(torn))
+            written = b"".join(encoded(*t) for t in tail[:whole]) + torn[:cut] + \
+                (bytes(len(torn) - cut) if self.rng.random() < 0.5 else b"")
+            self.injected["torn"] += 1
+            self.note("node {}'s crash tears batch {} after {} unflushed ones", n,
+                      tail[whole][0], whole)
+        disk.lose_unflushed(written)
         self.flushing.discard(n)
         self.note("node {} crashes (flushed log end {})", n, self.logs[n].end_offset)
+
+    def halt(self, failure: DiskFailure) -> None:
+        """A write failed: the node halts as Ottla's (and Kafka's) Raft IO thread does on
+        any error, losing what was not flushed, and restarts once the disk is repaired
+        or has room again."""
+        n = next(m for m, disk in self.logs.items() if disk is failure.disk)
+        self.note("node {} halts: {}", n, failure)
+        self.crash(n)
+        self.schedule(self.now + self.rng.randint(100, 3000), "restart", n)
 
     # --- events ---------------------------------------------------------------------------
 
@@ -323,43 +435,10 @@ class SimulatedQuorum:
                 if until > at:  # a paused process: it runs this when it resumes
                     self.schedule(until, kind, data)
                     continue
-            if kind == "tick":
-                replica = self.nodes[data]
-                if replica is not None:
-                    self.after(data, replica.tick(self.clock(data)))
-                self.schedule(self.now + TICK_MS, "tick", data)
-            elif kind == "deliver":
-                source, dest, message = data
-                replica = self.nodes[dest]
-                if replica is not None and not self.faults.cut(source, dest):
-                    self.after(dest, replica.handle(source, message, self.clock(dest)))
-            elif kind == "propose":
-                for n, replica in self.nodes.items():
-                    if replica is not None and replica.is_leader and \
-                            self.spaced_propose(n, replica, chaos):
-                        self.proposed += 1
-                        self.after(n, replica.tick(self.clock(n)))
-                self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
-            elif kind == "flush":
-                self.flushing.discard(data)
-                replica = self.nodes[data]
-                if replica is not None:
-                    self.logs[data].flush()
-                    self.after(data, replica.tick(self.clock(data)))
-            elif kind == "snapshot":
-                n, write = data
-                replica = self.nodes[n]
-                if replica is not None and self.snapshot_writes.get(n) is write:
-                    del self.snapshot_writes[n]
-                    self.after(n, replica.snapshot_written(write, self.clock(n)))
-            elif kind == "fault" and chaos:
-                self.inject_fault()
-                self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
-            elif kind == "restart":
-                if self.nodes[data] is None:
-                    self.boot(data)
-            else:
-                self.on_event(kind, data, chaos)
+            try:
+                self.handle_event(kind, data, chaos)
+            except DiskFailure as failure:
+                self.halt(failure)
 
     def end_phase(self, end_ms: int) -> None:
         """The phase's timers stop; what is on the wire or the disk goes on."""
@@ -367,6 +446,47 @@ class SimulatedQuorum:
         self.events = [e for e in self.events
                        if e[2] in ("deliver", "restart", "flush", "snapshot")]
         heapq.heapify(self.events)
+
+    def handle_event(self, kind: str, data: Any, chaos: bool) -> None:
+        """Run one event. A replica's step that a disk fault interrupts raises
+        ``DiskFailure``; an event that recurs is scheduled again first, so it survives."""
+        if kind == "tick":
+            self.schedule(self.now + TICK_MS, "tick", data)
+            replica = self.nodes[data]
+            if replica is not None:
+                self.after(data, replica.tick(self.clock(data)))
+        elif kind == "deliver":
+            source, dest, message = data
+            replica = self.nodes[dest]
+            if replica is not None and not self.faults.cut(source, dest):
+                self.after(dest, replica.handle(source, message, self.clock(dest)))
+        elif kind == "propose":
+            self.schedule(self.now + self.rng.randint(5, 50), "propose", None)
+            for n, replica in self.nodes.items():
+                if replica is not None and replica.is_leader and \
+                        self.spaced_propose(n, replica, chaos):
+                    self.proposed += 1
+                    self.after(n, replica.tick(self.clock(n)))
+        elif kind == "flush":
+            self.flushing.discard(data)
+            replica = self.nodes[data]
+            if replica is not None:
+                self.logs[data].flush()
+                self.after(data, replica.tick(self.clock(data)))
+        elif kind == "snapshot":
+            n, write = data
+            replica = self.nodes[n]
+            if replica is not None and self.snapshot_writes.get(n) is write:
+                del self.snapshot_writes[n]
+                self.after(n, replica.snapshot_written(write, self.clock(n)))
+        elif kind == "fault" and chaos:
+            self.inject_fault()
+            self.schedule(self.now + self.rng.randint(200, 2000), "fault", None)
+        elif kind == "restart":
+            if self.nodes[data] is None:
+                self.boot(data)
+        else:
+            self.on_event(kind, data, chaos)
 
     def start_workload(self, chaos: bool) -> None:
         """Schedule a subclass's own events (``on_event`` runs them)."""
@@ -394,8 +514,9 @@ class SimulatedQuorum:
 
     def inject_fault(self) -> None:
         choice = self.rng.random()
-        kind = "loss" if choice < 0.25 else "delay" if choice < 0.45 else \
-            "partition" if choice < 0.7 else None if choice < 0.85 else "crash"
+        kind = "loss" if choice < 0.22 else "delay" if choice < 0.4 else \
+            "partition" if choice < 0.63 else None if choice < 0.77 else \
+            "crash" if choice < 0.9 else "eio" if choice < 0.95 else "disk-full"
         if kind in self.faults_off:
             return
         if kind is not None:
@@ -415,16 +536,27 @@ class SimulatedQuorum:
         elif kind is None:
             self.faults.partitioned = set()
             self.note("partition healed")
-        else:
+        elif kind == "crash":
             alive = [n for n in self.ids if self.nodes[n] is not None]
             if alive:
                 victim = self.rng.choice(alive)
                 self.crash(victim)
                 self.schedule(self.now + self.rng.randint(100, 3000), "restart", victim)
+        else:
+            alive = [n for n in self.ids if self.nodes[n] is not None]
+            if alive:
+                victim = self.rng.choice(alive)
+                code = errno.EIO if kind == "eio" else errno.ENOSPC
+                self.logs[victim].failing = code
+                self.note("node {}'s disk: its next {} fails with {}", victim,
+                          "write or fsync" if kind == "eio" else "write",
+                          errno.errorcode[code])
 
     def heal(self) -> None:
         self.note("healed")
         self.faults = Faults()
+        for disk in self.logs.values():
+            disk.failing = None
         for n in self.ids:
             if self.nodes[n] is None:
                 self.boot(n)

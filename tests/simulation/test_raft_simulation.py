@@ -20,15 +20,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 
 import pytest
 
 from ottla.controller.offset_control import OffsetControl
-from ottla.raft.messages import Outgoing
+from ottla.metadata import records as meta
+from ottla.raft.file_log import FileRaftLog
+from ottla.raft.messages import Entry, Outgoing
 from ottla.raft.quorum import RaftReplica, Role
+from tests.simulation import raft_cluster
 from tests.simulation.fresh import fresh_start
 from tests.simulation.metadata_cluster import MetadataInvariant, MetadataQuorum
-from tests.simulation.raft_cluster import Invariant, SimulatedQuorum, Violation
+from tests.simulation.raft_cluster import (
+    Invariant,
+    SimulatedDisk,
+    SimulatedQuorum,
+    Violation,
+    encoded,
+)
 from tests.simulation.workloads import simulate_metadata, simulate_raft
 
 DEFAULT_FRESH = 40
@@ -128,6 +138,35 @@ def test_a_single_voter_commits_alone() -> None:
     assert len(sim.committed) > 10
 
 
+@pytest.mark.parametrize(("torn", "cut", "zeros"), [
+    (0, 5, False), (1, 40, False), (1, 120, True), (2, 30, True), (2, 61, False)])
+def test_a_torn_tail_is_dropped_as_the_file_log_drops_it(tmp_path: Path, torn: int, cut: int,
+                                                        zeros: bool) -> None:
+    """The simulated disk keeps of a crash's torn tail what the real ``FileRaftLog``
+    keeps when it opens a segment holding the same bytes: the whole batches before the
+    torn one (``cut`` bytes of it written, then zeros to its length or nothing)."""
+    disk = SimulatedDisk()
+    flushed = [Entry(1, "a", 1), Entry(1, "b" * 300, 2)]
+    disk.append(flushed)
+    disk.flush()
+    disk.append([Entry(2, "c", 1), Entry(2, "d" * 100, 3), Entry(2, "e", 1)])
+    tail = disk.unpersisted()
+    batch = encoded(*tail[torn])
+    assert cut < len(batch)
+    written = b"".join(encoded(*t) for t in tail[:torn]) + batch[:cut] + \
+        (bytes(len(batch) - cut) if zeros else b"")
+    directory = tmp_path / "__cluster_metadata-0"
+    directory.mkdir()
+    (directory / f"{0:020d}.log").write_bytes(
+        encoded(0, flushed[0]) + encoded(1, flushed[1]) + written)
+    real = FileRaftLog(str(directory), 1, [1, 2, 3], meta)
+    try:
+        assert disk.lose_unflushed(written) == torn
+        assert disk.end_offset == real.end_offset == tail[torn][0]
+    finally:
+        real.close()
+
+
 # --- the checker has teeth: a broken rule fails some of the first seeds ------------------
 
 
@@ -174,3 +213,11 @@ def test_a_controller_that_renounces_without_reverting_is_caught(
 
     monkeypatch.setattr(OffsetControl, "renounce", keeps_uncommitted)
     assert_caught(run_metadata, 12, MetadataInvariant.CONTROLLER_IS_COMMITTED)
+
+
+def test_a_voter_whose_fsync_lies_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Voter 1's flushes report success and persist nothing: it acknowledges entries a
+    crash then loses, so an entry counted committed on its word can be overwritten by a
+    leader elected without it (no Raft survives this; the checker must see it)."""
+    monkeypatch.setattr(raft_cluster, "FSYNC_LIES_ON", 1)
+    assert_caught(run_raft, 20, Invariant.ONE_COMMITTED_LOG)
