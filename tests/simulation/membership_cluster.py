@@ -133,10 +133,11 @@ class MembershipQuorum(SimulatedQuorum):
     def on_event(self, kind: str, data: Any, chaos: bool) -> None:
         if kind != "member":
             return
-        # Scheduled first: a step a disk fault interrupts (``DiskFailure``) ends here.
-        self.schedule(self.now + self.ops_rng.randint(*MEMBER_EVERY_MS), "member", None)
-        if self.workload_on:
-            self.membership_step(chaos)
+        try:
+            if self.workload_on:
+                self.membership_step(chaos)
+        finally:  # also after a step a disk fault interrupts (``DiskFailure``)
+            self.schedule(self.now + self.ops_rng.randint(*MEMBER_EVERY_MS), "member", None)
 
     def current_leader(self) -> tuple[int, RaftReplica] | None:
         leaders = [(r.epoch, n, r) for n, r in self.nodes.items() if r is not None and
