@@ -16,8 +16,9 @@ finds it written (the next start adopts it, as ``FileRaftLog`` does) or not, at 
 Proposals are batches of one to three offsets, and observers (brokers) follow the log
 beside the voters. Invariants are checked as the run goes: one leader per epoch, every node's
 committed entries equal one global committed log (nothing committed is lost or
-reordered), and no replica ever truncates below its high watermark (``RaftError``, raised
-by ``RaftReplica`` itself). A broken one raises a ``Violation`` naming its ``Invariant``.
+reordered), a leader's high watermark is on the disks (what a crash keeps) of a majority
+of its voters, and no replica ever truncates below its high watermark (``RaftError``,
+raised by ``RaftReplica`` itself). A broken one raises a ``Violation`` naming its ``Invariant``.
 
 The notable steps (faults, crashes, boots, each epoch's first leader; subclasses add
 theirs) go to ``trace``, the last ``TRACE_LENGTH`` of them unless a caller keeps all
@@ -66,6 +67,7 @@ class Invariant(enum.Enum):
     RECOVERS = "after healing a leader is elected, commits, and the nodes catch up"
     VOTERS_AGREE = "every replica's voter set at its high watermark is the committed log's"
     VOTERS_AS_APPENDED = "a replica counts the last voter set in its log, committed or not"
+    COMMITTED_IS_DURABLE = "a leader's high watermark is on the disks of a majority of its voters"
 
 
 class Violation(AssertionError):
@@ -234,6 +236,7 @@ class SimulatedQuorum:
         self.committed_bases: list[int] = []
         self.leaders: dict[int, int] = {}  # epoch -> leader
         self.noted_leaders: set[int] = set()
+        self.durable_checked = 0  # the highest high watermark found on a majority's disks
         self.events: list[tuple[int, int, str, Any]] = []
         self.seq = itertools.count()
         self.proposed = 0
@@ -326,6 +329,8 @@ class SimulatedQuorum:
             elif first != n:
                 raise Violation(Invariant.ONE_LEADER_PER_EPOCH,
                                 f"epoch {replica.epoch} has two leaders: {first} and {n}")
+            if replica.high_watermark > self.durable_checked:
+                self.check_durable(n, replica)
         committed = replica.take_committed()
         if committed is not None:
             self.on_committed(n, replica, committed)
@@ -346,6 +351,29 @@ class SimulatedQuorum:
             if self.faults.duplicate and self.rng.random() < self.faults.duplicate:
                 again = self.rng.randint(self.faults.min_delay_ms, self.faults.max_delay_ms)
                 self.schedule(self.now + again, "deliver", (n, out.destination, out.message))
+
+    def check_durable(self, n: int, replica: RaftReplica) -> None:
+        """What leader ``n`` commits survives any crash: the entry before its high
+        watermark is persisted (``SimulatedDisk.persisted``, what a crash keeps, not what
+        the disk reported) by a majority of its voters, or in their snapshots."""
+        hw = replica.high_watermark
+        self.durable_checked = hw
+        if hw <= replica.log.start_offset:
+            return
+        epoch = replica.log.epoch_at(hw - 1)
+        holders = [v for v in replica.voters if self.persists(v, hw, epoch)]
+        if len(holders) * 2 <= len(replica.voters):
+            raise Violation(Invariant.COMMITTED_IS_DURABLE,
+                            f"leader {n} has its high watermark at {hw}, but only voters "
+                            f"{holders} of {sorted(replica.voters)} have it on disk")
+
+    def persists(self, v: int, end: int, epoch: int) -> bool:
+        """Whether node ``v``'s disk keeps the entries before ``end`` through a crash
+        (the last of them in ``epoch``: the log matching property does the rest)."""
+        disk = self.logs[v]
+        if end <= disk.start_offset:
+            return True
+        return min(disk.persisted, disk.end_offset) >= end and disk.epoch_at(end - 1) == epoch
 
     def on_committed(self, n: int, replica: RaftReplica, committed: Committed) -> None:
         """Apply what the quorum committed; snapshot now and then. A snapshot's data is

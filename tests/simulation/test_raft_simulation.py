@@ -217,7 +217,15 @@ def test_a_controller_that_renounces_without_reverting_is_caught(
 
 def test_a_voter_whose_fsync_lies_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """Voter 1's flushes report success and persist nothing: it acknowledges entries a
-    crash then loses, so an entry counted committed on its word can be overwritten by a
-    leader elected without it (no Raft survives this; the checker must see it)."""
+    crash would lose, so the leader commits entries only one disk holds."""
     monkeypatch.setattr(raft_cluster, "FSYNC_LIES_ON", 1)
+    assert_caught(run_raft, 3, Invariant.COMMITTED_IS_DURABLE)
+
+
+def test_a_voter_whose_fsync_lies_loses_committed_entries(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Unchecked, the lie costs committed entries: once voter 1 crashes and loses what it
+    acknowledged, a leader elected without them overwrites them (no Raft survives it)."""
+    monkeypatch.setattr(raft_cluster, "FSYNC_LIES_ON", 1)
+    monkeypatch.setattr(SimulatedQuorum, "check_durable", lambda *_: None)
     assert_caught(run_raft, 20, Invariant.ONE_COMMITTED_LOG)
