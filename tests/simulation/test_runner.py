@@ -201,15 +201,17 @@ def test_a_workload_that_counts_no_operations_refuses_the_knob(
 def test_a_metadata_failure_shrinks_to_fewer_proposals(monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
     """A controller that keeps its uncommitted records when it renounces breaks
-    CONTROLLER_IS_COMMITTED on a first seed; the shrinker thins the admin operations the
-    active controllers propose under chaos, and the smaller run replays."""
+    CONTROLLER_IS_COMMITTED; on seed 15 (299 operations) the shrinker thins the admin
+    operations the active controllers propose under chaos, and the smaller run replays.
+    (On most failing seeds switching fault kinds off and ending the chaos early shrink
+    enough that spacing the operations finds nothing smaller.)"""
     def keeps_uncommitted(self: OffsetControl) -> None:
         self.claim_epoch = -1
         self.replayed_end = self.committed_end
 
     monkeypatch.setattr(OffsetControl, "renounce", keeps_uncommitted)
     w = WORKLOADS["metadata-3"]
-    original = next(o for o in map(w.run, range(1, 13)) if not o.ok)
+    original = w.run(15)
     assert original.invariant == "CONTROLLER_IS_COMMITTED" and original.operations, original
     small = shrink(w, original).smallest
     assert small.invariant == "CONTROLLER_IS_COMMITTED"

@@ -54,6 +54,7 @@ and every member's last commit.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import uuid
 from collections.abc import Iterator
@@ -87,6 +88,7 @@ from tests.simulation.partition_cluster import (
     SimBroker,
     metadata_of,
 )
+from tests.simulation.raft_cluster import DiskFailure
 from tests.simulation.raft_cluster import Faults as RaftFaults
 
 logging.getLogger("ottla.coordinator.runtime").setLevel(logging.CRITICAL)
@@ -96,7 +98,7 @@ shard, as on a broker; here it happens every few seeds and is counted instead.""
 CONTROLLERS = (11, 12, 13)
 NODES = (*CONTROLLERS, *BROKERS)
 FAULT_KINDS = ("loss", "delay", "duplicate", "cut", "one-way", "pause", "clock-jump",
-               "crash", "controller-crash")
+               "crash", "controller-crash", "eio", "disk-full", "torn")
 SETUP_BOUND_MS = 10_000
 """Brokers registered and unfenced and the topic led, before the faults start."""
 CREATE_RETRY_MS = 200
@@ -137,6 +139,16 @@ class ControllerQuorum(MetadataQuorum):
         if n in self.inbox:
             self.inbox[n] = []
             self.answers[n] = []
+
+    def halt(self, failure: DiskFailure) -> None:
+        """A metadata log write failed: the process halts, a broker's whole process with
+        its partition and coordinator (restarted with it)."""
+        n = next(m for m, disk in self.logs.items() if disk is failure.disk)
+        if n not in BROKERS:
+            super().halt(failure)
+            return
+        self.note("node {} halts: {}", n, failure)
+        self.cluster.crash_broker(n)
 
     def on_event(self, kind: str, data: Any, chaos: bool) -> None:
         if kind == "request":
@@ -596,11 +608,13 @@ class WholeCluster:
 
     @faults_off.setter
     def faults_off(self, value: frozenset[str]) -> None:
-        self.part.faults_off = value
+        self.part.faults_off = self.quorum.faults_off = value
 
     @property
     def injected(self) -> collections.Counter[str]:
-        return self.part.injected
+        """The faults injected by kind, with the torn writes the metadata logs' crashes
+        left."""
+        return self.part.injected + self.quorum.injected
 
     @property
     def operations(self) -> int:
@@ -680,7 +694,8 @@ class WholeCluster:
             "duplicate" if choice < 0.26 else "cut" if choice < 0.4 else \
             "one-way" if choice < 0.48 else None if choice < 0.6 else \
             "pause" if choice < 0.68 else "clock-jump" if choice < 0.74 else \
-            "crash" if choice < 0.87 else "controller-crash"
+            "crash" if choice < 0.85 else "controller-crash" if choice < 0.96 else \
+            "eio" if choice < 0.98 else "disk-full"
         if kind in part.faults_off:
             return
         if kind == "loss":
@@ -721,9 +736,23 @@ class WholeCluster:
                 quorum.skew[node] = rng.choice([-1, 1]) * rng.randint(1_000, CLOCK_STEP_MS)
                 part.note("node {}'s wall clock jumps {} s", node, quorum.skew[node] // 1000)
         elif kind == "crash":
-            self.crash_broker()
-        else:
+            alive = [b for b in BROKERS if part.brokers[b].alive]
+            if alive:
+                # The leader more often than not: that is where the interesting cases are.
+                leaders = [b for b in alive if b == part.partition.leader]
+                self.crash_broker(leaders[0] if leaders and rng.random() < 0.6
+                                  else rng.choice(alive))
+        elif kind == "controller-crash":
             self.crash_controller()
+        else:
+            alive = [n for n in NODES if quorum.nodes[n] is not None]
+            if alive:
+                victim = rng.choice(alive)
+                code = errno.EIO if kind == "eio" else errno.ENOSPC
+                quorum.logs[victim].failing = code
+                part.note("node {}'s metadata log disk: its next {} fails with {}", victim,
+                          "write or fsync" if kind == "eio" else "write",
+                          errno.errorcode[code])
         if kind is not None:
             part.injected[kind] += 1
 
@@ -735,17 +764,15 @@ class WholeCluster:
             self.part.paused[node] = until
         self.part.note("node {} paused until {} ms", node, until)
 
-    def crash_broker(self) -> None:
+    def crash_broker(self, b: int) -> None:
+        """Broker ``b``'s process dies (kill -9, or a halt): its partition state, its
+        coordinator and its metadata follower; restarted together later."""
         part, quorum = self.part, self.quorum
-        alive = [b for b in BROKERS if part.brokers[b].alive]
-        if not alive:
-            return
-        leaders = [b for b in alive if b == part.partition.leader]
-        victim = leaders[0] if leaders and part.rng.random() < 0.6 else part.rng.choice(alive)
-        part.crash(part.brokers[victim])
-        if quorum.nodes[victim] is not None:
-            quorum.crash(victim)
-        part.schedule(part.now + part.rng.randint(100, 3000), "restart", victim)
+        if part.brokers[b].alive:
+            part.crash(part.brokers[b])
+        if quorum.nodes[b] is not None:
+            quorum.crash(b)
+        part.schedule(part.now + part.rng.randint(100, 3000), "restart", b)
 
     def crash_controller(self) -> None:
         quorum, part = self.quorum, self.part
@@ -762,9 +789,11 @@ class WholeCluster:
         self.offsets.heal()  # the members commit once more and stop
         self.part.heal()  # restarts the brokers (and their followers)
         self.quorum.faults = RaftFaults()
-        self.quorum.paused.clear()
+        for disk in self.quorum.logs.values():
+            disk.failing = None
+        # A pause runs out by itself (2.5 s at most): ending it here would let what is
+        # sent from now on overtake what waits for the process to resume.
         self.quorum.skew.clear()
-        self.part.paused.clear()
         for c in CONTROLLERS:
             if self.quorum.nodes[c] is None:
                 self.quorum.boot(c)
