@@ -27,9 +27,14 @@ from ottla.coordinator.runtime import CoordinatorRuntime
 from tests.simulation import offset_commit_cluster as oc
 from tests.simulation import whole_cluster
 from tests.simulation.fresh import fresh_start
-from tests.simulation.partition_cluster import Invariant, Stats
+from tests.simulation.partition_cluster import AlterPartitionAnswer, Invariant, Stats
 from tests.simulation.test_offset_commit_simulation import answered_at_append
-from tests.simulation.whole_cluster import FAULT_KINDS, WholeCluster
+from tests.simulation.whole_cluster import (
+    FAULT_KINDS,
+    ClusterInvariant,
+    ProducerIdsAllocated,
+    WholeCluster,
+)
 from tests.simulation.workloads import CLUSTER_CHAOS_MS, Knobs, simulate_cluster
 
 SEEDS = int(os.environ.get("OTTLA_SIM_SEEDS", "150"))
@@ -66,12 +71,13 @@ def test_the_cluster_keeps_every_acknowledged_write_and_converges_after_healing(
 
 def test_the_faults_reach_every_part_of_the_cluster() -> None:
     """A handful of seeds crash controllers and brokers, cut links, and through them move
-    the partition's leadership and ISR by the quorum's committed records, and the group
-    coordinator with the leadership."""
+    the partition's leadership and ISR by the quorum's committed records, the group
+    coordinator with the leadership, and brokers restarted ask for new producer id
+    blocks."""
     total = Stats()
     injected: dict[str, int] = {}
     offsets: dict[str, int] = {}
-    claims = loads = 0
+    claims = loads = blocks = issued = 0
     for seed in range(1, COVERAGE_SEEDS + 1):
         sim = run(seed)
         for name, value in vars(sim.part.stats).items():
@@ -82,9 +88,12 @@ def test_the_faults_reach_every_part_of_the_cluster() -> None:
         for name, value in vars(sim.offsets.stats).items():
             offsets[name] = offsets.get(name, 0) + value
         loads += sim.offsets.loads
+        blocks += sim.part.blocks_allocated
+        issued += len(sim.part.issued)
     assert set(injected) == set(FAULT_KINDS), injected
     assert claims > COVERAGE_SEEDS, "the controllers never failed over"
     assert loads > COVERAGE_SEEDS, "the group coordinator never moved"
+    assert blocks > 3 * COVERAGE_SEEDS and issued > 100 * COVERAGE_SEEDS, (blocks, issued)
     for name in ("commits_acked", "fetches", "crashes", "load_in_progress", "not_coordinator"):
         assert offsets[name] > 0, f"no run had {name}: {offsets}"
     counts = vars(total)
@@ -116,8 +125,17 @@ def test_a_controller_answering_before_its_records_commit_is_caught(
     """The active controller answers an AlterPartition as soon as it has appended the ISR
     change: the leader counts its high watermark over the new, smaller ISR while the
     quorum has not committed it, and a failover can lose it."""
-    monkeypatch.setattr(whole_cluster, "ANSWER_AFTER_COMMIT", False)
+    monkeypatch.setattr(whole_cluster, "EARLY_ANSWERS", (AlterPartitionAnswer,))
     assert_caught(30, Invariant.HW_OVER_ISR, Invariant.ISR_HAS_ACKED)
+
+
+def test_a_producer_id_block_answered_before_it_commits_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The active controller answers AllocateProducerIds once its ProducerIdsRecord is
+    appended: a failover that loses the record gives the next controller the same
+    block for another broker, and a producer id is handed out twice."""
+    monkeypatch.setattr(whole_cluster, "EARLY_ANSWERS", (ProducerIdsAllocated,))
+    assert_caught(60, ClusterInvariant.UNIQUE_PRODUCER_IDS)
 
 
 def test_a_high_watermark_that_ignores_the_isr_is_caught(
@@ -151,4 +169,4 @@ def test_an_offset_fetch_that_reads_above_the_high_watermark_is_caught(
     without them takes back an offset a member was shown."""
     monkeypatch.setattr(OffsetMetadataManager, "_committed_view",
                         lambda self, group_id: self._by_group.get(group_id, {}))
-    assert_caught(30, oc.Invariant.NEVER_BACK)
+    assert_caught(60, oc.Invariant.NEVER_BACK)

@@ -34,7 +34,12 @@ operations, and the brokers' metadata is the quorum's log:
   does, and its checker (acknowledged commits visible, fetched offsets never back, a
   fresh load of the final log showing every last commit) holds each answer to what is
   below its coordinator's high watermark, which is what Kafka's coordinator guarantees
-  (see ``ClusterOffsets``).
+  (see ``ClusterOffsets``);
+* clients ask brokers for producer ids (InitProducerId); a broker hands them out from a
+  block it gets from the controller (AllocateProducerIds, the real
+  ``ProducerIdControlManager``, answered once its record commits) and loses the rest of
+  it when it crashes. No id may be handed out twice (``ClusterInvariant``), across
+  brokers, their restarts and controller failovers.
 
 Faults come from the partition cluster's random stream and reach both halves: message
 loss and delay on every link, Raft messages duplicated, cuts splitting the six nodes in
@@ -54,6 +59,7 @@ and every member's last commit.
 from __future__ import annotations
 
 import collections
+import enum
 import errno
 import logging
 import uuid
@@ -82,13 +88,14 @@ from tests.simulation.partition_cluster import (
     CONTROLLER,
     FENCE_CHECK_MS,
     MIN_INSYNC_REPLICAS,
+    REGISTER_RETRY_MS,
     SESSION_TIMEOUT_MS,
     TOPIC,
     PartitionCluster,
     SimBroker,
     metadata_of,
 )
-from tests.simulation.raft_cluster import DiskFailure
+from tests.simulation.raft_cluster import DiskFailure, Violation
 from tests.simulation.raft_cluster import Faults as RaftFaults
 
 logging.getLogger("ottla.coordinator.runtime").setLevel(logging.CRITICAL)
@@ -107,9 +114,9 @@ CLOCK_STEP_MS = 10_000
 run on the wall clock, as Kafka's do, and wait for it to pass their deadlines again), so
 steps of minutes would outlast the recovery bound after healing; the chaos harness steps
 real clocks by minutes."""
-ANSWER_AFTER_COMMIT = True
-"""False models a controller that answers a request as soon as it has appended its
-records, before the quorum commits them: the test shows the checker catches that."""
+EARLY_ANSWERS: tuple[type, ...] = ()
+"""A mutation: the answers of these types a controller sends as soon as it has appended
+their records, before the quorum commits them (the tests show the checker catches it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,32 @@ class CreateTopic:
     """The admin client's CreateTopics for the partition, sent until it exists."""
 
     replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllocateProducerIds:
+    """A broker's AllocateProducerIds, for the next InitProducerId it answers."""
+
+    incarnation: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsAllocated:
+    incarnation: int
+    start: int
+    length: int
+
+
+CONNECTIONS[AllocateProducerIds] = CONNECTIONS[ProducerIdsAllocated] = "controller"
+
+
+class ClusterInvariant(enum.Enum):
+    """The whole cluster's own rule, beside the partition's, the quorum's and the offset
+    commits'."""
+
+    UNIQUE_PRODUCER_IDS = ("a producer id is handed out once, across brokers, their "
+                           "restarts and controller failovers")
 
 
 class ControllerQuorum(MetadataQuorum):
@@ -218,10 +251,11 @@ class ControllerQuorum(MetadataQuorum):
         if not control.claimed:
             self.answers[n] = []  # NOT_CONTROLLER: the brokers try again
             return
-        stable = control.stable_end if ANSWER_AFTER_COMMIT else replica.log.end_offset
-        ready = [a for a in self.answers[n] if a[0] <= stable]
+        stable, end = control.stable_end, replica.log.end_offset
+        ready = [a for a in self.answers[n]
+                 if a[0] <= (end if isinstance(a[2], EARLY_ANSWERS) else stable)]
         if ready:
-            self.answers[n] = [a for a in self.answers[n] if a[0] > stable]
+            self.answers[n] = [a for a in self.answers[n] if a not in ready]
             for _, broker, answer in ready:
                 self.cluster.part.answer(n, broker, answer)
 
@@ -262,6 +296,56 @@ class ClusterPartition(PartitionCluster):
         for broker in self.brokers.values():
             broker.reset(0)
             broker.incarnation_id = self._uuid()
+        self.pid_blocks: dict[int, list[int]] = {}
+        """Broker -> [next, end) of the producer id block it hands out from (memory)."""
+        self.pid_due = dict.fromkeys(BROKERS, 0)
+        self.issued: dict[int, tuple[int, int]] = {}
+        """The checker's: producer id -> (broker, when) it was handed out."""
+        self.blocks_allocated = 0
+
+    def handle_controller_request(self, controller: QuorumController, base_offset: int,
+                                  source: int, message: Any) -> tuple[list[Any], Any]:
+        if isinstance(message, AllocateProducerIds):
+            result = controller.producer_ids.allocate_producer_ids(source,
+                                                                   message.broker_epoch)
+            start, length = result.response
+            return result.records, ProducerIdsAllocated(message.incarnation, start, length)
+        return super().handle_controller_request(controller, base_offset, source, message)
+
+    def broker_receive(self, broker: SimBroker, source: int, message: Any) -> None:
+        if isinstance(message, ProducerIdsAllocated):
+            if message.incarnation == broker.incarnation and broker.alive:
+                self.blocks_allocated += 1
+                self.pid_blocks[broker.broker_id] = [message.start,
+                                                     message.start + message.length]
+                self.note("broker {} has producer ids {}..{}", broker.broker_id,
+                          message.start, message.start + message.length - 1)
+            return
+        super().broker_receive(broker, source, message)
+
+    def init_producer_id(self) -> None:
+        """A client's InitProducerId (idempotent, no transactional id) to a live broker:
+        answered from the broker's block, or, with none left, after it gets a block
+        from the controller (the client retries meanwhile)."""
+        serving = [b for b in self.brokers.values() if b.alive and b.broker_epoch >= 0]
+        if serving:
+            broker = self.rng.choice(serving)
+            b = broker.broker_id
+            block = self.pid_blocks.get(b)
+            if block is not None and block[0] < block[1]:
+                pid = block[0]
+                block[0] += 1
+                if pid in self.issued:
+                    first, at = self.issued[pid]
+                    raise Violation(ClusterInvariant.UNIQUE_PRODUCER_IDS, (
+                        f"broker {b} handed out producer id {pid}, which broker {first} "
+                        f"handed out at {at} ms"))
+                self.issued[pid] = (b, self.now)
+            elif self.now >= self.pid_due[b]:
+                self.pid_due[b] = self.now + REGISTER_RETRY_MS
+                self.send(b, CONTROLLER, AllocateProducerIds(broker.incarnation,
+                                                             broker.broker_epoch))
+        self.cluster.offsets.after(self.rng.randint(5, 40), self.init_producer_id)
 
     def committed_image(self) -> MetadataImage:
         return self.cluster.quorum.checker.image
@@ -322,6 +406,7 @@ class ClusterPartition(PartitionCluster):
 
     def crash(self, broker: SimBroker) -> None:
         super().crash(broker)
+        self.pid_blocks.pop(broker.broker_id, None)  # the rest of its block is never used
         self.cluster.offsets.crashed(broker.broker_id)
 
     def inject_fault(self) -> None:
@@ -583,6 +668,7 @@ class WholeCluster:
         self.quorum = ControllerQuorum(seed, self)
         self.part = ClusterPartition(seed, self)
         self.offsets = ClusterOffsets(seed, self)
+        self.offsets.after(50, self.part.init_producer_id)
         self.quorum.start_phase(chaos=False)  # ticks and proposals for the whole run
         self.create_due = 0
 
