@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import pytest
@@ -216,10 +215,23 @@ def test_default_save_mode_writes_as_spark_kafka_sink_does(spark, broker, topic,
         df.write.format("parquet").save(path)
 
 
-def test_workers_run_this_interpreter():
+def test_workers_run_this_interpreter_and_its_compiled_pyspark(spark):
+    """Local Python workers run the driver's interpreter (it has ottla and its
+    dependencies) and import the PySpark installed beside it, not the zip of sources
+    Spark puts first on their path, which every new worker would compile again."""
     import sys
 
-    assert os.environ.get("PYSPARK_PYTHON") == sys.executable
+    import pyspark
+
+    def where(_: object) -> tuple[str, str]:
+        import sys
+
+        import pyspark
+        return sys.executable, pyspark.__file__
+
+    seen = spark.sparkContext.parallelize([0, 1], 2).map(where).collect()
+    assert seen == [(sys.executable, pyspark.__file__)] * 2
+    assert ".zip" not in pyspark.__file__
 
 
 def test_a_record_the_broker_refuses_fails_the_write(spark, broker, topic):

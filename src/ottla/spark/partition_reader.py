@@ -23,10 +23,6 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from ottla.spark.arrow_records import HEADER_TYPE, arrow_schema
 from ottla.spark.offset_reader import OffsetRange, data_loss
 
-SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
-              "timestamp timestamp, timestampType int")
-HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
-
 ROWS_PER_BATCH = 8192
 _CONSUME_MAX = 10_000
 # consume() returns when it has the number of messages asked for or after this wait; it
