@@ -143,12 +143,16 @@ def worker_python() -> str:
     script = _WORKER_LAUNCHER.format(bundled=bundled, python=sys.executable)
     digest = hashlib.sha256(script.encode()).hexdigest()[:16]
     launcher = Path(tempfile.gettempdir()) / f"ottla-python-worker-{digest}"
-    if not launcher.exists():
-        partial = launcher.with_name(f"{launcher.name}.{os.getpid()}")
-        partial.write_text(f"#!{sys.executable} -S\n{script}")
-        partial.chmod(0o755)
-        os.replace(partial, launcher)
-    return str(launcher)
+    try:
+        if not launcher.exists():
+            partial = launcher.with_name(f"{launcher.name}.{os.getpid()}")
+            partial.write_text(f"#!{sys.executable} -S\n{script}")
+            partial.chmod(0o755)
+            os.replace(partial, launcher)
+    except OSError:
+        return sys.executable  # a read-only temp directory: workers compile the zip
+    # A temp directory mounted noexec cannot run it (access() says so on Linux).
+    return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
 
 
 def _driver_pythonpath(path: str) -> None:
