@@ -226,10 +226,11 @@ def groups(node: Node, rounds: int) -> dict[str, Any]:
     new group each: one sample says little, since both systems race the same way.
 
     A classic group forms in one generation (0.1-0.2 s) if its first join completes after
-    the last member has arrived, else in two or three, each waiting for the members'
-    next heartbeat (librdkafka's ``heartbeat.interval.ms``, 3 s): about 2 or 6 s. Which
-    one happens is decided by microseconds on both systems, so the median and the worst
-    round are printed (docs/performance.md)."""
+    the last member has arrived; else members rejoin after SyncGroup's
+    REBALANCE_IN_PROGRESS (librdkafka sends it 1.9 s later: about 2 s in all), or wait
+    twice for a heartbeat (``heartbeat.interval.ms``, 3 s: about 6 s). Which one happens
+    is decided by microseconds on both systems, so the median and the worst round are
+    printed (docs/performance.md)."""
     create_topics(node.bootstrap, GROUP_PARTITIONS, "group-bench")
     out: dict[str, Any] = {}
     for protocol in ("classic", "consumer"):
