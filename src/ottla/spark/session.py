@@ -134,7 +134,7 @@ def worker_python() -> str:
     worker for every streaming query (the one that plans a Python source on the driver),
     so that is most of a query's start. The launcher only runs locally, where the zip
     and the installed package are the same PySpark; it ``exec``s this interpreter, so
-    Spark's worker is that process. Made once per interpreter, beside the temp files."""
+    Spark's worker is that process. Written once per interpreter and PySpark."""
     import pyspark
 
     bundled = str(Path(pyspark.__file__).resolve().parent / "python" / "lib")
@@ -142,17 +142,29 @@ def worker_python() -> str:
         return sys.executable  # no zip to avoid, or a path a #! line cannot hold
     script = _WORKER_LAUNCHER.format(bundled=bundled, python=sys.executable)
     digest = hashlib.sha256(script.encode()).hexdigest()[:16]
-    launcher = Path(tempfile.gettempdir()) / f"ottla-python-worker-{digest}"
-    try:
-        if not launcher.exists():
-            partial = launcher.with_name(f"{launcher.name}.{os.getpid()}")
-            partial.write_text(f"#!{sys.executable} -S\n{script}")
-            partial.chmod(0o755)
-            os.replace(partial, launcher)
-    except OSError:
-        return sys.executable  # a read-only temp directory: workers compile the zip
-    # A temp directory mounted noexec cannot run it (access() says so on Linux).
-    return str(launcher) if os.access(launcher, os.X_OK) else sys.executable
+    for directory in _launcher_dirs():
+        launcher = directory / f"python-worker-{digest}"
+        try:
+            if not launcher.exists():
+                directory.mkdir(parents=True, exist_ok=True)
+                partial = launcher.with_name(f"{launcher.name}.{os.getpid()}")
+                partial.write_text(f"#!{sys.executable} -S\n{script}")
+                partial.chmod(0o755)
+                os.replace(partial, launcher)
+        except OSError:
+            continue  # not writable: the next place
+        # A directory mounted noexec cannot run it (access() says so on Linux).
+        if os.access(launcher, os.X_OK):
+            return str(launcher)
+    return sys.executable  # nowhere to run it from: workers compile the zip
+
+
+def _launcher_dirs() -> list[Path]:
+    """The user's cache (``$XDG_CACHE_HOME/ottla``, else ``~/.cache/ottla``), which no
+    cleaner empties under a long-running job's feet as ``/tmp``'s may; then the temp
+    directory."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return [Path(cache) / "ottla", Path(tempfile.gettempdir()) / "ottla"]
 
 
 def _driver_pythonpath(path: str) -> None:
