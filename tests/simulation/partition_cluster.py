@@ -766,6 +766,13 @@ class PartitionCluster:
 
     # --- a broker ---------------------------------------------------------------------
 
+    def wall_clock(self, broker_id: int) -> int:
+        """What the broker's ``PartitionState`` is given as now: the ISR's lag timers run
+        on the wall clock, as Kafka's (``time.milliseconds()``). The simulation's own
+        time here; a skewed clock in the whole cluster."""
+        return self.now
+
+
     def broker_tick(self, broker: SimBroker) -> None:
         now = self.now
         b = broker.broker_id
@@ -789,7 +796,7 @@ class PartitionCluster:
         self.maybe_fetch(broker)
         if now >= broker.shrink_due:
             broker.shrink_due = now + REPLICA_LAG_TIME_MAX_MS // 2
-            isr = state.isr_to_shrink(now, REPLICA_LAG_TIME_MAX_MS)
+            isr = state.isr_to_shrink(self.wall_clock(b), REPLICA_LAG_TIME_MAX_MS)
             if isr is not None:
                 self.alter_isr(broker, isr)
         call = broker.alter_call
@@ -875,7 +882,7 @@ class PartitionCluster:
                 self.stats.restarts_with_checkpoint += 1
             state = broker.state = PartitionState(
                 broker.broker_id, LeaderAndIsr(-1, NO_EPOCH, -1, [], []), log.end, hw)
-        state.update(assignment, self.now)
+        state.update(assignment, self.wall_clock(broker.broker_id))
         self.note("broker {} applies metadata {}: leader {} epoch {} partition epoch {} ISR {}"
                   " (log end {}, HW {})", broker.broker_id, message.offset, a.leader,
                   a.leader_epoch, a.partition_epoch, a.isr, broker.log.end,
@@ -1113,7 +1120,8 @@ class PartitionCluster:
             records = tuple(log.records[request.fetch_offset:
                                         request.fetch_offset + MAX_FETCH_RECORDS])
             # ReplicaManager.update_follower_fetch
-            state.on_follower_fetch(request.replica_id, request.fetch_offset, self.now,
+            state.on_follower_fetch(request.replica_id, request.fetch_offset,
+                                    self.wall_clock(broker.broker_id),
                                     request.broker_epoch)
             if request.replica_id not in state.isr and \
                     self.isr_eligible(broker, request.replica_id, request.broker_epoch):

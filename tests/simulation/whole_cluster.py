@@ -46,7 +46,7 @@ loss and delay on every link, Raft messages duplicated, cuts splitting the six n
 two groups and one-way cuts between two nodes (the Raft links, the controller channel
 and replication alike), a process paused (SIGSTOP: its timers and what is sent to it
 wait until it resumes), a wall clock stepping 1-10 s ahead or back (the Raft timers
-run on it, as Kafka's do; the broker's partition timers are not skewed), a
+run on it, as Kafka's do, and so do a leader's ISR lag timers), a
 broker crash (the process: its partition state and its
 metadata follower, whose unflushed log tail is lost; the partition's log and HW
 checkpoint stay), and a controller crash (the active one more often than not). The Raft
@@ -290,6 +290,11 @@ class ClusterPartition(PartitionCluster):
         self.cluster = cluster
         self.topic_id: uuid.UUID | None = None
         super().__init__(seed)
+
+    def wall_clock(self, broker_id: int) -> int:
+        """The broker's wall clock, as its Raft observer has it: a clock step moves the
+        ISR's lag timers too."""
+        return self.cluster.quorum.clock(broker_id)
 
     def bootstrap(self) -> None:
         """Nothing is registered before time 0: the brokers register through the quorum."""
