@@ -194,3 +194,35 @@ def test_a_response_held_for_the_high_watermark_counts_its_wait_as_purgatory_tim
     reading_ms = 5_000
     assert (histogram.max(reading_ms), histogram.percentile(50, reading_ms),
             histogram.count(reading_ms)) == (250, 0, 2)
+
+
+def test_a_write_not_replicated_within_the_write_timeout_is_coordinator_not_available(
+) -> None:
+    """Kafka's write timeout (``offsets.commit.timeout.ms``, 5 s): a write whose records
+    the high watermark has not reached by then is answered COORDINATOR_NOT_AVAILABLE,
+    which clients retry, instead of holding the request (and its connection, whose next
+    requests wait behind it) until replication comes back. The appended records stay:
+    once committed, they count."""
+    log = Replicated([1])
+    clock = [1_000]
+    rt: CoordinatorRuntime[Counter] = CoordinatorRuntime(log, Counter,
+                                                         timer_ms=lambda: clock[0],
+                                                         write_timeout_ms=5_000)
+    deadlines: list[int] = []
+    rt.on_timer_change = deadlines.append
+    rt.load(TP, 0)
+    answers: list[Any] = []
+    rt.write(TP, lambda shard, now: CoordinatorResult([5], "committed"), answers.append, 1)
+    assert deadlines[-1] == rt.next_deadline() == 6_000
+    clock[0] = 5_999
+    rt.poll(2)
+    assert answers == []
+    rt.write(TP, lambda shard, now: CoordinatorResult([2], "later"), answers.append, 3)
+    clock[0] = 6_000
+    rt.poll(4)
+    assert [a.code for a in answers] == [ErrorCode.coordinator_not_available]
+    assert rt.next_deadline() == 10_999  # the second write's own timeout
+    log.hw = 3
+    rt.on_high_watermark(TP)
+    assert answers[1:] == ["later"] and rt.contexts[TP].shard.total == 8
+    assert rt.next_deadline() is None

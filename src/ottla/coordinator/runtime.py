@@ -183,8 +183,14 @@ class Loading:
 
 class CoordinatorRuntime(Generic[S]):
     def __init__(self, writer: PartitionWriter, shard_factory: Callable[[ShardContext], S],
-                 timer_ms: Callable[[], int] | None = None) -> None:
+                 timer_ms: Callable[[], int] | None = None,
+                 write_timeout_ms: int | None = None) -> None:
         self.writer = writer
+        self.write_timeout_ms = write_timeout_ms
+        """How long a response may wait for the high watermark (Kafka's write timeout,
+        ``offsets.commit.timeout.ms`` for groups): then it is COORDINATOR_NOT_AVAILABLE,
+        which clients retry, and the request no longer holds its connection. What was
+        appended stays and takes effect if it commits. None: no limit."""
         self.shard_factory = shard_factory
         self.timer_ms = timer_ms
         """The clock timers run on, in ms: the driver gives a monotonic one, so that a
@@ -278,6 +284,7 @@ class CoordinatorRuntime(Generic[S]):
         context.pending.append((context.last_written, reply, operation(context.shard),
                                 self._timer_now()))
         self._release(context)
+        self._arm_write_timeout(context)
 
     def _run(self, context: _Context[S], operation: Callable[[S, int], Any],
              reply: Reply | None) -> None:
@@ -314,6 +321,7 @@ class CoordinatorRuntime(Generic[S]):
             context.pending.append((end, reply, result.response, self._timer_now()))
         self._flush_deferred(context, end)
         self._release(context)
+        self._arm_write_timeout(context)
 
     def _flush_deferred(self, context: _Context[S], end: int) -> None:
         since = self._timer_now()
@@ -332,6 +340,27 @@ class CoordinatorRuntime(Generic[S]):
         for _, reply, response, since in ready:
             self.metrics.event_purgatory_time.record(now - since)
             reply(response)
+
+    def _arm_write_timeout(self, context: _Context[S]) -> None:
+        if self.write_timeout_ms is not None and context.pending:
+            self.on_timer_change(min(p[3] for p in context.pending) + self.write_timeout_ms)
+
+    def _expire_writes(self, due: int) -> None:
+        """Answer COORDINATOR_NOT_AVAILABLE to every response that waited for the high
+        watermark longer than the write timeout (Kafka's OperationTimeout, whose
+        TimeoutException the group coordinator answers as COORDINATOR_NOT_AVAILABLE)."""
+        if self.write_timeout_ms is None:
+            return
+        limit = due - self.write_timeout_ms
+        for context in self.contexts.values():
+            expired = [p for p in context.pending if p[3] <= limit]
+            if not expired:
+                continue
+            context.pending = [p for p in context.pending if p[3] > limit]
+            for _, reply, _, _ in expired:
+                reply(KafkaError(ErrorCode.coordinator_not_available,
+                                 f"The write timed out after {self.write_timeout_ms} ms: "
+                                 "it was not replicated in time"))
 
     def on_high_watermark(self, tp: TopicPartition) -> None:
         """The partition's high watermark moved (replication): release what it covers."""
@@ -356,13 +385,19 @@ class CoordinatorRuntime(Generic[S]):
         return self.timer_ms() if self.timer_ms is not None else self.now_ms
 
     def next_deadline(self) -> int | None:
-        """The earliest timer's deadline, on the timers' clock (``timer_ms``)."""
+        """The earliest timer's or write timeout's deadline, on the timers' clock
+        (``timer_ms``)."""
+        deadlines = []
         while self._heap:
             deadline, seq, tp, key, _ = self._heap[0]
             if self._timers.get((tp, key)) == (deadline, seq):
-                return deadline
+                deadlines.append(deadline)
+                break
             heapq.heappop(self._heap)  # cancelled or replaced
-        return None
+        if self.write_timeout_ms is not None:
+            deadlines += [min(p[3] for p in c.pending) + self.write_timeout_ms
+                          for c in self.contexts.values() if c.pending]
+        return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> None:
         """Fire every timer due on the timers' clock, each as a write on its shard at
@@ -378,3 +413,4 @@ class CoordinatorRuntime(Generic[S]):
             if context is None or context.state is not CoordinatorState.ACTIVE:
                 continue
             self._run(context, operation, None)
+        self._expire_writes(due)

@@ -171,7 +171,7 @@ class CoordinatorService(Generic[S]):
 
     def __init__(self, broker: BrokerContext, num_partitions: int, replication_factor: int,
                  topic_configs: dict[str, str], shard_factory: Callable[[ShardContext], S],
-                 encode: Encode, decode: Decode) -> None:
+                 encode: Encode, decode: Decode, write_timeout_ms: int | None = None) -> None:
         self.broker = broker
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
@@ -179,7 +179,8 @@ class CoordinatorService(Generic[S]):
         self.writer = LogPartitionWriter(broker.replica_manager, lambda: broker.image,
                                          encode, decode)
         self.runtime: CoordinatorRuntime[Any] = CoordinatorRuntime(
-            self.writer, shard_factory, timer_ms=monotonic_ms)
+            self.writer, shard_factory, timer_ms=monotonic_ms,
+            write_timeout_ms=write_timeout_ms)
         self._timer = DeadlineTimer(self.kind, monotonic_ms, self._poll)
         self.runtime.on_timer_change = self._timer.deadline_changed
         broker.replica_manager.high_watermark_listeners.append(self._on_high_watermark)

@@ -40,7 +40,7 @@ class GroupCoordinatorService(CoordinatorService[GroupCoordinatorShard]):
                                               consumer_config=self.consumer_config,
                                               share_config=self.share_config,
                                               metrics=self.metrics),
-            rec.encode, rec.decode)
+            rec.encode, rec.decode, write_timeout_ms=config["offsets.commit.timeout.ms"])
 
     def user_topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         """User topics of the metadata image: name -> (topic id, partition count)."""
