@@ -766,10 +766,10 @@ class PartitionCluster:
 
     # --- a broker ---------------------------------------------------------------------
 
-    def wall_clock(self, broker_id: int) -> int:
+    def lag_clock(self, broker_id: int) -> int:
         """What the broker's ``PartitionState`` is given as now: the ISR's lag timers run
-        on the wall clock, as Kafka's (``time.milliseconds()``). The simulation's own
-        time here; a skewed clock in the whole cluster."""
+        on the broker's monotonic clock (``ReplicaManager.lag_clock``), which no step of
+        its wall clock moves: the simulation's own time."""
         return self.now
 
 
@@ -796,7 +796,7 @@ class PartitionCluster:
         self.maybe_fetch(broker)
         if now >= broker.shrink_due:
             broker.shrink_due = now + REPLICA_LAG_TIME_MAX_MS // 2
-            isr = state.isr_to_shrink(self.wall_clock(b), REPLICA_LAG_TIME_MAX_MS)
+            isr = state.isr_to_shrink(self.lag_clock(b), REPLICA_LAG_TIME_MAX_MS)
             if isr is not None:
                 self.alter_isr(broker, isr)
         call = broker.alter_call
@@ -882,7 +882,7 @@ class PartitionCluster:
                 self.stats.restarts_with_checkpoint += 1
             state = broker.state = PartitionState(
                 broker.broker_id, LeaderAndIsr(-1, NO_EPOCH, -1, [], []), log.end, hw)
-        state.update(assignment, self.wall_clock(broker.broker_id))
+        state.update(assignment, self.lag_clock(broker.broker_id))
         self.note("broker {} applies metadata {}: leader {} epoch {} partition epoch {} ISR {}"
                   " (log end {}, HW {})", broker.broker_id, message.offset, a.leader,
                   a.leader_epoch, a.partition_epoch, a.isr, broker.log.end,
@@ -1121,7 +1121,7 @@ class PartitionCluster:
                                         request.fetch_offset + MAX_FETCH_RECORDS])
             # ReplicaManager.update_follower_fetch
             state.on_follower_fetch(request.replica_id, request.fetch_offset,
-                                    self.wall_clock(broker.broker_id),
+                                    self.lag_clock(broker.broker_id),
                                     request.broker_epoch)
             if request.replica_id not in state.isr and \
                     self.isr_eligible(broker, request.replica_id, request.broker_epoch):

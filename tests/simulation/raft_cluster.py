@@ -242,7 +242,9 @@ class SimulatedQuorum:
         self.proposed = 0
         self.snapshots_loaded = 0
         self.skew: dict[int, int] = {}
-        """Node -> how far its wall clock is off (the Raft timers run on it, as Kafka's)."""
+        """Node -> how far its clock is off. Kafka's Raft timers run on the wall clock;
+        Ottla's on a steady one (the wall clock at the node's start, then monotonic), which
+        a step reaches when the node next starts. Stepped here at once: the harder case."""
         self.paused: dict[int, int] = {}
         """Node -> when a paused process resumes (SIGSTOP: it does nothing meanwhile, and
         its timers and the messages sent to it wait)."""
@@ -275,7 +277,7 @@ class SimulatedQuorum:
                            voted_for=voted)
 
     def clock(self, n: int) -> int:
-        """Node ``n``'s wall clock, what its ``RaftReplica`` is given as now."""
+        """Node ``n``'s clock, what its ``RaftReplica`` is given as now."""
         return self.now + self.skew.get(n, 0)
 
     def crash(self, n: int) -> None:

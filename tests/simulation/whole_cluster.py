@@ -291,11 +291,6 @@ class ClusterPartition(PartitionCluster):
         self.topic_id: uuid.UUID | None = None
         super().__init__(seed)
 
-    def wall_clock(self, broker_id: int) -> int:
-        """The broker's wall clock, as its Raft observer has it: a clock step moves the
-        ISR's lag timers too."""
-        return self.cluster.quorum.clock(broker_id)
-
     def bootstrap(self) -> None:
         """Nothing is registered before time 0: the brokers register through the quorum."""
         for broker in self.brokers.values():

@@ -450,6 +450,33 @@ async def test_acks_all_whose_leadership_moves_answers_not_leader_or_follower(br
     assert answer.error_code == ErrorCode.not_leader_or_follower
 
 
+async def test_a_step_of_the_leaders_wall_clock_moves_no_follower_in_or_out_of_the_isr(
+        broker) -> None:
+    """Followers' lag (replica.lag.time.max.ms) is timed on the monotonic clock: a
+    leader whose wall clock jumps ten minutes ahead drops no follower that keeps up, and
+    one whose clock jumps ten minutes back still drops the follower that stopped."""
+    create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
+    replicas = broker.replica_manager
+    partition = replicas.partitions[("orders", 0)]
+    proposed: list[list[int]] = []
+    replicas.alter_isr = lambda _, isr: proposed.append(sorted(isr))
+    start = monotonic_ms()
+    clock = [start]
+    replicas.lag_clock = lambda: clock[0]
+    for expected_end in (1, 2):
+        answer = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(
+            "orders", (0, batch(b"a")), acks=1)))
+        assert answer.error_code == ErrorCode.none
+        replicas.update_follower_fetch(partition, OTHER, expected_end, NOW_MS)
+    replicas.update_follower_fetch(partition, THIRD, 1, NOW_MS)  # then it stops
+    clock[0] = start + 20_000
+    replicas.maybe_shrink_isr(NOW_MS + 600_000, 30_000)
+    assert proposed == []
+    clock[0] = start + 30_001
+    replicas.maybe_shrink_isr(NOW_MS - 600_000, 30_000)
+    assert proposed == [[NODE, OTHER]]
+
+
 async def test_acks_one_answers_after_the_leader_append_alone(broker) -> None:
     create_topic(broker, "orders", replicas=(NODE, OTHER, THIRD))
     answer = partition_answer(await ask(broker, ApiKey.PRODUCE, 9, produce_body(

@@ -24,6 +24,7 @@ from ottla.raft.messages import (
     Outgoing,
     Snapshot,
 )
+from ottla.raft.quorum import Role
 from ottla.server.raft_driver import RaftDriver
 
 
@@ -182,5 +183,33 @@ async def test_an_append_the_disk_refuses_halts_the_node(tmp_path, monkeypatch) 
         monkeypatch.undo()
         assert driver.propose([record(3)]) is None  # halted
         assert driver.log.end_offset == 2
+    finally:
+        await driver.stop()
+
+
+async def test_a_step_of_the_wall_clock_leaves_a_follower_with_its_leader(tmp_path) -> None:
+    """The replica's timers run on a steady clock: a follower whose wall clock jumps ten
+    minutes ahead keeps its leader. Timed on the wall clock, its fetch timeout would have
+    passed at the next tick, and it would go prospective (or, a leader, resign)."""
+    voters = {n: ("127.0.0.1", closed_port()) for n in (1, 2, 3)}
+    wall = [time.time()]
+    driver = RaftDriver(node_id=2, cluster_id="c", voters=voters,
+                        directory=str(tmp_path / "meta"), clock=lambda: wall[0])
+    driver.start()
+    try:
+        driver._advance(lambda: driver.replica.handle(1, BeginQuorumEpoch(1, 1),
+                                                      driver.now_ms()))
+        assert (driver.replica.role, driver.replica.leader_id) == (Role.FOLLOWER, 1)
+        wall[0] += 600
+        ticks: list[int] = []
+        tick = driver.replica.tick
+
+        def counted(now_ms: int) -> Any:
+            ticks.append(now_ms)
+            return tick(now_ms)
+        driver.replica.tick = counted  # type: ignore[method-assign]
+        await until(lambda: len(ticks) >= 5)
+        assert (driver.replica.role, driver.replica.leader_id) == (Role.FOLLOWER, 1)
+        assert ticks[-1] - ticks[0] < 2000 and abs(ticks[0] / 1000 - time.time()) < 60
     finally:
         await driver.stop()

@@ -100,6 +100,7 @@ class Broker(BrokerContext):
         for purgatory in (replica_manager.produce_purgatory, replica_manager.fetch_purgatory):
             purgatory.timer_ms = monotonic_ms
             purgatory.on_deadline_change = self.purgatory_timer.deadline_changed
+        replica_manager.lag_clock = monotonic_ms  # and so do followers' lag timers
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.client_quotas = client_quotas if client_quotas is not None else \
             ClientQuotaManagers(config["quota.window.num"], config["quota.window.size.seconds"])

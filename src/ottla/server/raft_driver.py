@@ -42,6 +42,7 @@ from ottla import __version__
 from ottla.client.async_client import AsyncClient, NodeUnavailable
 from ottla.client.security import ClientSecurity
 from ottla.common.files import write_atomically
+from ottla.common.steady_clock import SteadyClock
 from ottla.common.tasks import within
 from ottla.metadata import records as metadata_records
 from ottla.protocol.api import ApiKey
@@ -123,6 +124,11 @@ class RaftDriver:
         self.directory = directory
         self.config = config or RaftConfig()
         self.clock = clock
+        """The wall clock: the metadata log's batch timestamps."""
+        self.timers = SteadyClock(clock)
+        """The replica's clock (its election, fetch and check-quorum timers, the fetch
+        times DescribeQuorum reports): a step of the wall clock neither makes a leader
+        resign nor a follower give up on its leader at once, nor holds an election."""
         self.rng = rng or random.Random()
         self.on_fault = on_fault
         self.security = security
@@ -155,7 +161,7 @@ class RaftDriver:
         self._stopped = False
 
     def now_ms(self) -> int:
-        return int(self.clock() * 1000)
+        return self.timers.ms()
 
     # --- what the node asks ------------------------------------------------------------
 
@@ -342,7 +348,7 @@ class RaftDriver:
         if self._stopped:
             return
         metrics = self.replica.metrics
-        metrics.poll_ended(self.clock() * 1000)
+        metrics.poll_ended(self.timers() * 1000)
         try:
             try:
                 outgoing = decide()
@@ -351,7 +357,7 @@ class RaftDriver:
                 return
             self._step(outgoing)
         finally:
-            metrics.poll_started(self.clock() * 1000)
+            metrics.poll_started(self.timers() * 1000)
 
     def _step(self, outgoing: list[Outgoing]) -> None:
         if self._stopped:

@@ -88,6 +88,11 @@ class ReplicaManager:
         self.on_move_started: Callable[[], None] = lambda: None
         """A replica began moving between log dirs (set by the broker: its
         ReplicaAlterLogDirsManager runs the moves)."""
+        self.lag_clock: Callable[[], int] | None = None
+        """The clock followers' lag (``replica.lag.time.max.ms``) is timed on, in ms: the
+        broker gives a monotonic one, so that a step of the leader's wall clock neither
+        drops every follower from its ISRs (forward) nor keeps a dead one in them for the
+        step's length (back). None: the ``now_ms`` each call is given."""
         self.isr_expands = 0
         self.isr_shrinks = 0
         """ISR changes of partitions led here that the controller accepted (Kafka's
@@ -167,7 +172,8 @@ class ReplicaManager:
                 partition = None
             if partition is not None and not update_configs:
                 self._set_hw_min_isr(partition, elr)
-                self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
+                moved = partition.update_state(state, self._lag_now(now_ms))
+                self._moved(tp, moved, True, now_ms)
                 self._follow_or_lead(partition)
                 self._check_directory(tp, replica, assign)
                 continue
@@ -189,7 +195,8 @@ class ReplicaManager:
                 if tp in self.log_manager.futures:  # a move a restart interrupted
                     self.on_move_started()
                 partition = self.partitions[tp] = Partition(
-                    tp[0], tp[1], replica.topic_id, log_, self.broker_id, state, now_ms,
+                    tp[0], tp[1], replica.topic_id, log_, self.broker_id, state,
+                    self._lag_now(now_ms),
                     config["min.insync.replicas"] if elr else 0)
                 self._moved(tp, False, True, now_ms)
                 self._follow_or_lead(partition)
@@ -198,7 +205,8 @@ class ReplicaManager:
             else:
                 partition.log.config = config
                 self._set_hw_min_isr(partition, elr)
-                self._moved(tp, partition.update_state(state, now_ms), True, now_ms)
+                moved = partition.update_state(state, self._lag_now(now_ms))
+                self._moved(tp, moved, True, now_ms)
                 self._follow_or_lead(partition)
                 self._check_directory(tp, replica, assign)
         return pending and any(tp not in self.partitions and tp not in self.offline
@@ -337,7 +345,8 @@ class ReplicaManager:
                               now_ms: int, broker_epoch: int = -1) -> None:
         """A follower fetched ``partition`` from ``fetch_offset`` (it has everything
         before): the high watermark may move, and what waits on it with it."""
-        moved = partition.update_follower_fetch(replica_id, fetch_offset, now_ms, broker_epoch)
+        moved = partition.update_follower_fetch(replica_id, fetch_offset,
+                                                self._lag_now(now_ms), broker_epoch)
         self._moved((partition.topic, partition.index), moved, False, now_ms)
         if self.alter_isr is not None and partition.is_leader and \
                 replica_id not in partition.state.isr and \
@@ -356,11 +365,15 @@ class ReplicaManager:
         if self.alter_isr is None:
             return
         for partition in self.partitions.values():
-            isr = partition.replication.isr_to_shrink(now_ms, replica_lag_time_max_ms)
+            isr = partition.replication.isr_to_shrink(self._lag_now(now_ms),
+                                                      replica_lag_time_max_ms)
             if isr is not None:
                 log.info("Shrinking the ISR of %s-%d from %s to %s", partition.topic,
                          partition.index, partition.state.isr, isr)
                 self.alter_isr(partition, isr)
+
+    def _lag_now(self, now_ms: int) -> int:
+        return self.lag_clock() if self.lag_clock is not None else now_ms
 
     def isr_answered(self, partition: Partition, isr: list[int] | None, partition_epoch: int,
                      now_ms: int) -> None:
