@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from ottla.chaos.clocks import REREAD_S
 from ottla.chaos.cluster import ChaosCluster
 from ottla.chaos.faults import Fault
 
@@ -103,10 +104,21 @@ class Nemesis:
             self._skewed.add(fault.nodes[0])
             self.cluster.skew_clock(fault.nodes[0], float(fault.target))
             try:  # the clock the node stamps records with, as a client sees it
-                self._notes["observed_skew_s"] = self.cluster.clock_offset(fault.nodes[0])
+                self._notes["observed_skew_s"] = self._observed_skew(fault.nodes[0],
+                                                                     float(fault.target))
             except Exception as e:  # a finding, not the nemesis's failure
                 self._notes["probe_error"] = repr(e)
         return fault.nodes
+
+    def _observed_skew(self, node: int, target: float) -> float:
+        """The node's clock offset once it has read its new one (within REREAD_S), or as
+        it still is a second after that."""
+        deadline = time.monotonic() + REREAD_S + 1
+        while True:
+            seen = self.cluster.clock_offset(node)
+            if abs(seen - target) < 1 or time.monotonic() >= deadline:
+                return seen
+            time.sleep(0.1)
 
     def heal(self, wait: bool = False) -> None:
         """Links healed, paused nodes resumed, killed nodes restarted, full disks freed
