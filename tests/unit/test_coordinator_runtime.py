@@ -226,3 +226,29 @@ def test_a_write_not_replicated_within_the_write_timeout_is_coordinator_not_avai
     rt.on_high_watermark(TP)
     assert answers[1:] == ["later"] and rt.contexts[TP].shard.total == 8
     assert rt.next_deadline() is None
+
+
+def test_a_write_may_carry_its_own_timeout_or_none() -> None:
+    """A result's ``write_timeout_ms`` replaces the runtime's for its answer (Kafka's
+    transaction coordinator times each append out after the transaction's timeout); a
+    runtime without one holds answers until the high watermark comes."""
+    log = Replicated([1])
+    clock = [0]
+    rt: CoordinatorRuntime[Counter] = CoordinatorRuntime(log, Counter,
+                                                         timer_ms=lambda: clock[0])
+    rt.load(TP, 0)
+    answers: list[Any] = []
+    rt.write(TP, lambda shard, now: CoordinatorResult([5], "held"), answers.append, 1)
+    rt.write(TP, lambda shard, now: CoordinatorResult([2], "timed", write_timeout_ms=60_000),
+             answers.append, 1)
+    assert rt.next_deadline() == 60_000
+    clock[0] = 59_999
+    rt.poll(2)
+    assert answers == []
+    clock[0] = 600_000
+    rt.poll(3)
+    assert [getattr(a, "code", a) for a in answers] == [ErrorCode.coordinator_not_available]
+    assert "60000 ms" in answers[0].message and rt.next_deadline() is None
+    log.hw = 3
+    rt.on_high_watermark(TP)
+    assert answers[1:] == ["held"]

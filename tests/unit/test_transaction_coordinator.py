@@ -243,3 +243,43 @@ def test_verification_says_which_partitions_are_not_in_the_transaction() -> None
     c.end("payments", pid, 0, commit=True)
     assert verify("payments", pid, 0, frozenset({("orders", 0)})) == {
         ("orders", 0): ErrorCode.concurrent_transactions}
+
+
+class StalledLog(Log):
+    """A log whose high watermark stops where it is once ``stall`` is set (its
+    followers gone quiet)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stalled_at: int | None = None
+
+    def high_watermark(self, tp: tuple[str, int]) -> int:
+        return len(self.entries) if self.stalled_at is None else self.stalled_at
+
+
+def test_a_write_not_replicated_within_the_transactions_timeout_is_retriable() -> None:
+    """As Kafka's append to the transaction log times out after the transaction's own
+    timeout: a write held by replication for that long is answered
+    COORDINATOR_NOT_AVAILABLE (the producer retries); what it wrote stays."""
+    log = StalledLog()
+    clock = [0]
+    runtime: CoordinatorRuntime[TransactionCoordinatorShard] = CoordinatorRuntime(
+        log, lambda ctx: TransactionCoordinatorShard(ctx, CONFIG), timer_ms=lambda: clock[0])
+    runtime.load(TP, T0)
+    answers: list[Any] = []
+    runtime.write(TP, lambda shard, n: shard.init_producer_id(
+        n, "payments", 20_000, None, lambda: 7), answers.append, T0)
+    assert answers == [ProducerIdAndEpoch(ErrorCode.none, 7, 0)]
+    log.stalled_at = len(log.entries)
+    runtime.write(TP, lambda shard, n: shard.add_partitions(
+        n, "payments", 7, 0, frozenset({("orders", 0)})), answers.append, T0)
+    clock[0] = 19_999
+    runtime.poll(T0 + 19_999)
+    assert answers[1:] == []
+    clock[0] = 20_000
+    runtime.poll(T0 + 20_000)
+    assert [a.code for a in answers[1:]] == [ErrorCode.coordinator_not_available]
+    log.stalled_at = None
+    runtime.on_high_watermark(TP)
+    assert len(answers) == 2
+    assert runtime.active(TP).shard.transactions["payments"].partitions == {("orders", 0)}

@@ -56,6 +56,10 @@ class CoordinatorResult(Generic[R]):
     records: list[Any] = field(default_factory=list)
     response: R = None  # type: ignore[assignment]  # R is None where nothing is answered
     replay: bool = True
+    write_timeout_ms: int | None = None
+    """How long the answer may wait for the high watermark, where it is not the
+    runtime's: Kafka's transaction coordinator gives each append its transaction's
+    timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,15 +131,27 @@ class ShardContext:
         return (self.tp, key) in self._runtime._timers
 
 
+@dataclass(slots=True, eq=False)
+class _Pending:
+    """A response waiting for the high watermark to reach ``end``."""
+
+    end: int
+    reply: Reply
+    response: Any
+    since: int
+    """On the timers' clock: its wait there is the event purgatory time."""
+    deadline: int | None
+    """On the timers' clock: then COORDINATOR_NOT_AVAILABLE. None: it waits."""
+
+
 @dataclass(slots=True)
 class _Context(Generic[S]):
     tp: TopicPartition
     state: CoordinatorState
     shard: S
     ctx: ShardContext
-    pending: list[tuple[int, Reply, Any, int]] = field(default_factory=list)
-    """Responses waiting for the high watermark: (offset, reply, response, since), since
-    on the timers' clock (their time there is the event purgatory time)."""
+    pending: list[_Pending] = field(default_factory=list)
+    """Responses waiting for the high watermark."""
     last_written: int = 0
     """The log end after this shard's last write; a response waits for it."""
 
@@ -241,8 +257,8 @@ class CoordinatorRuntime(Generic[S]):
         for key in [k for k in self._timers if k[0] == tp]:
             del self._timers[key]
         context.shard.on_unloaded()
-        for _, reply, _, _ in context.pending:
-            reply(KafkaError(ErrorCode.not_coordinator, "The coordinator moved"))
+        for p in context.pending:
+            p.reply(KafkaError(ErrorCode.not_coordinator, "The coordinator moved"))
         context.pending.clear()
 
     def active(self, tp: TopicPartition) -> _Context[S]:
@@ -281,8 +297,7 @@ class CoordinatorRuntime(Generic[S]):
         reads at the last committed offset do. Raises KafkaError if ``tp`` is not an
         active shard; an unload before the answer is released replies NOT_COORDINATOR."""
         context = self.active(tp)
-        context.pending.append((context.last_written, reply, operation(context.shard),
-                                self._timer_now()))
+        self._wait(context, context.last_written, reply, operation(context.shard))
         self._release(context)
         self._arm_write_timeout(context)
 
@@ -318,49 +333,60 @@ class CoordinatorRuntime(Generic[S]):
             end = context.last_written  # what earlier writes appended must be committed
         context.last_written = end
         if reply is not None and result.response is not DEFERRED:
-            context.pending.append((end, reply, result.response, self._timer_now()))
+            self._wait(context, end, reply, result.response, result.write_timeout_ms)
         self._flush_deferred(context, end)
         self._release(context)
         self._arm_write_timeout(context)
 
-    def _flush_deferred(self, context: _Context[S], end: int) -> None:
+    def _wait(self, context: _Context[S], end: int, reply: Reply, response: Any,
+              timeout_ms: int | None = None) -> None:
         since = self._timer_now()
+        timeout_ms = self.write_timeout_ms if timeout_ms is None else timeout_ms
+        context.pending.append(_Pending(end, reply, response, since,
+                                        None if timeout_ms is None else since + timeout_ms))
+
+    def _flush_deferred(self, context: _Context[S], end: int) -> None:
         for reply, response in context.ctx._deferred:
-            context.pending.append((end, reply, response, since))
+            self._wait(context, end, reply, response)
         context.ctx._deferred.clear()
 
     def _release(self, context: _Context[S]) -> None:
         hw = self.writer.high_watermark(context.tp)
         context.shard.on_committed(hw)
-        ready = [p for p in context.pending if p[0] <= hw]
+        ready = [p for p in context.pending if p.end <= hw]
         if not ready:
             return
-        context.pending = [p for p in context.pending if p[0] > hw]
+        context.pending = [p for p in context.pending if p.end > hw]
         now = self._timer_now()
-        for _, reply, response, since in ready:
-            self.metrics.event_purgatory_time.record(now - since)
-            reply(response)
+        for p in ready:
+            self.metrics.event_purgatory_time.record(now - p.since)
+            p.reply(p.response)
+
+    @staticmethod
+    def _write_deadline(context: _Context[Any]) -> int | None:
+        return min((p.deadline for p in context.pending if p.deadline is not None),
+                   default=None)
 
     def _arm_write_timeout(self, context: _Context[S]) -> None:
-        if self.write_timeout_ms is not None and context.pending:
-            self.on_timer_change(min(p[3] for p in context.pending) + self.write_timeout_ms)
+        deadline = self._write_deadline(context)
+        if deadline is not None:
+            self.on_timer_change(deadline)
 
     def _expire_writes(self, due: int) -> None:
         """Answer COORDINATOR_NOT_AVAILABLE to every response that waited for the high
         watermark longer than the write timeout (Kafka's OperationTimeout, whose
         TimeoutException the group coordinator answers as COORDINATOR_NOT_AVAILABLE)."""
-        if self.write_timeout_ms is None:
-            return
-        limit = due - self.write_timeout_ms
         for context in self.contexts.values():
-            expired = [p for p in context.pending if p[3] <= limit]
+            expired = [p for p in context.pending if p.deadline is not None
+                       and p.deadline <= due]
             if not expired:
                 continue
-            context.pending = [p for p in context.pending if p[3] > limit]
-            for _, reply, _, _ in expired:
-                reply(KafkaError(ErrorCode.coordinator_not_available,
-                                 f"The write timed out after {self.write_timeout_ms} ms: "
-                                 "it was not replicated in time"))
+            context.pending = [p for p in context.pending if p.deadline is None
+                               or p.deadline > due]
+            for p in expired:
+                p.reply(KafkaError(ErrorCode.coordinator_not_available,
+                                   f"The write timed out after {p.deadline - p.since} ms: "
+                                   "it was not replicated in time"))
 
     def on_high_watermark(self, tp: TopicPartition) -> None:
         """The partition's high watermark moved (replication): release what it covers."""
@@ -394,9 +420,8 @@ class CoordinatorRuntime(Generic[S]):
                 deadlines.append(deadline)
                 break
             heapq.heappop(self._heap)  # cancelled or replaced
-        if self.write_timeout_ms is not None:
-            deadlines += [min(p[3] for p in c.pending) + self.write_timeout_ms
-                          for c in self.contexts.values() if c.pending]
+        deadlines += [d for d in map(self._write_deadline, self.contexts.values())
+                      if d is not None]
         return min(deadlines, default=None)
 
     def poll(self, now_ms: int) -> None:

@@ -55,7 +55,8 @@ class ShareCoordinatorService(CoordinatorService[ShareCoordinatorShard]):
              "unclean.leader.election.enable": "false", "retention.ms": "-1"},
             lambda ctx: ShareCoordinatorShard(
                 ctx, self.share_config, on_prune=lambda offset: self._prune(ctx.tp, offset)),
-            encode_record, decode_record)
+            encode_record, decode_record,
+            write_timeout_ms=config["share.coordinator.write.timeout.ms"])
 
     # --- the APIs ---------------------------------------------------------------------------
 

@@ -174,8 +174,7 @@ class TransactionCoordinatorShard:
             aborting = md.fence_epoch().prepare_end(
                 commit=False, client_version=md.client_version,
                 next_producer_id=NO_PRODUCER_ID, now_ms=now_ms)
-            return CoordinatorResult([_record(aborting)],
-                                     ProducerIdAndEpoch(ErrorCode.concurrent_transactions))
+            return _write(aborting, ProducerIdAndEpoch(ErrorCode.concurrent_transactions))
         if md.epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
             nxt = md.rotate_producer_id(allocate_producer_id(), timeout_ms, now_ms,
                                         record_last_epoch=expected is not None)
@@ -188,7 +187,7 @@ class TransactionCoordinatorShard:
         answer = ProducerIdAndEpoch(ErrorCode.none, nxt.producer_id, nxt.producer_epoch)
         if nxt == md:
             return _answer(answer)  # a retry answered from the state as it is
-        return CoordinatorResult([_record(nxt)], answer)
+        return _write(nxt, answer)
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------
 
@@ -209,9 +208,7 @@ class TransactionCoordinatorShard:
             return _answer(ErrorCode.concurrent_transactions)
         if md.state is S.ONGOING and partitions <= md.partitions:
             return _answer(ErrorCode.none)
-        return CoordinatorResult([_record(md.add_partitions(partitions, now_ms,
-                                                            client_version))],
-                                 ErrorCode.none)
+        return _write(md.add_partitions(partitions, now_ms, client_version), ErrorCode.none)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: frozenset[TopicPartition]
@@ -274,8 +271,8 @@ class TransactionCoordinatorShard:
             md.epoch_exhausted else NO_PRODUCER_ID
         nxt = md.prepare_end(commit=commit, client_version=client_version,
                              next_producer_id=next_producer_id, now_ms=now_ms)
-        return CoordinatorResult([_record(nxt)], ProducerIdAndEpoch(
-            ErrorCode.none, nxt.producer_id, nxt.producer_epoch))
+        return _write(nxt, ProducerIdAndEpoch(ErrorCode.none, nxt.producer_id,
+                                              nxt.producer_epoch))
 
     def complete_transaction(self, now_ms: int, transactional_id: str, producer_id: int,
                              producer_epoch: int) -> CoordinatorResult:
@@ -335,4 +332,11 @@ def _marker_job(md: TransactionMetadata) -> MarkerJob | None:
 
 def _answer(response: object) -> CoordinatorResult:
     return CoordinatorResult([], response)
+
+
+def _write(md: TransactionMetadata, response: object) -> CoordinatorResult:
+    """``md`` written, ``response`` answered once it is committed or, as Kafka's append
+    to the transaction log times out after the transaction's timeout, answered
+    COORDINATOR_NOT_AVAILABLE then (the client retries)."""
+    return CoordinatorResult([_record(md)], response, write_timeout_ms=md.timeout_ms)
 
