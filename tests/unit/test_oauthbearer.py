@@ -132,6 +132,18 @@ def test_with_reauth_the_token_expiry_bounds_the_session() -> None:
     assert auth.expired(NOW_MS + 600_001)
 
 
+def test_the_session_runs_on_the_session_clock_whatever_the_wall_clock_does() -> None:
+    """The token's remaining life (its expiry less the wall clock) is counted on the
+    session clock the connection gives (monotonic, Kafka's nanoTime): a later step of the
+    broker's wall clock neither ends the session early nor prolongs it."""
+    auth = SaslAuthenticator({"OAUTHBEARER": Mechanism(lambda: OAuthBearerServer(
+        validator()))}, reauth_ms=3_600_000)
+    auth.handshake("OAUTHBEARER", 1)
+    answer = auth.authenticate(client_first_message(signed(GOOD)), NOW_MS, session_ms=5_000)
+    assert answer.body["session_lifetime_ms"] == 600_000
+    assert not auth.expired(605_000) and auth.expired(605_001)
+
+
 def test_a_real_clock_token_round_trip() -> None:
     """The validator against the wall clock, as the node runs it."""
     now = int(time.time())

@@ -77,7 +77,11 @@ class SaslAuthenticator:
         self.principal: Principal | None = None
         """Who the connection authenticated as (None until it has)."""
         self.mechanism = ""
+        self._lifetime_ms: int | None = None
         self.session_expires_ms: int | None = None
+        """When the session ends, on the session clock (the ``session_ms`` callers give:
+        a monotonic one, so that a step of the wall clock neither ends every session at
+        once nor prolongs any, as Kafka keeps the deadline in nanoTime)."""
         self._server: SaslServer | None = None
         self._reauthenticating = False
 
@@ -85,10 +89,10 @@ class SaslAuthenticator:
     def authenticated(self) -> bool:
         return self.state == SaslState.COMPLETE and not self._reauthenticating
 
-    def expired(self, now_ms: int) -> bool:
+    def expired(self, session_ms: int) -> bool:
         """A request other than a new handshake after the session's lifetime: Kafka
-        closes the connection (KIP-368)."""
-        return self.session_expires_ms is not None and now_ms > self.session_expires_ms
+        closes the connection (KIP-368). ``session_ms``: the session clock's now."""
+        return self.session_expires_ms is not None and session_ms > self.session_expires_ms
 
     def intercepts(self, api_key: int) -> bool:
         """Whether this authenticator answers the request (rather than the API table):
@@ -123,8 +127,10 @@ class SaslAuthenticator:
             self.state = SaslState.AUTHENTICATE if version >= 1 else SaslState.RAW_AUTHENTICATE
         return SaslAnswer({"error_code": ErrorCode.none, "mechanisms": enabled})
 
-    def authenticate(self, token: bytes, now_ms: int) -> SaslAnswer:
-        """One SaslAuthenticate request."""
+    def authenticate(self, token: bytes, now_ms: int, session_ms: int | None = None
+                     ) -> SaslAnswer:
+        """One SaslAuthenticate request at wall time ``now_ms`` (credentials expire on
+        it) and ``session_ms`` on the session clock (None: ``now_ms``)."""
         if self._server is None or not (self.state == SaslState.AUTHENTICATE
                                         or self._reauthenticating):
             self.state = SaslState.FAILED
@@ -137,13 +143,14 @@ class SaslAuthenticator:
             return self._failed()
         lifetime = 0
         if self._server.complete:
-            failure = self._complete(now_ms)
+            failure = self._complete(now_ms, now_ms if session_ms is None else session_ms)
             if failure is not None:
                 return failure
-            lifetime = self.session_expires_ms - now_ms if self.session_expires_ms else 0
+            lifetime = self._lifetime_ms or 0
         return SaslAnswer(self._authenticate_body(ErrorCode.none, None, reply, lifetime))
 
-    def authenticate_raw(self, token: bytes, now_ms: int) -> bytes | None:
+    def authenticate_raw(self, token: bytes, now_ms: int, session_ms: int | None = None
+                         ) -> bytes | None:
         """One bare token after a v0 handshake: the bare reply, or None to close."""
         assert self._server is not None and self.state == SaslState.RAW_AUTHENTICATE
         try:
@@ -151,11 +158,12 @@ class SaslAuthenticator:
         except SaslAuthenticationFailed:
             self.state = SaslState.FAILED
             return None
-        if self._server.complete and self._complete(now_ms) is not None:
+        if self._server.complete and self._complete(
+                now_ms, now_ms if session_ms is None else session_ms) is not None:
             return None
         return reply
 
-    def _complete(self, now_ms: int) -> SaslAnswer | None:
+    def _complete(self, now_ms: int, session_ms: int) -> SaslAnswer | None:
         assert self._server is not None
         server = self._server
         principal = self.mechanisms[self.mechanism].principal_of(server)
@@ -169,16 +177,19 @@ class SaslAuthenticator:
         self.state = SaslState.COMPLETE
         self._reauthenticating = False
         self._server = None
-        self.session_expires_ms = None
         # KIP-368: the lifetime is the shorter of connections.max.reauth.ms and the
-        # credential's own (an OAUTHBEARER token's or a delegation token's expiry), which
-        # bounds the session even without re-authentication, as in Kafka.
+        # credential's own (an OAUTHBEARER token's or a delegation token's expiry, on the
+        # wall clock), which bounds the session even without re-authentication, as in
+        # Kafka; it then runs on the session clock.
         expires = getattr(server, "credential_expires_ms", None)
+        self._lifetime_ms = None
         if expires is not None:
-            limit = min(now_ms + self.reauth_ms, expires) if self.reauth_ms > 0 else expires
-            self.session_expires_ms = max(now_ms, limit)
+            left = max(0, expires - now_ms)
+            self._lifetime_ms = min(self.reauth_ms, left) if self.reauth_ms > 0 else left
         elif self.reauth_ms > 0:
-            self.session_expires_ms = now_ms + self.reauth_ms
+            self._lifetime_ms = self.reauth_ms
+        self.session_expires_ms = None if self._lifetime_ms is None else \
+            session_ms + self._lifetime_ms
         return None
 
     def _failed(self) -> SaslAnswer:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from time import perf_counter
 from typing import Any
 
+from ottla.broker.deadline_timer import monotonic_ms
 from ottla.broker.quota.client_quota_manager import ClientQuotaManager
 from ottla.broker.quota.connection_rate_quota import ConnectionRateQuotas
 from ottla.broker.quota.delay_queue import DelayQueue
@@ -557,8 +558,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         assert auth is not None
         api_key = header.api_key
         now_ms = int(self.dispatcher.clock() * 1000)
+        session_ms = monotonic_ms()
         if not auth.intercepts(api_key):
-            if auth.expired(now_ms) and api_key != ApiKey.API_VERSIONS:
+            if auth.expired(session_ms) and api_key != ApiKey.API_VERSIONS:
                 _limited.log(logging.INFO, ("reauth", self.peer[0]),
                              "Closing connection from %s:%d (%s): its SASL session expired "
                              "(connections.max.reauth.ms)", *self.peer, self.principal)
@@ -572,7 +574,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if api_key == ApiKey.SASL_HANDSHAKE:
                 answer = auth.handshake(request.mechanism, header.api_version)
             elif api_key == ApiKey.SASL_AUTHENTICATE:
-                answer = auth.authenticate(bytes(request.auth_bytes), now_ms)
+                answer = auth.authenticate(bytes(request.auth_bytes), now_ms, session_ms)
             else:
                 answer = None
         except Exception:
@@ -605,7 +607,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         auth = self.authenticator
         assert auth is not None and self.transport is not None
         try:
-            reply = auth.authenticate_raw(token, int(self.dispatcher.clock() * 1000))
+            reply = auth.authenticate_raw(token, int(self.dispatcher.clock() * 1000),
+                                          monotonic_ms())
         except Exception:
             _limited.log(logging.ERROR, ("sasl-error", self.peer[0]),
                          "Closing connection from %s:%d: SASL %s failed", *self.peer,
